@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# hack/setup.sh — install everything `make test`, `make demo` and `make bench` need on a
+# Debian bookworm machine, as root. Idempotent: a second run with everything present does
+# nothing but check (a few seconds).
+#
+#   - apt packages (netperf comes from Debian's non-free component, enabled here)
+#   - tools built from the pinned tools module hack/tools into bin/:
+#       controller-gen, kube-apiserver (k8s.io/kubernetes, staging modules replaced by
+#       their v0.34.1 releases), setup-envtest-compatible layout for KUBEBUILDER_ASSETS
+#   - etcd from Debian's etcd-server, linked into bin/
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${ROOT}/bin"
+mkdir -p "${BIN}"
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+if [[ "$(id -u)" != 0 ]]; then
+  log "must run as root (apt-get, network namespaces, Open vSwitch)"
+  exit 1
+fi
+
+APT_PACKAGES=(
+  openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
+  ethtool iproute2 nftables iputils-ping procps chromium kmod
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  # netperf lives in Debian's non-free component.
+  src=/etc/apt/sources.list.d/debian.sources
+  if [[ -f "$src" ]] && ! grep -qE '^Components:.*non-free( |$)' "$src"; then
+    log "enabling the non-free component in $src (netperf)"
+    sed -i -E '/^Components:/{/non-free( |$)/!s/$/ non-free/}' "$src"
+  elif [[ ! -f "$src" ]] && ! grep -rqsE 'non-free( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "deb http://deb.debian.org/debian bookworm main non-free" >/etc/apt/sources.list.d/fastpath-non-free.list
+  fi
+  log "installing apt packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts netserver, etcd and OVS as services on install; tests start their own.
+  for svc in netperf etcd openvswitch-switch; do
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
+  done
+  pkill -x netserver 2>/dev/null || true
+  pkill -x etcd 2>/dev/null || true
+fi
+
+# etcd: Debian's etcd-server (3.4) is what envtest drives.
+if [[ ! -x "${BIN}/etcd" ]]; then
+  ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "${BIN}/etcd"
+fi
+
+# Go tools, pinned in hack/tools/go.mod.
+TOOLS="${ROOT}/hack/tools"
+K8S_VERSION="v1.34.1"
+build_tool() { # name package [ldflags]
+  local name=$1 pkg=$2 ldflags=${3:-}
+  local stamp="${BIN}/.${name}.stamp"
+  local want
+  want="$(sha256sum "${TOOLS}/go.mod" | cut -c1-16)"
+  if [[ -x "${BIN}/${name}" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    return 0
+  fi
+  log "building ${name} from ${pkg} (cold: minutes; cached after)"
+  (cd "${TOOLS}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${BIN}/${name}" "${pkg}")
+  echo "$want" >"$stamp"
+}
+
+build_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+VPKG=k8s.io/component-base/version
+build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
+  "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
+
+log "ok: $(ls "${BIN}" | tr '\n' ' ')"
