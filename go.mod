@@ -2,6 +2,8 @@ module github.com/fastpath-io/fastpath
 
 go 1.25.0
 
+require github.com/onsi/gomega v1.38.2
+
 require (
 	cel.dev/expr v0.24.0 // indirect
 	codeberg.org/go-fonts/liberation v0.4.1 // indirect
@@ -59,7 +61,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
 	github.com/onsi/ginkgo/v2 v2.27.2 // indirect
-	github.com/onsi/gomega v1.38.2 // indirect
 	github.com/ovn-org/libovsdb v0.7.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect

@@ -1,0 +1,84 @@
+package benchfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// EnvDir names the environment variable that holds the directory figures are
+// written to. `make bench` sets it to the absolute path of _out/bench.
+const EnvDir = "FASTPATH_BENCH_DIR"
+
+// Figure is one measured number with its unit (e.g. "ms", "Mbps", "ratio").
+type Figure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// File is the content of one <benchmark>.json figures file.
+type File struct {
+	Benchmark   string   `json:"benchmark"`
+	Description string   `json:"description,omitempty"`
+	Figures     []Figure `json:"figures"`
+}
+
+// Write stores f as $FASTPATH_BENCH_DIR/<f.Benchmark>.json. It does nothing
+// and returns "" when FASTPATH_BENCH_DIR is unset, so a benchmark run by hand
+// with `go test -bench` writes no files. It returns the path written.
+func Write(f File) (string, error) {
+	dir := os.Getenv(EnvDir)
+	if dir == "" {
+		return "", nil
+	}
+	if f.Benchmark == "" || strings.ContainsAny(f.Benchmark, `/\`) {
+		return "", fmt.Errorf("failed to write figures: benchmark name %q must be a non-empty file name", f.Benchmark)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("failed to create figures directory %s: %w", dir, err)
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("failed to encode figures %s: %w", f.Benchmark, err)
+	}
+	path := filepath.Join(dir, f.Benchmark+".json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("failed to write figures %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("failed to rename figures file %s: %w", tmp, err)
+	}
+	return path, nil
+}
+
+// ReadDir loads every *.json figures file in dir, sorted by benchmark name.
+// Files that are not figures files (no "benchmark" key) are skipped; a
+// missing dir yields no files and no error.
+func ReadDir(dir string) ([]File, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to list figures in %s: %w", dir, err)
+	}
+	var out []File
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read figures %s: %w", p, err)
+		}
+		var f File
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, fmt.Errorf("failed to decode figures %s: %w", p, err)
+		}
+		if f.Benchmark == "" {
+			continue
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Benchmark < out[j].Benchmark })
+	return out, nil
+}
