@@ -1,0 +1,20 @@
+package vsock
+
+import (
+	"context"
+	"net"
+)
+
+// Transport opens vsock-like stream connections. Implementations:
+// AFVSockTransport (real AF_VSOCK) and UnixTransport (an emulation over UNIX
+// sockets for tests and the demo).
+type Transport interface {
+	// Listen listens for stream connections on port of this machine's own
+	// CID (the host's CID 2 for the node agent, the guest's CID inside a
+	// VM). Accepted connections report the peer's vsock address from
+	// RemoteAddr, readable with PeerAddr / PeerCID.
+	Listen(port uint32) (net.Listener, error)
+	// Dial connects to port on the machine with context ID cid. ctx bounds
+	// the connection setup only, not the life of the returned connection.
+	Dial(ctx context.Context, cid, port uint32) (net.Conn, error)
+}
