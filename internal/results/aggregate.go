@@ -1,0 +1,307 @@
+package results
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// NewSample combines the sessions of one repetition, which all ran at the
+// same time, into a Sample: throughput and transaction rates are summed
+// (overall and per pair), the mean latency is weighted by transaction rate
+// and the P99 is the largest session P99 (see Sample). pairs is the number of
+// pairs that ran; every session's Pair must be in 1..pairs.
+func NewSample(repetition, pairs int, sessions []Session) (Sample, error) {
+	if len(sessions) == 0 {
+		return Sample{}, fmt.Errorf("failed to aggregate repetition %d: no sessions", repetition)
+	}
+	s := Sample{Repetition: repetition, PerSession: sessions}
+	perPair := make([]float64, pairs)
+	var weighted float64
+	for _, ss := range sessions {
+		if ss.Pair < 1 || ss.Pair > pairs {
+			return Sample{}, fmt.Errorf("failed to aggregate repetition %d: session %d names pair %d of %d", repetition, ss.Session, ss.Pair, pairs)
+		}
+		s.ThroughputMbps += ss.ThroughputMbps
+		perPair[ss.Pair-1] += ss.ThroughputMbps
+		s.TransactionsPerSec += ss.TransactionsPerSec
+		weighted += ss.MeanLatencyUs * ss.TransactionsPerSec
+		s.P99LatencyUs = math.Max(s.P99LatencyUs, ss.P99LatencyUs)
+	}
+	if s.TransactionsPerSec > 0 {
+		s.MeanLatencyUs = weighted / s.TransactionsPerSec
+	}
+	if pairs > 1 {
+		s.PerPairThroughputMbps = perPair
+	}
+	return s, nil
+}
+
+// Summarize sets r's medians, minima and maxima (and PerPairThroughputMbps)
+// from r.Samples. Fields that no sample measured stay zero.
+func (r *Run) Summarize() {
+	pick := func(f func(Sample) float64) []float64 {
+		var xs []float64
+		for _, s := range r.Samples {
+			if v := f(s); v != 0 {
+				xs = append(xs, v)
+			}
+		}
+		return xs
+	}
+	tp := pick(func(s Sample) float64 { return s.ThroughputMbps })
+	r.ThroughputMbps, r.ThroughputMinMbps, r.ThroughputMaxMbps = Median(tp), minOf(tp), maxOf(tp)
+	r.TransactionsPerSec = Median(pick(func(s Sample) float64 { return s.TransactionsPerSec }))
+	ml := pick(func(s Sample) float64 { return s.MeanLatencyUs })
+	r.MeanLatencyUs, r.MeanLatencyMinUs, r.MeanLatencyMaxUs = Median(ml), minOf(ml), maxOf(ml)
+	p99 := pick(func(s Sample) float64 { return s.P99LatencyUs })
+	r.P99LatencyUs, r.P99LatencyMinUs, r.P99LatencyMaxUs = Median(p99), minOf(p99), maxOf(p99)
+	r.PerPairThroughputMbps = nil
+	if r.Pairs > 1 {
+		r.PerPairThroughputMbps = make([]float64, r.Pairs)
+		for i := range r.Pairs {
+			r.PerPairThroughputMbps[i] = Median(pick(func(s Sample) float64 {
+				if i < len(s.PerPairThroughputMbps) {
+					return s.PerPairThroughputMbps[i]
+				}
+				return 0
+			}))
+		}
+	}
+}
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count) without changing xs; 0 for an empty slice.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+func minOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return slices.Min(xs)
+}
+
+func maxOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return slices.Max(xs)
+}
+
+// Point identifies one cell of the benchmark matrix, independent of path.
+type Point struct {
+	Test         string
+	SocketBytes  int
+	MessageBytes int
+	Sessions     int
+	Pairs        int
+}
+
+// Point returns the matrix cell r measured.
+func (r Run) Point() Point {
+	return Point{Test: r.Test, SocketBytes: r.SocketBytes, MessageBytes: r.MessageBytes, Sessions: r.Sessions, Pairs: r.Pairs}
+}
+
+// String renders p for tables and logs, e.g.
+// "TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1".
+func (p Point) String() string {
+	sock := "default"
+	if p.SocketBytes > 0 {
+		sock = FormatBytes(p.SocketBytes)
+	}
+	return fmt.Sprintf("%s sock=%s msg=%s sessions=%d pairs=%d", p.Test, sock, FormatBytes(p.MessageBytes), p.Sessions, p.Pairs)
+}
+
+// FormatBytes renders a byte count in the papers' style: 512 -> "512B",
+// 4096 -> "4KiB", 262144 -> "256KiB", 1048576 -> "1MiB". Sizes that are
+// not whole KiB/MiB are printed in bytes.
+func FormatBytes(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	default:
+		return fmt.Sprintf("%dB", n)
+	}
+}
+
+// IsReference is the default rule for which paths others are compared
+// against: baselines (names starting with "baseline") and the "ceiling"
+// path of the local node benchmark (DESIGN §5.2).
+func IsReference(path string) bool {
+	return strings.HasPrefix(path, "baseline") || path == "ceiling"
+}
+
+// Speedup compares one path with a reference path at one point.
+type Speedup struct {
+	Point
+	// Path and Reference name the paths; PathMTU and ReferenceMTU the MTUs
+	// of the runs compared (the best run of each path at this point).
+	Path, Reference       string
+	PathMTU, ReferenceMTU int
+	// Ratio is Path's median throughput over Reference's. For RR tests with
+	// equal message sizes that is the ratio of transaction rates, the inverse
+	// of the latency ratio. Higher is better.
+	Ratio float64
+}
+
+// Paths returns the path names of runs in order of first appearance.
+func Paths(runs []Run) []string {
+	var names []string
+	for _, r := range runs {
+		if !slices.Contains(names, r.Path) {
+			names = append(names, r.Path)
+		}
+	}
+	return names
+}
+
+// Best returns, for each (path, point), the run with the highest median
+// throughput: when a path was measured at several MTUs the best MTU counts,
+// as the targets of issue 6 ask ("best fast-path MTU").
+func Best(runs []Run) map[string]map[Point]Run {
+	best := map[string]map[Point]Run{}
+	for _, r := range runs {
+		m := best[r.Path]
+		if m == nil {
+			m = map[Point]Run{}
+			best[r.Path] = m
+		}
+		if old, ok := m[r.Point()]; !ok || r.ThroughputMbps > old.ThroughputMbps {
+			m[r.Point()] = r
+		}
+	}
+	return best
+}
+
+// Speedups returns, for every point measured on both, the ratio of every
+// non-reference path to every reference path (isReference; nil means
+// IsReference). When no path is a reference, the first path in runs is.
+// The result is ordered by point (in order of first appearance), then path,
+// then reference.
+func Speedups(runs []Run, isReference func(string) bool) []Speedup {
+	if isReference == nil {
+		isReference = IsReference
+	}
+	paths := Paths(runs)
+	var refs, cands []string
+	for _, p := range paths {
+		if isReference(p) {
+			refs = append(refs, p)
+		} else {
+			cands = append(cands, p)
+		}
+	}
+	if len(refs) == 0 && len(paths) > 1 {
+		refs, cands = paths[:1], paths[1:]
+	}
+	best := Best(runs)
+	var out []Speedup
+	seen := map[Point]bool{}
+	for _, r := range runs {
+		pt := r.Point()
+		if seen[pt] {
+			continue
+		}
+		seen[pt] = true
+		for _, c := range cands {
+			cr, ok := best[c][pt]
+			if !ok {
+				continue
+			}
+			for _, ref := range refs {
+				rr, ok := best[ref][pt]
+				if !ok || !(rr.ThroughputMbps > 0) {
+					continue
+				}
+				out = append(out, Speedup{Point: pt, Path: c, Reference: ref, PathMTU: cr.MTU, ReferenceMTU: rr.MTU, Ratio: cr.ThroughputMbps / rr.ThroughputMbps})
+			}
+		}
+	}
+	return out
+}
+
+// Headline returns the point the headline ratios are quoted at, the one the
+// targets of issue 6 name: single session, single pair TCP_STREAM with the
+// largest socket and the largest message size measured (256 KiB / 64 KiB in
+// the papers' matrix). ok is false when there is no such stream run.
+func Headline(runs []Run) (p Point, ok bool) {
+	for _, r := range runs {
+		if r.Test != TCPStream || r.Sessions != 1 || r.Pairs != 1 {
+			continue
+		}
+		if !ok || r.SocketBytes > p.SocketBytes || (r.SocketBytes == p.SocketBytes && r.MessageBytes > p.MessageBytes) {
+			p, ok = r.Point(), true
+		}
+	}
+	return p, ok
+}
+
+// RatioLines returns one line per (path, reference) at the Headline point,
+// e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93", in the order of
+// Speedups. make bench and `fastpath-bench report` print these.
+func RatioLines(runs []Run, isReference func(string) bool) []string {
+	hp, ok := Headline(runs)
+	if !ok {
+		return nil
+	}
+	var lines []string
+	for _, s := range Speedups(runs, isReference) {
+		if s.Point == hp {
+			lines = append(lines, fmt.Sprintf("ratio %s/%s %.2f", s.Path, s.Reference, s.Ratio))
+		}
+	}
+	return lines
+}
+
+// LatencyHeadline returns the point latency is quoted at: single session,
+// single pair TCP_RR with the smallest message (1 byte in the papers'
+// matrix) and the largest socket size measured.
+func LatencyHeadline(runs []Run) (p Point, ok bool) {
+	for _, r := range runs {
+		if r.Test != TCPRR || r.Sessions != 1 || r.Pairs != 1 {
+			continue
+		}
+		if !ok || r.MessageBytes < p.MessageBytes || (r.MessageBytes == p.MessageBytes && r.SocketBytes > p.SocketBytes) {
+			p, ok = r.Point(), true
+		}
+	}
+	return p, ok
+}
+
+// LatencyLines returns one line per (path, reference) at the LatencyHeadline
+// point giving the ratio of mean latencies, lower is better, e.g.
+// "latency fastpath-linux-bridge/baseline-masquerade 0.81". Paths are
+// compared at their best run (see Best).
+func LatencyLines(runs []Run, isReference func(string) bool) []string {
+	hp, ok := LatencyHeadline(runs)
+	if !ok {
+		return nil
+	}
+	best := Best(runs)
+	var lines []string
+	for _, s := range Speedups(runs, isReference) {
+		if s.Point != hp {
+			continue
+		}
+		a, b := best[s.Path][hp], best[s.Reference][hp]
+		if a.MeanLatencyUs > 0 && b.MeanLatencyUs > 0 {
+			lines = append(lines, fmt.Sprintf("latency %s/%s %.2f", s.Path, s.Reference, a.MeanLatencyUs/b.MeanLatencyUs))
+		}
+	}
+	return lines
+}
