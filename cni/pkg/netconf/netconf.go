@@ -1,0 +1,334 @@
+package netconf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
+)
+
+// PluginType is the "type" of the plugin, the name of its binary in CNI_PATH.
+const PluginType = "fastpath"
+
+// Datapath names (the "datapath" field). The values are the API enum of
+// FastPathAttachment.spec.network.datapath (DESIGN §3.1).
+const (
+	// DatapathLinuxBridge enslaves the host end of a veth pair to a Linux bridge.
+	DatapathLinuxBridge = "LinuxBridge"
+	// DatapathOVS adds the host end of a veth pair as a port of an Open vSwitch bridge.
+	DatapathOVS = "OVS"
+)
+
+// Defaults applied by LoadNetConf to fields that are absent (or zero).
+const (
+	// DefaultBridge is the node bridge the node agent (fastpath-agent) creates.
+	DefaultBridge = "fastpath0"
+	// DefaultMTU in bytes: jumbo frames, which the ESX networking study found to
+	// give up to 2x throughput (DESIGN §1).
+	DefaultMTU = 9000
+	// DefaultOVSSocket is where Debian's and upstream's ovsdb-server listen.
+	DefaultOVSSocket = "unix:/var/run/openvswitch/db.sock"
+	// DefaultStateDir holds the plugin's per-attachment cache and its lock file.
+	DefaultStateDir = "/var/lib/cni/fastpath"
+)
+
+// MTU bounds in bytes. MinMTU is the IPv6 minimum link MTU (RFC 8200 §5);
+// MaxMTU is the largest MTU a veth accepts (ETH_MAX_MTU, Linux
+// include/uapi/linux/if_ether.h); same-node frames never touch a wire, so
+// super-jumbo values are legal (DESIGN §2).
+const (
+	MinMTU = 1280
+	MaxMTU = 65535
+)
+
+// MaxBridgeNameLen is IFNAMSIZ-1 (Linux include/uapi/linux/if.h): the longest
+// interface name the kernel accepts.
+const MaxBridgeNameLen = 15
+
+// SupportedVersions are the CNI specification versions the plugin speaks.
+var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+// OffloadKeys are the keys the "offloads" object accepts, in canonical order.
+var OffloadKeys = []string{"tso", "gso", "gro", "txChecksum"}
+
+var bridgeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,15}$`)
+
+// NetConf is the fastpath network configuration, e.g.
+//
+//	{"cniVersion": "1.0.0", "name": "fp-db-link", "type": "fastpath",
+//	 "datapath": "LinuxBridge", "bridge": "fastpath0", "mtu": 9000,
+//	 "offloads": {"tso": true, "gso": true, "gro": true, "txChecksum": true},
+//	 "ipam": {"type": "host-local", "subnet": "10.250.0.0/24"}}
+//
+// The operator marshals it into a NetworkAttachmentDefinition; the fields
+// marked "set by the runtime" are filled by Multus or libcni and are never
+// rendered by the operator.
+type NetConf struct {
+	// CNIVersion is the CNI specification version, one of SupportedVersions.
+	CNIVersion string `json:"cniVersion,omitempty"`
+	// Name is the network name; GC matches attachments by it.
+	Name string `json:"name,omitempty"`
+	// Type is the plugin binary name, PluginType.
+	Type string `json:"type,omitempty"`
+	// Capabilities asks the runtime for runtimeConfig entries, e.g. {"mac": true}.
+	Capabilities map[string]bool `json:"capabilities,omitempty"`
+
+	// Datapath is DatapathLinuxBridge (default) or DatapathOVS.
+	Datapath string `json:"datapath,omitempty"`
+	// Bridge is the node bridge, 1-15 characters of [a-zA-Z0-9_.-]; default
+	// DefaultBridge. The node agent creates it; the plugin never does.
+	Bridge string `json:"bridge,omitempty"`
+	// MTU in bytes of both veth ends, MinMTU-MaxMTU; default DefaultMTU (0 means default).
+	MTU int `json:"mtu,omitempty"`
+	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
+	// ends; an absent key means true.
+	Offloads *Offloads `json:"offloads,omitempty"`
+	// IPAM is the delegated IPAM configuration, passed untouched to the IPAM
+	// plugin named by its "type" (required).
+	IPAM IPAM `json:"ipam,omitempty"`
+	// OVS configures the Open vSwitch datapath; ignored for LinuxBridge.
+	OVS *OVS `json:"ovs,omitempty"`
+	// StateDir is an absolute directory for the per-attachment cache and the
+	// lock file; default DefaultStateDir.
+	StateDir string `json:"stateDir,omitempty"`
+
+	// RuntimeConfig carries capability arguments (set by the runtime).
+	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
+	// RawPrevResult is the previous result, given to CHECK (set by the runtime).
+	RawPrevResult map[string]any `json:"prevResult,omitempty"`
+	// ValidAttachments lists the attachments GC must keep (set by the runtime, CNI 1.1).
+	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
+}
+
+// Offloads are the per-interface offload switches (ethtool -K). Each pointer
+// is nil when absent; LoadNetConf defaults nil to true.
+type Offloads struct {
+	// TSO is TCP segmentation offload (ethtool "tso"); requires TXChecksum.
+	TSO *bool `json:"tso,omitempty"`
+	// GSO is generic segmentation offload (ethtool "gso").
+	GSO *bool `json:"gso,omitempty"`
+	// GRO is generic receive offload (ethtool "gro").
+	GRO *bool `json:"gro,omitempty"`
+	// TXChecksum is transmit checksum offload (ethtool "tx").
+	TXChecksum *bool `json:"txChecksum,omitempty"`
+}
+
+// IPAM is the "ipam" object. Only "type" is read by the plugin; every other
+// key (subnet, ranges, dataDir, ...) belongs to the IPAM plugin.
+type IPAM map[string]any
+
+// Type returns the IPAM plugin name, or "" when "type" is absent or not a string.
+func (i IPAM) Type() string {
+	s, _ := i["type"].(string)
+	return s
+}
+
+// OVS is the "ovs" object.
+type OVS struct {
+	// Socket is the OVSDB endpoint: unix:<path>, tcp:<host>:<port> or
+	// ssl:<host>:<port>; default DefaultOVSSocket.
+	Socket string `json:"socket,omitempty"`
+}
+
+// RuntimeConfig is the "runtimeConfig" object the runtime fills from the
+// capabilities the configuration asks for.
+type RuntimeConfig struct {
+	// MAC is the container interface MAC address (Multus "mac" capability).
+	MAC string `json:"mac,omitempty"`
+}
+
+// unknownOffloadError reports a key in "offloads" that is not in OffloadKeys.
+type unknownOffloadError struct{ msg string }
+
+func (e *unknownOffloadError) Error() string { return e.msg }
+
+// UnmarshalJSON decodes the offloads object strictly: unknown keys and
+// non-boolean values are errors naming the key.
+func (o *Offloads) UnmarshalJSON(data []byte) error {
+	type plain Offloads
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return &unknownOffloadError{msg: fmt.Sprintf("offloads.%s must be a boolean, got JSON %s", typeErr.Field, typeErr.Value)}
+		}
+		if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return &unknownOffloadError{msg: fmt.Sprintf("offloads has unknown key %s: allowed keys are %s", key, strings.Join(OffloadKeys, ", "))}
+		}
+		return &unknownOffloadError{msg: fmt.Sprintf("offloads is invalid: %v", err)}
+	}
+	*o = Offloads(p)
+	return nil
+}
+
+// Map returns the offload switches keyed by OffloadKeys; nil fields count as true.
+func (o *Offloads) Map() map[string]bool {
+	get := func(b *bool) bool { return b == nil || *b }
+	if o == nil {
+		o = &Offloads{}
+	}
+	return map[string]bool{"tso": get(o.TSO), "gso": get(o.GSO), "gro": get(o.GRO), "txChecksum": get(o.TXChecksum)}
+}
+
+// LoadNetConf parses, defaults and validates the network configuration on a
+// plugin's stdin. It returns the configuration with every default filled in
+// (Datapath, Bridge, MTU, all four Offloads, OVS.Socket, StateDir) and its
+// cniVersion.
+//
+// Errors are *types.Error: ErrDecodingFailure (6) for malformed JSON,
+// ErrIncompatibleCNIVersion (1) for an unsupported cniVersion and
+// ErrInvalidNetworkConfig (7) for everything else, with a message naming the
+// field and the allowed values.
+func LoadNetConf(stdin []byte) (*NetConf, string, error) {
+	conf := &NetConf{}
+	if err := json.Unmarshal(stdin, conf); err != nil {
+		return nil, "", decodeError(err)
+	}
+	if err := conf.defaultAndValidate(); err != nil {
+		return nil, "", err
+	}
+	return conf, conf.CNIVersion, nil
+}
+
+func decodeError(err error) error {
+	var offErr *unknownOffloadError
+	if errors.As(err, &offErr) {
+		return types.NewError(types.ErrInvalidNetworkConfig, offErr.msg, "")
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			return types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("network configuration must be a JSON object, got JSON %s", typeErr.Value), "")
+		}
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			fmt.Sprintf("%s must be of type %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value), "")
+	}
+	return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to parse network configuration: %v", err), "")
+}
+
+func invalid(format string, args ...any) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(format, args...), "")
+}
+
+func (c *NetConf) defaultAndValidate() error {
+	if c.Name == "" {
+		return invalid("name is required")
+	}
+	if err := utils.ValidateNetworkName(c.Name); err != nil {
+		return invalid("name %q is invalid: must be [a-zA-Z0-9] followed by [a-zA-Z0-9_.-]", c.Name)
+	}
+
+	versions := strings.Join(SupportedVersions, ", ")
+	if c.CNIVersion == "" {
+		return invalid("cniVersion is required: must be one of %s", versions)
+	}
+	if !slices.Contains(SupportedVersions, c.CNIVersion) {
+		return types.NewError(types.ErrIncompatibleCNIVersion,
+			fmt.Sprintf("cniVersion %q is not supported: must be one of %s", c.CNIVersion, versions), "")
+	}
+
+	switch c.Datapath {
+	case "":
+		c.Datapath = DatapathLinuxBridge
+	case DatapathLinuxBridge, DatapathOVS:
+	default:
+		return invalid("datapath %q is not supported: must be %s or %s", c.Datapath, DatapathLinuxBridge, DatapathOVS)
+	}
+
+	if c.Bridge == "" {
+		c.Bridge = DefaultBridge
+	}
+	if err := ValidateBridgeName(c.Bridge); err != nil {
+		return err
+	}
+
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.MTU < MinMTU || c.MTU > MaxMTU {
+		return invalid("mtu %d is out of range: must be %d-%d", c.MTU, MinMTU, MaxMTU)
+	}
+
+	if c.Offloads == nil {
+		c.Offloads = &Offloads{}
+	}
+	for _, p := range []**bool{&c.Offloads.TSO, &c.Offloads.GSO, &c.Offloads.GRO, &c.Offloads.TXChecksum} {
+		if *p == nil {
+			t := true
+			*p = &t
+		}
+	}
+	if *c.Offloads.TSO && !*c.Offloads.TXChecksum {
+		return invalid("offloads.tso true requires offloads.txChecksum true: the kernel turns TSO off without TX checksum offload")
+	}
+
+	if len(c.IPAM) == 0 {
+		return invalid("ipam is required: fastpath delegates addresses to an IPAM plugin, e.g. {\"type\": \"host-local\", \"subnet\": \"10.250.0.0/24\"}")
+	}
+	if c.IPAM.Type() == "" {
+		return invalid("ipam.type is required: must name an IPAM plugin binary, e.g. host-local")
+	}
+	if strings.ContainsAny(c.IPAM.Type(), `/\`) {
+		return invalid("ipam.type %q is invalid: must be a plugin name without a path", c.IPAM.Type())
+	}
+
+	if c.OVS == nil {
+		c.OVS = &OVS{}
+	}
+	if c.OVS.Socket == "" {
+		c.OVS.Socket = DefaultOVSSocket
+	}
+	if !strings.HasPrefix(c.OVS.Socket, "unix:/") && !strings.HasPrefix(c.OVS.Socket, "tcp:") && !strings.HasPrefix(c.OVS.Socket, "ssl:") {
+		return invalid("ovs.socket %q is invalid: must be unix:<absolute path>, tcp:<host>:<port> or ssl:<host>:<port>", c.OVS.Socket)
+	}
+
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return invalid("stateDir %q is invalid: must be an absolute path", c.StateDir)
+	}
+	c.StateDir = filepath.Clean(c.StateDir)
+
+	if c.RuntimeConfig != nil && c.RuntimeConfig.MAC != "" {
+		if _, err := ParseMAC("runtimeConfig.mac", c.RuntimeConfig.MAC); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateBridgeName checks a bridge name: 1-15 characters of [a-zA-Z0-9_.-],
+// and not "." or ".." (which the kernel refuses as interface names).
+// The error is a *types.Error with code ErrInvalidNetworkConfig.
+func ValidateBridgeName(name string) error {
+	if !bridgeNameRE.MatchString(name) || name == "." || name == ".." {
+		return invalid("bridge %q is invalid: must be 1-%d characters of [a-zA-Z0-9_.-]", name, MaxBridgeNameLen)
+	}
+	return nil
+}
+
+// ParseMAC parses a unicast 48-bit MAC address such as "02:00:00:00:00:01".
+// field names the source in the error (e.g. "runtimeConfig.mac" or "CNI_ARGS
+// MAC"); the error is a *types.Error with code ErrInvalidNetworkConfig.
+func ParseMAC(field, s string) (net.HardwareAddr, error) {
+	mac, err := net.ParseMAC(s)
+	if err != nil || len(mac) != 6 {
+		return nil, invalid("%s %q is invalid: must be a 48-bit MAC address such as 02:00:00:00:00:01", field, s)
+	}
+	if mac[0]&1 == 1 {
+		return nil, invalid("%s %q is invalid: must be a unicast address (least significant bit of the first octet clear)", field, s)
+	}
+	return mac, nil
+}

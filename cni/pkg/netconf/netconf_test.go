@@ -1,0 +1,122 @@
+package netconf
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+	. "github.com/onsi/gomega"
+)
+
+func TestLoadNetConfDefaults(t *testing.T) {
+	g := NewWithT(t)
+	conf, version, err := LoadNetConf([]byte(`{"cniVersion": "1.0.0", "name": "fp-db-link", "type": "fastpath",
+		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24"}}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(version).To(Equal("1.0.0"))
+	g.Expect(conf.Datapath).To(Equal(DatapathLinuxBridge))
+	g.Expect(conf.Bridge).To(Equal("fastpath0"))
+	g.Expect(conf.MTU).To(Equal(9000))
+	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}))
+	g.Expect(conf.OVS.Socket).To(Equal("unix:/var/run/openvswitch/db.sock"))
+	g.Expect(conf.StateDir).To(Equal("/var/lib/cni/fastpath"))
+	g.Expect(conf.IPAM.Type()).To(Equal("host-local"))
+	g.Expect(conf.IPAM).To(HaveKeyWithValue("subnet", "10.250.0.0/24"))
+}
+
+func TestLoadNetConfFullConfig(t *testing.T) {
+	g := NewWithT(t)
+	conf, _, err := LoadNetConf([]byte(`{"cniVersion": "1.1.0", "name": "fp", "type": "fastpath",
+		"datapath": "OVS", "bridge": "br-fast.1", "mtu": 65535,
+		"offloads": {"tso": false, "gso": false, "gro": true, "txChecksum": false},
+		"ipam": {"type": "static"}, "ovs": {"socket": "tcp:127.0.0.1:6640"}, "stateDir": "/run/fp/../fp2/",
+		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},
+		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}],
+		"someFutureKey": {"x": 1}}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conf.Datapath).To(Equal(DatapathOVS))
+	g.Expect(conf.Bridge).To(Equal("br-fast.1"))
+	g.Expect(conf.MTU).To(Equal(65535))
+	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": false, "gso": false, "gro": true, "txChecksum": false}))
+	g.Expect(conf.OVS.Socket).To(Equal("tcp:127.0.0.1:6640"))
+	g.Expect(conf.StateDir).To(Equal("/run/fp2"))
+	g.Expect(conf.RuntimeConfig.MAC).To(Equal("02:00:00:aa:bb:cc"))
+	g.Expect(conf.ValidAttachments).To(Equal([]types.GCAttachment{{ContainerID: "c1", IfName: "net1"}}))
+}
+
+// TestNetConfMarshalKeepsContractKeys guards the JSON keys the operator
+// renders into NetworkAttachmentDefinitions (DESIGN §3.1).
+func TestNetConfMarshalKeepsContractKeys(t *testing.T) {
+	g := NewWithT(t)
+	on, off := true, false
+	conf := NetConf{CNIVersion: "1.0.0", Name: "fp-db-link", Type: PluginType, Datapath: DatapathOVS,
+		Bridge: "fastpath0", MTU: 9000, Offloads: &Offloads{TSO: &on, GSO: &on, GRO: &off, TXChecksum: &on},
+		IPAM: IPAM{"type": "host-local", "subnet": "10.250.0.0/24"}, OVS: &OVS{Socket: DefaultOVSSocket},
+		StateDir: "/var/lib/cni/fastpath", RuntimeConfig: &RuntimeConfig{MAC: "02:00:00:00:00:01"}}
+	data, err := json.Marshal(conf)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(data).To(MatchJSON(`{"cniVersion": "1.0.0", "name": "fp-db-link", "type": "fastpath",
+		"datapath": "OVS", "bridge": "fastpath0", "mtu": 9000,
+		"offloads": {"tso": true, "gso": true, "gro": false, "txChecksum": true},
+		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24"},
+		"ovs": {"socket": "unix:/var/run/openvswitch/db.sock"}, "stateDir": "/var/lib/cni/fastpath",
+		"runtimeConfig": {"mac": "02:00:00:00:00:01"}}`))
+}
+
+func TestLoadNetConfRejects(t *testing.T) {
+	base := `"cniVersion": "1.0.0", "name": "fp", "type": "fastpath"`
+	ipam := `"ipam": {"type": "host-local"}`
+	for _, tc := range []struct {
+		name string
+		conf string
+		code uint
+		msg  string
+	}{
+		{"syntax", `{"name": `, types.ErrDecodingFailure, "failed to parse network configuration"},
+		{"not an object", `[1, 2]`, types.ErrInvalidNetworkConfig, "must be a JSON object"},
+		{"missing name", `{"cniVersion": "1.0.0", ` + ipam + `}`, types.ErrInvalidNetworkConfig, "name is required"},
+		{"bad name", `{"cniVersion": "1.0.0", "name": "-x", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `name "-x" is invalid`},
+		{"missing version", `{"name": "fp", ` + ipam + `}`, types.ErrInvalidNetworkConfig, "cniVersion is required: must be one of 0.3.1, 0.4.0, 1.0.0, 1.1.0"},
+		{"old version", `{"cniVersion": "0.2.0", "name": "fp", ` + ipam + `}`, types.ErrIncompatibleCNIVersion, `cniVersion "0.2.0" is not supported`},
+		{"unknown datapath", `{` + base + `, "datapath": "Macvtap", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `datapath "Macvtap" is not supported: must be LinuxBridge or OVS`},
+		{"mtu too large", `{` + base + `, "mtu": 70000, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu 70000 is out of range: must be 1280-65535"},
+		{"mtu too small", `{` + base + `, "mtu": 1279, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu 1279 is out of range: must be 1280-65535"},
+		{"mtu negative", `{` + base + `, "mtu": -1, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu -1 is out of range"},
+		{"mtu string", `{` + base + `, "mtu": "9000", ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu must be of type int"},
+		{"bridge too long", `{` + base + `, "bridge": "abcdefghijklmnop", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge "abcdefghijklmnop" is invalid: must be 1-15 characters of [a-zA-Z0-9_.-]`},
+		{"bridge bad char", `{` + base + `, "bridge": "br/0", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge "br/0" is invalid`},
+		{"bridge dot", `{` + base + `, "bridge": "..", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge ".." is invalid`},
+		{"unknown offload", `{` + base + `, "offloads": {"tso": true, "lro": true}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads has unknown key "lro": allowed keys are tso, gso, gro, txChecksum`},
+		{"offload not bool", `{` + base + `, "offloads": {"gro": "On"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.gro must be a boolean`},
+		{"offloads not object", `{` + base + `, "offloads": [], ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads`},
+		{"tso without csum", `{` + base + `, "offloads": {"txChecksum": false}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.tso true requires offloads.txChecksum true`},
+		{"missing ipam", `{` + base + `}`, types.ErrInvalidNetworkConfig, "ipam is required"},
+		{"empty ipam", `{` + base + `, "ipam": {}}`, types.ErrInvalidNetworkConfig, "ipam is required"},
+		{"ipam without type", `{` + base + `, "ipam": {"subnet": "10.0.0.0/24"}}`, types.ErrInvalidNetworkConfig, "ipam.type is required"},
+		{"ipam type path", `{` + base + `, "ipam": {"type": "../x"}}`, types.ErrInvalidNetworkConfig, `ipam.type "../x" is invalid`},
+		{"ovs socket", `{` + base + `, "ovs": {"socket": "/run/db.sock"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `ovs.socket "/run/db.sock" is invalid`},
+		{"relative state dir", `{` + base + `, "stateDir": "state", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `stateDir "state" is invalid: must be an absolute path`},
+		{"bad mac", `{` + base + `, "runtimeConfig": {"mac": "zz"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `runtimeConfig.mac "zz" is invalid`},
+		{"multicast mac", `{` + base + `, "runtimeConfig": {"mac": "01:00:5e:00:00:01"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `must be a unicast address`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, _, err := LoadNetConf([]byte(tc.conf))
+			g.Expect(err).To(HaveOccurred())
+			var cniErr *types.Error
+			g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v is not a *types.Error", err)
+			g.Expect(cniErr.Code).To(Equal(tc.code))
+			g.Expect(cniErr.Msg).To(ContainSubstring(tc.msg))
+		})
+	}
+}
+
+func TestParseMAC(t *testing.T) {
+	g := NewWithT(t)
+	mac, err := ParseMAC("CNI_ARGS MAC", "02:AA:bb:00:00:01")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mac.String()).To(Equal("02:aa:bb:00:00:01"))
+	_, err = ParseMAC("CNI_ARGS MAC", "02:aa:bb:00:00:01:02:03")
+	g.Expect(err).To(MatchError(ContainSubstring(`CNI_ARGS MAC "02:aa:bb:00:00:01:02:03" is invalid: must be a 48-bit MAC address`)))
+}
