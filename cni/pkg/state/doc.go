@@ -1,0 +1,14 @@
+// Package state keeps what the fastpath CNI plugin must remember between
+// invocations: one JSON file per attachment (container ID + ifname) written
+// at ADD and read by DEL, CHECK and GC, and the node-wide lock that makes
+// concurrent invocations safe.
+//
+// Layout under the state directory (netconf "stateDir", default
+// /var/lib/cni/fastpath):
+//
+//	lock                          flock(2) target, never removed
+//	<containerID>:<ifname>.json   one Attachment
+//
+// Neither a CNI container ID ([a-zA-Z0-9_.-]) nor an interface name may
+// contain ':', so the file name is unambiguous.
+package state
