@@ -1,0 +1,17 @@
+// Package relay is the vsock sibling relay run by the node agent (DESIGN §2).
+//
+// Kernel vhost-vsock connects a guest only to its host (CID 2), never to
+// another guest. To let VM A reach a service in VM B on the same node, the
+// relay listens on the host's CID on a relay port per (attachment, service)
+// route; A dials CID 2 on that port, the relay checks A's CID against the
+// route's allow-list (the CIDs of the VMs the same FastPathAttachment
+// selects) and forwards the stream to (B's CID, service port).
+//
+// The relay copies both directions with half-close propagation, enforces a
+// connection limit per route and an idle timeout, takes live route updates
+// without dropping established connections, closes a route's listener (and
+// its connections) when the route goes away, exports Prometheus metrics
+// (bytes, connections, denials) and logs every denial with the source CID and
+// route. It runs over any vsock.Transport: AF_VSOCK in production, the
+// UNIX-socket emulation in tests and the demo.
+package relay

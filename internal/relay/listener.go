@@ -1,0 +1,251 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+// listener serves one route: it accepts on the route's port, admits or
+// denies each connection and runs a pipe per admitted connection.
+type listener struct {
+	relay      *Relay
+	key        routeKey
+	ln         net.Listener
+	cfg        atomic.Pointer[config] // swapped by Update, read per accept
+	ctx        context.Context        // cancelled by stop; bounds target dials
+	cancel     context.CancelFunc
+	acceptDone chan struct{}
+	m          routeMetrics
+	log        logr.Logger
+
+	mu     sync.Mutex
+	conns  map[*pipe]struct{}
+	active int
+	wg     sync.WaitGroup // one per admitted connection
+}
+
+func (l *listener) acceptLoop() {
+	defer close(l.acceptDone)
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if l.ctx.Err() != nil || isClosed(err) {
+				return
+			}
+			l.log.Error(err, "Failed to accept vsock relay connection")
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-time.After(acceptBackoff):
+			}
+			continue
+		}
+		l.admit(c)
+	}
+}
+
+// admit applies the route's allow-list and connection limit to c and starts
+// its pipe. Denied connections are closed at once, counted and logged.
+func (l *listener) admit(c net.Conn) {
+	cfg := l.cfg.Load()
+	cid, err := vsock.PeerCID(c)
+	if err != nil {
+		l.deny(c, ReasonUnknownPeer, cfg, "sourceAddr", c.RemoteAddr().String(), "err", err.Error())
+		return
+	}
+	if _, ok := cfg.allowed[cid]; !ok {
+		l.deny(c, ReasonCIDNotAllowed, cfg, "sourceCID", cid)
+		return
+	}
+	l.mu.Lock()
+	if l.active >= cfg.maxConns {
+		l.mu.Unlock()
+		l.deny(c, ReasonConnectionLimit, cfg, "sourceCID", cid, "maxConns", cfg.maxConns)
+		return
+	}
+	p := &pipe{l: l, src: c, srcCID: cid}
+	l.conns[p] = struct{}{}
+	l.active++
+	l.wg.Add(1)
+	l.mu.Unlock()
+	l.m.active.Inc()
+	go l.serve(p, cfg)
+}
+
+// deny counts and logs a refused connection, then closes it (in that order,
+// so the count is visible by the time the guest sees the close).
+func (l *listener) deny(c net.Conn, reason string, cfg *config, kv ...any) {
+	l.m.denials.WithLabelValues(reason).Inc()
+	l.log.Info("Denied vsock relay connection", append([]any{"reason", reason, "route", cfg.route.String()}, kv...)...)
+	_ = c.Close()
+}
+
+// serve dials the target of cfg and copies until both directions end.
+func (l *listener) serve(p *pipe, cfg *config) {
+	defer func() {
+		p.close()
+		l.mu.Lock()
+		delete(l.conns, p)
+		l.active--
+		l.mu.Unlock()
+		l.m.active.Dec()
+		l.wg.Done()
+	}()
+	ctx, cancel := context.WithTimeout(l.ctx, l.relay.opts.DialTimeout)
+	dst, err := l.relay.opts.Transport.Dial(ctx, cfg.route.TargetCID, cfg.route.TargetPort)
+	cancel()
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.m.denials.WithLabelValues(ReasonTargetUnreachable).Inc()
+			l.log.Error(err, "Denied vsock relay connection", "reason", ReasonTargetUnreachable, "route", cfg.route.String(),
+				"sourceCID", p.srcCID, "targetCID", cfg.route.TargetCID, "targetPort", cfg.route.TargetPort)
+		}
+		return
+	}
+	if !p.setDst(dst) {
+		return // stopped while dialing
+	}
+	l.m.total.Inc()
+	p.run(l.relay.opts.IdleTimeout)
+}
+
+// stop closes the listener and every connection of the route, waits for
+// them and drops the route's metric series.
+func (l *listener) stop() {
+	l.cancel()
+	if err := l.ln.Close(); err != nil {
+		l.log.Error(err, "Failed to close vsock relay listener")
+	}
+	<-l.acceptDone
+	l.mu.Lock()
+	for p := range l.conns {
+		p.close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	l.relay.metrics.deleteRoute(l.m)
+}
+
+// pipe is one relayed connection: src is the guest that dialed the relay,
+// dst the target guest.
+type pipe struct {
+	l      *listener
+	src    net.Conn
+	srcCID uint32
+	last   atomic.Int64 // monotonicNanos of the last payload in either direction
+
+	mu     sync.Mutex
+	dst    net.Conn
+	closed bool
+}
+
+// setDst records the target connection; it returns false (and closes dst)
+// when the pipe was closed meanwhile.
+func (p *pipe) setDst(dst net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = dst.Close()
+		return false
+	}
+	p.dst = dst
+	return true
+}
+
+// close closes both ends; it is idempotent and safe from any goroutine.
+func (p *pipe) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	_ = p.src.Close()
+	if p.dst != nil {
+		_ = p.dst.Close()
+	}
+}
+
+// run copies both directions until each has ended (EOF propagated as
+// CloseWrite to the other side) or either fails, then closes both ends. With
+// idle > 0 a timer closes the pipe after idle without payload.
+func (p *pipe) run(idle time.Duration) {
+	p.last.Store(monotonicNanos())
+	if idle > 0 {
+		done := make(chan struct{})
+		defer close(done)
+		go p.idleWatch(idle, done)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.copy(p.dst, p.src, p.l.m.toTarget) }()
+	go func() { defer wg.Done(); p.copy(p.src, p.dst, p.l.m.toSource) }()
+	wg.Wait()
+	p.close()
+}
+
+// idleWatch closes the pipe once no payload has moved in either direction
+// for idle; it returns when done is closed.
+func (p *pipe) idleWatch(idle time.Duration, done <-chan struct{}) {
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			since := time.Duration(monotonicNanos() - p.last.Load())
+			if since < idle {
+				t.Reset(idle - since)
+				continue
+			}
+			p.l.log.V(1).Info("Closed idle vsock relay connection", "sourceCID", p.srcCID, "idle", since.String())
+			p.close()
+			return
+		}
+	}
+}
+
+// counter is the part of prometheus.Counter copy needs.
+type counter interface{ Add(float64) }
+
+// copy moves bytes from src to dst. At src's EOF it half-closes dst so the
+// far side sees EOF while the other direction keeps flowing; on any other
+// error it closes the whole pipe.
+func (p *pipe) copy(dst, src net.Conn, bytes counter) {
+	bp := p.l.relay.bufs.Get().(*[]byte)
+	defer p.l.relay.bufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			p.last.Store(monotonicNanos())
+			w, werr := dst.Write(buf[:n])
+			bytes.Add(float64(w))
+			if werr != nil {
+				p.close()
+				return
+			}
+		}
+		if rerr == nil {
+			continue
+		}
+		if errors.Is(rerr, io.EOF) {
+			if err := vsock.CloseWrite(dst); err != nil {
+				p.close()
+			}
+			return
+		}
+		p.close()
+		return
+	}
+}
