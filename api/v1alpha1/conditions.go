@@ -1,0 +1,141 @@
+package v1alpha1
+
+// Condition types and reasons of the fastpath.io/v1alpha1 kinds. Reasons are
+// UpperCamelCase (metav1.Condition requires it) and stable: alerts and
+// dashboards match on them.
+
+// FastPathAttachment condition types.
+const (
+	// ReadyCondition summarises every other condition: True when all are True (or
+	// do not apply).
+	ReadyCondition = "Ready"
+	// NetworkAttachmentReadyCondition: the NetworkAttachmentDefinition exists with
+	// the rendered netconf.
+	NetworkAttachmentReadyCondition = "NetworkAttachmentReady"
+	// VMsWiredCondition: every selected VM template carries the attachment's wiring.
+	VMsWiredCondition = "VMsWired"
+	// ColocatedCondition: every running VMI of the attachment is on one node.
+	ColocatedCondition = "Colocated"
+	// VSOCKReadyCondition: every vsock service has a relay port and a target CID.
+	VSOCKReadyCondition = "VSOCKReady"
+	// NodesReadyCondition: the FastPathNode of every node running a selected VM is Ready.
+	NodesReadyCondition = "NodesReady"
+)
+
+// FastPathAttachment condition reasons.
+const (
+	// ReasonReady: everything is in place.
+	ReasonReady = "Ready"
+	// ReasonNotReady: a summarised condition is False; the message names it.
+	ReasonNotReady = "NotReady"
+	// ReasonInvalidSpec: the spec is wrong in a way the CRD cannot catch (a vsock
+	// service naming a VM that is not selected, a subnet overlapping the pod
+	// network); the message names the field. A retry cannot fix it.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonNotRequested: the attachment does not ask for this part (no network, no vsock).
+	ReasonNotRequested = "NotRequested"
+	// ReasonNADCreated: the NetworkAttachmentDefinition is up to date.
+	ReasonNADCreated = "NetworkAttachmentDefinitionReconciled"
+	// ReasonNADFailed: creating or updating the NetworkAttachmentDefinition failed.
+	ReasonNADFailed = "NetworkAttachmentDefinitionFailed"
+	// ReasonNADConflict: a NetworkAttachmentDefinition of that name exists and is not ours.
+	ReasonNADConflict = "NetworkAttachmentDefinitionConflict"
+	// ReasonNoVMsSelected: the selector matches no VirtualMachine.
+	ReasonNoVMsSelected = "NoVMsSelected"
+	// ReasonWired: every selected VM is wired.
+	ReasonWired = "Wired"
+	// ReasonWiringFailed: applying the wiring to a VM failed.
+	ReasonWiringFailed = "WiringFailed"
+	// ReasonVMConflict: a VM is selected by an older attachment too, or already has
+	// an interface or network of our name that is not ours.
+	ReasonVMConflict = "VMConflict"
+	// ReasonRestartRequired: a running VMI lacks wiring its VM template has.
+	ReasonRestartRequired = "RestartRequired"
+	// ReasonColocated: all running VMIs share one node.
+	ReasonColocated = "Colocated"
+	// ReasonNotColocated: running VMIs are on different nodes.
+	ReasonNotColocated = "NotColocated"
+	// ReasonPlacementNone: placement None, co-location is not checked.
+	ReasonPlacementNone = "PlacementNone"
+	// ReasonNoRunningVMs: no selected VM has a VMI yet.
+	ReasonNoRunningVMs = "NoRunningVMs"
+	// ReasonVSOCKReady: every service has a relay port and a target CID.
+	ReasonVSOCKReady = "RelayRoutesReady"
+	// ReasonNoCID: a VMI has no vsock CID (KubeVirt VSOCK feature gate off, or the
+	// VM not restarted since autoattachVSOCK was set).
+	ReasonNoCID = "NoCID"
+	// ReasonTargetNotRunning: a service's target VM has no VMI.
+	ReasonTargetNotRunning = "TargetNotRunning"
+	// ReasonRelayPortsExhausted: no free relay port in the operator's range.
+	ReasonRelayPortsExhausted = "RelayPortsExhausted"
+	// ReasonNodesReady: every node running a selected VM is Ready.
+	ReasonNodesReady = "NodesReady"
+	// ReasonNodeNotReady: a node's FastPathNode is not Ready; the message says why.
+	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonNodeUnknown: a node running a selected VM has no FastPathNode (no agent there).
+	ReasonNodeUnknown = "NodeUnknown"
+	// ReasonDeleting: the attachment is being deleted and its wiring removed.
+	ReasonDeleting = "Deleting"
+)
+
+// FastPathBenchmark condition types.
+const (
+	// RunningCondition: the runner Job is running.
+	RunningCondition = "Running"
+	// SucceededCondition: results are in and every criterion is met.
+	SucceededCondition = "Succeeded"
+	// FailedCondition: the runner failed or a criterion was missed.
+	FailedCondition = "Failed"
+)
+
+// FastPathBenchmark condition reasons.
+const (
+	// ReasonWaitingForAttachment: the attachment is missing or not Ready.
+	ReasonWaitingForAttachment = "WaitingForAttachment"
+	// ReasonEndpointNotFound: a client/server VM is not selected or has no VMI/IP.
+	ReasonEndpointNotFound = "EndpointNotFound"
+	// ReasonJobCreated: the runner Job was created.
+	ReasonJobCreated = "JobCreated"
+	// ReasonJobRunning: the runner Job is running.
+	ReasonJobRunning = "JobRunning"
+	// ReasonCriteriaMet: every success criterion is met.
+	ReasonCriteriaMet = "CriteriaMet"
+	// ReasonThresholdNotMet: a success criterion was missed; the message gives the numbers.
+	ReasonThresholdNotMet = "ThresholdNotMet"
+	// ReasonNetserverUnreachable: the runner could not reach netserver.
+	ReasonNetserverUnreachable = "NetserverUnreachable"
+	// ReasonRunnerFailed: the runner failed for another reason; the message has its error.
+	ReasonRunnerFailed = "RunnerFailed"
+	// ReasonResultsInvalid: the runner's output could not be parsed.
+	ReasonResultsInvalid = "ResultsInvalid"
+)
+
+// FastPathNode condition types.
+const (
+	// BridgesReadyCondition: every wanted bridge exists with the wanted MTU.
+	BridgesReadyCondition = "BridgesReady"
+	// VSOCKRelayReadyCondition: the relay serves every route for this node.
+	VSOCKRelayReadyCondition = "VSOCKRelayReady"
+)
+
+// FastPathNode condition reasons.
+const (
+	// ReasonBridgesReady: every bridge is ready.
+	ReasonBridgesReady = "BridgesReady"
+	// ReasonBridgeFailed: a bridge could not be created or configured.
+	ReasonBridgeFailed = "BridgeFailed"
+	// ReasonBridgeConflict: two attachments want one bridge name with different datapaths.
+	ReasonBridgeConflict = "BridgeConflict"
+	// ReasonOVSUnreachable: an attachment wants an OVS bridge and OVSDB does not answer.
+	ReasonOVSUnreachable = "OVSUnreachable"
+	// ReasonNoBridgesWanted: no attachment wants a bridge.
+	ReasonNoBridgesWanted = "NoBridgesWanted"
+	// ReasonRelayReady: the relay serves every route.
+	ReasonRelayReady = "RelayReady"
+	// ReasonRelayFailed: a relay listener could not be opened.
+	ReasonRelayFailed = "RelayFailed"
+	// ReasonVhostVSOCKMissing: /dev/vhost-vsock is absent (vhost_vsock module not loaded).
+	ReasonVhostVSOCKMissing = "VhostVSOCKMissing"
+	// ReasonNoRoutes: no vsock route for this node.
+	ReasonNoRoutes = "NoRoutes"
+)

@@ -1,0 +1,122 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of the fastpath.io/v1alpha1 API. They are applied in code (not by the
+// CRD), by the Default* functions below, so a stored object keeps exactly what
+// the user wrote and a later release can change a default in one place.
+// Sources: DESIGN.md §1 and §2 (MTU 9000 jumbo frames and offloads on from the
+// ESX networking talk, rx ring 1024 from the VMXNET3 paper, tx ring 256 because
+// vhost-net accepts no other size) and §5.1 (the papers' netperf matrix).
+const (
+	DefaultPlacement   = PlacementRequired
+	DefaultDatapath    = DatapathLinuxBridge
+	DefaultBridge      = "fastpath0"
+	DefaultMTU         = int32(9000)
+	DefaultRxQueueSize = int32(1024)
+	DefaultTxQueueSize = int32(256)
+	DefaultQueues      = int32(1)
+
+	DefaultMode        = BenchmarkModeVM
+	DefaultBaseline    = BaselinePodNetwork
+	DefaultDuration    = 60 * time.Second
+	DefaultRepetitions = int32(3)
+	DefaultPairs       = int32(1)
+	DefaultSSHUser     = "fedora"
+)
+
+var (
+	// DefaultTests are the benchmark tests when spec.tests is empty.
+	DefaultTests = []BenchmarkTest{TestTCPStream, TestTCPRR}
+	// DefaultSocketSizes are the VMCI paper's 64 KB and 256 KB socket buffers, bytes.
+	DefaultSocketSizes = []int32{65536, 262144}
+	// DefaultMessageSizes are the papers' message sizes, bytes.
+	DefaultMessageSizes = []int32{512, 4096, 16384, 65536}
+	// DefaultSessions are the papers' 1 and 5 concurrent sessions.
+	DefaultSessions = []int32{1, 5}
+)
+
+// DefaultAttachmentSpec returns a copy of spec with every unset field set to its
+// default. A nil network or vsock stays nil (they are not defaulted into
+// existence). It never fails and never mutates its argument.
+func DefaultAttachmentSpec(spec FastPathAttachmentSpec) FastPathAttachmentSpec {
+	out := *spec.DeepCopy()
+	if out.Placement == "" {
+		out.Placement = DefaultPlacement
+	}
+	if n := out.Network; n != nil {
+		if n.Datapath == "" {
+			n.Datapath = DefaultDatapath
+		}
+		if n.Bridge == "" {
+			n.Bridge = DefaultBridge
+		}
+		if n.MTU == nil {
+			n.MTU = ptrTo(DefaultMTU)
+		}
+		if n.Offloads == nil {
+			n.Offloads = &Offloads{}
+		}
+		for _, o := range []*OffloadState{&n.Offloads.TSO, &n.Offloads.GSO, &n.Offloads.GRO, &n.Offloads.TXChecksum} {
+			if *o == "" {
+				*o = OffloadOn
+			}
+		}
+		if n.RxQueueSize == nil {
+			n.RxQueueSize = ptrTo(DefaultRxQueueSize)
+		}
+		if n.TxQueueSize == nil {
+			n.TxQueueSize = ptrTo(DefaultTxQueueSize)
+		}
+		if n.Queues == nil {
+			n.Queues = ptrTo(DefaultQueues)
+		}
+	}
+	return out
+}
+
+// DefaultBenchmarkSpec returns a copy of spec with every unset field set to its
+// default (DESIGN §5.1 matrix). It never mutates its argument.
+func DefaultBenchmarkSpec(spec FastPathBenchmarkSpec) FastPathBenchmarkSpec {
+	out := *spec.DeepCopy()
+	if out.Mode == "" {
+		out.Mode = DefaultMode
+	}
+	if len(out.Tests) == 0 {
+		out.Tests = append([]BenchmarkTest(nil), DefaultTests...)
+	}
+	if len(out.SocketSizes) == 0 {
+		out.SocketSizes = append([]int32(nil), DefaultSocketSizes...)
+	}
+	if len(out.MessageSizes) == 0 {
+		out.MessageSizes = append([]int32(nil), DefaultMessageSizes...)
+	}
+	if len(out.Sessions) == 0 {
+		out.Sessions = append([]int32(nil), DefaultSessions...)
+	}
+	if out.Duration == nil {
+		out.Duration = &metav1.Duration{Duration: DefaultDuration}
+	}
+	if out.Repetitions == nil {
+		out.Repetitions = ptrTo(DefaultRepetitions)
+	}
+	if out.Pairs == nil {
+		out.Pairs = ptrTo(DefaultPairs)
+	}
+	if out.Baseline == "" {
+		out.Baseline = DefaultBaseline
+	}
+	if out.SSHUser == "" {
+		out.SSHUser = DefaultSSHUser
+	}
+	return out
+}
+
+// On reports whether an offload state is On (the zero value counts as On, the default).
+func (s OffloadState) On() bool { return s != OffloadOff }
+
+func ptrTo[T any](v T) *T { return &v }

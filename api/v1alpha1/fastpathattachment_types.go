@@ -1,0 +1,351 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Placement says whether the VMs of one attachment are co-located on one node.
+// +kubebuilder:validation:Enum=Required;Preferred;None
+type Placement string
+
+const (
+	// PlacementRequired adds required pod affinity (topologyKey kubernetes.io/hostname)
+	// between the VMs of the attachment: a VM that cannot join its siblings stays Pending.
+	PlacementRequired Placement = "Required"
+	// PlacementPreferred adds preferred pod affinity (weight 100).
+	PlacementPreferred Placement = "Preferred"
+	// PlacementNone adds no affinity; VMs on other nodes get no fast path to each other.
+	PlacementNone Placement = "None"
+)
+
+// Datapath is the node-local switch that carries the fast virtio-net path.
+// +kubebuilder:validation:Enum=LinuxBridge;OVS
+type Datapath string
+
+const (
+	// DatapathLinuxBridge switches in a Linux bridge (veth host end enslaved).
+	DatapathLinuxBridge Datapath = "LinuxBridge"
+	// DatapathOVS switches in an Open vSwitch bridge (veth host end added as a port).
+	DatapathOVS Datapath = "OVS"
+)
+
+// OffloadState turns one offload on or off.
+// +kubebuilder:validation:Enum=On;Off
+type OffloadState string
+
+const (
+	// OffloadOn enables the offload.
+	OffloadOn OffloadState = "On"
+	// OffloadOff disables the offload.
+	OffloadOff OffloadState = "Off"
+)
+
+// FastPathAttachmentSpec declares the fast paths of a set of VMs.
+// +kubebuilder:validation:XValidation:rule="has(self.network) || has(self.vsock)",message="at least one of spec.network or spec.vsock must be set"
+type FastPathAttachmentSpec struct {
+	// vmSelector selects KubeVirt VirtualMachines in the attachment's namespace by
+	// their metadata labels.
+	// +required
+	VMSelector metav1.LabelSelector `json:"vmSelector"`
+
+	// placement co-locates the selected VMs on one node: Required | Preferred | None.
+	// Default Required (DefaultPlacement).
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+
+	// network is the fast virtio-net path: a node-local network with jumbo frames
+	// and offloads, delivered as a Multus NetworkAttachmentDefinition.
+	// +optional
+	Network *NetworkSpec `json:"network,omitempty"`
+
+	// vsock is the path without an IP stack: virtio-vsock plus the node agent's
+	// sibling relay.
+	// +optional
+	VSOCK *VSOCKSpec `json:"vsock,omitempty"`
+}
+
+// NetworkSpec is the fast virtio-net path of an attachment.
+// +kubebuilder:validation:XValidation:rule="!has(self.txQueueSize) || self.txQueueSize == 256",message="spec.network.txQueueSize must be 256: vhost-net supports no larger tx queue (larger sizes need vhost-user)"
+type NetworkSpec struct {
+	// datapath is the node switch: LinuxBridge | OVS. Default LinuxBridge.
+	// +optional
+	Datapath Datapath `json:"datapath,omitempty"`
+
+	// bridge is the node bridge the node agent creates and the CNI plugin attaches
+	// to: 1-15 characters of [a-zA-Z0-9_.-] (Linux IFNAMSIZ). Default fastpath0.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]{1,15}$`
+	Bridge string `json:"bridge,omitempty"`
+
+	// mtu is the MTU in bytes of the bridge, both veth ends and (through virtio
+	// host_mtu) the guest: 1280-65535. Same-node frames never touch a wire, so
+	// "super-jumbo" sizes are legal. Default 9000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1280
+	// +kubebuilder:validation:Maximum=65535
+	MTU *int32 `json:"mtu,omitempty"`
+
+	// offloads turns TSO, GSO, GRO and TX checksum offload on or off on the pod
+	// interface and the guest NIC. Each defaults to On.
+	// +optional
+	Offloads *Offloads `json:"offloads,omitempty"`
+
+	// rxQueueSize is the virtio-net RX ring size in descriptors: 256 | 512 | 1024
+	// (QEMU's limits with vhost-net). Default 1024. Applied by the domain hook.
+	// +optional
+	// +kubebuilder:validation:Enum=256;512;1024
+	RxQueueSize *int32 `json:"rxQueueSize,omitempty"`
+
+	// txQueueSize is the virtio-net TX ring size in descriptors. With vhost-net
+	// QEMU accepts only 256. Default 256.
+	// +optional
+	// +kubebuilder:validation:Enum=256;512;1024
+	TxQueueSize *int32 `json:"txQueueSize,omitempty"`
+
+	// queues is the number of virtio-net queue pairs (multiqueue): 1-256, capped by
+	// the VM's vCPUs. Default 1 (no multiqueue).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	Queues *int32 `json:"queues,omitempty"`
+
+	// ipam gives the pod interface an address from a node-local range (host-local
+	// IPAM); the subnet may repeat on every node because the network never leaves one.
+	// +required
+	IPAM IPAMSpec `json:"ipam"`
+}
+
+// Offloads are the NIC offloads of the fast path. TSO and jumbo frames each gave
+// up to 2x throughput in the ESX networking talk.
+type Offloads struct {
+	// tso is TCP segmentation offload: On | Off. Default On.
+	// +optional
+	TSO OffloadState `json:"tso,omitempty"`
+	// gso is generic segmentation offload: On | Off. Default On.
+	// +optional
+	GSO OffloadState `json:"gso,omitempty"`
+	// gro is generic receive offload: On | Off. Default On.
+	// +optional
+	GRO OffloadState `json:"gro,omitempty"`
+	// txChecksum is TX checksum offload: On | Off. Default On.
+	// +optional
+	TXChecksum OffloadState `json:"txChecksum,omitempty"`
+}
+
+// IPAMSpec is the address range of the node-local network.
+// +kubebuilder:validation:XValidation:rule="isCIDR(self.subnet)",message="spec.network.ipam.subnet must be a CIDR such as 10.250.0.0/24"
+// +kubebuilder:validation:XValidation:rule="!has(self.rangeStart) || (isCIDR(self.subnet) && isIP(self.rangeStart) && cidr(self.subnet).containsIP(self.rangeStart))",message="spec.network.ipam.rangeStart must be an IP inside spec.network.ipam.subnet"
+// +kubebuilder:validation:XValidation:rule="!has(self.rangeEnd) || (isCIDR(self.subnet) && isIP(self.rangeEnd) && cidr(self.subnet).containsIP(self.rangeEnd))",message="spec.network.ipam.rangeEnd must be an IP inside spec.network.ipam.subnet"
+type IPAMSpec struct {
+	// subnet is an IPv4 or IPv6 CIDR, e.g. 10.250.0.0/24.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=43
+	Subnet string `json:"subnet"`
+	// rangeStart is the first address handed out (default: the subnet's first host).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	RangeStart string `json:"rangeStart,omitempty"`
+	// rangeEnd is the last address handed out (default: the subnet's last host).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	RangeEnd string `json:"rangeEnd,omitempty"`
+}
+
+// VSOCKSpec declares the vsock services reachable through the sibling relay.
+type VSOCKSpec struct {
+	// services are the guest vsock listeners the other VMs of the attachment may
+	// reach; names are unique in the list.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Services []VSOCKService `json:"services"`
+}
+
+// VSOCKService is one vsock listener in one guest.
+type VSOCKService struct {
+	// name is a DNS label (RFC 1123), unique in the list.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// vm names the target VirtualMachine; it must be one of the selected VMs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	VM string `json:"vm"`
+	// port is the vsock port the target guest listens on: 1-4294967294
+	// (uint32; 0xFFFFFFFF is VMADDR_PORT_ANY).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967294
+	Port int64 `json:"port"`
+}
+
+// FastPathAttachmentStatus is what the operator observed and did.
+type FastPathAttachmentStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, NetworkAttachmentReady, VMsWired, Colocated, VSOCKReady,
+	// NodesReady (reasons in conditions.go).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// networkAttachmentDefinition is the namespace/name of the NAD the operator owns.
+	// +optional
+	NetworkAttachmentDefinition string `json:"networkAttachmentDefinition,omitempty"`
+
+	// datapath is the effective datapath after defaulting (for printing).
+	// +optional
+	Datapath Datapath `json:"datapath,omitempty"`
+
+	// mtu is the effective MTU in bytes after defaulting (for printing).
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+
+	// selectedVMs counts the VirtualMachines the selector matches.
+	// +optional
+	SelectedVMs int32 `json:"selectedVMs,omitempty"`
+
+	// wiredVMs counts the selected VMs whose template carries this attachment's wiring.
+	// +optional
+	WiredVMs int32 `json:"wiredVMs,omitempty"`
+
+	// vms has one entry per selected VM.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	VMs []VMStatus `json:"vms,omitempty"`
+
+	// vsockServices are the relay routes: one per declared service.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	VSOCKServices []VSOCKServiceStatus `json:"vsockServices,omitempty"`
+}
+
+// VMStatus is the state of one selected VM.
+type VMStatus struct {
+	// name of the VirtualMachine.
+	Name string `json:"name"`
+	// wired is true when the VM template carries this attachment's network, interface
+	// and tuning.
+	// +optional
+	Wired bool `json:"wired,omitempty"`
+	// node is the VMI's status.nodeName (empty while the VM is not running).
+	// +optional
+	Node string `json:"node,omitempty"`
+	// interface is the fast-path interface name inside the guest, from the VMI status.
+	// +optional
+	Interface string `json:"interface,omitempty"`
+	// podInterface is the virt-launcher pod interface name (CNI_IFNAME).
+	// +optional
+	PodInterface string `json:"podInterface,omitempty"`
+	// mac is the fast-path interface MAC, from the VMI status.
+	// +optional
+	MAC string `json:"mac,omitempty"`
+	// ips are the fast-path interface addresses, from the VMI status.
+	// +optional
+	// +listType=atomic
+	IPs []string `json:"ips,omitempty"`
+	// mtu is the configured fast-path MTU in bytes.
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+	// cid is the guest's vsock context ID (VMI status.VSOCKCID); unset when the VMI
+	// has none.
+	// +optional
+	CID *int64 `json:"cid,omitempty"`
+	// relayPorts are the host (CID 2) ports this VM dials to reach each service.
+	// +optional
+	// +listType=map
+	// +listMapKey=service
+	RelayPorts []RelayPort `json:"relayPorts,omitempty"`
+	// restartRequired is true when a running VMI lacks the wiring its VM template
+	// now has: the operator never restarts a VM; restart it to apply.
+	// +optional
+	RestartRequired bool `json:"restartRequired,omitempty"`
+	// message explains the state in words.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RelayPort maps a service name to the host relay port a guest dials at CID 2.
+type RelayPort struct {
+	// service name from spec.vsock.services.
+	Service string `json:"service"`
+	// port is the relay's vsock listen port on the host.
+	Port int64 `json:"port"`
+}
+
+// VSOCKServiceStatus is one relay route: guests selected by the attachment dial
+// (CID 2, relayPort) and the relay forwards to (targetCID, port) on node.
+type VSOCKServiceStatus struct {
+	// name of the service.
+	Name string `json:"name"`
+	// vm is the target VM.
+	VM string `json:"vm"`
+	// port is the guest vsock port of the target.
+	Port int64 `json:"port"`
+	// relayPort is the host vsock port allocated for the service: unique per node
+	// and stable while the attachment lives.
+	// +optional
+	RelayPort int64 `json:"relayPort,omitempty"`
+	// node is where the target VM runs.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// targetCID is the target guest's CID.
+	// +optional
+	TargetCID *int64 `json:"targetCID,omitempty"`
+	// allowedCIDs are the source CIDs the relay accepts: the other selected VMs on
+	// the same node.
+	// +optional
+	// +listType=set
+	AllowedCIDs []int64 `json:"allowedCIDs,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fpa,categories=fastpath
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Datapath",type=string,JSONPath=`.status.datapath`
+// +kubebuilder:printcolumn:name="MTU",type=integer,JSONPath=`.status.mtu`
+// +kubebuilder:printcolumn:name="VMs",type=integer,JSONPath=`.status.wiredVMs`
+// +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.selectedVMs`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FastPathAttachment declares fast-path network attachments for a set of KubeVirt VMs.
+type FastPathAttachment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FastPathAttachmentSpec `json:"spec"`
+	// +optional
+	Status FastPathAttachmentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// FastPathAttachmentList is a list of FastPathAttachment.
+type FastPathAttachmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FastPathAttachment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FastPathAttachment{}, &FastPathAttachmentList{})
+}

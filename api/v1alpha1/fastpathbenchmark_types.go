@@ -1,0 +1,312 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkMode says what the endpoints of a benchmark are.
+// +kubebuilder:validation:Enum=VM;Pod
+type BenchmarkMode string
+
+const (
+	// BenchmarkModeVM runs netperf inside the client VM (over SSH) against the
+	// server VM: the whole guest path.
+	BenchmarkModeVM BenchmarkMode = "VM"
+	// BenchmarkModePod runs netperf in pods attached to the attachment's NAD: the
+	// node datapath alone.
+	BenchmarkModePod BenchmarkMode = "Pod"
+)
+
+// BenchmarkTest is a netperf test name, or a vsock test run by fastpath-bench
+// (netperf has no AF_VSOCK).
+// +kubebuilder:validation:Enum=TCP_STREAM;TCP_RR;VSOCK_STREAM;VSOCK_RR
+type BenchmarkTest string
+
+const (
+	// TestTCPStream is netperf TCP_STREAM: bulk throughput.
+	TestTCPStream BenchmarkTest = "TCP_STREAM"
+	// TestTCPRR is netperf TCP_RR: request/response latency (1-byte messages).
+	TestTCPRR BenchmarkTest = "TCP_RR"
+	// TestVSOCKStream is a vsock bulk stream through the sibling relay.
+	TestVSOCKStream BenchmarkTest = "VSOCK_STREAM"
+	// TestVSOCKRR is a vsock request/response test through the sibling relay.
+	TestVSOCKRR BenchmarkTest = "VSOCK_RR"
+)
+
+// Baseline is the path each fast-path point is compared with.
+// +kubebuilder:validation:Enum=PodNetwork;None
+type Baseline string
+
+const (
+	// BaselinePodNetwork measures the same point over the default pod network.
+	BaselinePodNetwork Baseline = "PodNetwork"
+	// BaselineNone measures the fast path only.
+	BaselineNone Baseline = "None"
+)
+
+// BenchmarkPhase is the coarse state of a benchmark.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type BenchmarkPhase string
+
+const (
+	// BenchmarkPending: waiting for the attachment or the endpoints.
+	BenchmarkPending BenchmarkPhase = "Pending"
+	// BenchmarkRunning: the runner Job is running.
+	BenchmarkRunning BenchmarkPhase = "Running"
+	// BenchmarkSucceeded: results are in and every success criterion is met.
+	BenchmarkSucceeded BenchmarkPhase = "Succeeded"
+	// BenchmarkFailed: the runner failed or a success criterion was missed.
+	BenchmarkFailed BenchmarkPhase = "Failed"
+)
+
+// FastPathBenchmarkSpec is a netperf matrix between two endpoints of an attachment.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || (has(self.client.vm) && has(self.server.vm))",message="spec.client.vm and spec.server.vm are required in VM mode"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || has(self.sshKeySecretRef)",message="spec.sshKeySecretRef is required in VM mode: the runner reaches the client VM over SSH"
+// +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.minSpeedupPercent) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.minSpeedupPercent needs a baseline: spec.baseline must not be None"
+type FastPathBenchmarkSpec struct {
+	// attachmentRef names the FastPathAttachment (same namespace) under test.
+	// +required
+	AttachmentRef LocalObjectReference `json:"attachmentRef"`
+
+	// mode: VM | Pod.
+	// +required
+	Mode BenchmarkMode `json:"mode"`
+
+	// client is the netperf client endpoint.
+	// +required
+	Client BenchmarkEndpoint `json:"client"`
+
+	// server is the netserver endpoint.
+	// +required
+	Server BenchmarkEndpoint `json:"server"`
+
+	// tests are netperf test names. Default [TCP_STREAM, TCP_RR].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	Tests []BenchmarkTest `json:"tests,omitempty"`
+
+	// socketSizes are the socket buffer sizes in bytes (netperf -s/-S): 4096-16777216
+	// each. Default [65536, 262144] (the VMCI paper's 64 KB and 256 KB).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Minimum=4096
+	// +kubebuilder:validation:items:Maximum=16777216
+	SocketSizes []int32 `json:"socketSizes,omitempty"`
+
+	// messageSizes are the send sizes in bytes (netperf -m): 1-1048576 each.
+	// Default [512, 4096, 16384, 65536].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=12
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=1048576
+	MessageSizes []int32 `json:"messageSizes,omitempty"`
+
+	// sessions are the numbers of concurrent netperf sessions per point: 1-64 each.
+	// Default [1, 5].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=64
+	Sessions []int32 `json:"sessions,omitempty"`
+
+	// duration of each run (netperf -l), 1s-10m. Default 60s.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// repetitions are the runs per point: 1-10; the median is reported with min/max.
+	// Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Repetitions *int32 `json:"repetitions,omitempty"`
+
+	// pairs is the number of client/server pairs driving traffic at once (the
+	// multi-VM paper's scale-out test): 1-64. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Pairs *int32 `json:"pairs,omitempty"`
+
+	// baseline: PodNetwork | None. Default PodNetwork.
+	// +optional
+	Baseline Baseline `json:"baseline,omitempty"`
+
+	// successCriteria are the thresholds that decide Succeeded or Failed.
+	// +optional
+	SuccessCriteria *SuccessCriteria `json:"successCriteria,omitempty"`
+
+	// sshKeySecretRef names a Secret (same namespace) with key ssh-privatekey used
+	// to reach the client VM in VM mode.
+	// +optional
+	SSHKeySecretRef *LocalObjectReference `json:"sshKeySecretRef,omitempty"`
+
+	// sshUser is the guest user for SSH in VM mode. Default fedora.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	SSHUser string `json:"sshUser,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// BenchmarkEndpoint is one side of a benchmark.
+type BenchmarkEndpoint struct {
+	// vm names a VirtualMachine selected by the attachment (VM mode).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	VM string `json:"vm,omitempty"`
+	// node pins the endpoint pod to a node (Pod mode; default: any node, both
+	// endpoints on the same one).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node,omitempty"`
+}
+
+// SuccessCriteria are pass/fail thresholds.
+type SuccessCriteria struct {
+	// minThroughputMbps is the least acceptable best fast-path TCP_STREAM median in
+	// 10^6 bit/s.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinThroughputMbps *int64 `json:"minThroughputMbps,omitempty"`
+	// minSpeedupPercent is the least acceptable fast-path/baseline throughput ratio
+	// at the best point, in percent: at least 100 (100 = as fast as the baseline).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 100",message="spec.successCriteria.minSpeedupPercent must be at least 100 (percent of the baseline)"
+	MinSpeedupPercent *int32 `json:"minSpeedupPercent,omitempty"`
+}
+
+// FastPathBenchmarkStatus holds a bounded summary; the full results JSON is in the
+// ConfigMap named by resultsConfigMap.
+type FastPathBenchmarkStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase: Pending | Running | Succeeded | Failed.
+	// +optional
+	Phase BenchmarkPhase `json:"phase,omitempty"`
+	// conditions: Running, Succeeded, Failed (reasons in conditions.go).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// jobName is the runner Job.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// resultsConfigMap holds results.json (the runner's full output).
+	// +optional
+	ResultsConfigMap string `json:"resultsConfigMap,omitempty"`
+	// startTime is when the runner started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime is when results arrived.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// bestGbps is the best fast-path TCP_STREAM median in 10^9 bit/s, as a decimal
+	// string with two digits (for printing), e.g. "13.52".
+	// +optional
+	BestGbps string `json:"bestGbps,omitempty"`
+	// speedup is the fast-path/baseline ratio at the best point, e.g. "2.93x".
+	// +optional
+	Speedup string `json:"speedup,omitempty"`
+	// paths summarises each measured path.
+	// +optional
+	// +listType=map
+	// +listMapKey=path
+	// +kubebuilder:validation:MaxItems=8
+	Paths []PathSummary `json:"paths,omitempty"`
+	// points are the matrix points, fast path beside baseline (at most 64; the rest
+	// is in the ConfigMap).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Points []BenchmarkPoint `json:"points,omitempty"`
+}
+
+// PathSummary is the best result of one path (e.g. fastpath, baseline).
+type PathSummary struct {
+	// path name, as in results.json.
+	Path string `json:"path"`
+	// bestThroughputMbps is the best TCP_STREAM median in 10^6 bit/s.
+	// +optional
+	BestThroughputMbps int64 `json:"bestThroughputMbps,omitempty"`
+	// meanLatency is the best TCP_RR mean round-trip latency.
+	// +optional
+	MeanLatency *metav1.Duration `json:"meanLatency,omitempty"`
+}
+
+// BenchmarkPoint is one matrix point, fast path beside baseline.
+type BenchmarkPoint struct {
+	// test name.
+	Test BenchmarkTest `json:"test"`
+	// socketBytes is the socket buffer size in bytes.
+	// +optional
+	SocketBytes int32 `json:"socketBytes,omitempty"`
+	// messageBytes is the message size in bytes.
+	// +optional
+	MessageBytes int32 `json:"messageBytes,omitempty"`
+	// sessions is the number of concurrent sessions.
+	// +optional
+	Sessions int32 `json:"sessions,omitempty"`
+	// fastPathMbps is the fast-path median throughput in 10^6 bit/s.
+	// +optional
+	FastPathMbps int64 `json:"fastPathMbps,omitempty"`
+	// baselineMbps is the baseline median throughput in 10^6 bit/s.
+	// +optional
+	BaselineMbps int64 `json:"baselineMbps,omitempty"`
+	// fastPathLatency is the fast-path mean latency (RR tests).
+	// +optional
+	FastPathLatency *metav1.Duration `json:"fastPathLatency,omitempty"`
+	// baselineLatency is the baseline mean latency (RR tests).
+	// +optional
+	BaselineLatency *metav1.Duration `json:"baselineLatency,omitempty"`
+	// speedupPercent is fast path / baseline in percent (throughput tests) or
+	// baseline / fast path latency in percent (RR tests).
+	// +optional
+	SpeedupPercent int32 `json:"speedupPercent,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fpb,categories=fastpath
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Best Gbps",type=string,JSONPath=`.status.bestGbps`
+// +kubebuilder:printcolumn:name="Speedup",type=string,JSONPath=`.status.speedup`
+// +kubebuilder:printcolumn:name="Attachment",type=string,JSONPath=`.spec.attachmentRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FastPathBenchmark runs netperf between two endpoints of an attachment and
+// records the results, fast path beside the pod-network baseline.
+type FastPathBenchmark struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FastPathBenchmarkSpec `json:"spec"`
+	// +optional
+	Status FastPathBenchmarkStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// FastPathBenchmarkList is a list of FastPathBenchmark.
+type FastPathBenchmarkList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FastPathBenchmark `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FastPathBenchmark{}, &FastPathBenchmarkList{})
+}

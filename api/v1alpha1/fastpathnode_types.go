@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FastPathNodeStatus is what the node agent found and did on one node.
+type FastPathNodeStatus struct {
+	// capabilities are the probed kernel devices and switches.
+	// +optional
+	Capabilities NodeCapabilities `json:"capabilities,omitempty"`
+	// bridges are the fast-path bridges the agent ensures on this node.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Bridges []BridgeStatus `json:"bridges,omitempty"`
+	// relayListeners are the vsock sibling-relay listeners on this node.
+	// +optional
+	// +listType=map
+	// +listMapKey=port
+	// +kubebuilder:validation:MaxItems=1024
+	RelayListeners []RelayListenerStatus `json:"relayListeners,omitempty"`
+	// sysctls are the node tunings the agent checked (with --tune-sysctls, applied).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Sysctls []SysctlStatus `json:"sysctls,omitempty"`
+	// cniBinary is the path and sha256 of the installed fastpath CNI binary.
+	// +optional
+	CNIBinary string `json:"cniBinary,omitempty"`
+	// agentVersion is the version of fastpath-agent that wrote this status.
+	// +optional
+	AgentVersion string `json:"agentVersion,omitempty"`
+	// conditions: Ready, BridgesReady, VSOCKRelayReady (reasons in conditions.go).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeCapabilities are what the node's kernel and switches offer.
+type NodeCapabilities struct {
+	// vhostNet: /dev/vhost-net exists (in-kernel virtio-net backend).
+	// +optional
+	VhostNet bool `json:"vhostNet"`
+	// vhostVSOCK: /dev/vhost-vsock exists (virtio-vsock backend).
+	// +optional
+	VhostVSOCK bool `json:"vhostVSOCK"`
+	// tun: /dev/net/tun exists.
+	// +optional
+	Tun bool `json:"tun"`
+	// kernel is the kernel release (uname -r).
+	// +optional
+	Kernel string `json:"kernel,omitempty"`
+	// ovs describes Open vSwitch when its OVSDB answers.
+	// +optional
+	OVS *OVSInfo `json:"ovs,omitempty"`
+}
+
+// OVSInfo describes the node's Open vSwitch.
+type OVSInfo struct {
+	// reachable: OVSDB answered.
+	Reachable bool `json:"reachable"`
+	// version is Open_vSwitch ovs_version.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// datapathTypes are Open_vSwitch datapath_types (e.g. netdev, system).
+	// +optional
+	// +listType=atomic
+	DatapathTypes []string `json:"datapathTypes,omitempty"`
+	// message explains why OVS is not reachable.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// BridgeStatus is one node bridge.
+type BridgeStatus struct {
+	// name of the bridge.
+	Name string `json:"name"`
+	// datapath: LinuxBridge | OVS.
+	// +optional
+	Datapath Datapath `json:"datapath,omitempty"`
+	// mtu is the bridge MTU in bytes as read back from the kernel or OVSDB.
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+	// ready: the bridge exists, is up and has the wanted MTU.
+	// +optional
+	Ready bool `json:"ready"`
+	// attachments are the namespace/name of the FastPathAttachments that want it.
+	// +optional
+	// +listType=atomic
+	Attachments []string `json:"attachments,omitempty"`
+	// message explains a bridge that is not ready (e.g. a datapath conflict).
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RelayListenerStatus is one vsock relay listener.
+type RelayListenerStatus struct {
+	// port is the host vsock port the relay listens on.
+	Port int64 `json:"port"`
+	// attachment is the namespace/name of the FastPathAttachment.
+	// +optional
+	Attachment string `json:"attachment,omitempty"`
+	// service name.
+	// +optional
+	Service string `json:"service,omitempty"`
+	// targetCID and targetPort are where accepted connections go.
+	// +optional
+	TargetCID int64 `json:"targetCID,omitempty"`
+	// +optional
+	TargetPort int64 `json:"targetPort,omitempty"`
+	// allowedCIDs are the accepted source CIDs.
+	// +optional
+	// +listType=set
+	AllowedCIDs []int64 `json:"allowedCIDs,omitempty"`
+}
+
+// SysctlStatus is one node sysctl.
+type SysctlStatus struct {
+	// name in dotted form, e.g. net.core.rmem_max.
+	Name string `json:"name"`
+	// value now in force.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// applied is true when the agent wrote the value (it never lowers one).
+	// +optional
+	Applied bool `json:"applied,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=fpn,categories=fastpath
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="vhost-net",type=boolean,JSONPath=`.status.capabilities.vhostNet`
+// +kubebuilder:printcolumn:name="vhost-vsock",type=boolean,JSONPath=`.status.capabilities.vhostVSOCK`
+// +kubebuilder:printcolumn:name="OVS",type=string,JSONPath=`.status.capabilities.ovs.version`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FastPathNode is written by the node agent: one per node, named after the node.
+// It has no spec; everything is status.
+type FastPathNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Status FastPathNodeStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// FastPathNodeList is a list of FastPathNode.
+type FastPathNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FastPathNode `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FastPathNode{}, &FastPathNodeList{})
+}

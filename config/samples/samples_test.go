@@ -1,0 +1,93 @@
+package samples_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+func load(t *testing.T, path string) (*unstructured.Unstructured, string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	expect := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "# expect: "); ok {
+			expect = s
+		}
+	}
+	obj := map[string]any{}
+	NewWithT(t).Expect(yaml.Unmarshal(data, &obj)).To(Succeed(), path)
+	return &unstructured.Unstructured{Object: obj}, expect
+}
+
+func TestValidSamplesAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "samples")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	files, err := filepath.Glob("*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(files)).To(BeNumerically(">=", 4), "attachment, benchmark and two VMs")
+	kinds := map[string]int{}
+	for _, f := range files {
+		obj, _ := load(t, f)
+		obj.SetNamespace(ns)
+		g.Expect(env.Client.Create(ctx, obj)).To(Succeed(), f)
+		kinds[obj.GetKind()]++
+	}
+	g.Expect(kinds).To(HaveKeyWithValue("FastPathAttachment", 1))
+	g.Expect(kinds).To(HaveKeyWithValue("FastPathBenchmark", 1))
+	g.Expect(kinds).To(HaveKeyWithValue("VirtualMachine", 2))
+}
+
+func TestInvalidSamplesAreRejectedNamingTheField(t *testing.T) {
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "invalid")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+
+	files, err := filepath.Glob("invalid/*.yaml")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	NewWithT(t).Expect(len(files)).To(BeNumerically(">=", 10))
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			g := NewWithT(t)
+			obj, expect := load(t, f)
+			g.Expect(expect).NotTo(BeEmpty(), "%s needs an '# expect: <field>' line", f)
+			obj.SetNamespace(ns)
+			err := env.Client.Create(ctx, obj)
+			g.Expect(err).To(HaveOccurred(), "%s was accepted", f)
+			g.Expect(err.Error()).To(ContainSubstring(expect))
+			t.Logf("%s: %v", f, err)
+		})
+	}
+}
