@@ -1,0 +1,15 @@
+// Package bench runs a benchmark matrix (DESIGN §5) over several datapaths
+// and turns the sessions into a results.Document.
+//
+// For every point of the matrix (test × socket size × message size ×
+// sessions × pairs) and every repetition, each path is measured in turn
+// (A B A B ...), so slow drift of the machine hits every path alike. Within
+// one measurement all sessions of all pairs start at once; the runner sums
+// them (results.NewSample) and reports the median, minimum and maximum over
+// the repetitions (results.Run.Summarize).
+//
+// A test is run by a Tool chosen by test name: Netperf for TCP_STREAM and
+// TCP_RR; other tools (the vsock stream/RR of internal/vsockbench) plug in
+// through Runner.Tools. Where the client runs is the Executor of each
+// Endpoint (internal/netperf: local, network namespace, SSH).
+package bench

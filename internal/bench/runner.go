@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fastpath-io/fastpath/internal/netperf"
+	"github.com/fastpath-io/fastpath/internal/results"
+)
+
+// Endpoint is one client/server pair of a path: where the client runs and
+// the server it drives.
+type Endpoint struct {
+	// Executor runs the client; nil means netperf.Local{}.
+	Executor netperf.Executor
+	// Host is the server's address (netserver, or the vsock tool's target).
+	Host string
+	// Port is the server's control port; 0 means the tool's default.
+	Port int
+}
+
+func (e Endpoint) executor() netperf.Executor {
+	if e.Executor == nil {
+		return netperf.Local{}
+	}
+	return e.Executor
+}
+
+// Path is one datapath under test, e.g. "fastpath-linux-bridge".
+type Path struct {
+	// Name is reported as results.Run.Path.
+	Name string
+	// MTU of the client's interface on this path in bytes; 0 when unknown.
+	MTU int
+	// Endpoints[i] is pair i+1; a matrix with Pairs {1, 4} needs 4.
+	Endpoints []Endpoint
+}
+
+// Tool runs one session of one test point against one endpoint and returns
+// what it measured. It must return an error, never a zero result, when the
+// session measured nothing; the Runner fills in Pair and Session.
+type Tool interface {
+	RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error)
+}
+
+// Netperf is the Tool for TCP_STREAM and TCP_RR.
+type Netperf struct {
+	// Binary is the netperf client; empty means netperf from PATH.
+	Binary string
+}
+
+// RunSession implements Tool with one netperf run (netperf.Run).
+func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error) {
+	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes}
+	res, err := netperf.Run(ctx, ep.executor(), spec)
+	if err != nil {
+		return results.Session{}, err
+	}
+	return res.Session(0, 0, spec.Endpoint()), nil
+}
+
+// Runner measures a Matrix on Paths.
+type Runner struct {
+	Matrix Matrix
+	Paths  []Path
+	// Tools maps test names to the tool that runs them; TCP_STREAM and
+	// TCP_RR default to Netperf{}.
+	Tools map[string]Tool
+}
+
+func (r *Runner) tool(test string) (Tool, error) {
+	if t, ok := r.Tools[test]; ok {
+		return t, nil
+	}
+	if test == results.TCPStream || test == results.TCPRR {
+		return Netperf{}, nil
+	}
+	return nil, fmt.Errorf("failed to find a tool for test %q: known are %s, %s and those in Runner.Tools", test, results.TCPStream, results.TCPRR)
+}
+
+// Validate checks the matrix, that every test has a tool, and that paths
+// have unique names and enough endpoints for the largest pair count.
+func (r *Runner) Validate() error {
+	if err := r.Matrix.Validate(); err != nil {
+		return err
+	}
+	for _, t := range r.Matrix.Tests {
+		if _, err := r.tool(t); err != nil {
+			return err
+		}
+	}
+	if len(r.Paths) == 0 {
+		return fmt.Errorf("failed to validate benchmark: no paths")
+	}
+	seen := map[string]bool{}
+	for _, p := range r.Paths {
+		switch {
+		case p.Name == "":
+			return fmt.Errorf("failed to validate benchmark: a path has no name")
+		case seen[p.Name]:
+			return fmt.Errorf("failed to validate benchmark: path %s named twice", p.Name)
+		case len(p.Endpoints) < r.Matrix.MaxPairs():
+			return fmt.Errorf("failed to validate benchmark: path %s has %d endpoints, pairs up to %d need as many", p.Name, len(p.Endpoints), r.Matrix.MaxPairs())
+		}
+		for i, ep := range p.Endpoints {
+			if ep.Host == "" {
+				return fmt.Errorf("failed to validate benchmark: path %s endpoint %d has no host", p.Name, i+1)
+			}
+		}
+		seen[p.Name] = true
+	}
+	return nil
+}
+
+// Run measures every point on every path, alternating paths within each
+// repetition (A B A B), and returns one Run per (point, path) in that order.
+// The first failed session stops the benchmark: its error names the path,
+// point and repetition and wraps the tool's error (for netperf a
+// *netperf.RunError). Progress is logged to the logr.Logger in ctx.
+func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	var out []results.Run
+	for _, pt := range r.Matrix.Points() {
+		tool, _ := r.tool(pt.Test)
+		runs := make([]results.Run, len(r.Paths))
+		for i, p := range r.Paths {
+			runs[i] = results.Run{Path: p.Name, Test: pt.Test, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, Sessions: pt.Sessions, Pairs: pt.Pairs, MTU: p.MTU}
+		}
+		for rep := 1; rep <= r.Matrix.Repetitions; rep++ {
+			for i, p := range r.Paths {
+				s, err := r.measure(ctx, tool, p, pt, rep)
+				if err != nil {
+					return nil, err
+				}
+				runs[i].Samples = append(runs[i].Samples, s)
+				log.Info("Measured", "path", p.Name, "point", pt.String(), "repetition", rep, "throughputMbps", s.ThroughputMbps, "meanLatencyUs", s.MeanLatencyUs)
+			}
+		}
+		for i := range runs {
+			runs[i].Summarize()
+		}
+		out = append(out, runs...)
+	}
+	return out, nil
+}
+
+// measure runs pt.Pairs × pt.Sessions sessions of pt on p at once.
+func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Point, rep int) (results.Sample, error) {
+	n := pt.Pairs * pt.Sessions
+	sessions := make([]results.Session, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for pair := 1; pair <= pt.Pairs; pair++ {
+		for sess := 1; sess <= pt.Sessions; sess++ {
+			i := (pair-1)*pt.Sessions + sess - 1
+			ep := p.Endpoints[pair-1]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				s, err := tool.RunSession(ctx, ep, pt, r.Matrix.Duration)
+				s.Pair, s.Session = pair, sess
+				sessions[i], errs[i] = s, err
+			}()
+		}
+	}
+	// Release all sessions together so they overlap for the whole test.
+	close(start)
+	wg.Wait()
+	failed, first := 0, error(nil)
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		return results.Sample{}, fmt.Errorf("failed to measure path %s at %s, repetition %d (%d of %d sessions failed): %w", p.Name, pt, rep, failed, n, first)
+	}
+	s, err := results.NewSample(rep, pt.Pairs, sessions)
+	if err != nil {
+		return results.Sample{}, fmt.Errorf("failed to measure path %s at %s: %w", p.Name, pt, err)
+	}
+	return s, nil
+}
