@@ -108,6 +108,13 @@ const (
 	ReasonRunnerFailed = "RunnerFailed"
 	// ReasonResultsInvalid: the runner's output could not be parsed.
 	ReasonResultsInvalid = "ResultsInvalid"
+	// ReasonSSHKeyMissing: the Secret named by spec.sshKeySecretRef (key
+	// ssh-privatekey) does not exist yet (VM mode); the benchmark waits for it.
+	ReasonSSHKeyMissing = "SSHKeyMissing"
+	// ReasonUnsupported: the spec asks for something the controller cannot run
+	// (e.g. VSOCK tests, or client and server pods pinned to different nodes); the
+	// message says what. A retry cannot fix it; a spec change can.
+	ReasonUnsupported = "Unsupported"
 )
 
 // FastPathNode condition types.

@@ -63,6 +63,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || (has(self.client.vm) && has(self.server.vm))",message="spec.client.vm and spec.server.vm are required in VM mode"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || has(self.sshKeySecretRef)",message="spec.sshKeySecretRef is required in VM mode: the runner reaches the client VM over SSH"
 // +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.minSpeedupPercent) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.minSpeedupPercent needs a baseline: spec.baseline must not be None"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'VM' || !has(self.additionalPairs)",message="spec.additionalPairs is for VM mode only: Pod mode creates one netserver pod per pair itself"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || !has(self.pairs) || self.pairs <= 1 + (has(self.additionalPairs) ? size(self.additionalPairs) : 0)",message="spec.pairs in VM mode needs that many client/server VM pairs: spec.client/spec.server plus pairs-1 entries in spec.additionalPairs"
 type FastPathBenchmarkSpec struct {
 	// attachmentRef names the FastPathAttachment (same namespace) under test.
 	// +required
@@ -125,11 +127,23 @@ type FastPathBenchmarkSpec struct {
 	Repetitions *int32 `json:"repetitions,omitempty"`
 
 	// pairs is the number of client/server pairs driving traffic at once (the
-	// multi-VM paper's scale-out test): 1-64. Default 1.
+	// multi-VM paper's scale-out test): 1-64. Default 1. With pairs N > 1 every
+	// point is measured with 1 pair and with N pairs, so status shows the
+	// scale-out next to the single pair. Pod mode creates N netserver pods per
+	// path (the N clients share the runner pod); VM mode needs 2N VMs: pair 1 is
+	// spec.client/spec.server, pairs 2..N are spec.additionalPairs.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	Pairs *int32 `json:"pairs,omitempty"`
+
+	// additionalPairs are the client/server VMs of pairs 2..N in VM mode
+	// (additionalPairs[i] is pair i+2); pairs N needs at least N-1 entries. Each VM
+	// must be selected by the attachment. Not allowed in Pod mode.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=63
+	AdditionalPairs []BenchmarkPair `json:"additionalPairs,omitempty"`
 
 	// baseline: PodNetwork | None. Default PodNetwork.
 	// +optional
@@ -170,6 +184,20 @@ type BenchmarkEndpoint struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node,omitempty"`
+}
+
+// BenchmarkPair is one client/server VM pair of a scale-out benchmark (VM mode).
+type BenchmarkPair struct {
+	// client names the VirtualMachine that runs netperf.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Client string `json:"client"`
+	// server names the VirtualMachine that runs netserver.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server"`
 }
 
 // SuccessCriteria are pass/fail thresholds.
@@ -256,12 +284,22 @@ type BenchmarkPoint struct {
 	// messageBytes is the message size in bytes.
 	// +optional
 	MessageBytes int32 `json:"messageBytes,omitempty"`
-	// sessions is the number of concurrent sessions.
+	// sessions is the number of concurrent sessions per pair.
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
+	// pairs is the number of client/server pairs that ran at once (1 unless
+	// spec.pairs > 1).
+	// +optional
+	Pairs int32 `json:"pairs,omitempty"`
 	// fastPathMbps is the fast-path median throughput in 10^6 bit/s.
 	// +optional
 	FastPathMbps int64 `json:"fastPathMbps,omitempty"`
+	// fastPathPerPairMbps[i] is pair i+1's fast-path median throughput in 10^6
+	// bit/s (set when pairs > 1; fastPathMbps is their aggregate).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	FastPathPerPairMbps []int64 `json:"fastPathPerPairMbps,omitempty"`
 	// baselineMbps is the baseline median throughput in 10^6 bit/s.
 	// +optional
 	BaselineMbps int64 `json:"baselineMbps,omitempty"`
