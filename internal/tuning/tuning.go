@@ -1,0 +1,173 @@
+package tuning
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// AnnotationKey is the template annotation that carries the tuning:
+// v1alpha1.TuningAnnotation ("fastpath.io/tuning").
+const AnnotationKey = v1alpha1.TuningAnnotation
+
+// Limits of the tuning values. They mirror the FastPathAttachment API
+// (api/v1alpha1/fastpathattachment_types.go), which takes them from QEMU and
+// Linux: MTU 1280 (IPv6 minimum link MTU, RFC 8200) to 65535 (ETH_MAX_MTU);
+// at most 256 virtio-net queue pairs (KubeVirt's multiqueue limit); virtio ring
+// sizes 256, 512 or 1024 descriptors (QEMU VIRTIO_NET_RX_QUEUE_MIN_SIZE to
+// VIRTQUEUE_MAX_SIZE for vhost-net; tx above 256 needs vhost-user).
+const (
+	MinMTU    = 1280
+	MaxMTU    = 65535
+	MinQueues = 1
+	MaxQueues = 256
+)
+
+// QueueSizes are the virtio ring sizes (descriptors) the annotation accepts.
+var QueueSizes = []int32{256, 512, 1024}
+
+// Annotation is the whole value of the fastpath.io/tuning annotation.
+type Annotation struct {
+	// Interfaces maps a VM network name ("fp-<attachment>") to its tuning.
+	Interfaces map[string]Interface `json:"interfaces"`
+}
+
+// Interface is the tuning of one fast-path interface. A zero field means "not
+// set": the domain hook leaves that part of the domain as KubeVirt made it.
+type Interface struct {
+	// MTU in bytes, MinMTU-MaxMTU (the domain <mtu size=...>).
+	MTU int32 `json:"mtu,omitempty"`
+	// Queues is the number of virtio-net queue pairs, MinQueues-MaxQueues
+	// (<driver queues=...>), capped by the hook at the VM's vCPUs.
+	Queues int32 `json:"queues,omitempty"`
+	// RxQueueSize is the RX ring size in descriptors, one of QueueSizes
+	// (<driver rx_queue_size=...>).
+	RxQueueSize int32 `json:"rxQueueSize,omitempty"`
+	// TxQueueSize is the TX ring size in descriptors, one of QueueSizes
+	// (<driver tx_queue_size=...>); vhost-net accepts only 256.
+	TxQueueSize int32 `json:"txQueueSize,omitempty"`
+	// Offloads are the host and guest offloads (<driver><host .../><guest .../>).
+	Offloads Offloads `json:"offloads,omitzero"`
+}
+
+// Offloads switch each offload On or Off; "" leaves it as it is.
+type Offloads struct {
+	// TSO is TCP segmentation offload (libvirt tso4/tso6).
+	TSO v1alpha1.OffloadState `json:"tso,omitempty"`
+	// GSO is generic segmentation offload (libvirt gso, host side only).
+	GSO v1alpha1.OffloadState `json:"gso,omitempty"`
+	// GRO is generic receive offload (libvirt guest tso4/tso6 receive side).
+	GRO v1alpha1.OffloadState `json:"gro,omitempty"`
+	// TXChecksum is transmit checksum offload (libvirt csum).
+	TXChecksum v1alpha1.OffloadState `json:"txChecksum,omitempty"`
+}
+
+// FromNetworkSpec returns the tuning of a FastPathAttachment's network. The
+// spec must be defaulted (v1alpha1.DefaultAttachmentSpec); unset pointers give
+// zero ("not set") fields.
+func FromNetworkSpec(n v1alpha1.NetworkSpec) Interface {
+	out := Interface{
+		MTU:         deref(n.MTU),
+		Queues:      deref(n.Queues),
+		RxQueueSize: deref(n.RxQueueSize),
+		TxQueueSize: deref(n.TxQueueSize),
+	}
+	if n.Offloads != nil {
+		out.Offloads = Offloads{TSO: n.Offloads.TSO, GSO: n.Offloads.GSO, GRO: n.Offloads.GRO, TXChecksum: n.Offloads.TXChecksum}
+	}
+	return out
+}
+
+// Validate checks every set field against the limits above. The error names
+// the field, e.g. `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`.
+func (a Annotation) Validate() error {
+	names := make([]string, 0, len(a.Interfaces))
+	for name := range a.Interfaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if name == "" {
+			return fmt.Errorf("interfaces has an empty network name")
+		}
+		if err := a.Interfaces[name].validate(fmt.Sprintf("interfaces[%q]", name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (i Interface) validate(field string) error {
+	if i.MTU != 0 && (i.MTU < MinMTU || i.MTU > MaxMTU) {
+		return fmt.Errorf("%s.mtu %d is invalid: must be %d-%d", field, i.MTU, MinMTU, MaxMTU)
+	}
+	if i.Queues != 0 && (i.Queues < MinQueues || i.Queues > MaxQueues) {
+		return fmt.Errorf("%s.queues %d is invalid: must be %d-%d", field, i.Queues, MinQueues, MaxQueues)
+	}
+	for _, q := range []struct {
+		name string
+		v    int32
+	}{{"rxQueueSize", i.RxQueueSize}, {"txQueueSize", i.TxQueueSize}} {
+		if q.v != 0 && !slices.Contains(QueueSizes, q.v) {
+			return fmt.Errorf("%s.%s %d is invalid: must be one of %s", field, q.name, q.v, joinInts(QueueSizes))
+		}
+	}
+	for _, o := range []struct {
+		name string
+		v    v1alpha1.OffloadState
+	}{{"tso", i.Offloads.TSO}, {"gso", i.Offloads.GSO}, {"gro", i.Offloads.GRO}, {"txChecksum", i.Offloads.TXChecksum}} {
+		if o.v != "" && o.v != v1alpha1.OffloadOn && o.v != v1alpha1.OffloadOff {
+			return fmt.Errorf("%s.offloads.%s %q is invalid: must be On or Off", field, o.name, o.v)
+		}
+	}
+	return nil
+}
+
+// Marshal validates a and returns its JSON, the annotation value. The output
+// is deterministic: equal values give equal strings.
+func (a Annotation) Marshal() (string, error) {
+	if err := a.Validate(); err != nil {
+		return "", fmt.Errorf("failed to marshal tuning annotation: %w", err)
+	}
+	if a.Interfaces == nil {
+		a.Interfaces = map[string]Interface{}
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return "", fmt.Errorf("failed to marshal tuning annotation: %w", err)
+	}
+	return string(data), nil
+}
+
+// Parse decodes and validates an annotation value. Unknown keys are ignored
+// (forward compatibility); a malformed document or an out-of-range value is an
+// error naming the field.
+func Parse(value string) (Annotation, error) {
+	var a Annotation
+	if err := json.Unmarshal([]byte(value), &a); err != nil {
+		return Annotation{}, fmt.Errorf("failed to parse tuning annotation %s: %w", AnnotationKey, err)
+	}
+	if err := a.Validate(); err != nil {
+		return Annotation{}, fmt.Errorf("failed to validate tuning annotation %s: %w", AnnotationKey, err)
+	}
+	return a, nil
+}
+
+func joinInts(v []int32) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,91 @@
+package tuning
+
+import (
+	"testing"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// designExample is the annotation of DESIGN §3.1, compacted.
+const designExample = `{"interfaces":{"fp-db-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On"}}}}`
+
+func ptr[T any](v T) *T { return &v }
+
+func TestFromNetworkSpecMarshalsTheDesignExample(t *testing.T) {
+	g := gomega.NewWithT(t)
+	spec := v1alpha1.DefaultAttachmentSpec(v1alpha1.FastPathAttachmentSpec{
+		Network: &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+	})
+	a := Annotation{Interfaces: map[string]Interface{"fp-db-link": FromNetworkSpec(*spec.Network)}}
+	got, err := a.Marshal()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got).To(gomega.Equal(designExample))
+
+	back, err := Parse(got)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(back).To(gomega.Equal(a))
+}
+
+func TestMarshalIsDeterministic(t *testing.T) {
+	g := gomega.NewWithT(t)
+	a := Annotation{Interfaces: map[string]Interface{
+		"fp-b": {MTU: 65535}, "fp-a": {MTU: 1500, Offloads: Offloads{GRO: v1alpha1.OffloadOff}}, "fp-c": {},
+	}}
+	first, err := a.Marshal()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(first).To(gomega.Equal(`{"interfaces":{"fp-a":{"mtu":1500,"offloads":{"gro":"Off"}},"fp-b":{"mtu":65535},"fp-c":{}}}`))
+	for range 20 {
+		again, err := a.Marshal()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(again).To(gomega.Equal(first))
+	}
+	empty, err := Annotation{}.Marshal()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(empty).To(gomega.Equal(`{"interfaces":{}}`))
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    Annotation
+		wantErr string
+	}{
+		{name: "design example", in: designExample, want: Annotation{Interfaces: map[string]Interface{"fp-db-link": {
+			MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
+			Offloads: Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
+		}}}},
+		{name: "unknown keys are ignored", in: `{"interfaces":{"fp-a":{"mtu":9000,"future":1}},"version":2}`,
+			want: Annotation{Interfaces: map[string]Interface{"fp-a": {MTU: 9000}}}},
+		{name: "partial", in: `{"interfaces":{"fp-a":{"offloads":{"tso":"Off"}}}}`,
+			want: Annotation{Interfaces: map[string]Interface{"fp-a": {Offloads: Offloads{TSO: "Off"}}}}},
+		{name: "not json", in: `interfaces`, wantErr: "failed to parse tuning annotation"},
+		{name: "wrong type", in: `{"interfaces":{"fp-a":{"mtu":"9000"}}}`, wantErr: "failed to parse tuning annotation"},
+		{name: "mtu too small", in: `{"interfaces":{"fp-a":{"mtu":1279}}}`, wantErr: `interfaces["fp-a"].mtu 1279 is invalid: must be 1280-65535`},
+		{name: "mtu too large", in: `{"interfaces":{"fp-a":{"mtu":65536}}}`, wantErr: `interfaces["fp-a"].mtu 65536 is invalid`},
+		{name: "queues", in: `{"interfaces":{"fp-a":{"queues":257}}}`, wantErr: `interfaces["fp-a"].queues 257 is invalid: must be 1-256`},
+		{name: "rx ring", in: `{"interfaces":{"fp-a":{"rxQueueSize":300}}}`, wantErr: `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`},
+		{name: "tx ring", in: `{"interfaces":{"fp-a":{"txQueueSize":2048}}}`, wantErr: `interfaces["fp-a"].txQueueSize 2048 is invalid`},
+		{name: "offload", in: `{"interfaces":{"fp-a":{"offloads":{"gso":"on"}}}}`, wantErr: `interfaces["fp-a"].offloads.gso "on" is invalid: must be On or Off`},
+		{name: "empty name", in: `{"interfaces":{"":{}}}`, wantErr: `interfaces has an empty network name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			got, err := Parse(tc.in)
+			if tc.wantErr != "" {
+				g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(got).To(gomega.Equal(tc.want))
+		})
+	}
+}
+
+func TestMarshalRejectsInvalid(t *testing.T) {
+	g := gomega.NewWithT(t)
+	_, err := Annotation{Interfaces: map[string]Interface{"fp-a": {RxQueueSize: 128}}}.Marshal()
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(`failed to marshal tuning annotation: interfaces["fp-a"].rxQueueSize 128 is invalid`)))
+}
