@@ -4,9 +4,9 @@
 # nothing but check (a few seconds).
 #
 #   - apt packages (netperf comes from Debian's non-free component, enabled here)
-#   - tools built from the pinned tools module hack/tools into bin/:
-#       controller-gen, kube-apiserver (k8s.io/kubernetes, staging modules replaced by
-#       their v0.34.1 releases), setup-envtest-compatible layout for KUBEBUILDER_ASSETS
+#   - tools built from the pinned tools module hack/tools into bin/: controller-gen,
+#     kube-apiserver and kubectl (k8s.io/kubernetes v1.34.1, every staging module
+#     replaced by its v0.34.1 release); bin/ is what KUBEBUILDER_ASSETS points at
 #   - etcd from Debian's etcd-server, linked into bin/
 set -euo pipefail
 
@@ -76,6 +76,9 @@ build_tool() { # name package [ldflags]
 build_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 VPKG=k8s.io/component-base/version
 build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
+  "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
+
+build_tool kubectl k8s.io/kubernetes/cmd/kubectl \
   "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
 
 log "ok: $(ls "${BIN}" | tr '\n' ' ')"

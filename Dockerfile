@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+# Fastpath images, one target per component (written and reviewed; the development
+# machines have no Docker engine, so `make docker-build` runs only where one exists).
+#
+#   docker build --target operator     -t fastpath-operator .
+#   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent + CNI binary + relay
+#   docker build --target bench        -t fastpath-bench .      # benchmark runner Job (netperf, ssh)
+#   docker build --target domain-hook  -t fastpath-domain-hook . # KubeVirt sidecar (onDefineDomain)
+
+ARG GO_VERSION=1.26
+ARG KUBEVIRT_VERSION=v1.6.0
+
+FROM golang:${GO_VERSION}-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
+COPY . .
+ARG VERSION=dev
+RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    set -eu; mkdir -p /out; \
+    for b in fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath; do \
+      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
+    done; \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath
+
+FROM gcr.io/distroless/static-debian12:nonroot AS operator
+COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
+
+# The agent runs privileged on the host network: it needs NET_ADMIN for bridges and
+# sysctls, /opt/cni/bin to install the plugin, the OVSDB socket and /dev/vhost-vsock.
+# The CNI binary ships beside it and is copied to the host by the agent itself.
+FROM gcr.io/distroless/static-debian12 AS agent
+COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
+COPY --from=build /out/fastpath /usr/local/bin/fastpath
+ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
+
+# The runner needs netperf (Debian non-free) and an SSH client for VM mode.
+FROM debian:bookworm-slim AS bench
+RUN sed -i -E '/^Components:/{/non-free( |$)/!s/$/ non-free/}' /etc/apt/sources.list.d/debian.sources \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends netperf openssh-client ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/fastpath-bench /usr/local/bin/fastpath-bench
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/fastpath-bench"]
+
+# KubeVirt's sidecar-shim calls the executable named onDefineDomain on $PATH.
+FROM quay.io/kubevirt/sidecar-shim:${KUBEVIRT_VERSION} AS domain-hook
+COPY --from=build /out/fastpath-domain-hook /usr/bin/onDefineDomain
+ENTRYPOINT ["/sidecar-shim", "--version", "v1alpha3"]

@@ -1,0 +1,96 @@
+# Fastpath — make targets in kubebuilder's style (`make help`).
+#
+# Every target that needs tools or apt packages runs hack/setup.sh first, which is
+# idempotent and quick when everything is present, so `make demo` and `make test`
+# work as the first command on a fresh Debian bookworm machine (as root).
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+ROOT := $(shell pwd)
+BIN := $(ROOT)/bin
+export GOFLAGS ?= -mod=mod
+export KUBEBUILDER_ASSETS ?= $(BIN)
+CONTROLLER_GEN := $(BIN)/controller-gen
+GO_TEST_FLAGS ?= -count=1 -timeout 60m
+IMG ?= ghcr.io/fastpath-io/fastpath:dev
+BINARIES := fastpath fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+.PHONY: setup
+setup: ## Install apt packages and build tools into bin/ (root; idempotent).
+	@bash hack/setup.sh
+
+##@ Development
+
+.PHONY: fmt
+fmt: ## Run gofmt on the tree.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: vet ## gofmt check and go vet (and staticcheck, built into bin/ on first use).
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "files above are not gofmt-formatted"; exit 1; }
+	@test -x $(BIN)/staticcheck || GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@v0.6.1
+	$(BIN)/staticcheck ./...
+
+.PHONY: generate
+generate: setup ## Generate deepcopy code (controller-gen object).
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: setup ## Generate CRDs and RBAC into config/, and copy the CRDs into the Helm chart.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	@if [ -d charts/fastpath/crds ]; then cp config/crd/bases/*.yaml charts/fastpath/crds/; fi
+
+.PHONY: verify
+verify: generate manifests ## Regenerate code and manifests and fail if anything changed.
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build every binary into bin/.
+	@mkdir -p $(BIN)
+	@for b in $(BINARIES); do \
+	  if [ -d cni/cmd/$$b ]; then pkg=./cni/cmd/$$b; elif [ -d cmd/$$b ]; then pkg=./cmd/$$b; else continue; fi; \
+	  echo "go build -o bin/$$b $$pkg"; CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b $$pkg; \
+	done
+
+.PHONY: docker-build
+docker-build: ## Build the container image (needs a Docker engine; none on the dev machines).
+	docker build -t $(IMG) .
+
+##@ Test
+
+.PHONY: test
+test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e.
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: e2e
+e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster).
+	go test $(GO_TEST_FLAGS) ./e2e/... -ginkgo.v
+
+.PHONY: bench
+bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, relay cost, operator scale.
+	@mkdir -p _out/bench
+	FASTPATH_BENCH_DIR=$(ROOT)/_out/bench go test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 60m $$(go list ./... | grep -v /e2e)
+	@if [ -x $(BIN)/fastpath-bench ] && $(BIN)/fastpath-bench local --help >/dev/null 2>&1; then \
+	  $(BIN)/fastpath-bench local --out _out/bench $(if $(FULL),--full,); fi
+
+##@ Demo
+
+.PHONY: demo
+demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix.
+	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,)
