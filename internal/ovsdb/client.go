@@ -1,0 +1,327 @@
+package ovsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+)
+
+// ErrUnreachable is wrapped by Connect (and Conn.Client) when ovsdb-server
+// cannot be reached.
+var ErrUnreachable = errors.New("OVSDB unreachable")
+
+// pollInterval is how often WaitInterface looks at the cache.
+const pollInterval = 10 * time.Millisecond
+
+// Client is a connection to ovsdb-server with a monitored cache of the
+// modelled columns. Reads come from the cache, which ovsdb-server updates
+// asynchronously: a write is visible to reads shortly after it commits.
+type Client struct {
+	c        client.Client
+	endpoint string
+}
+
+// System is what the Open_vSwitch table says about the switch.
+type System struct {
+	// Version is ovs_version ("" when the start-up scripts did not set it).
+	Version string
+	// DatapathTypes are the datapath types ovs-vswitchd supports, sorted
+	// (empty until ovs-vswitchd has started).
+	DatapathTypes []string
+}
+
+// BridgeSpec is a bridge to create.
+type BridgeSpec struct {
+	// Name of the bridge, its internal port and its internal interface.
+	Name string
+	// DatapathType is DatapathSystem or DatapathNetdev.
+	DatapathType string
+	// MTU in bytes, set as mtu_request of the internal interface; 0 leaves
+	// it unset.
+	MTU int
+	// ExternalIDs of the Bridge row (the agent marks its bridges here).
+	ExternalIDs map[string]string
+}
+
+// Connect dials endpoint (unix:<path>, tcp:<host>:<port>) and monitors the
+// modelled columns; ctx bounds the dial and the initial monitor. Errors wrap
+// ErrUnreachable. Close the client when done.
+func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Client, error) {
+	dbModel, err := ClientDBModel()
+	if err != nil {
+		return nil, fmt.Errorf("failed to build OVSDB model: %w", err)
+	}
+	log = log.WithName("libovsdb")
+	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&log))
+	if err != nil {
+		return nil, fmt.Errorf("failed to create OVSDB client for %s: %w", endpoint, err)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("failed to connect to OVSDB at %s: %w: %w", endpoint, ErrUnreachable, err)
+	}
+	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
+	mon := c.NewMonitor(
+		client.WithTable(o, &o.Bridges, &o.OVSVersion, &o.DatapathTypes),
+		client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType, &b.ExternalIDs),
+		client.WithTable(p, &p.Name, &p.Interfaces),
+		client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Error),
+	)
+	if _, err := c.Monitor(ctx, mon); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("failed to monitor OVSDB at %s: %w: %w", endpoint, ErrUnreachable, err)
+	}
+	return &Client{c: c, endpoint: endpoint}, nil
+}
+
+// Close disconnects.
+func (c *Client) Close() { c.c.Close() }
+
+// Connected reports whether the connection is still up.
+func (c *Client) Connected() bool { return c.c.Connected() }
+
+// Endpoint returns the OVSDB endpoint.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+func (c *Client) root(ctx context.Context) (*OpenvSwitch, error) {
+	var rows []OpenvSwitch
+	if err := c.c.List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("failed to read the Open_vSwitch table at %s: %w", c.endpoint, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("failed to read the Open_vSwitch table at %s: it has no row (database not initialised)", c.endpoint)
+	}
+	return &rows[0], nil
+}
+
+// System reads the Open_vSwitch row.
+func (c *Client) System(ctx context.Context) (System, error) {
+	o, err := c.root(ctx)
+	if err != nil {
+		return System{}, err
+	}
+	s := System{DatapathTypes: slices.Sorted(slices.Values(o.DatapathTypes))}
+	if o.OVSVersion != nil {
+		s.Version = *o.OVSVersion
+	}
+	return s, nil
+}
+
+// Bridge returns the bridge row name, or nil when there is none.
+func (c *Client) Bridge(ctx context.Context, name string) (*Bridge, error) {
+	b := &Bridge{Name: name}
+	if err := c.c.Get(ctx, b); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to look up OVS bridge %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// Bridges returns every bridge for which keep returns true, sorted by name.
+func (c *Client) Bridges(ctx context.Context, keep func(*Bridge) bool) ([]Bridge, error) {
+	var out []Bridge
+	if err := c.c.WhereCache(keep).List(ctx, &out); err != nil {
+		return nil, fmt.Errorf("failed to list OVS bridges: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Bridge) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Interface returns the interface row name, or nil when there is none.
+func (c *Client) Interface(ctx context.Context, name string) (*Interface, error) {
+	i := &Interface{Name: name}
+	if err := c.c.Get(ctx, i); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to look up OVS interface %s: %w", name, err)
+	}
+	return i, nil
+}
+
+// PortNames returns the names of b's ports other than its internal port (the
+// one named like the bridge), sorted: the ports that carry traffic.
+func (c *Client) PortNames(ctx context.Context, b *Bridge) ([]string, error) {
+	var names []string
+	for _, uuid := range b.Ports {
+		p := &Port{UUID: uuid}
+		if err := c.c.Get(ctx, p); err != nil {
+			if errors.Is(err, client.ErrNotFound) {
+				continue // removed since b was read
+			}
+			return nil, fmt.Errorf("failed to look up port %s of OVS bridge %s: %w", uuid, b.Name, err)
+		}
+		if p.Name != b.Name {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// CreateBridge inserts the bridge, its internal port and internal interface
+// (with mtu_request) and adds the bridge to the Open_vSwitch row, in one
+// transaction: either all of it exists afterwards or none. The unique name
+// indexes of the schema make a second creation of the same name fail instead
+// of duplicating it. ovs-vswitchd then creates the datapath and the
+// interface asynchronously (see WaitInterface).
+func (c *Client) CreateBridge(ctx context.Context, spec BridgeSpec) error {
+	o, err := c.root(ctx)
+	if err != nil {
+		return err
+	}
+	iface := &Interface{UUID: "fpiface", Name: spec.Name, Type: InterfaceTypeInternal}
+	if spec.MTU > 0 {
+		iface.MTURequest = &spec.MTU
+	}
+	port := &Port{UUID: "fpport", Name: spec.Name, Interfaces: []string{iface.UUID}}
+	br := &Bridge{UUID: "fpbridge", Name: spec.Name, Ports: []string{port.UUID}, DatapathType: spec.DatapathType, ExternalIDs: spec.ExternalIDs}
+	ops, err := c.c.Create(iface, port, br)
+	if err != nil {
+		return fmt.Errorf("failed to build insert of OVS bridge %s: %w", spec.Name, err)
+	}
+	root := &OpenvSwitch{UUID: o.UUID}
+	mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationInsert, Value: []string{br.UUID}})
+	if err != nil {
+		return fmt.Errorf("failed to build mutation of the Open_vSwitch row for bridge %s: %w", spec.Name, err)
+	}
+	return c.transact(ctx, "create OVS bridge "+spec.Name, append(ops, mut...))
+}
+
+// SetDatapathType sets the datapath_type of bridge name.
+func (c *Client) SetDatapathType(ctx context.Context, name, datapathType string) error {
+	b := &Bridge{Name: name, DatapathType: datapathType}
+	ops, err := c.c.Where(b).Update(b, &b.DatapathType)
+	if err != nil {
+		return fmt.Errorf("failed to build update of OVS bridge %s: %w", name, err)
+	}
+	return c.transact(ctx, fmt.Sprintf("set datapath_type %s on OVS bridge %s", datapathType, name), ops)
+}
+
+// SetMTURequest sets mtu_request (bytes) of interface name.
+func (c *Client) SetMTURequest(ctx context.Context, name string, mtu int) error {
+	i := &Interface{Name: name, MTURequest: &mtu}
+	ops, err := c.c.Where(i).Update(i, &i.MTURequest)
+	if err != nil {
+		return fmt.Errorf("failed to build update of OVS interface %s: %w", name, err)
+	}
+	return c.transact(ctx, fmt.Sprintf("set mtu_request %d on OVS interface %s", mtu, name), ops)
+}
+
+// WaitInterface polls the cache until interface name exists and done(it)
+// is true, or ctx ends. It returns the last row seen (nil when none) and,
+// when ctx ended first, ctx's error.
+func (c *Client) WaitInterface(ctx context.Context, name string, done func(*Interface) bool) (*Interface, error) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		i, err := c.Interface(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if i != nil && done(i) {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return i, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitBridge polls the cache until bridge name exists or ctx ends (a bridge
+// just created becomes visible when ovsdb-server's update arrives).
+func (c *Client) WaitBridge(ctx context.Context, name string) (*Bridge, error) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		b, err := c.Bridge(ctx, name)
+		if err != nil || b != nil {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("failed to see OVS bridge %s in the OVSDB cache: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation) error {
+	res, err := c.c.Transact(ctx, ops...)
+	if err != nil {
+		return fmt.Errorf("failed to %s: %w", what, err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return fmt.Errorf("failed to %s: %w", what, err)
+	}
+	return nil
+}
+
+// Conn connects lazily and reconnects after a lost connection, so that a
+// long-running agent survives ovsdb-server restarts and nodes without OVS. It
+// is safe for concurrent use.
+type Conn struct {
+	endpoint string
+	log      logr.Logger
+
+	mu sync.Mutex
+	c  *Client
+}
+
+// NewConn returns a Conn for endpoint; nothing is dialed until Client.
+func NewConn(endpoint string, log logr.Logger) *Conn {
+	return &Conn{endpoint: endpoint, log: log}
+}
+
+// Endpoint returns the OVSDB endpoint.
+func (l *Conn) Endpoint() string { return l.endpoint }
+
+// Client returns a connected client, dialing when there is none or the last
+// one lost its connection; ctx bounds the dial. Errors wrap ErrUnreachable
+// when ovsdb-server does not answer.
+func (l *Conn) Client(ctx context.Context) (*Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil && l.c.Connected() {
+		return l.c, nil
+	}
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
+	}
+	c, err := Connect(ctx, l.endpoint, l.log)
+	if err != nil {
+		return nil, err
+	}
+	l.c = c
+	return c, nil
+}
+
+// Close closes the current connection, if any.
+func (l *Conn) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
+	}
+}
