@@ -1,0 +1,190 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/testutil"
+)
+
+// newNS creates a uniquely named namespace removed at the end of the test.
+func newNS(t *testing.T) *NetNS {
+	t.Helper()
+	n, err := NewNetNS(testutil.UniqueName("fptopo-"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Delete() })
+	return n
+}
+
+func TestNetNSLifecycle(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	n := newNS(t)
+
+	g.Expect(n.Path).To(gomega.Equal(filepath.Join(NetNSDir, n.Name)))
+	lo, err := n.Link("lo")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(lo.Attrs().Flags & net.FlagUp).NotTo(gomega.BeZero())
+
+	names, err := ListNetNS(n.Name[:len("fptopo-")])
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(names).To(gomega.ContainElement(n.Name))
+
+	_, err = NewNetNS(n.Name)
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("failed to create network namespace " + n.Name)))
+
+	g.Expect(n.Delete()).To(gomega.Succeed())
+	_, err = os.Stat(n.Path)
+	g.Expect(os.IsNotExist(err)).To(gomega.BeTrue())
+	g.Expect(n.Delete()).To(gomega.Succeed(), "deleting twice is success")
+}
+
+func TestNewNetNSRejectsBadNames(t *testing.T) {
+	g := gomega.NewWithT(t)
+	for _, name := range []string{"", "a/b", strings.Repeat("x", 256)} {
+		_, err := NewNetNS(name)
+		g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("1-255 bytes")), "name %q", name)
+	}
+}
+
+func TestMasqueradeOptionsValidate(t *testing.T) {
+	base := MasqueradeOptions{HostIfName: "fpx0", PodIfName: "eth0", PodIP: netip.MustParseAddr("10.244.0.2"), MTU: 1500, GuestCIDR: DefaultGuestCIDR}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*MasqueradeOptions)
+		want   string
+	}{
+		{"valid", func(*MasqueradeOptions) {}, ""},
+		{"no host name", func(o *MasqueradeOptions) { o.HostIfName = "" }, "HostIfName"},
+		{"long host name", func(o *MasqueradeOptions) { o.HostIfName = "abcdefghijklmnop" }, "HostIfName"},
+		{"ipv6 pod IP", func(o *MasqueradeOptions) { o.PodIP = netip.MustParseAddr("fd00::2") }, "PodIP"},
+		{"tiny MTU", func(o *MasqueradeOptions) { o.MTU = 100 }, "MTU 100"},
+		{"guest /31", func(o *MasqueradeOptions) { o.GuestCIDR = netip.MustParsePrefix("10.0.2.0/31") }, "GuestCIDR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			o := base
+			tc.mutate(&o)
+			err := o.validate()
+			if tc.want == "" {
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				return
+			}
+			g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(tc.want)))
+		})
+	}
+}
+
+// TestMasqueradeTraffic wires two endpoints and checks that a TCP connection
+// from one to the other's pod IP crosses both NATs: the server socket sees
+// its own guest address as local address (DNAT) and the client's pod IP as
+// peer (masquerade), and the client sees the server's pod IP.
+func TestMasqueradeTraffic(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	a, b := newNS(t), newNS(t)
+	podA, podB := netip.MustParseAddr("10.244.231.2"), netip.MustParseAddr("10.244.231.3")
+	ma, err := AddMasquerade(a, MasqueradeOptions{HostIfName: testutil.UniqueName("fptp"), PodIP: podA})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = ma.Remove() })
+	mb, err := AddMasquerade(b, MasqueradeOptions{HostIfName: testutil.UniqueName("fptp"), PodIP: podB})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = mb.Remove() })
+
+	g.Expect(mb.GuestIP).To(gomega.Equal(netip.MustParseAddr("10.0.2.2")))
+	g.Expect(mb.GatewayIP).To(gomega.Equal(netip.MustParseAddr("10.0.2.1")))
+	eth0, err := b.Link("eth0")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(eth0.Attrs().MTU).To(gomega.Equal(DefaultPodMTU))
+
+	var ln net.Listener
+	g.Expect(b.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "0.0.0.0:0")
+		return err
+	})).To(gomega.Succeed())
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	type seen struct{ local, remote string }
+	got := make(chan seen, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(io.Discard, c)
+		got <- seen{c.LocalAddr().(*net.TCPAddr).IP.String(), c.RemoteAddr().(*net.TCPAddr).IP.String()}
+	}()
+
+	var clientLocal, clientRemote string
+	g.Expect(a.Do(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(podB.String(), fmt.Sprint(port)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		clientLocal, clientRemote = c.LocalAddr().(*net.TCPAddr).IP.String(), c.RemoteAddr().(*net.TCPAddr).IP.String()
+		_, err = c.Write(make([]byte, 1<<20))
+		return err
+	})).To(gomega.Succeed())
+	g.Expect(clientLocal).To(gomega.Equal("10.0.2.2"), "the emulated guest address is the source")
+	g.Expect(clientRemote).To(gomega.Equal(podB.String()))
+	var s seen
+	g.Eventually(got, 5*time.Second).Should(gomega.Receive(&s))
+	g.Expect(s.local).To(gomega.Equal("10.0.2.2"), "DNAT of the pod IP to the guest address in the server namespace")
+	g.Expect(s.remote).To(gomega.Equal(podA.String()), "masquerade of the guest address to the pod IP in the client namespace")
+
+	rules, err := a.Exec("nft", "list", "table", "ip", MasqueradeNATTable)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(string(rules)).To(gomega.MatchRegexp(`ip saddr 10\.0\.2\.2 counter packets [1-9]\d* bytes \d+ masquerade`))
+}
+
+func TestMasqueradeRemoveLeavesNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	n := newNS(t)
+	host := testutil.UniqueName("fptp")
+	m, err := AddMasquerade(n, MasqueradeOptions{HostIfName: host, PodIP: netip.MustParseAddr("10.244.232.2"), MTU: 1450})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	eth0, err := n.Link("eth0")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(eth0.Attrs().MTU).To(gomega.Equal(1450))
+
+	g.Expect(m.Remove()).To(gomega.Succeed())
+	g.Expect(ListHostLinks(host)).To(gomega.BeEmpty())
+	_, err = n.Link("eth0")
+	g.Expect(err).To(gomega.HaveOccurred())
+	_, err = n.Link(MasqueradeBridge)
+	g.Expect(err).To(gomega.HaveOccurred())
+	out, err := n.Exec("nft", "list", "tables")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(string(out)).NotTo(gomega.ContainSubstring("table ip nat"))
+	g.Expect(m.Remove()).To(gomega.Succeed(), "removing twice is success")
+}
+
+func TestAddMasqueradeRollsBackOnFailure(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	n := newNS(t)
+	host := testutil.UniqueName("fptp")
+	// A pod interface name that already exists in the namespace makes the veth fail.
+	_, err := AddMasquerade(n, MasqueradeOptions{HostIfName: host, PodIfName: "lo", PodIP: netip.MustParseAddr("10.244.233.2")})
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("failed to add veth " + host)))
+	g.Expect(ListHostLinks(host)).To(gomega.BeEmpty())
+}
