@@ -1,0 +1,345 @@
+package benchjob
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Params is what every rendered object depends on.
+type Params struct {
+	// Name and Namespace of the FastPathBenchmark.
+	Name, Namespace string
+	// Generation is the benchmark's metadata.generation this run is for.
+	Generation int64
+	// Spec is the benchmark spec after v1alpha1.DefaultBenchmarkSpec.
+	Spec fastpathv1alpha1.FastPathBenchmarkSpec
+	// Image is the runner image: it has fastpath-bench, netperf, netserver and
+	// an OpenSSH client (the operator's --runner-image flag).
+	Image string
+	// PullPolicy of Image; empty leaves the Kubernetes default.
+	PullPolicy corev1.PullPolicy
+	// NetworkAttachment is the attachment's NetworkAttachmentDefinition as
+	// "<namespace>/<name>" (Pod mode: the pods' Multus annotation).
+	NetworkAttachment string
+	// MTU of the fast path in bytes (the attachment's effective MTU); 0 when
+	// unknown.
+	MTU int32
+}
+
+// Endpoints are the addresses the controller observed, one per pair.
+type Endpoints struct {
+	// FastPath[i] is pair i+1's server on the fast network.
+	FastPath []string
+	// Baseline[i] is pair i+1's server on the pod network; empty with baseline None.
+	Baseline []string
+	// SSHClients[i] is pair i+1's client VM pod-network address (VM mode only).
+	SSHClients []string
+}
+
+// Resource requests of the rendered containers. There are deliberately no
+// limits: a CPU limit throttles netperf and the benchmark would measure the
+// limit, not the datapath.
+var (
+	runnerRequests = corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}
+	netserverRequests = corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("32Mi"),
+	}
+)
+
+// Time budget of a Job (activeDeadlineSeconds): every run's duration plus
+// runOverhead (netperf control connection, SSH login), plus jobSlack for
+// scheduling and image pulls.
+const (
+	runOverhead = 5 * time.Second
+	jobSlack    = 10 * time.Minute
+)
+
+// PairCounts are the pair counts each point is measured at: {1} for pairs 1,
+// {1, N} for pairs N > 1 (scale-out beside the single pair).
+func PairCounts(spec fastpathv1alpha1.FastPathBenchmarkSpec) []int32 {
+	n := int32(1)
+	if spec.Pairs != nil {
+		n = *spec.Pairs
+	}
+	if n <= 1 {
+		return []int32{1}
+	}
+	return []int32{1, n}
+}
+
+// MaxPairs is spec.pairs (1 when unset): the number of servers per path.
+func MaxPairs(spec fastpathv1alpha1.FastPathBenchmarkSpec) int {
+	if spec.Pairs == nil || *spec.Pairs < 1 {
+		return 1
+	}
+	return int(*spec.Pairs)
+}
+
+// Paths lists the paths a benchmark measures: PathFastPath, and PathBaseline
+// unless spec.baseline is None.
+func Paths(spec fastpathv1alpha1.FastPathBenchmarkSpec) []string {
+	if spec.Baseline == fastpathv1alpha1.BaselineNone {
+		return []string{PathFastPath}
+	}
+	return []string{PathFastPath, PathBaseline}
+}
+
+// PointCount is the number of matrix points of a defaulted spec, per path.
+func PointCount(spec fastpathv1alpha1.FastPathBenchmarkSpec) int {
+	per := len(spec.SocketSizes) * len(spec.Sessions) * len(PairCounts(spec))
+	n := 0
+	for _, t := range spec.Tests {
+		if t == fastpathv1alpha1.TestTCPRR || t == fastpathv1alpha1.TestVSOCKRR {
+			n += per // one RR size: RRMessageBytes
+		} else {
+			n += per * len(spec.MessageSizes)
+		}
+	}
+	return n
+}
+
+// Deadline is the Job's activeDeadlineSeconds for a defaulted spec: every run
+// (points × repetitions × paths) at its whole-second duration plus a per-run
+// overhead, plus slack for scheduling and image pulls.
+func Deadline(spec fastpathv1alpha1.FastPathBenchmarkSpec) time.Duration {
+	runs := PointCount(spec) * int(*spec.Repetitions) * len(Paths(spec))
+	return time.Duration(runs)*(WholeSeconds(spec.Duration.Duration)+runOverhead) + jobSlack
+}
+
+// PodNode is the node the Pod-mode pods are pinned to: spec.server.node or
+// spec.client.node ("" when neither is set: the pods are co-located by pod
+// affinity wherever the scheduler puts the first). Both set and different is
+// an error: the fast network is node-local, so the pods could not reach each
+// other over it.
+func PodNode(spec fastpathv1alpha1.FastPathBenchmarkSpec) (string, error) {
+	c, s := spec.Client.Node, spec.Server.Node
+	if c != "" && s != "" && c != s {
+		return "", fmt.Errorf("spec.client.node %s and spec.server.node %s differ: the fast network is node-local, so client and server must share a node", c, s)
+	}
+	if s != "" {
+		return s, nil
+	}
+	return c, nil
+}
+
+// RunnerArgsFor builds the runner's command line contract from a defaulted
+// spec and the observed endpoints.
+func RunnerArgsFor(p Params, ep Endpoints) RunnerArgs {
+	a := RunnerArgs{
+		SocketSizes:      p.Spec.SocketSizes,
+		MessageSizes:     p.Spec.MessageSizes,
+		RRSizes:          []int32{RRMessageBytes},
+		Sessions:         p.Spec.Sessions,
+		Pairs:            PairCounts(p.Spec),
+		Duration:         p.Spec.Duration.Duration,
+		Repetitions:      *p.Spec.Repetitions,
+		ResultsConfigMap: p.Namespace + "/" + ResultsConfigMapName(p.Name),
+		RunID:            JobName(p.Name, p.Generation),
+	}
+	for _, t := range p.Spec.Tests {
+		a.Tests = append(a.Tests, string(t))
+	}
+	a.Paths = append(a.Paths, RunnerPath{Name: PathFastPath, Servers: ep.FastPath, MTU: p.MTU})
+	if p.Spec.Baseline != fastpathv1alpha1.BaselineNone {
+		a.Paths = append(a.Paths, RunnerPath{Name: PathBaseline, Servers: ep.Baseline})
+	}
+	if p.Spec.Mode == fastpathv1alpha1.BenchmarkModeVM {
+		a.SSH = &RunnerSSH{Clients: ep.SSHClients, User: p.Spec.SSHUser, KeyFile: SSHKeyDir + "/" + SSHKeyFile}
+	}
+	return a
+}
+
+// runLabels are the labels of a Job or pod of one run (one generation).
+func runLabels(p Params, component string) map[string]string {
+	l := Labels(p.Name, component)
+	l[LabelGeneration] = strconv.FormatInt(p.Generation, 10)
+	return l
+}
+
+// placement pins a Pod-mode pod: node affinity to node when set, else required
+// pod affinity (topology kubernetes.io/hostname) to every pod of this run, so
+// the first one scheduled decides the node for all (the scheduler lets a pod
+// that matches its own affinity term start a group).
+func placement(p Params, node string) *corev1.Affinity {
+	if node != "" {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}}}},
+			},
+		}}
+	}
+	return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				LabelBenchmark:  LabelValue(p.Name),
+				LabelGeneration: strconv.FormatInt(p.Generation, 10),
+			}},
+			TopologyKey: corev1.LabelHostname,
+		}},
+	}}
+}
+
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func podSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+// ServerPods renders the Pod-mode netserver pods of one run: for every pair
+// 1..MaxPairs one on the fast network (Multus annotation
+// k8s.v1.cni.cncf.io/networks: NetworkAttachment) and, unless baseline is None,
+// one on the pod network only. Each runs `netserver -D -p 12865` and is ready
+// when the control port accepts connections. The caller sets the owner.
+func ServerPods(p Params) ([]*corev1.Pod, error) {
+	node, err := PodNode(p.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*corev1.Pod
+	for _, path := range Paths(p.Spec) {
+		for pair := 1; pair <= MaxPairs(p.Spec); pair++ {
+			l := runLabels(p, ComponentNetserver)
+			l[LabelPath], l[LabelPair] = path, strconv.Itoa(pair)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: ServerPodName(p.Name, path, pair), Namespace: p.Namespace, Labels: l},
+				Spec: corev1.PodSpec{
+					Affinity:                      placement(p, node),
+					RestartPolicy:                 corev1.RestartPolicyAlways,
+					TerminationGracePeriodSeconds: ptr(int64(1)),
+					AutomountServiceAccountToken:  ptr(false),
+					SecurityContext:               podSecurity(),
+					Containers: []corev1.Container{{
+						Name:            "netserver",
+						Image:           p.Image,
+						ImagePullPolicy: p.PullPolicy,
+						Command:         []string{"netserver", "-D", "-p", strconv.Itoa(NetserverPort)},
+						Ports:           []corev1.ContainerPort{{Name: "netperf", ContainerPort: NetserverPort, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(NetserverPort)}},
+							PeriodSeconds: 2,
+						},
+						Resources:       corev1.ResourceRequirements{Requests: netserverRequests},
+						SecurityContext: restrictedContainer(),
+					}},
+				},
+			}
+			if path == PathFastPath {
+				pod.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: p.NetworkAttachment}
+			}
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
+}
+
+// RunnerJob renders the Job that runs `fastpath-bench` with RunnerArgsFor(p, ep).
+// Pod mode: its pod is on the fast network and on the netserver pods' node.
+// VM mode: its pod mounts the Secret spec.sshKeySecretRef at SSHKeyDir (mode
+// 0400) and runs anywhere. No retries (backoffLimit 0: a failed benchmark is
+// reported, not repeated) and activeDeadlineSeconds from Deadline. The caller
+// sets the owner.
+func RunnerJob(p Params, ep Endpoints) (*batchv1.Job, error) {
+	args, err := RunnerArgsFor(p, ep).Args()
+	if err != nil {
+		return nil, err
+	}
+	labels := runLabels(p, ComponentRunner)
+	pod := corev1.PodSpec{
+		ServiceAccountName: RunnerName(p.Name),
+		RestartPolicy:      corev1.RestartPolicyNever,
+		SecurityContext:    podSecurity(),
+		Containers: []corev1.Container{{
+			Name:            "runner",
+			Image:           p.Image,
+			ImagePullPolicy: p.PullPolicy,
+			Command:         []string{"fastpath-bench"},
+			Args:            args,
+			Resources:       corev1.ResourceRequirements{Requests: runnerRequests},
+			SecurityContext: restrictedContainer(),
+		}},
+	}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod}
+	switch p.Spec.Mode {
+	case fastpathv1alpha1.BenchmarkModePod:
+		node, err := PodNode(p.Spec)
+		if err != nil {
+			return nil, err
+		}
+		tmpl.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: p.NetworkAttachment}
+		tmpl.Spec.Affinity = placement(p, node)
+	case fastpathv1alpha1.BenchmarkModeVM:
+		if p.Spec.SSHKeySecretRef == nil {
+			return nil, fmt.Errorf("failed to render runner job %s: VM mode needs spec.sshKeySecretRef", JobName(p.Name, p.Generation))
+		}
+		tmpl.Spec.Volumes = []corev1.Volume{{Name: "ssh-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  p.Spec.SSHKeySecretRef.Name,
+			Items:       []corev1.KeyToPath{{Key: SSHKeyFile, Path: SSHKeyFile}},
+			DefaultMode: ptr(int32(0o400)),
+		}}}}
+		tmpl.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "ssh-key", MountPath: SSHKeyDir, ReadOnly: true}}
+	default:
+		return nil, fmt.Errorf("failed to render runner job %s: unknown mode %q", JobName(p.Name, p.Generation), p.Spec.Mode)
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: JobName(p.Name, p.Generation), Namespace: p.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr(int32(0)),
+			ActiveDeadlineSeconds: ptr(int64(Deadline(p.Spec) / time.Second)),
+			Template:              tmpl,
+		},
+	}, nil
+}
+
+// ResultsConfigMap renders the empty ConfigMap the runner writes its outcome to.
+func ResultsConfigMap(name, namespace string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: ResultsConfigMapName(name), Namespace: namespace, Labels: Labels(name, ComponentResults),
+	}}
+}
+
+// RunnerRBAC renders the runner's ServiceAccount, a Role allowing get, update
+// and patch on the results ConfigMap only (resourceNames), and the RoleBinding
+// between them, all named RunnerName(name).
+func RunnerRBAC(name, namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	n := RunnerName(name)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: n, Namespace: namespace, Labels: Labels(name, ComponentRunner)}
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: meta()}
+	role := &rbacv1.Role{ObjectMeta: meta(), Rules: []rbacv1.PolicyRule{{
+		APIGroups:     []string{""},
+		Resources:     []string{"configmaps"},
+		ResourceNames: []string{ResultsConfigMapName(name)},
+		Verbs:         []string{"get", "update", "patch"},
+	}}}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: meta(),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n, Namespace: namespace}},
+	}
+	return sa, role, rb
+}
+
+func ptr[T any](v T) *T { return &v }
