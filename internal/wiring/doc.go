@@ -1,0 +1,51 @@
+// Package wiring adds one FastPathAttachment's wiring to a KubeVirt
+// VirtualMachine and removes it again, as pure functions over the VM's
+// unstructured JSON (map[string]any as decoded by client-go).
+//
+// # What is wired
+//
+// Under spec.template of a VM selected by attachment <a> (DESIGN §3.1, issue 3):
+//
+//   - spec.networks[]: {"name": "fp-<a>", "multus": {"networkName": "<nad>"}}
+//   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "bridge": {}, "model": "virtio"}
+//   - spec.domain.devices.networkInterfaceMultiqueue: true when queues > 1
+//   - spec.domain.devices.autoattachVSOCK: true when vsock services are declared
+//   - metadata.labels["fastpath.io/attachment"]: "<a>" (selected by the pod affinity)
+//   - metadata.annotations["fastpath.io/tuning"]: the tuning of package tuning
+//   - spec.affinity.podAffinity.{required,preferred}DuringSchedulingIgnoredDuringExecution[]:
+//     one term with topologyKey kubernetes.io/hostname selecting the label above
+//     (placement Required, or Preferred with weight 100)
+//
+// # Why read-modify-write and not server-side apply
+//
+// KubeVirt's VirtualMachine CRD declares no x-kubernetes-list-type on
+// interfaces, networks or the affinity term lists, so server-side apply treats
+// them as atomic: applying "our interface" would either conflict with the
+// user's field manager or, forced, replace the user's whole list with ours.
+// The operator therefore edits exactly its own entries in a copy of the object
+// it read (insert or remove by name, the user's entries untouched and in
+// order) and sends the difference as a JSON merge patch that carries the
+// resourceVersion it read (optimistic concurrency: a concurrent change makes
+// the patch fail with 409 Conflict and the operator re-reads and retries),
+// under the field manager fastpath-operator. Maps and scalars travel in the
+// same patch, so a VM costs one request.
+//
+// # Restoring exactly
+//
+// Some of what the operator sets may already be there: a user may have set
+// networkInterfaceMultiqueue: false, or the template may have had no labels map
+// at all. Wire writes a record of what it changed into the VM's metadata
+// annotation RecordAnnotation ("fastpath.io/wiring"): the entries it added,
+// the previous value (or absence) of every scalar it set and every container
+// (map or list) it had to create. Unwire follows the record: it removes the
+// added entries, restores each scalar, deletes each created container that is
+// empty again and finally the record itself, so the VM's spec after Unwire is
+// byte for byte the spec before Wire. A value the user already had (an equal
+// affinity term, the label with our value) is not recorded as ours and is left
+// in place by Unwire.
+//
+// The record also tells which attachment wired a VM, which the operator needs to
+// unwire VMs that stopped matching a selector and to resolve two attachments
+// selecting one VM (at most one attachment wires a VM: the template label
+// fastpath.io/attachment has one value).
+package wiring
