@@ -19,7 +19,7 @@ const multusStatus = `[{"name":"kindnet","interface":"eth0","ips":["10.244.0.12"
 func readyPod(annotations map[string]string, podIP string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "srv", Namespace: "apps", Annotations: annotations},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: podIP, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: podIP, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
 }
 
