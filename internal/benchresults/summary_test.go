@@ -64,7 +64,7 @@ func TestSummarizeFixture(t *testing.T) {
 	g.Expect(s.Paths).To(gomega.HaveLen(2))
 	g.Expect(s.Paths[0].Path).To(gomega.Equal("fastpath"))
 	g.Expect(s.Paths[0].BestThroughputMbps).To(gomega.Equal(int64(13520)))
-	g.Expect(s.Paths[0].MeanLatency.Duration).To(gomega.Equal(23900 * time.Nanosecond), "the lower of the two RR medians")
+	g.Expect(s.Paths[0].MeanLatency.Duration).To(gomega.Equal(23900*time.Nanosecond), "the lower of the two RR medians")
 	g.Expect(s.Paths[1].Path).To(gomega.Equal("baseline"))
 	g.Expect(s.Paths[1].BestThroughputMbps).To(gomega.Equal(int64(4590)))
 	g.Expect(s.Paths[1].MeanLatency.Duration).To(gomega.Equal(41200 * time.Nanosecond))
