@@ -1,0 +1,208 @@
+package cniinstall
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Defaults.
+const (
+	// DefaultBinDir is the conventional CNI binary directory.
+	DefaultBinDir = "/opt/cni/bin"
+	// DefaultName is the plugin's binary name: the netconf "type".
+	DefaultName = fastpathv1alpha1.CNIType
+	// Mode of the installed binary.
+	Mode os.FileMode = 0o755
+)
+
+// Result describes the installed binary.
+type Result struct {
+	// Path of the installed binary.
+	Path string
+	// SHA256 of its content, lower-case hex.
+	SHA256 string
+	// Installed is true when this call wrote it.
+	Installed bool
+}
+
+// String returns "<path> sha256:<hex>", the FastPathNode status.cniBinary form.
+func (r Result) String() string { return r.Path + " sha256:" + r.SHA256 }
+
+// Installer copies Source to DestDir/Name. Its methods are safe for
+// concurrent use.
+type Installer struct {
+	// Source is the binary shipped with the agent.
+	Source string
+	// DestDir is the CNI binary directory; empty means DefaultBinDir.
+	DestDir string
+	// Name of the installed file; empty means DefaultName.
+	Name string
+	// Log receives a line for every install.
+	Log logr.Logger
+
+	mu sync.Mutex
+	// known maps a file identity to its sha256, so that unchanged files
+	// are not hashed again on every reconcile.
+	known map[fileID]string
+}
+
+// fileID identifies file content well enough to skip rehashing: a rewrite
+// in place changes size or mtime, a replacement changes the inode.
+type fileID struct {
+	dev, ino uint64
+	size     int64
+	mtime    time.Time
+}
+
+// maxKnown bounds the hash cache; two entries (source and destination) are
+// live at a time.
+const maxKnown = 16
+
+func idOf(fi os.FileInfo) fileID {
+	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino = uint64(st.Dev), st.Ino
+	}
+	return id
+}
+
+// Path returns the destination path.
+func (i *Installer) Path() string {
+	dir, name := i.DestDir, i.Name
+	if dir == "" {
+		dir = DefaultBinDir
+	}
+	if name == "" {
+		name = DefaultName
+	}
+	return filepath.Join(dir, name)
+}
+
+// Ensure installs Source unless the destination already has the same sha256.
+// It fails when Source cannot be read, the directory cannot be created or
+// written, or Source changed while it was copied; a failed install leaves the
+// old binary in place and no temporary file behind.
+func (i *Installer) Ensure() (Result, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.known == nil {
+		i.known = map[fileID]string{}
+	}
+	dest := i.Path()
+	res := Result{Path: dest}
+	srcSum, err := i.sum(i.Source)
+	if err != nil {
+		return res, fmt.Errorf("failed to read the CNI binary to install %s: %w", i.Source, err)
+	}
+	res.SHA256 = srcSum
+	if destSum, err := i.sum(dest); err == nil && destSum == srcSum {
+		return res, nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, fmt.Errorf("failed to read the installed CNI binary %s: %w", dest, err)
+	}
+	if err := i.install(dest, srcSum); err != nil {
+		return res, err
+	}
+	res.Installed = true
+	i.Log.Info("Installed CNI binary", "path", dest, "sha256", srcSum, "source", i.Source)
+	return res, nil
+}
+
+// sum returns the sha256 of path, from the cache when the file is unchanged.
+func (i *Installer) sum(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	id := idOf(fi)
+	if s, ok := i.known[id]; ok {
+		return s, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(h.Sum(nil))
+	if len(i.known) >= maxKnown {
+		clear(i.known)
+	}
+	i.known[id] = s
+	return s, nil
+}
+
+// tempPattern names the temporary files: hidden, in the destination
+// directory (rename(2) is atomic only within one file system).
+func (i *Installer) tempPattern() string { return "." + filepath.Base(i.Path()) + ".tmp-*" }
+
+func (i *Installer) install(dest, wantSum string) (err error) {
+	dir := filepath.Dir(dest)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("failed to create CNI binary directory %s: %w", dir, err)
+	}
+	// Temporary files of an agent killed mid-copy.
+	if stale, _ := filepath.Glob(filepath.Join(dir, i.tempPattern())); len(stale) > 0 {
+		for _, s := range stale {
+			_ = os.Remove(s)
+		}
+	}
+	src, err := os.Open(i.Source)
+	if err != nil {
+		return fmt.Errorf("failed to open the CNI binary to install %s: %w", i.Source, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, i.tempPattern())
+	if err != nil {
+		return fmt.Errorf("failed to create a temporary file in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
+		return fmt.Errorf("failed to copy %s to %s: %w", i.Source, tmp.Name(), err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != wantSum {
+		return fmt.Errorf("failed to copy %s: it changed while being copied (sha256 %s, then %s)", i.Source, wantSum, got)
+	}
+	if err := tmp.Chmod(Mode); err != nil {
+		return fmt.Errorf("failed to set mode of %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("failed to sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("failed to close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return fmt.Errorf("failed to rename %s to %s: %w", tmp.Name(), dest, err)
+	}
+	// Make the rename itself durable.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
