@@ -86,6 +86,7 @@ func TestRunThenReport(t *testing.T) {
 	doc, err := results.Decode(strings.NewReader(stdout))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(doc.Machine.Emulated).To(gomega.Equal("both paths are loopback"))
+	g.Expect(doc.Machine.Netperf).To(gomega.HavePrefix("Netperf version"))
 	g.Expect(doc.Runs).To(gomega.HaveLen(4))
 	lo, err := net.InterfaceByName("lo")
 	g.Expect(err).NotTo(gomega.HaveOccurred())

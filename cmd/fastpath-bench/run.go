@@ -113,7 +113,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageError{err}
 	}
 	log.Info("Starting", "points", len(m.Points()), "paths", len(r.Paths), "estimate", m.Estimate(len(r.Paths)).Round(time.Second).String())
-	doc, err := bench.Document(logr.NewContext(ctx, log), r, *netperfBin, *emulated)
+	doc, err := bench.Document(logr.NewContext(ctx, log), r, *emulated)
 	if err != nil {
 		return err
 	}

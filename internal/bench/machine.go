@@ -29,17 +29,19 @@ func Machine(emulated string) results.Machine {
 	return m
 }
 
-// Document runs r and wraps its runs with the machine description. When the
-// matrix has netperf tests it records `netperf -V` from the first endpoint's
-// executor (an error there is returned: that netperf could not run either).
-func Document(ctx context.Context, r *Runner, binary, emulated string) (results.Document, error) {
+// Document runs r and wraps its runs with the machine description. When a
+// test is run by the Netperf tool it records `netperf -V` from the first
+// endpoint's executor (an error there is returned: netperf could not run
+// there either).
+func Document(ctx context.Context, r *Runner, emulated string) (results.Document, error) {
 	doc := results.Document{Machine: Machine(emulated)}
 	if err := r.Validate(); err != nil {
 		return doc, err
 	}
 	for _, t := range r.Matrix.Tests {
-		if _, custom := r.Tools[t]; !custom && (t == results.TCPStream || t == results.TCPRR) {
-			v, err := netperf.Version(ctx, r.Paths[0].Endpoints[0].executor(), binary)
+		tool, _ := r.tool(t)
+		if np, ok := tool.(Netperf); ok {
+			v, err := netperf.Version(ctx, r.Paths[0].Endpoints[0].executor(), np.Binary)
 			if err != nil {
 				return doc, err
 			}

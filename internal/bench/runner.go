@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -140,7 +141,11 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 					return nil, err
 				}
 				runs[i].Samples = append(runs[i].Samples, s)
-				log.Info("Measured", "path", p.Name, "point", pt.String(), "repetition", rep, "throughputMbps", s.ThroughputMbps, "meanLatencyUs", s.MeanLatencyUs)
+				kv := []any{"path", p.Name, "point", pt.String(), "repetition", rep, "throughputMbps", round(s.ThroughputMbps)}
+				if s.TransactionsPerSec > 0 {
+					kv = append(kv, "transactionsPerSec", round(s.TransactionsPerSec), "meanLatencyUs", round(s.MeanLatencyUs))
+				}
+				log.Info("Measured", kv...)
 			}
 		}
 		for i := range runs {
@@ -193,3 +198,6 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 	}
 	return s, nil
 }
+
+// round keeps three decimals for logs.
+func round(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -192,7 +192,7 @@ func TestDocumentOverLoopback(t *testing.T) {
 			Sessions: []int{2}, Pairs: []int{1}, Duration: time.Second, Repetitions: 2},
 		Paths: []bench.Path{{Name: "baseline-lo", MTU: 65536, Endpoints: []bench.Endpoint{a}}, {Name: "fastpath-lo", Endpoints: []bench.Endpoint{b}}},
 	}
-	doc, err := bench.Document(context.Background(), r, "", "both paths are the loopback interface")
+	doc, err := bench.Document(context.Background(), r, "both paths are the loopback interface")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(doc.Validate()).To(gomega.Succeed())
 	g.Expect(doc.Machine.Netperf).To(gomega.HavePrefix("Netperf version"))
@@ -238,7 +238,7 @@ func TestDocumentFailsWhenNetserverIsGone(t *testing.T) {
 	m := smallMatrix()
 	m.Repetitions, m.MessageSizes = 1, []int{512}
 	r := &bench.Runner{Matrix: m, Paths: []bench.Path{{Name: "gone", Endpoints: []bench.Endpoint{{Host: "127.0.0.1", Port: port}}}}}
-	doc, err := bench.Document(context.Background(), r, "", "")
+	doc, err := bench.Document(context.Background(), r, "")
 	g.Expect(err).To(gomega.MatchError(netperf.ErrNetserverUnreachable))
 	g.Expect(doc.Runs).To(gomega.BeEmpty())
 	g.Expect(err.Error()).To(gomega.ContainSubstring(fmt.Sprintf("failed to run netperf against 127.0.0.1:%d via local", port)))
