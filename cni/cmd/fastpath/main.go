@@ -1,0 +1,22 @@
+// Command fastpath is the fastpath CNI plugin, executed by Multus (or any CNI
+// runtime) with the CNI_* environment and the netconf on stdin. The logic is
+// in package plugin.
+package main
+
+import (
+	"runtime"
+
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
+)
+
+func init() {
+	// Network namespace switches (ns.Do) act on the OS thread; keep the main
+	// goroutine on the thread it started on.
+	runtime.LockOSThread()
+}
+
+func main() {
+	skel.PluginMainFuncs(plugin.Funcs(), plugin.VersionInfo, plugin.About)
+}

@@ -1,0 +1,287 @@
+package cnitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/internal/testutil"
+	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+)
+
+// SystemCNIPath holds Debian's containernetworking-plugins (host-local,
+// static, ...). Debian bookworm ships plugins v1.1.1, which speak CNI up to
+// 1.0.0 only.
+const SystemCNIPath = "/usr/lib/cni"
+
+// Package paths of the binaries Build compiles.
+const (
+	PluginPackage    = "github.com/fastpath-io/fastpath/cni/cmd/fastpath"
+	HostLocalPackage = "github.com/containernetworking/plugins/plugins/ipam/host-local"
+)
+
+// Subnet is the node-local subnet the tests' netconfs give host-local.
+const Subnet = "10.250.0.0/24"
+
+// Binaries are the executables a test binary built for itself.
+type Binaries struct {
+	// Dir holds the fastpath plugin (when built) and host-local v1.9.1.
+	Dir string
+}
+
+// Build compiles host-local from containernetworking/plugins v1.9.1 (the
+// version in go.mod, which speaks CNI 1.1.0) and, when withPlugin is true,
+// the fastpath plugin into a new temporary directory. Call it from TestMain;
+// remove Dir when done.
+func Build(withPlugin bool) (*Binaries, error) {
+	dir, err := os.MkdirTemp("", "fastpath-cni-bin-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create binary directory: %w", err)
+	}
+	pkgs := map[string]string{"host-local": HostLocalPackage}
+	if withPlugin {
+		pkgs[netconf.PluginType] = PluginPackage
+	}
+	for name, pkg := range pkgs {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("failed to build %s: %w: %s", pkg, err, out)
+		}
+	}
+	return &Binaries{Dir: dir}, nil
+}
+
+// Plugin returns the path of the built fastpath binary.
+func (b *Binaries) Plugin() string { return filepath.Join(b.Dir, netconf.PluginType) }
+
+// CNIPath returns the CNI_PATH for a netconf of cniVersion: Debian's plugins
+// first for versions they speak, the host-local built by Build first for
+// 1.1.0. extra directories (e.g. one with a failing IPAM script) come first.
+func (b *Binaries) CNIPath(cniVersion string, extra ...string) string {
+	dirs := append([]string{}, extra...)
+	if cniVersion == "1.1.0" {
+		dirs = append(dirs, b.Dir, SystemCNIPath)
+	} else {
+		dirs = append(dirs, SystemCNIPath, b.Dir)
+	}
+	return strings.Join(dirs, string(os.PathListSeparator))
+}
+
+// Bridge is a node bridge made for one test.
+type Bridge struct {
+	Datapath  string
+	Name      string
+	OVSSocket string // OVSDB endpoint, OVS only
+}
+
+// NewBridge makes a bridge of the datapath with mtu bytes: a Linux bridge
+// (set up, like the node agent leaves it) or an OVS bridge with the
+// userspace datapath (ovstest.Start must have been called for OVS). It is
+// deleted at cleanup.
+func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
+	tb.Helper()
+	switch datapath {
+	case netconf.DatapathLinuxBridge:
+		name := testutil.UniqueName("fpcb")
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+		if err := netlink.LinkAdd(br); err != nil {
+			tb.Fatalf("failed to add bridge %s: %v", name, err)
+		}
+		tb.Cleanup(func() {
+			if err := netlink.LinkDel(br); err != nil {
+				tb.Errorf("failed to delete bridge %s: %v", name, err)
+			}
+		})
+		// Set the MTU after creation, as the node agent must: an MTU given
+		// only at creation is not marked as set by the user, and the kernel
+		// puts the bridge back to 1500 when its last port leaves.
+		if err := netlink.LinkSetMTU(br, mtu); err != nil {
+			tb.Fatalf("failed to set MTU %d on bridge %s: %v", mtu, name, err)
+		}
+		if err := netlink.LinkSetUp(br); err != nil {
+			tb.Fatalf("failed to set bridge %s up: %v", name, err)
+		}
+		return &Bridge{Datapath: datapath, Name: name}
+	case netconf.DatapathOVS:
+		name := testutil.UniqueName("fpco")
+		ovstest.AddBridge(tb, ovstest.Socket, name, mtu)
+		return &Bridge{Datapath: datapath, Name: name, OVSSocket: ovstest.Socket}
+	}
+	tb.Fatalf("unknown datapath %q", datapath)
+	return nil
+}
+
+// Ports returns the names of the bridge's ports, except an OVS bridge's
+// internal port.
+func (b *Bridge) Ports(tb testing.TB) []string {
+	tb.Helper()
+	if b.Datapath == netconf.DatapathOVS {
+		out, err := exec.Command("ovs-vsctl", "--db="+b.OVSSocket, "list-ports", b.Name).CombinedOutput()
+		if err != nil {
+			tb.Fatalf("failed to list ports of %s: %v: %s", b.Name, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	br, err := netlink.LinkByName(b.Name)
+	if err != nil {
+		tb.Fatalf("failed to look up bridge %s: %v", b.Name, err)
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		tb.Fatalf("failed to list links: %v", err)
+	}
+	var names []string
+	for _, l := range links {
+		if l.Attrs().MasterIndex == br.Attrs().Index {
+			names = append(names, l.Attrs().Name)
+		}
+	}
+	return names
+}
+
+// Conf is the input of NetConf.
+type Conf struct {
+	CNIVersion string
+	Name       string // network name; default "fp-test"
+	MTU        int    // default 9000
+	StateDir   string
+	IPAMDir    string         // host-local dataDir
+	IPAM       map[string]any // replaces the host-local IPAM section when set
+	Offloads   map[string]bool
+	Extra      map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
+}
+
+// NetConf renders a fastpath netconf for bridge b.
+func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
+	tb.Helper()
+	if c.Name == "" {
+		c.Name = "fp-test"
+	}
+	if c.MTU == 0 {
+		c.MTU = 9000
+	}
+	ipam := c.IPAM
+	if ipam == nil {
+		ipam = map[string]any{"type": "host-local", "subnet": Subnet, "dataDir": c.IPAMDir}
+	}
+	m := map[string]any{
+		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
+		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "stateDir": c.StateDir, "ipam": ipam,
+	}
+	if b.OVSSocket != "" {
+		m["ovs"] = map[string]any{"socket": b.OVSSocket}
+	}
+	if c.Offloads != nil {
+		m["offloads"] = c.Offloads
+	}
+	for k, v := range c.Extra {
+		m[k] = v
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		tb.Fatalf("failed to encode netconf: %v", err)
+	}
+	return data
+}
+
+// NewNS makes a network namespace (bind-mounted under /var/run/netns) that
+// is closed and unmounted at cleanup unless the test already did.
+func NewNS(tb testing.TB) ns.NetNS {
+	tb.Helper()
+	netns, err := testutils.NewNS()
+	if err != nil {
+		tb.Fatalf("failed to create netns: %v", err)
+	}
+	tb.Cleanup(func() { RemoveNS(netns) })
+	return netns
+}
+
+// RemoveNS closes and unmounts netns; doing it twice is harmless.
+func RemoveNS(netns ns.NetNS) {
+	_ = netns.Close()
+	_ = testutils.UnmountNS(netns)
+}
+
+// NSName is the name `ip netns` knows netns by.
+func NSName(netns ns.NetNS) string { return filepath.Base(netns.Path()) }
+
+// Links returns the names of the links in netns (with "lo").
+func Links(tb testing.TB, netns ns.NetNS) []string {
+	tb.Helper()
+	var names []string
+	err := netns.Do(func(ns.NetNS) error {
+		links, err := netlink.LinkList()
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("failed to list links of %s: %v", netns.Path(), err)
+	}
+	return names
+}
+
+// LinkExists reports whether the host network namespace has a link name.
+func LinkExists(name string) bool {
+	_, err := netlink.LinkByName(name)
+	return err == nil
+}
+
+// Allocations returns the addresses host-local holds for network in dataDir
+// (its files named by IP; "lock" and "last_reserved_ip.*" are not allocations).
+func Allocations(tb testing.TB, dataDir, network string) []string {
+	tb.Helper()
+	entries, err := os.ReadDir(filepath.Join(dataDir, network))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatalf("failed to read host-local data of %s: %v", network, err)
+	}
+	var ips []string
+	for _, e := range entries {
+		if net.ParseIP(e.Name()) != nil {
+			ips = append(ips, e.Name())
+		}
+	}
+	return ips
+}
+
+// StateFiles returns the attachment files in a fastpath state directory.
+func StateFiles(tb testing.TB, dir string) []string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		tb.Fatalf("failed to list %s: %v", dir, err)
+	}
+	return files
+}
+
+// Exec runs the fastpath binary like a runtime does: env holds the CNI_*
+// variables, stdin the netconf. It returns stdout and stderr separately and
+// the exit error.
+func Exec(ctx context.Context, binary string, env []string, stdin []byte) (stdout, stderr []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary)
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(string(stdin))
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return []byte(o.String()), []byte(e.String()), err
+}
