@@ -217,7 +217,10 @@ func TestVersion(t *testing.T) {
 func TestStartNetserverReportsBusyPort(t *testing.T) {
 	g := gomega.NewWithT(t)
 	first := startNetserver(t, "")
-	_, err := netperf.StartNetserver(context.Background(), netperf.NetserverOptions{Addr: first.Addr, Port: first.Port})
+	second, err := netperf.StartNetserver(context.Background(), netperf.NetserverOptions{Addr: first.Addr, Port: first.Port})
+	if err == nil {
+		t.Cleanup(func() { _ = second.Stop() })
+	}
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("is not free")))
 }
 
