@@ -158,8 +158,10 @@ func (c *Client) BridgeMTU(ctx context.Context, bridge string) (int, error) {
 }
 
 // UserspaceTSO reports whether Open_vSwitch other_config:userspace-tso-enable
-// is "true". The userspace datapath (datapath_type=netdev) needs it to carry
-// TCP segments larger than the MTU from interfaces with TSO on.
+// is "true" (ovs-vswitchd reads it only when it starts). Without it the
+// userspace datapath (datapath_type=netdev) reads veths through AF_PACKET
+// without virtio-net headers and cannot carry TCP from veths with checksum
+// offload, TSO or GRO on.
 func (c *Client) UserspaceTSO(ctx context.Context) (bool, error) {
 	var rows []OpenvSwitch
 	if err := c.c.List(ctx, &rows); err != nil {
