@@ -59,10 +59,10 @@ func TestOVS(t *testing.T) {
 func runSuite(t *testing.T, datapath string) {
 	for _, v := range netconf.SupportedVersions {
 		t.Run("lifecycle/"+v, func(t *testing.T) { testLifecycle(t, datapath, v) })
+		t.Run("del-after-netns-deleted/"+v, func(t *testing.T) { testDelAfterNetnsDeleted(t, datapath, v) })
+		t.Run("failed-ipam-add-leaves-nothing/"+v, func(t *testing.T) { testFailedIPAMAdd(t, datapath, v) })
+		t.Run("failure-after-ipam-releases-address/"+v, func(t *testing.T) { testFailureAfterIPAM(t, datapath, v) })
 	}
-	t.Run("del-after-netns-deleted", func(t *testing.T) { testDelAfterNetnsDeleted(t, datapath) })
-	t.Run("failed-ipam-add-leaves-nothing", func(t *testing.T) { testFailedIPAMAdd(t, datapath) })
-	t.Run("failure-after-ipam-releases-address", func(t *testing.T) { testFailureAfterIPAM(t, datapath) })
 	t.Run("mtu-larger-than-bridge", func(t *testing.T) { testMTULargerThanBridge(t, datapath) })
 	t.Run("missing-bridge", func(t *testing.T) { testMissingBridge(t, datapath) })
 	t.Run("mac", func(t *testing.T) { testMAC(t, datapath) })
@@ -70,6 +70,10 @@ func runSuite(t *testing.T, datapath string) {
 	t.Run("gc", func(t *testing.T) { testGC(t, datapath) })
 	t.Run("status", func(t *testing.T) { testStatus(t, datapath) })
 	t.Run("traffic-mtu-9000", func(t *testing.T) { testTraffic(t, datapath) })
+	if datapath == netconf.DatapathOVS {
+		t.Run("del-while-ovsdb-unreachable", testDelWhileOVSDBUnreachable)
+		t.Run("refuses-offloads-without-userspace-tso", testRefusesOffloadsWithoutUserspaceTSO)
+	}
 }
 
 // env is one test's bridge, state directory and host-local data directory.
@@ -259,9 +263,9 @@ func testLifecycle(t *testing.T, datapath, version string) {
 	e.expectNothingLeft(g, netns)
 }
 
-func testDelAfterNetnsDeleted(t *testing.T, datapath string) {
+func testDelAfterNetnsDeleted(t *testing.T, datapath, version string) {
 	g := NewWithT(t)
-	e := newEnv(t, datapath, "1.0.0")
+	e := newEnv(t, datapath, version)
 	netns := cnitest.NewNS(t)
 	a := e.mustAdd(netns, e.conf(cnitest.Conf{}))
 	path := netns.Path()
@@ -290,9 +294,9 @@ exit 0
 	return dir
 }
 
-func testFailedIPAMAdd(t *testing.T, datapath string) {
+func testFailedIPAMAdd(t *testing.T, datapath, version string) {
 	g := NewWithT(t)
-	e := newEnv(t, datapath, "1.0.0", writeFailingIPAM(t))
+	e := newEnv(t, datapath, version, writeFailingIPAM(t))
 	netns := cnitest.NewNS(t)
 	a, err := e.add(netns, e.conf(cnitest.Conf{IPAM: map[string]any{"type": "fpfail"}}), "")
 	g.Expect(err).To(MatchError(ContainSubstring("failed to allocate addresses with IPAM plugin fpfail: injected IPAM failure")))
@@ -303,9 +307,9 @@ func testFailedIPAMAdd(t *testing.T, datapath string) {
 	e.expectNothingLeft(g, netns)
 }
 
-func testFailureAfterIPAM(t *testing.T, datapath string) {
+func testFailureAfterIPAM(t *testing.T, datapath, version string) {
 	g := NewWithT(t)
-	e := newEnv(t, datapath, "1.0.0")
+	e := newEnv(t, datapath, version)
 	netns := cnitest.NewNS(t)
 	// host-local allocates an address, then the route through a gateway
 	// that is not on the link cannot be added: ADD fails after IPAM.
@@ -556,4 +560,73 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// testDelWhileOVSDBUnreachable: DEL must not block pod deletion when OVSDB
+// does not answer. It releases the address and the veth, keeps the state
+// file, and a later GC removes the port. The attachment's recorded OVSDB
+// endpoint is pointed at a socket nobody serves to make OVSDB unreachable
+// for it without stopping the shared Open vSwitch.
+func testDelWhileOVSDBUnreachable(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathOVS, "1.1.0")
+	netns := cnitest.NewNS(t)
+	a := e.mustAdd(netns, e.conf(cnitest.Conf{}))
+	statePath := filepath.Join(e.stateDir, a.containerID+":net1.json")
+	setSocket := func(socket string) {
+		var st map[string]any
+		data, err := os.ReadFile(statePath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(json.Unmarshal(data, &st)).To(Succeed())
+		st["ovsSocket"] = socket
+		data, _ = json.Marshal(st)
+		g.Expect(os.WriteFile(statePath, data, 0o600)).To(Succeed())
+	}
+	setSocket("unix:" + filepath.Join(t.TempDir(), "gone.sock"))
+
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	g.Expect(cnitest.LinkExists(a.hostIf())).To(BeFalse())
+	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"))
+	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(BeEmpty())
+	g.Expect(statePath).To(BeAnExistingFile(), "kept for GC")
+	g.Expect(e.br.Ports(t)).To(ConsistOf(a.hostIf()))
+
+	setSocket(e.br.OVSSocket) // OVSDB is back
+	g.Expect(e.gc(e.conf(cnitest.Conf{}))).To(Succeed())
+	e.expectGone(g, a, true)
+	e.expectNothingLeft(g, netns)
+}
+
+// testRefusesOffloadsWithoutUserspaceTSO: on a netdev bridge whose
+// Open_vSwitch row lacks userspace-tso-enable=true, ADD refuses offloads that
+// would stall TCP and accepts them all off.
+func testRefusesOffloadsWithoutUserspaceTSO(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathOVS, "1.0.0")
+	vsctl := func(args ...string) string {
+		out, err := exec.Command("ovs-vsctl", append([]string{"--db=" + e.br.OVSSocket}, args...)...).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		return strings.TrimSpace(string(out))
+	}
+	before := vsctl("--if-exists", "get", "Open_vSwitch", ".", "other_config:userspace-tso-enable")
+	vsctl("remove", "Open_vSwitch", ".", "other_config", "userspace-tso-enable")
+	t.Cleanup(func() {
+		if before != "" {
+			vsctl("set", "Open_vSwitch", ".", "other_config:userspace-tso-enable="+before)
+		}
+	})
+
+	netns := cnitest.NewNS(t)
+	_, err := e.add(netns, e.conf(cnitest.Conf{}), "")
+	var cniErr *types.Error
+	g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
+	g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrInvalidNetworkConfig))
+	g.Expect(cniErr.Msg).To(ContainSubstring("OVS bridge " + e.br.Name + " uses the userspace datapath (datapath_type=netdev) without Open_vSwitch other_config:userspace-tso-enable=true"))
+	e.expectNothingLeft(g, netns)
+
+	off := map[string]bool{"tso": false, "gso": true, "gro": false, "txChecksum": false}
+	a, err := e.add(netns, e.conf(cnitest.Conf{Offloads: off}), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	e.expectNothingLeft(g, netns)
 }
