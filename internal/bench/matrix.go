@@ -102,7 +102,9 @@ func (m Matrix) Validate() error {
 }
 
 // Points lists the matrix in run order: by test, then socket size, message
-// size, sessions and pairs, each in the order given.
+// size, sessions and pairs, each in the order given. VSOCK tests run at
+// socket size 0 only: vsockbench sets no socket buffer sizes, so a point per
+// socket size would repeat one measurement under different labels.
 func (m Matrix) Points() []results.Point {
 	var pts []results.Point
 	for _, test := range m.Tests {
@@ -110,7 +112,11 @@ func (m Matrix) Points() []results.Point {
 		if results.IsRR(test) {
 			sizes = m.RRSizes
 		}
-		for _, sock := range m.SocketSizes {
+		socks := m.SocketSizes
+		if IsVSock(test) {
+			socks = []int{0}
+		}
+		for _, sock := range socks {
 			for _, msg := range sizes {
 				for _, s := range m.Sessions {
 					for _, p := range m.Pairs {
@@ -121,6 +127,12 @@ func (m Matrix) Points() []results.Point {
 		}
 	}
 	return pts
+}
+
+// IsVSock reports whether test is one of the vsock tests (VSOCK_STREAM,
+// VSOCK_RR) that the VSock tool runs.
+func IsVSock(test string) bool {
+	return test == results.VSockStream || test == results.VSockRR
 }
 
 // MaxPairs is the largest pair count, the number of endpoints a path needs.

@@ -31,7 +31,9 @@ func (e Endpoint) executor() netperf.Executor {
 	return e.Executor
 }
 
-// Path is one datapath under test, e.g. "fastpath-linux-bridge".
+// Path is one datapath under test, e.g. "fastpath-linux-bridge". A Runner
+// may measure one name at several MTUs (each a Path of its own); results
+// compare a path at its best MTU (results.Best).
 type Path struct {
 	// Name is reported as results.Run.Path.
 	Name string
@@ -97,13 +99,20 @@ func (r *Runner) Validate() error {
 	if len(r.Paths) == 0 {
 		return fmt.Errorf("failed to validate benchmark: no paths")
 	}
-	seen := map[string]bool{}
+	// A path may be measured at several MTUs (the local node benchmark runs
+	// fastpath-linux-bridge at 9000 and 65520); each (name, MTU) once.
+	type key struct {
+		name string
+		mtu  int
+	}
+	seen := map[key]bool{}
 	for _, p := range r.Paths {
+		k := key{p.Name, p.MTU}
 		switch {
 		case p.Name == "":
 			return fmt.Errorf("failed to validate benchmark: a path has no name")
-		case seen[p.Name]:
-			return fmt.Errorf("failed to validate benchmark: path %s named twice", p.Name)
+		case seen[k]:
+			return fmt.Errorf("failed to validate benchmark: path %s (MTU %d) named twice", p.Name, p.MTU)
 		case len(p.Endpoints) < r.Matrix.MaxPairs():
 			return fmt.Errorf("failed to validate benchmark: path %s has %d endpoints, pairs up to %d need as many", p.Name, len(p.Endpoints), r.Matrix.MaxPairs())
 		}
@@ -112,7 +121,7 @@ func (r *Runner) Validate() error {
 				return fmt.Errorf("failed to validate benchmark: path %s endpoint %d has no host", p.Name, i+1)
 			}
 		}
-		seen[p.Name] = true
+		seen[k] = true
 	}
 	return nil
 }
@@ -141,7 +150,7 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 					return nil, err
 				}
 				runs[i].Samples = append(runs[i].Samples, s)
-				kv := []any{"path", p.Name, "point", pt.String(), "repetition", rep, "throughputMbps", round(s.ThroughputMbps)}
+				kv := []any{"path", p.Name, "mtu", p.MTU, "point", pt.String(), "repetition", rep, "throughputMbps", round(s.ThroughputMbps)}
 				if s.TransactionsPerSec > 0 {
 					kv = append(kv, "transactionsPerSec", round(s.TransactionsPerSec), "meanLatencyUs", round(s.MeanLatencyUs))
 				}
