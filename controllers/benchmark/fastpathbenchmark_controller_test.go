@@ -1,0 +1,468 @@
+package benchmark_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/benchjob"
+)
+
+const (
+	running   = fastpathv1alpha1.BenchmarkRunning
+	pending   = fastpathv1alpha1.BenchmarkPending
+	succeeded = fastpathv1alpha1.BenchmarkSucceeded
+	failed    = fastpathv1alpha1.BenchmarkFailed
+)
+
+// startPodRun creates a Ready attachment and b, plays kubelet and Multus for
+// the netserver pods (fast path 10.250.0.1x, pod network 10.244.0.1x per pair)
+// and returns the runner Job.
+func startPodRun(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmark) *batchv1.Job {
+	createReadyAttachment(ctx, b.Namespace, b.Spec.AttachmentRef.Name)
+	Expect(k8s.Create(ctx, b)).To(Succeed())
+	pairs := 1
+	if b.Spec.Pairs != nil {
+		pairs = int(*b.Spec.Pairs)
+	}
+	paths := 2
+	if b.Spec.Baseline == fastpathv1alpha1.BaselineNone {
+		paths = 1
+	}
+	Eventually(serverPods(ctx, b.Namespace, b.Name)).Should(HaveLen(pairs * paths))
+	for _, pod := range serverPods(ctx, b.Namespace, b.Name)() {
+		pair := pod.Labels[benchjob.LabelPair]
+		switch pod.Labels[benchjob.LabelPath] {
+		case benchjob.PathFastPath:
+			playKubeletAndMultus(ctx, &pod, b.Namespace+"/"+b.Spec.AttachmentRef.Name, "10.244.0.2"+pair, "10.250.0.1"+pair)
+		default:
+			playKubeletAndMultus(ctx, &pod, "", "10.244.0.1"+pair, "")
+		}
+	}
+	return runnerJob(ctx, b.Namespace, b.Name, b.Generation)
+}
+
+var _ = Describe("FastPathBenchmark in Pod mode", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("creates netserver pods on the fast network and the pod network, then a runner Job with their addresses", func() {
+		b := podBenchmark(ns, "quick", "db-link")
+		createReadyAttachment(ctx, ns, "db-link")
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+
+		By("creating one netserver pod per path, the fast-path one attached to the NAD")
+		Eventually(serverPods(ctx, ns, "quick")).Should(HaveLen(2))
+		pods := map[string]corev1.Pod{}
+		for _, p := range serverPods(ctx, ns, "quick")() {
+			pods[p.Labels[benchjob.LabelPath]] = p
+			Expect(metav1.IsControlledBy(&p, getBenchmark(ctx, ns, "quick")())).To(BeTrue())
+			Expect(p.Spec.Containers[0].Image).To(Equal(runnerImage))
+			Expect(p.Spec.Containers[0].Command).To(Equal([]string{"netserver", "-D", "-p", "12865"}))
+			Expect(p.Spec.Affinity.PodAffinity).NotTo(BeNil(), "client and servers share a node")
+		}
+		Expect(pods[benchjob.PathFastPath].Annotations).To(HaveKeyWithValue("k8s.v1.cni.cncf.io/networks", ns+"/db-link"))
+		Expect(pods[benchjob.PathBaseline].Annotations).NotTo(HaveKey("k8s.v1.cni.cncf.io/networks"))
+
+		By("staying Pending with EndpointNotFound until the pods have addresses, without a Job")
+		Eventually(getBenchmark(ctx, ns, "quick")).Should(And(havePhase(pending), haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonEndpointNotFound)))
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: benchjob.JobName("quick", 1)}, &batchv1.Job{})).To(Satisfy(apierrors.IsNotFound))
+
+		fast, base := pods[benchjob.PathFastPath], pods[benchjob.PathBaseline]
+		playKubeletAndMultus(ctx, &fast, ns+"/db-link", "10.244.0.21", "10.250.0.3")
+		Consistently(func() error {
+			return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: benchjob.JobName("quick", 1)}, &batchv1.Job{})
+		}, 500*time.Millisecond).Should(Satisfy(apierrors.IsNotFound), "the baseline server has no address yet")
+		Expect(conditionMessage(getBenchmark(ctx, ns, "quick")(), fastpathv1alpha1.RunningCondition)).To(ContainSubstring("quick-netserver-baseline-1 is not Ready"))
+		playKubeletAndMultus(ctx, &base, "", "10.244.0.7", "")
+
+		By("creating the runner Job with both addresses, on the fast network, under the runner's ServiceAccount")
+		job := runnerJob(ctx, ns, "quick", 1)
+		Expect(metav1.IsControlledBy(job, getBenchmark(ctx, ns, "quick")())).To(BeTrue())
+		Expect(*job.Spec.BackoffLimit).To(BeZero())
+		tmpl := job.Spec.Template
+		Expect(tmpl.Annotations).To(HaveKeyWithValue("k8s.v1.cni.cncf.io/networks", ns+"/db-link"))
+		Expect(tmpl.Spec.ServiceAccountName).To(Equal("quick-runner"))
+		c := tmpl.Spec.Containers[0]
+		Expect(c.Image).To(Equal(runnerImage))
+		Expect(c.Command).To(Equal([]string{"fastpath-bench"}))
+		Expect(c.Args[0]).To(Equal("run"))
+		Expect(flagValues(c.Args, "--path")).To(Equal([]string{"fastpath=10.250.0.3", "baseline=10.244.0.7"}))
+		Expect(flagValues(c.Args, "--tests")).To(Equal([]string{"TCP_STREAM,TCP_RR"}))
+		Expect(flagValues(c.Args, "--socket-sizes")).To(Equal([]string{"65536,262144"}))
+		Expect(flagValues(c.Args, "--message-sizes")).To(Equal([]string{"16384,65536"}))
+		Expect(flagValues(c.Args, "--duration")).To(Equal([]string{"5s"}))
+		Expect(flagValues(c.Args, "--mtu")).To(Equal([]string{"fastpath=9000"}))
+		Expect(flagValues(c.Args, "--results-configmap")).To(Equal([]string{ns + "/quick-results"}))
+		Expect(flagValues(c.Args, "--run-id")).To(Equal([]string{"quick-run-1"}))
+		Expect(c.Args).NotTo(ContainElement("--ssh-clients"))
+
+		By("giving the runner write access to its ConfigMap only")
+		cm := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "quick-results"}, cm)).To(Succeed())
+		Expect(cm.Data).To(BeEmpty())
+		role := &rbacv1.Role{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "quick-runner"}, role)).To(Succeed())
+		Expect(role.Rules).To(ConsistOf(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"quick-results"}, Verbs: []string{"get", "update", "patch"}}))
+		rb := &rbacv1.RoleBinding{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "quick-runner"}, rb)).To(Succeed())
+		Expect(rb.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: "quick-runner", Namespace: ns}))
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "quick-runner"}, &corev1.ServiceAccount{})).To(Succeed())
+
+		By("reporting Running with the Job and the ConfigMap in status")
+		Eventually(getBenchmark(ctx, ns, "quick")).Should(And(havePhase(running), haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonJobCreated)))
+		b = getBenchmark(ctx, ns, "quick")()
+		Expect(b.Status.JobName).To(Equal("quick-run-1"))
+		Expect(b.Status.ResultsConfigMap).To(Equal("quick-results"))
+		Expect(b.Status.StartTime).NotTo(BeNil())
+		Expect(b.Status.ObservedGeneration).To(Equal(b.Generation))
+		Expect(conditionMessage(b, fastpathv1alpha1.RunningCondition)).To(ContainSubstring("6 points × 3 repetitions × 2 paths"))
+		Eventually(eventReasons(ctx, ns, "quick")).Should(ContainElements("Normal/EndpointNotFound", "Normal/JobCreated"))
+
+		By("reporting JobRunning once the Job has an active pod")
+		job.Status.Active = 1
+		job.Status.StartTime = ptr(metav1.Now())
+		Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "quick")).Should(haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonJobRunning))
+	})
+
+	It("summarises the runner's results into status and succeeds when the criteria are met", func() {
+		b := podBenchmark(ns, "pass", "db-link")
+		b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(10000)), MinSpeedupPercent: ptr(int32(150))}
+		job := startPodRun(ctx, b)
+
+		writeOutcome(ctx, ns, "pass", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
+
+		Eventually(getBenchmark(ctx, ns, "pass")).Should(And(havePhase(succeeded),
+			haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCriteriaMet),
+			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonCriteriaMet),
+			haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonCriteriaMet)))
+		b = getBenchmark(ctx, ns, "pass")()
+		Expect(b.Status.BestGbps).To(Equal("13.52"))
+		Expect(b.Status.Speedup).To(Equal("2.95x"))
+		Expect(b.Status.CompletionTime).NotTo(BeNil())
+		Expect(conditionMessage(b, fastpathv1alpha1.SucceededCondition)).To(Equal(
+			"best fast path 13.52 Gbps at TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1, 2.95x the baseline: minThroughputMbps 10000 met, minSpeedupPercent 150 met"))
+		Expect(b.Status.Points).To(HaveLen(6))
+		Expect(b.Status.Points[3]).To(Equal(fastpathv1alpha1.BenchmarkPoint{
+			Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1,
+			FastPathMbps: 13520, BaselineMbps: 4590, SpeedupPercent: 295,
+		}))
+		Expect(b.Status.Points[4].FastPathLatency.Duration).To(Equal(24100 * time.Nanosecond))
+		Expect(b.Status.Paths).To(HaveLen(2))
+		Expect(b.Status.Paths[0].Path).To(Equal("fastpath"))
+		Expect(b.Status.Paths[0].BestThroughputMbps).To(Equal(int64(13520)))
+
+		By("deleting the netserver pods and keeping the Job for its logs")
+		Eventually(serverPods(ctx, ns, "pass")).Should(BeEmpty())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})).To(Succeed())
+
+		By("recording the transition and exporting the gauges")
+		Eventually(eventReasons(ctx, ns, "pass")).Should(ContainElement("Normal/CriteriaMet"))
+		Eventually(func() float64 {
+			v, _ := gauge("fastpath_benchmark_succeeded", map[string]string{"namespace": ns, "benchmark": "pass"})
+			return v
+		}).Should(Equal(1.0))
+		v, ok := gauge("fastpath_benchmark_throughput_mbps", map[string]string{"namespace": ns, "benchmark": "pass", "path": "fastpath"})
+		Expect(ok).To(BeTrue())
+		Expect(v).To(Equal(13520.0))
+		v, ok = gauge("fastpath_benchmark_throughput_mbps", map[string]string{"namespace": ns, "benchmark": "pass", "path": "baseline"})
+		Expect(ok).To(BeTrue())
+		Expect(v).To(Equal(4590.0))
+		v, ok = gauge("fastpath_benchmark_speedup_ratio", map[string]string{"namespace": ns, "benchmark": "pass"})
+		Expect(ok).To(BeTrue())
+		Expect(v).To(Equal(2.95))
+		v, ok = gauge("fastpath_benchmark_latency_microseconds", map[string]string{"namespace": ns, "benchmark": "pass", "path": "fastpath"})
+		Expect(ok).To(BeTrue())
+		Expect(v).To(BeNumerically("~", 23.9, 1e-9))
+
+		By("removing the gauges when the benchmark is deleted")
+		Expect(k8s.Delete(ctx, b)).To(Succeed())
+		Eventually(func() bool {
+			_, ok := gauge("fastpath_benchmark_succeeded", map[string]string{"namespace": ns, "benchmark": "pass"})
+			return ok
+		}).Should(BeFalse())
+	})
+
+	It("fails with ThresholdNotMet and the numbers when a criterion is missed", func() {
+		b := podBenchmark(ns, "strict", "db-link")
+		b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(20000)), MinSpeedupPercent: ptr(int32(300))}
+		job := startPodRun(ctx, b)
+		writeOutcome(ctx, ns, "strict", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
+
+		Eventually(getBenchmark(ctx, ns, "strict")).Should(And(havePhase(failed),
+			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonThresholdNotMet),
+			haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonThresholdNotMet)))
+		b = getBenchmark(ctx, ns, "strict")()
+		Expect(conditionMessage(b, fastpathv1alpha1.FailedCondition)).To(ContainSubstring("minThroughputMbps 20000 not met (13520 Mbps), minSpeedupPercent 300 not met (294.5%)"))
+		Expect(b.Status.BestGbps).To(Equal("13.52"), "the summary is kept on failure")
+		Eventually(eventReasons(ctx, ns, "strict")).Should(ContainElement("Warning/ThresholdNotMet"))
+		Eventually(func() (float64, error) {
+			v, ok := gauge("fastpath_benchmark_succeeded", map[string]string{"namespace": ns, "benchmark": "strict"})
+			if !ok {
+				return -1, nil
+			}
+			return v, nil
+		}).Should(Equal(0.0))
+	})
+
+	It("fails with the runner's reason when the runner reports an error", func() {
+		job := startPodRun(ctx, podBenchmark(ns, "noserver", "db-link"))
+		writeOutcome(ctx, ns, "noserver", job.Name, map[string]string{
+			benchjob.ErrorKey:       "failed to run netperf against 10.250.0.11:12865 via local (netperf -H 10.250.0.11 -t TCP_STREAM ...): netserver is not answering: establish control: are you sure there is a netserver listening on 10.250.0.11 at port 12865?",
+			benchjob.ErrorReasonKey: "NetserverUnreachable",
+		})
+		Eventually(getBenchmark(ctx, ns, "noserver")).Should(And(havePhase(failed),
+			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonNetserverUnreachable)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "noserver")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("10.250.0.11:12865"))
+		Expect(getBenchmark(ctx, ns, "noserver")().Status.CompletionTime).NotTo(BeNil())
+		Eventually(serverPods(ctx, ns, "noserver")).Should(BeEmpty())
+		Eventually(eventReasons(ctx, ns, "noserver")).Should(ContainElement("Warning/NetserverUnreachable"))
+	})
+
+	It("fails with ResultsInvalid for results that do not validate, and RunnerFailed for an unknown reason", func() {
+		job := startPodRun(ctx, podBenchmark(ns, "garbled", "db-link"))
+		writeOutcome(ctx, ns, "garbled", job.Name, map[string]string{benchjob.ResultsKey: `{"machine":{},"runs":[{"path":"fastpath","test":"TCP_STREAM","sessions":1,"pairs":1,"throughputMbps":0,"samples":[{"repetition":1}]}]}`})
+		Eventually(getBenchmark(ctx, ns, "garbled")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonResultsInvalid))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "garbled")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("throughputMbps must be positive"))
+
+		job = startPodRun(ctx, podBenchmark(ns, "sshfail", "db-link2"))
+		writeOutcome(ctx, ns, "sshfail", job.Name, map[string]string{benchjob.ErrorKey: "ssh: connect to host 10.244.1.5 port 22: Connection refused", benchjob.ErrorReasonKey: "SSHFailed"})
+		Eventually(getBenchmark(ctx, ns, "sshfail")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonRunnerFailed))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "sshfail")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("SSHFailed: ssh: connect to host"))
+	})
+
+	It("fails when the Job fails without writing results", func() {
+		job := startPodRun(ctx, podBenchmark(ns, "crashed", "db-link"))
+		now := metav1.Now()
+		job.Status.StartTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		}
+		job.Status.Failed = 1
+		Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "crashed")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonRunnerFailed))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "crashed")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("failed (BackoffLimitExceeded: Job has reached the specified backoff limit) without writing results"))
+	})
+
+	It("runs pairs at once: a netserver pod per pair and path, and the runner measures 1 and N pairs", func() {
+		b := podBenchmark(ns, "scale", "db-link")
+		b.Spec.Pairs = ptr(int32(2))
+		job := startPodRun(ctx, b)
+		args := job.Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--pairs")).To(Equal([]string{"1,2"}))
+		Expect(flagValues(args, "--path")).To(Equal([]string{"fastpath=10.250.0.11,10.250.0.12", "baseline=10.244.0.11,10.244.0.12"}))
+	})
+
+	It("does not re-run a finished benchmark, re-runs a new generation, and ignores results of another run", func() {
+		job := startPodRun(ctx, podBenchmark(ns, "again", "db-link"))
+		writeOutcome(ctx, ns, "again", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
+		Eventually(getBenchmark(ctx, ns, "again")).Should(havePhase(succeeded))
+		Eventually(serverPods(ctx, ns, "again")).Should(BeEmpty())
+		first := getBenchmark(ctx, ns, "again")()
+
+		By("doing nothing more while the spec is unchanged")
+		Consistently(serverPods(ctx, ns, "again"), 500*time.Millisecond).Should(BeEmpty())
+		Expect(getBenchmark(ctx, ns, "again")().Status.CompletionTime).To(Equal(first.Status.CompletionTime))
+
+		By("starting generation 2 on a spec change: new pods and Job, the old Job deleted, the summary reset")
+		b := getBenchmark(ctx, ns, "again")()
+		b.Spec.Repetitions = ptr(int32(1))
+		Expect(k8s.Update(ctx, b)).To(Succeed())
+		Expect(b.Generation).To(Equal(int64(2)))
+		Eventually(serverPods(ctx, ns, "again")).Should(HaveLen(2))
+		Eventually(getBenchmark(ctx, ns, "again")).Should(And(havePhase(pending),
+			WithTransform(func(b *fastpathv1alpha1.FastPathBenchmark) string { return b.Status.BestGbps }, BeEmpty())))
+		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}) }).Should(Satisfy(apierrors.IsNotFound))
+		for _, pod := range serverPods(ctx, ns, "again")() {
+			Expect(pod.Labels).To(HaveKeyWithValue(benchjob.LabelGeneration, "2"))
+			if pod.Labels[benchjob.LabelPath] == benchjob.PathFastPath {
+				playKubeletAndMultus(ctx, &pod, ns+"/db-link", "10.244.0.31", "10.250.0.31")
+			} else {
+				playKubeletAndMultus(ctx, &pod, "", "10.244.0.32", "")
+			}
+		}
+		job2 := runnerJob(ctx, ns, "again", 2)
+		Expect(flagValues(job2.Spec.Template.Spec.Containers[0].Args, "--repetitions")).To(Equal([]string{"1"}))
+		Eventually(getBenchmark(ctx, ns, "again")).Should(havePhase(running))
+
+		By("ignoring an outcome written by the runner of generation 1")
+		cm := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "again-results"}, cm)).To(Succeed())
+		Expect(cm.Data).To(BeEmpty(), "the previous run's results were cleared")
+		writeOutcome(ctx, ns, "again", job.Name, map[string]string{benchjob.ErrorKey: "late", benchjob.ErrorReasonKey: "RunnerFailed"})
+		Consistently(getBenchmark(ctx, ns, "again"), 500*time.Millisecond).Should(havePhase(running))
+
+		writeOutcome(ctx, ns, "again", job2.Name, map[string]string{benchjob.ResultsKey: fixture(), benchjob.ErrorKey: "", benchjob.ErrorReasonKey: ""})
+		Eventually(getBenchmark(ctx, ns, "again")).Should(And(havePhase(succeeded), WithTransform(func(b *fastpathv1alpha1.FastPathBenchmark) int64 { return b.Status.ObservedGeneration }, Equal(int64(2)))))
+	})
+})
+
+var _ = Describe("FastPathBenchmark in VM mode", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	vmBenchmark := func(name string) *fastpathv1alpha1.FastPathBenchmark {
+		b := podBenchmark(ns, name, "db-link")
+		b.Spec.Mode = fastpathv1alpha1.BenchmarkModeVM
+		b.Spec.Client.VM, b.Spec.Server.VM = "db-1", "db-0"
+		b.Spec.SSHKeySecretRef = &fastpathv1alpha1.LocalObjectReference{Name: "bench-ssh"}
+		return b
+	}
+	createKey := func() {
+		Expect(k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-ssh", Namespace: ns},
+			Data:       map[string][]byte{"ssh-privatekey": []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n...\n")},
+		})).To(Succeed())
+	}
+
+	It("creates a runner Job that reaches the client VM over SSH, with the addresses from the VMI status and the key mounted", func() {
+		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		createKey()
+		Expect(k8s.Create(ctx, vmBenchmark("vmq"))).To(Succeed())
+
+		job := runnerJob(ctx, ns, "vmq", 1)
+		tmpl := job.Spec.Template
+		args := tmpl.Spec.Containers[0].Args
+		Expect(flagValues(args, "--path")).To(Equal([]string{"fastpath=10.250.0.10", "baseline=10.244.1.10"}), "the server VM's fast-path and pod-network addresses")
+		Expect(flagValues(args, "--ssh-clients")).To(Equal([]string{"10.244.1.11"}), "the client VM's pod-network address")
+		Expect(flagValues(args, "--ssh-user")).To(Equal([]string{"fedora"}))
+		Expect(flagValues(args, "--ssh-key")).To(Equal([]string{"/etc/fastpath-bench/ssh/ssh-privatekey"}))
+		Expect(tmpl.Spec.Volumes).To(HaveLen(1))
+		Expect(tmpl.Spec.Volumes[0].Secret.SecretName).To(Equal("bench-ssh"))
+		Expect(*tmpl.Spec.Volumes[0].Secret.DefaultMode).To(Equal(int32(0o400)))
+		Expect(tmpl.Spec.Containers[0].VolumeMounts).To(ConsistOf(corev1.VolumeMount{Name: "ssh-key", MountPath: "/etc/fastpath-bench/ssh", ReadOnly: true}))
+		Expect(tmpl.Annotations).NotTo(HaveKey("k8s.v1.cni.cncf.io/networks"))
+		Expect(serverPods(ctx, ns, "vmq")()).To(BeEmpty(), "the VMs run netserver themselves")
+		Eventually(getBenchmark(ctx, ns, "vmq")).Should(havePhase(running))
+
+		writeOutcome(ctx, ns, "vmq", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
+		Eventually(getBenchmark(ctx, ns, "vmq")).Should(And(havePhase(succeeded), haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCriteriaMet)))
+	})
+
+	It("waits with EndpointNotFound for unselected or stopped VMs and with SSHKeyMissing for the key", func() {
+		a := createReadyAttachment(ctx, ns, "db-link", "db-0")
+		Expect(k8s.Create(ctx, vmBenchmark("vmw"))).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "vmw")).Should(haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonEndpointNotFound))
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmw")(), fastpathv1alpha1.RunningCondition)
+		}).Should(And(
+			ContainSubstring("VM db-1 (client of pair 1) is not selected by FastPathAttachment db-link"),
+			ContainSubstring("VM db-0 (server of pair 1) has no VirtualMachineInstance")))
+
+		setAttachmentReady(ctx, a, true, "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmw")(), fastpathv1alpha1.RunningCondition)
+		}).Should(
+			Equal("Waiting for endpoints: VMI db-0 (server of pair 1) reports no address on interface fp-db-link"))
+
+		vmi := getVMI(ctx, ns, "db-0")
+		vmi.Status.Interfaces = append(vmi.Status.Interfaces, fastIface("db-link", "10.250.0.10"))
+		Expect(k8s.Status().Update(ctx, vmi)).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "vmw")).Should(And(havePhase(pending), haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonSSHKeyMissing)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "vmw")(), fastpathv1alpha1.RunningCondition)).To(ContainSubstring("Secret bench-ssh (spec.sshKeySecretRef) not found"))
+
+		By("starting once the Secret appears (Secrets are polled, not watched)")
+		createKey()
+		runnerJob(ctx, ns, "vmw", 1)
+		Eventually(getBenchmark(ctx, ns, "vmw")).Should(havePhase(running))
+	})
+
+	It("asks for 2N VMs for N pairs: the API rejects fewer, additionalPairs supplies them", func() {
+		b := vmBenchmark("vmpairs")
+		b.Spec.Pairs = ptr(int32(2))
+		err := k8s.Create(ctx, b)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.pairs in VM mode needs that many client/server VM pairs"))
+
+		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1", "db-2", "db-3")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		createVMI(ctx, ns, "db-2", "db-link", "10.244.1.12", "10.250.0.12")
+		createVMI(ctx, ns, "db-3", "db-link", "10.244.1.13", "10.250.0.13")
+		createKey()
+		b = vmBenchmark("vmpairs")
+		b.Spec.Pairs = ptr(int32(2))
+		b.Spec.AdditionalPairs = []fastpathv1alpha1.BenchmarkPair{{Client: "db-3", Server: "db-2"}}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		args := runnerJob(ctx, ns, "vmpairs", 1).Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--pairs")).To(Equal([]string{"1,2"}))
+		Expect(flagValues(args, "--path")).To(Equal([]string{"fastpath=10.250.0.10,10.250.0.12", "baseline=10.244.1.10,10.244.1.12"}))
+		Expect(flagValues(args, "--ssh-clients")).To(Equal([]string{"10.244.1.11,10.244.1.13"}))
+	})
+})
+
+var _ = Describe("FastPathBenchmark preconditions", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+
+	It("waits for a missing attachment, then for it to be Ready", func() {
+		Expect(k8s.Create(ctx, podBenchmark(ns, "early", "later"))).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "early")).Should(And(havePhase(pending),
+			haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonWaitingForAttachment)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "early")(), fastpathv1alpha1.RunningCondition)).To(Equal("FastPathAttachment later not found"))
+		Eventually(eventReasons(ctx, ns, "early")).Should(ContainElement("Normal/WaitingForAttachment"))
+		Expect(serverPods(ctx, ns, "early")()).To(BeEmpty())
+
+		a := createAttachment(ctx, ns, "later", false)
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "early")(), fastpathv1alpha1.RunningCondition)
+		}).Should(
+			Equal("FastPathAttachment later is not Ready: VMsWired is False: 1 VM restart required"))
+		Expect(serverPods(ctx, ns, "early")()).To(BeEmpty())
+
+		setAttachmentReady(ctx, a, true)
+		Eventually(serverPods(ctx, ns, "early")).Should(HaveLen(2))
+		Eventually(getBenchmark(ctx, ns, "early")).Should(haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonEndpointNotFound))
+	})
+
+	It("fails a spec it cannot run as Unsupported", func() {
+		createReadyAttachment(ctx, ns, "db-link")
+		b := podBenchmark(ns, "vsock", "db-link")
+		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestTCPStream, fastpathv1alpha1.TestVSOCKStream}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		b = podBenchmark(ns, "split", "db-link")
+		b.Spec.Client.Node, b.Spec.Server.Node = "node-a", "node-b"
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+
+		Eventually(getBenchmark(ctx, ns, "vsock")).Should(And(havePhase(failed), haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonUnsupported)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "vsock")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("test VSOCK_STREAM is not run by FastPathBenchmark yet"))
+		Eventually(getBenchmark(ctx, ns, "split")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonUnsupported))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "split")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("node-local"))
+		Expect(serverPods(ctx, ns, "vsock")()).To(BeEmpty())
+		Expect(serverPods(ctx, ns, "split")()).To(BeEmpty())
+	})
+})
