@@ -401,6 +401,11 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 		err := k8s.Create(ctx, b)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.pairs in VM mode needs that many client/server VM pairs"))
+		p := podBenchmark(ns, "podpairs", "db-link")
+		p.Spec.AdditionalPairs = []fastpathv1alpha1.BenchmarkPair{{Client: "db-3", Server: "db-2"}}
+		err = k8s.Create(ctx, p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.additionalPairs is for VM mode only"))
 
 		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1", "db-2", "db-3")
 		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")

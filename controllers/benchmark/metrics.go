@@ -38,10 +38,10 @@ func init() {
 }
 
 // observe exports a finished benchmark's status; it is idempotent, so a
-// restarted operator re-exports finished benchmarks from their status.
+// restarted operator re-exports finished benchmarks from their status. Series
+// of an earlier run are removed by forget when the next run starts.
 func observe(b *fastpathv1alpha1.FastPathBenchmark) {
 	ns, name := b.Namespace, b.Name
-	forget(ns, name)
 	ok := 0.0
 	if b.Status.Phase == fastpathv1alpha1.BenchmarkSucceeded {
 		ok = 1
