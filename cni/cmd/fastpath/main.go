@@ -1,6 +1,3 @@
-// Command fastpath is the fastpath CNI plugin, executed by Multus (or any CNI
-// runtime) with the CNI_* environment and the netconf on stdin. The logic is
-// in package plugin.
 package main
 
 import (
