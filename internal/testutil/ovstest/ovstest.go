@@ -31,19 +31,21 @@ const (
 const cmdTimeout = 60 * time.Second
 
 var (
-	mu       sync.Mutex
-	users    int      // tests of this process between Start and cleanup
-	lockFile *os.File // held while users > 0
-	started  bool     // this process started OVS and must stop it
+	mu              sync.Mutex
+	users           int      // tests of this process between Start and cleanup
+	lockFile        *os.File // held while users > 0
+	startedDB       bool     // this process started ovsdb-server and must stop it
+	startedVswitchd bool     // this process started ovs-vswitchd and must stop it
 )
 
 // Start makes sure ovsdb-server and ovs-vswitchd run and returns the OVSDB
 // endpoint ("unix:/var/run/openvswitch/db.sock"). The first Start of a
 // process takes an exclusive flock on LockPath (waiting for other test
 // binaries), starts OVS with `ovs-ctl start --system-id=random` unless the
-// socket already answers, and enables userspace TSO, without which TCP from
-// TSO-enabled veths stalls on a netdev bridge. The last cleanup of the
-// process stops OVS if this process started it and releases the lock.
+// socket already answers, and enables userspace TSO before ovs-vswitchd
+// starts: without it TCP from veths with checksum offload or GRO stalls on a
+// netdev bridge. The last cleanup of the process stops what this process
+// started (nothing when OVS was already running) and releases the lock.
 // Concurrent tests of one process share one start.
 func Start(tb testing.TB) string {
 	tb.Helper()
@@ -51,6 +53,7 @@ func Start(tb testing.TB) string {
 	defer mu.Unlock()
 	if users == 0 {
 		if err := acquire(tb); err != nil {
+			unlock()
 			tb.Fatalf("failed to start Open vSwitch: %v", err)
 		}
 	}
@@ -78,21 +81,23 @@ func acquire(tb testing.TB) error {
 	if answers() && vswitchdRuns() {
 		tb.Logf("Using the Open vSwitch that is already running")
 		if out, err := vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable"); err != nil || strings.Trim(out, "\"\n") != "true" {
-			tb.Logf("WARNING: the running ovs-vswitchd has no other_config:userspace-tso-enable=true; TCP with TSO over netdev bridges will stall")
+			tb.Logf("WARNING: Open_vSwitch has no other_config:userspace-tso-enable=true: TCP from veths with checksum offload or GRO stalls on netdev bridges")
 		}
 		return nil
 	}
-	started = true
-	// ovsdb-server first, so that userspace TSO is configured before
-	// ovs-vswitchd reads it (only at its start).
-	if out, err := run(OVSCtl, "start", "--system-id=random", "--no-ovs-vswitchd"); err != nil {
-		stop()
-		return fmt.Errorf("ovs-ctl start --no-ovs-vswitchd: %w: %s", err, out)
+	if !answers() {
+		startedDB = true
+		if out, err := run(OVSCtl, "start", "--system-id=random", "--no-ovs-vswitchd"); err != nil {
+			stop()
+			return fmt.Errorf("ovs-ctl start --no-ovs-vswitchd: %w: %s", err, out)
+		}
 	}
+	// Configure userspace TSO before ovs-vswitchd starts: it reads it only then.
 	if out, err := vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true"); err != nil {
 		stop()
 		return fmt.Errorf("failed to enable userspace TSO: %w: %s", err, out)
 	}
+	startedVswitchd = true
 	if out, err := run(OVSCtl, "start", "--system-id=random", "--no-ovsdb-server"); err != nil {
 		stop()
 		return fmt.Errorf("ovs-ctl start --no-ovsdb-server: %w: %s", err, out)
@@ -111,19 +116,34 @@ func release() {
 	if users > 0 {
 		return
 	}
-	if started {
-		stop()
-		started = false
+	stop()
+	unlock()
+}
+
+// unlock releases the flock on LockPath if this process holds it.
+func unlock() {
+	if lockFile == nil {
+		return
 	}
 	_ = unix.Flock(int(lockFile.Fd()), unix.LOCK_UN)
 	lockFile.Close()
 	lockFile = nil
 }
 
+// stop stops what this process started: both daemons with `ovs-ctl stop`,
+// or only ovs-vswitchd when ovsdb-server was already running.
 func stop() {
-	if out, err := run(OVSCtl, "stop"); err != nil {
-		fmt.Fprintf(os.Stderr, "ovstest: ovs-ctl stop: %v: %s\n", err, out)
+	switch {
+	case startedDB:
+		if out, err := run(OVSCtl, "stop"); err != nil {
+			fmt.Fprintf(os.Stderr, "ovstest: ovs-ctl stop: %v: %s\n", err, out)
+		}
+	case startedVswitchd:
+		if out, err := run("ovs-appctl", "-t", "ovs-vswitchd", "exit"); err != nil {
+			fmt.Fprintf(os.Stderr, "ovstest: ovs-appctl exit: %v: %s\n", err, out)
+		}
 	}
+	startedDB, startedVswitchd = false, false
 }
 
 // answers reports whether ovsdb-server accepts connections on SocketPath.
