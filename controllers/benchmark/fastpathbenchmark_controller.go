@@ -217,6 +217,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.reconcileFinished,
 		r.reconcileSpec,
 		r.reconcileRunnerAccess,
+		r.lookupJob,
 		r.reconcileAttachment,
 		r.reconcileEndpoints,
 		r.reconcileJob,
@@ -384,10 +385,10 @@ func (r *Reconciler) ensure(ctx context.Context, b *fastpathv1alpha1.FastPathBen
 	return nil
 }
 
-// reconcileAttachment waits for a Ready attachment with a network, and looks
-// up the runner Job of this generation: once it exists the run is underway and
-// the endpoint phases are skipped.
-func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Result, error) {
+// lookupJob finds the runner Job of this generation: once it exists the run is
+// underway, and the attachment and endpoint phases are skipped (a later change
+// of the attachment or the VMs does not disturb a running benchmark).
+func (r *Reconciler) lookupJob(ctx context.Context, s *scope) (ctrl.Result, error) {
 	b := s.bench
 	job := &batchv1.Job{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: benchjob.JobName(b.Name, b.Generation)}, job)
@@ -402,7 +403,16 @@ func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Re
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, fmt.Errorf("failed to get Job %s/%s: %w", b.Namespace, benchjob.JobName(b.Name, b.Generation), err)
 	}
+	return ctrl.Result{}, nil
+}
 
+// reconcileAttachment waits for a Ready attachment with a network and takes
+// the NAD and MTU from it.
+func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.job != nil {
+		return ctrl.Result{}, nil
+	}
+	b := s.bench
 	a := &fastpathv1alpha1.FastPathAttachment{}
 	name := s.spec.AttachmentRef.Name
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: name}, a); err != nil {
@@ -484,8 +494,8 @@ func (r *Reconciler) sshKeyRetry() time.Duration {
 // netserver pod fails the benchmark (NetserverUnreachable).
 func (r *Reconciler) podEndpoints(ctx context.Context, s *scope) ([]string, error) {
 	want, err := benchjob.ServerPods(s.params)
-	if err != nil {
-		return nil, err // reconcileSpec has rejected this already
+	if err != nil { // reconcileSpec has rejected such specs already
+		return nil, fmt.Errorf("failed to render the netserver pods of FastPathBenchmark %s: %w", klog.KObj(s.bench), err)
 	}
 	var waiting []string
 	s.endpoints = benchjob.Endpoints{}
