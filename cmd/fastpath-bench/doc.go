@@ -1,10 +1,28 @@
-// Command fastpath-bench runs the Fastpath benchmark matrix with netperf and
-// renders reports (issue 6, DESIGN §5).
+// Command fastpath-bench runs the Fastpath benchmarks (issue 6, DESIGN §5)
+// and renders their reports.
 //
 //	fastpath-bench run --path fastpath=10.250.0.3 --path baseline=10.244.1.7 > results.json
 //	fastpath-bench report results.json -o report/
+//	fastpath-bench vsock-server --port 5201
+//	fastpath-bench vsock-client --server 2:40000 --test VSOCK_RR
+//	fastpath-bench local --out _out/bench
 //
-// Subcommands register themselves in commands (see register); vsock-server,
-// vsock-client (internal/vsockbench) and local (the local node benchmark)
-// are added the same way, each in its own file of this package.
+// run is also the runner of a FastPathBenchmark Job: it accepts exactly the
+// command line internal/benchjob.RunnerArgs renders (VM mode with
+// --ssh-clients runs pair i's netperf on client VM i over SSH) and writes
+// its outcome into the results ConfigMap named by --results-configmap
+// (internal/bench.ConfigMapSink), reached with the in-cluster configuration
+// or $KUBECONFIG when set. The results JSON is printed on stdout in any case.
+//
+// vsock-server and vsock-client measure VSOCK_STREAM and VSOCK_RR
+// (internal/vsockbench), since netperf has no AF_VSOCK; --transport
+// unix:<dir> with --cid selects the UNIX-socket EMULATION of vsock instead
+// of real AF_VSOCK sockets. run measures the same tests with --tests
+// VSOCK_STREAM,VSOCK_RR and --path name=<cid>:<port>.
+//
+// local builds the datapaths of DESIGN §5.2 between network namespaces on
+// this machine (internal/localbench), measures them, writes results.json and
+// the report, and prints the ratio lines and the issue's targets.
+//
+// Subcommands register themselves with register, each in its own file.
 package main

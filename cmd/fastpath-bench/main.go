@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 )
 
 // command is one subcommand: run parses args (everything after the
@@ -110,3 +113,11 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// newLogger logs key/value lines to w, or nothing when quiet.
+func newLogger(w io.Writer, quiet bool) logr.Logger {
+	if quiet {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) { fmt.Fprintln(w, prefix, args) }, funcr.Options{})
+}

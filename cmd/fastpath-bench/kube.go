@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// restConfig returns the API server configuration: from $KUBECONFIG when
+// it is set (a list of files, as kubectl reads it; the demo sets it), else
+// the in-cluster configuration of the runner Job's ServiceAccount.
+func restConfig() (*rest.Config, error) {
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("failed to load the kubeconfig from $%s: %w", clientcmd.RecommendedConfigPathEnvVar, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load the in-cluster configuration (set $%s outside a cluster): %w", clientcmd.RecommendedConfigPathEnvVar, err)
+	}
+	return cfg, nil
+}
+
+// coreClient returns a client of the core/v1 API group.
+func coreClient() (*corev1client.CoreV1Client, error) {
+	cfg, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "fastpath-bench"
+	c, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the Kubernetes client: %w", err)
+	}
+	return c, nil
+}
