@@ -23,7 +23,9 @@ func startVSockServer(t *testing.T) (root string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, []string{"vsock-server", "--transport", "unix:" + root, "--cid", "7", "--port", "5000", "--quiet"}, &bytes.Buffer{}, &stderr) }()
+	go func() {
+		done <- Main(ctx, []string{"vsock-server", "--transport", "unix:" + root, "--cid", "7", "--port", "5000", "--quiet"}, &bytes.Buffer{}, &stderr)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != 0 {
