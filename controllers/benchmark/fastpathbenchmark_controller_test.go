@@ -2,6 +2,7 @@ package benchmark_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +17,8 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/benchjob"
+	"github.com/fastpath-io/fastpath/internal/netperf"
+	"github.com/fastpath-io/fastpath/internal/results"
 )
 
 const (
@@ -147,7 +150,9 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 		b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(10000)), MinSpeedupPercent: ptr(int32(150))}
 		job := startPodRun(ctx, b)
 
-		writeOutcome(ctx, ns, "pass", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
+		By("letting the runner write its results with its own ServiceAccount")
+		_, err := runnerSink(ns, "pass", job.Name).Write(ctx, fixtureDoc(), nil)
+		Expect(err).NotTo(HaveOccurred())
 
 		Eventually(getBenchmark(ctx, ns, "pass")).Should(And(havePhase(succeeded),
 			haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCriteriaMet),
@@ -224,10 +229,13 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 
 	It("fails with the runner's reason when the runner reports an error", func() {
 		job := startPodRun(ctx, podBenchmark(ns, "noserver", "db-link"))
-		writeOutcome(ctx, ns, "noserver", job.Name, map[string]string{
-			benchjob.ErrorKey:       "failed to run netperf against 10.250.0.11:12865 via local (netperf -H 10.250.0.11 -t TCP_STREAM ...): netserver is not answering: establish control: are you sure there is a netserver listening on 10.250.0.11 at port 12865?",
-			benchjob.ErrorReasonKey: "NetserverUnreachable",
+		runErr := fmt.Errorf("failed to measure path fastpath at TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1, repetition 1 (1 of 1 sessions failed): %w", &netperf.RunError{
+			Endpoint: "10.250.0.11:12865", Executor: "local", Command: []string{"netperf", "-H", "10.250.0.11", "-t", "TCP_STREAM"},
+			Err: fmt.Errorf("%w: establish control: are you sure there is a netserver listening on 10.250.0.11 at port 12865?", netperf.ErrNetserverUnreachable),
 		})
+		data, err := runnerSink(ns, "noserver", job.Name).Write(ctx, results.Document{}, runErr)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(*data[benchjob.ErrorReasonKey]).To(Equal(benchjob.ErrorReasonNetserverUnreachable))
 		Eventually(getBenchmark(ctx, ns, "noserver")).Should(And(havePhase(failed),
 			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonNetserverUnreachable)))
 		Expect(conditionMessage(getBenchmark(ctx, ns, "noserver")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("10.250.0.11:12865"))
@@ -260,6 +268,28 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 		Expect(k8s.Status().Update(ctx, job)).To(Succeed())
 		Eventually(getBenchmark(ctx, ns, "crashed")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonRunnerFailed))
 		Expect(conditionMessage(getBenchmark(ctx, ns, "crashed")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("failed (BackoffLimitExceeded: Job has reached the specified backoff limit) without writing results"))
+	})
+
+	It("lets the runner's ServiceAccount write its results ConfigMap and nothing else", func() {
+		job := startPodRun(ctx, podBenchmark(ns, "rbac", "db-link"))
+		other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		runner := runnerClient(ns, "rbac")
+
+		_, err := runner.ConfigMaps(ns).Get(ctx, "other", metav1.GetOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		_, err = runner.ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		_, err = runner.Secrets(ns).Get(ctx, "any", metav1.GetOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		_, err = runner.Pods(ns).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+
+		_, err = runner.ConfigMaps(ns).Get(ctx, "rbac-results", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = runnerSink(ns, "rbac", job.Name).Write(ctx, fixtureDoc(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(getBenchmark(ctx, ns, "rbac")).Should(havePhase(succeeded))
 	})
 
 	It("runs pairs at once: a netserver pod per pair and path, and the runner measures 1 and N pairs", func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
@@ -13,12 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/benchjob"
+	"github.com/fastpath-io/fastpath/internal/results"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -256,4 +263,32 @@ func getVMI(ctx context.Context, ns, name string) *kubevirtv1.VirtualMachineInst
 
 func fastIface(attachment, ip string) kubevirtv1.VirtualMachineInstanceNetworkInterface {
 	return kubevirtv1.VirtualMachineInstanceNetworkInterface{Name: fastpathv1alpha1.NetworkName(attachment), IP: ip, IPs: []string{ip}}
+}
+
+// runnerClient is a core/v1 client that acts as the runner Job's
+// ServiceAccount (impersonated; envtest's apiserver authorizes with RBAC), so
+// only the Role the controller created lets it write.
+func runnerClient(ns, benchmark string) *corev1client.CoreV1Client {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(ns, benchjob.RunnerName(benchmark))}
+	c, err := corev1client.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// runnerSink is the runner's own ConfigMap writer (internal/bench), as
+// `fastpath-bench run --results-configmap <ns>/<benchmark>-results --run-id <runID>`
+// builds it, with the runner's permissions.
+func runnerSink(ns, benchmark, runID string) bench.ConfigMapSink {
+	return bench.ConfigMapSink{
+		Client: runnerClient(ns, benchmark), Namespace: ns, Name: benchjob.ResultsConfigMapName(benchmark), RunID: runID,
+		Backoff: wait.Backoff{Steps: 1},
+	}
+}
+
+// fixtureDoc is fixture() decoded, as the runner holds it before writing.
+func fixtureDoc() results.Document {
+	doc, err := results.Decode(strings.NewReader(fixture()))
+	Expect(err).NotTo(HaveOccurred())
+	return doc
 }
