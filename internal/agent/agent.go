@@ -277,7 +277,8 @@ func (r *Reconciler) publish(ctx context.Context, obs *observed) error {
 	return nil
 }
 
-// create creates the FastPathNode, owned by the Node when APIReader finds it.
+// create creates the FastPathNode, owned by the Node when APIReader finds it
+// (RBAC: get on nodes).
 // A FastPathNode created concurrently (an older agent still running) is read
 // instead.
 func (r *Reconciler) create(ctx context.Context) (*fastpathv1alpha1.FastPathNode, error) {
@@ -290,7 +291,9 @@ func (r *Reconciler) create(ctx context.Context) (*fastpathv1alpha1.FastPathNode
 				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 			}}
 		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("failed to get Node %s: %w", r.NodeName, err)
+			// Not fatal (e.g. RBAC without get on nodes): the FastPathNode
+			// then outlives its node until deleted by hand.
+			ctrl.LoggerFrom(ctx).Error(err, "Failed to get the Node to own the FastPathNode; creating it without an owner")
 		}
 	}
 	err := r.Client.Create(ctx, fpn)

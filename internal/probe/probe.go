@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -116,9 +117,20 @@ func (h *Host) probeOVS(ctx context.Context) *fastpathv1alpha1.OVSInfo {
 
 func unreachableMessage(endpoint string, err error) string {
 	if errors.Is(err, ovsdb.ErrUnreachable) {
-		return fmt.Sprintf("OVSDB at %s does not answer: is Open vSwitch installed and running (e.g. systemctl start openvswitch-switch)? %v", endpoint, err)
+		return fmt.Sprintf("OVSDB at %s does not answer (%v): is Open vSwitch installed and running (e.g. systemctl start openvswitch-switch)?", endpoint, rootCause(err))
 	}
 	return err.Error()
+}
+
+// rootCause returns the network error under err when there is one (e.g.
+// "dial unix /var/run/openvswitch/db.sock: connect: no such file or
+// directory"), else err.
+func rootCause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op
+	}
+	return err
 }
 
 // Problems returns the admin-facing explanations of the devices c lacks, in

@@ -1,0 +1,222 @@
+// Command fastpath-agent is the Fastpath node agent (DESIGN §3): one per node
+// (a DaemonSet with host network; a plain process in tests and the demo). It
+// installs the fastpath CNI binary, ensures the node bridges and their MTU,
+// optionally raises socket-buffer sysctls, probes the node's capabilities,
+// runs the vsock sibling relay and publishes the node's FastPathNode. It only
+// parses flags and wires dependencies; the logic lives in internal/agent and
+// the packages it drives.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fastpath-io/fastpath/internal/agent"
+	"github.com/fastpath-io/fastpath/internal/bridge"
+	"github.com/fastpath-io/fastpath/internal/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/probe"
+	"github.com/fastpath-io/fastpath/internal/relay"
+	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+	"github.com/fastpath-io/fastpath/internal/sysctl"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+// version is set at build time with -ldflags "-X main.version=<version>";
+// otherwise the module version or VCS revision from the build info is used.
+var version string
+
+// flags are the command line of fastpath-agent.
+type flags struct {
+	nodeName        string
+	cniBinDir       string
+	cniBinSource    string
+	tuneSysctls     bool
+	ovsSocket       string
+	ovsDatapathType string
+	vsockTransport  string
+	metricsAddr     string
+	probeAddr       string
+	resync          time.Duration
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node (default $NODE_NAME); the FastPathNode gets this name. Required.")
+	flag.StringVar(&f.cniBinDir, "cni-bin-dir", cniinstall.DefaultBinDir, "Directory the fastpath CNI binary is installed into.")
+	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable).")
+	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
+	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
+	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
+	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint (agent and relay metrics); \"0\" disables it.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
+	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := run(f); err != nil {
+		ctrl.Log.Error(err, "Agent failed")
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	log := ctrl.Log.WithName("setup")
+	if f.nodeName == "" {
+		return errors.New("failed to start: --node-name (or $NODE_NAME) is required")
+	}
+	if f.ovsDatapathType != ovsdb.DatapathSystem && f.ovsDatapathType != ovsdb.DatapathNetdev {
+		return fmt.Errorf("failed to start: --ovs-datapath-type must be %s or %s, not %q", ovsdb.DatapathSystem, ovsdb.DatapathNetdev, f.ovsDatapathType)
+	}
+	transport, emulatedRoot, err := parseTransport(f.vsockTransport)
+	if err != nil {
+		return err
+	}
+	if f.cniBinSource == "" {
+		if f.cniBinSource, err = besideExecutable(cniinstall.DefaultName); err != nil {
+			return err
+		}
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 fpscheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+		Cache:                  agent.CacheOptions(f.nodeName),
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+
+	rl, err := relay.New(relay.Options{Transport: transport, Registerer: ctrlmetrics.Registry, Logger: ctrl.Log.WithName("relay")})
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	// Close the relay's listeners and connections when the manager stops.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		return rl.Close()
+	})); err != nil {
+		return fmt.Errorf("failed to add the relay to the manager: %w", err)
+	}
+
+	ovs := ovsdb.NewConn(f.ovsSocket, ctrl.Log.WithName("ovsdb"))
+	defer ovs.Close()
+	r := &agent.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		NodeName:      f.nodeName,
+		Prober:        &probe.Host{OVS: ovs},
+		Bridges:       &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
+		Relay:         rl,
+		RelayEmulated: emulatedRoot != "",
+		Sysctls:       &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
+		CNI:           &cniinstall.Installer{Source: f.cniBinSource, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install")},
+		AgentVersion:  agentVersion(),
+		ResyncPeriod:  f.resync,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add ready check: %w", err)
+	}
+
+	if emulatedRoot != "" {
+		log.Info("Using the EMULATED vsock transport: UNIX sockets, not AF_VSOCK (tests and demo only)", "root", emulatedRoot)
+	}
+	log.Info("Starting agent", "node", f.nodeName, "version", r.AgentVersion, "cniBinSource", f.cniBinSource, "cniBinDir", f.cniBinDir,
+		"ovsSocket", f.ovsSocket, "ovsDatapathType", f.ovsDatapathType, "vsockTransport", f.vsockTransport, "tuneSysctls", f.tuneSysctls)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("failed to run manager: %w", err)
+	}
+	return nil
+}
+
+// parseTransport turns --vsock-transport into a transport: "vsock" is
+// AF_VSOCK on the host CID; "unix:<dir>" is the UNIX-socket emulation rooted
+// at dir (returned as emulatedRoot).
+func parseTransport(s string) (t vsock.Transport, emulatedRoot string, err error) {
+	switch {
+	case s == "vsock":
+		return vsock.AFVSockTransport{}, "", nil
+	case strings.HasPrefix(s, "unix:") && len(s) > len("unix:"):
+		root, err := filepath.Abs(strings.TrimPrefix(s, "unix:"))
+		if err != nil {
+			return nil, "", fmt.Errorf("failed to resolve --vsock-transport directory %s: %w", s, err)
+		}
+		return vsock.NewUnixTransport(root, vsock.HostCID), root, nil
+	default:
+		return nil, "", fmt.Errorf("failed to parse --vsock-transport %q: want \"vsock\" or \"unix:<dir>\"", s)
+	}
+}
+
+// besideExecutable returns the path of name in this executable's directory.
+func besideExecutable(name string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("failed to find this executable (set --cni-bin-source): %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Join(filepath.Dir(exe), name), nil
+}
+
+// agentVersion returns version, else the main module version, else the VCS
+// revision the binary was built from, else "unknown".
+func agentVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}

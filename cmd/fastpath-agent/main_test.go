@@ -1,0 +1,44 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+func TestParseTransport(t *testing.T) {
+	g := NewWithT(t)
+
+	tr, root, err := parseTransport("vsock")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tr).To(Equal(vsock.AFVSockTransport{}))
+	g.Expect(root).To(BeEmpty())
+
+	dir := t.TempDir()
+	tr, root, err = parseTransport("unix:" + dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(root).To(Equal(dir))
+	g.Expect(tr).To(Equal(vsock.NewUnixTransport(dir, vsock.HostCID)))
+
+	tr, root, err = parseTransport("unix:relative/dir")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(filepath.IsAbs(root)).To(BeTrue())
+	g.Expect(tr.(*vsock.UnixTransport).Root).To(Equal(root))
+
+	for _, bad := range []string{"", "unix:", "tcp:1.2.3.4:5", "VSOCK"} {
+		_, _, err := parseTransport(bad)
+		g.Expect(err).To(MatchError(ContainSubstring("want \"vsock\" or \"unix:<dir>\"")), bad)
+	}
+}
+
+func TestRunRejectsBadFlagsBeforeConnecting(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(run(flags{})).To(MatchError(ContainSubstring("--node-name (or $NODE_NAME) is required")))
+	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "dpdk", vsockTransport: "vsock"})).
+		To(MatchError(ContainSubstring("--ovs-datapath-type must be system or netdev")))
+	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "tcp"})).
+		To(MatchError(ContainSubstring("failed to parse --vsock-transport")))
+}
