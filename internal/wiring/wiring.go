@@ -156,6 +156,15 @@ func Owner(vm map[string]any) string {
 	return rec.Attachment
 }
 
+// OwnerFromAnnotations is Owner for a VM's metadata.annotations.
+func OwnerFromAnnotations(annotations map[string]string) string {
+	raw, ok := annotations[RecordAnnotation]
+	if !ok {
+		return ""
+	}
+	return Owner(map[string]any{"metadata": map[string]any{"annotations": map[string]any{RecordAnnotation: raw}}})
+}
+
 // Wire makes the VM carry d, in place, and reports whether anything changed.
 // It is idempotent and also converges an earlier wiring of the same attachment
 // to d (e.g. placement Required → Preferred, queues 4 → 1, network removed).

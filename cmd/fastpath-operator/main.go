@@ -1,0 +1,136 @@
+// Command fastpath-operator runs the Fastpath controllers (DESIGN §3): the
+// FastPathAttachment reconciler (package controllers/attachment) and, once
+// registered below, the FastPathBenchmark reconciler. It only parses flags and
+// wires dependencies; the logic lives in the controller packages.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fastpath-io/fastpath/controllers/attachment"
+	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+)
+
+// flags are the command line of fastpath-operator.
+type flags struct {
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	leaderElectionNS       string
+	podNetworkCIDRs        string
+	relayPortRange         string
+	runnerImage            string
+	concurrency            int
+	wiringWorkers          int
+	qps                    float64
+	burst                  int
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
+	flag.StringVar(&f.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	flag.StringVar(&f.podNetworkCIDRs, "pod-network-cidr", "", "Comma-separated pod network CIDRs of the cluster; an attachment subnet overlapping one is rejected (InvalidSpec).")
+	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
+	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
+	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
+	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
+	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Sustained queries per second to the API server.")
+	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := run(f); err != nil {
+		ctrl.Log.Error(err, "Operator failed")
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	log := ctrl.Log.WithName("setup")
+	cidrs, err := parseCIDRs(f.podNetworkCIDRs)
+	if err != nil {
+		return err
+	}
+	ports, err := attachment.ParsePortRange(f.relayPortRange)
+	if err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  fpscheme.New(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "fastpath-operator.fastpath.io",
+		LeaderElectionNamespace: f.leaderElectionNS,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	if err := setupControllers(mgr, f, attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add ready check: %w", err)
+	}
+	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
+		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("failed to run manager: %w", err)
+	}
+	return nil
+}
+
+// setupControllers registers every controller of the operator with mgr.
+func setupControllers(mgr ctrl.Manager, f flags, attOpts attachment.Options) error {
+	if err := attachment.New(mgr, attOpts).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.concurrency}); err != nil {
+		return err
+	}
+
+	// ---- FastPathBenchmark controller (controllers/benchmark) registers here ----
+	// It takes f.runnerImage (--runner-image), e.g.:
+	//
+	//	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(mgr); err != nil {
+	//		return err
+	//	}
+	// ---- end of the FastPathBenchmark registration spot ----
+
+	return nil
+}
+
+// parseCIDRs parses a comma-separated list of CIDRs ("" gives none).
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse --pod-network-cidr %q: %w", part, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

@@ -1,0 +1,167 @@
+package attachment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// ControllerName names the controller (metrics, logs) and its event recorder.
+const ControllerName = "fastpathattachment"
+
+// DefaultWiringWorkers is how many VMs one reconcile patches at once.
+const DefaultWiringWorkers = 8
+
+// Options configure the reconciler; cmd/fastpath-operator fills them from flags.
+type Options struct {
+	// PodNetworkCIDRs are the cluster's pod networks (--pod-network-cidr); an
+	// attachment subnet overlapping one is InvalidSpec. Empty: no check.
+	PodNetworkCIDRs []netip.Prefix
+	// RelayPorts is the host vsock port range of relay ports
+	// (--relay-port-range); zero means DefaultRelayPortRange.
+	RelayPorts PortRange
+	// WiringWorkers bounds the concurrent VM patches of one reconcile; zero
+	// means DefaultWiringWorkers.
+	WiringWorkers int
+}
+
+// Reconciler reconciles FastPathAttachments. Create it with New.
+type Reconciler struct {
+	// client writes; reader reads from the informer cache (typed and
+	// unstructured objects alike); live reads VMs past the cache after a
+	// conflict and on deletion.
+	client   client.Client
+	reader   client.Reader
+	live     client.Reader
+	recorder record.EventRecorder
+	opts     Options
+	ports    *portAllocator
+	metrics  *metricsRecorder
+}
+
+// +kubebuilder:rbac:groups=fastpath.io,resources=fastpathattachments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=fastpath.io,resources=fastpathattachments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fastpath.io,resources=fastpathattachments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// New returns a reconciler using the manager's client, cache, API reader and
+// an event recorder named ControllerName.
+func New(mgr ctrl.Manager, opts Options) *Reconciler {
+	if opts.RelayPorts == (PortRange{}) {
+		opts.RelayPorts = DefaultRelayPortRange
+	}
+	if opts.WiringWorkers <= 0 {
+		opts.WiringWorkers = DefaultWiringWorkers
+	}
+	return &Reconciler{
+		client:   mgr.GetClient(),
+		reader:   mgr.GetCache(),
+		live:     mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorderFor(ControllerName),
+		opts:     opts,
+		ports:    newPortAllocator(opts.RelayPorts),
+		metrics:  newMetricsRecorder(),
+	}
+}
+
+// SetupWithManager registers the controller and its watches with mgr.
+// copts are passed to the controller (e.g. MaxConcurrentReconciles, or
+// SkipNameValidation for tests that start several managers in one process).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, copts controller.Options) error {
+	vm := &unstructured.Unstructured{}
+	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.FastPathAttachment{}).
+		Watches(&v1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.siblingAttachments),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(sameName)).
+		Watches(vm, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVM),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI)).
+		Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
+		WithOptions(copts).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the %s controller: %w", ControllerName, err)
+	}
+	return nil
+}
+
+// phase is one step of a reconcile. It records what it found in the scope and
+// the attachment's status; an error stops the remaining phases.
+type phase func(context.Context, *scope) error
+
+// Reconcile brings one FastPathAttachment's NAD, VM wiring and status in line
+// with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	att := &v1alpha1.FastPathAttachment{}
+	if err := r.reader.Get(ctx, req.NamespacedName, att); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.ports.release(req.String())
+			r.metrics.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get FastPathAttachment %s: %w", req, err)
+	}
+	if att.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(att, v1alpha1.Finalizer) {
+		base := att.DeepCopy()
+		controllerutil.AddFinalizer(att, v1alpha1.Finalizer)
+		if err := r.client.Patch(ctx, att, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer to FastPathAttachment %s: %w", req, err)
+		}
+	}
+
+	s := newScope(att)
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if !att.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+	}
+	for _, p := range []phase{r.reconcileSpec, r.reconcileSelection, r.reconcileNetwork,
+		r.reconcileWiring, r.reconcileObservation, r.reconcileVSOCK, r.reconcileNodes} {
+		if err := p(ctx, s); err != nil {
+			if errors.Is(err, errHalt) {
+				break
+			}
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// errHalt stops the phases without an error: the status says why, and a watch
+// brings the attachment back when that changes.
+var errHalt = errors.New("halt")
+
+func sameName(_ context.Context, obj client.Object) []ctrl.Request {
+	return []ctrl.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
+}

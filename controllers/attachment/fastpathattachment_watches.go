@@ -1,0 +1,105 @@
+package attachment
+
+import (
+	"context"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/wiring"
+)
+
+// Map functions of the watches. Each lists attachments from the cache (an
+// in-memory read) and never fails: a list error is logged and maps to nothing.
+
+// siblingAttachments maps an attachment's create, delete or spec change to
+// the other attachments of its namespace: VM ownership between overlapping
+// attachments depends on all of them.
+func (r *Reconciler) siblingAttachments(ctx context.Context, obj client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, obj.GetNamespace()) {
+		if a.Name != obj.GetName() {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+// attachmentsForVM maps a VM to the attachments whose selector matches it,
+// the one whose wiring record it carries and those listing it in status (so a
+// de-selected or deleted VM is unwired and dropped from status).
+func (r *Reconciler) attachmentsForVM(ctx context.Context, obj client.Object) []ctrl.Request {
+	owner := wiring.OwnerFromAnnotations(obj.GetAnnotations())
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, obj.GetNamespace()) {
+		if a.Name == owner || listsVM(&a, obj.GetName()) || selects(&a, obj.GetLabels()) {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+// attachmentsForVMI maps a VMI to the attachments of its VM (same name): by
+// the template label fastpath.io/attachment the VMI inherits, by status, and
+// by the selector on the VM's labels.
+func (r *Reconciler) attachmentsForVMI(ctx context.Context, obj client.Object) []ctrl.Request {
+	var vmLabels map[string]string
+	vm := &unstructured.Unstructured{}
+	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(obj), vm); err == nil {
+		vmLabels = vm.GetLabels()
+	}
+	label := obj.GetLabels()[v1alpha1.AttachmentLabel]
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, obj.GetNamespace()) {
+		if a.Name == label || listsVM(&a, obj.GetName()) || (vmLabels != nil && selects(&a, vmLabels)) {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+// attachmentsForNode maps a FastPathNode to the attachments with VMs on that node.
+func (r *Reconciler) attachmentsForNode(ctx context.Context, obj client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, "") {
+		if slices.ContainsFunc(a.Status.VMs, func(v v1alpha1.VMStatus) bool { return v.Node == obj.GetName() }) {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) attachmentsIn(ctx context.Context, namespace string) []v1alpha1.FastPathAttachment {
+	list := &v1alpha1.FastPathAttachmentList{}
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.reader.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list FastPathAttachments", "namespace", klog.KRef("", namespace))
+		return nil
+	}
+	return list.Items
+}
+
+func request(a *v1alpha1.FastPathAttachment) ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}}
+}
+
+func listsVM(a *v1alpha1.FastPathAttachment, name string) bool {
+	return slices.ContainsFunc(a.Status.VMs, func(v v1alpha1.VMStatus) bool { return v.Name == name })
+}
+
+func selects(a *v1alpha1.FastPathAttachment, vmLabels map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&a.Spec.VMSelector)
+	return err == nil && sel.Matches(labels.Set(vmLabels))
+}

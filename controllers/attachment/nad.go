@@ -1,0 +1,59 @@
+package attachment
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+)
+
+// NetConfCNIVersion is the cniVersion of the rendered netconf (DESIGN §3.1);
+// Multus and the fastpath plugin both speak it.
+const NetConfCNIVersion = "1.0.0"
+
+// IPAMPlugin is the IPAM plugin the netconf delegates to: host-local, whose
+// per-node allocation fits a network that never leaves one node.
+const IPAMPlugin = "host-local"
+
+// RenderNetConf returns the fastpath CNI netconf (DESIGN §3.1) of an
+// attachment: the JSON of netconf.NetConf with the spec's defaults applied
+// (v1alpha1.DefaultAttachmentSpec), e.g.
+//
+//	{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge",
+//	 "bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},
+//	 "ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}
+//
+// The output is deterministic. It fails when the attachment has no spec.network.
+func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
+	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
+	n := spec.Network
+	if n == nil {
+		return "", fmt.Errorf("failed to render netconf of FastPathAttachment %s/%s: spec.network is not set", att.Namespace, att.Name)
+	}
+	on := func(s v1alpha1.OffloadState) *bool { b := s.On(); return &b }
+	ipam := netconf.IPAM{"type": IPAMPlugin, "subnet": n.IPAM.Subnet}
+	if n.IPAM.RangeStart != "" {
+		ipam["rangeStart"] = n.IPAM.RangeStart
+	}
+	if n.IPAM.RangeEnd != "" {
+		ipam["rangeEnd"] = n.IPAM.RangeEnd
+	}
+	conf := netconf.NetConf{
+		CNIVersion: NetConfCNIVersion,
+		Name:       v1alpha1.NetworkName(att.Name),
+		Type:       netconf.PluginType,
+		Datapath:   string(n.Datapath),
+		Bridge:     n.Bridge,
+		MTU:        int(*n.MTU),
+		Offloads: &netconf.Offloads{
+			TSO: on(n.Offloads.TSO), GSO: on(n.Offloads.GSO), GRO: on(n.Offloads.GRO), TXChecksum: on(n.Offloads.TXChecksum),
+		},
+		IPAM: ipam,
+	}
+	data, err := json.Marshal(conf)
+	if err != nil {
+		return "", fmt.Errorf("failed to render netconf of FastPathAttachment %s/%s: %w", att.Namespace, att.Name, err)
+	}
+	return string(data), nil
+}

@@ -1,0 +1,50 @@
+package attachment
+
+import (
+	"testing"
+
+	"github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRenderNetConf(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		network *v1alpha1.NetworkSpec
+		want    string
+	}{
+		{
+			name:    "defaults are the DESIGN §3.1 example",
+			network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+			want:    `{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},"ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}`,
+		},
+		{
+			name: "everything set",
+			network: &v1alpha1.NetworkSpec{
+				Datapath: v1alpha1.DatapathOVS, Bridge: "br-fast", MTU: ptr(int32(65000)),
+				Offloads: &v1alpha1.Offloads{GRO: v1alpha1.OffloadOff, GSO: v1alpha1.OffloadOff},
+				IPAM:     v1alpha1.IPAMSpec{Subnet: "fd00:250::/64", RangeStart: "fd00:250::10", RangeEnd: "fd00:250::ff"},
+			},
+			want: `{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"OVS","bridge":"br-fast","mtu":65000,"offloads":{"tso":true,"gso":false,"gro":false,"txChecksum":true},"ipam":{"rangeEnd":"fd00:250::ff","rangeStart":"fd00:250::10","subnet":"fd00:250::/64","type":"host-local"}}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "db-link", Namespace: "apps"}, Spec: v1alpha1.FastPathAttachmentSpec{Network: tc.network}}
+			got, err := RenderNetConf(att)
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(got).To(gomega.Equal(tc.want))
+			// The plugin accepts what the operator renders.
+			_, _, err = netconf.LoadNetConf([]byte(got))
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+		})
+	}
+	g := gomega.NewWithT(t)
+	_, err := RenderNetConf(&v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "apps"}})
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("spec.network is not set")))
+}

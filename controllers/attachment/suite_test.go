@@ -1,0 +1,85 @@
+package attachment_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fastpath-io/fastpath/controllers/attachment"
+	"github.com/fastpath-io/fastpath/internal/testenv"
+)
+
+// The suite runs the real reconciler in a real manager against a real
+// kube-apiserver and etcd (internal/testenv) with fixture CRDs for KubeVirt
+// and Multus. Nothing of KubeVirt runs: the tests write VMIs and their status
+// the way virt-controller and virt-handler would.
+
+// podNetwork is the cluster pod network the suite's operator is told about.
+var podNetwork = netip.MustParsePrefix("10.244.0.0/16")
+
+// relayPorts is the suite operator's relay port range.
+var relayPorts = attachment.PortRange{First: 20000, Last: 20999}
+
+var (
+	env         *testenv.Env
+	stopManager func()
+)
+
+func TestAttachmentController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "FastPathAttachment controller (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(testenv.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	stopManager = startManager(env.Config)
+})
+
+var _ = AfterSuite(func() {
+	if stopManager != nil {
+		stopManager()
+	}
+	Expect(env.Stop()).To(Succeed())
+})
+
+// startManager starts a manager running the attachment reconciler and returns
+// a function that stops it and waits until it has stopped.
+func startManager(cfg *rest.Config) func() {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Several managers run one after another in this process (restart test).
+		Controller: config.Controller{SkipNameValidation: ptr(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	r := attachment.New(mgr, attachment.Options{PodNetworkCIDRs: []netip.Prefix{podNetwork}, RelayPorts: relayPorts})
+	Expect(r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
