@@ -360,7 +360,6 @@ func vsock(services ...v1alpha1.VSOCKService) *v1alpha1.VSOCKSpec {
 	return &v1alpha1.VSOCKSpec{Services: services}
 }
 
-
 // apiCounter counts the requests a rest.Config made through it sends.
 type apiCounter struct {
 	// reads are GET requests (gets, lists and watches); writes are the rest.
