@@ -70,15 +70,19 @@ func Apply(domainXML []byte, a tuning.Annotation) (Result, error) {
 		return Result{}, err
 	}
 	doc := etree.NewDocument()
-	doc.ReadSettings = etree.ReadSettings{ValidateInput: true, PreserveCData: true, PreserveDuplicateAttrs: true}
+	// etree's ReadSettings.ValidateInput would also reject the newline after
+	// the root element that virsh writes, so the document level is checked by
+	// checkDocument instead; etree itself rejects syntax errors, unclosed and
+	// mismatched tags.
+	doc.ReadSettings = etree.ReadSettings{PreserveCData: true, PreserveDuplicateAttrs: true}
 	doc.WriteSettings = writeStyle(domainXML)
 	if err := doc.ReadFromBytes(domainXML); err != nil {
 		return Result{}, fmt.Errorf("failed to parse domain XML: %w", err)
 	}
-	root := doc.Root()
-	if root == nil || root.Space != "" || root.Tag != "domain" {
-		return Result{}, fmt.Errorf("failed to parse domain XML: the root element is not <domain>")
+	if err := checkDocument(doc); err != nil {
+		return Result{}, fmt.Errorf("failed to parse domain XML: %w", err)
 	}
+	root := doc.Root()
 	vcpus, err := domainVCPUs(root)
 	if err != nil {
 		return Result{}, err
@@ -123,6 +127,30 @@ func Apply(domainXML []byte, a tuning.Annotation) (Result, error) {
 		return Result{}, fmt.Errorf("failed to write domain XML: %w", err)
 	}
 	return Result{Domain: out, Changes: ed.changes, Warnings: ed.warnings}, nil
+}
+
+// checkDocument checks what etree's parser lets through at the document
+// level: the document must hold exactly one element, <domain>, and no text
+// outside it.
+func checkDocument(doc *etree.Document) error {
+	elements := 0
+	for _, t := range doc.Child {
+		switch t := t.(type) {
+		case *etree.Element:
+			elements++
+		case *etree.CharData:
+			if !isBlank(t) {
+				return fmt.Errorf("text outside the root element")
+			}
+		}
+	}
+	if elements != 1 {
+		return fmt.Errorf("the document has %d root elements, want 1", elements)
+	}
+	if root := doc.Root(); root.Space != "" || root.Tag != "domain" {
+		return fmt.Errorf("the root element is <%s>, not <domain>", root.FullTag())
+	}
+	return nil
 }
 
 // writeStyle returns etree settings that write XML the way domainXML is
