@@ -1,0 +1,204 @@
+package demo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is a child process (operator, agent) with its log file.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts argv with stdout and stderr appended to logPath. The
+// child gets its own process group (a Ctrl-C in the terminal reaches only
+// us, and we stop children in order) and SIGTERM when we die.
+func startProcess(name string, argv []string, env []string, logPath string) (*process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open log %s: %w", logPath, err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("failed to start %s (%s): %w", name, strings.Join(argv, " "), err)
+	}
+	p := &process{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM to the process group, waits up to grace, then SIGKILLs.
+func (p *process) stop(grace time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	if done, _ := p.exited(); done {
+		return nil
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("failed to stop %s (pid %d): still running after SIGKILL", p.name, pgid)
+	}
+}
+
+// runState is what a run records so that a later run can clean up after it
+// when it was killed before its own cleanup (SIGKILL, power loss).
+type runState struct {
+	// Processes are the children started, with the executable each must be.
+	Processes []stateProcess `json:"processes"`
+	// Bridges are the node bridges the run's attachments make the agent create.
+	Bridges []stateBridge `json:"bridges"`
+}
+
+type stateProcess struct {
+	PID int    `json:"pid"`
+	Exe string `json:"exe"`
+}
+
+type stateBridge struct {
+	Name     string `json:"name"`
+	Datapath string `json:"datapath"`
+}
+
+func readRunState(path string) (runState, error) {
+	var s runState
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("failed to parse %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func writeRunState(path string, s runState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("failed to encode run state: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("failed to create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	return nil
+}
+
+// exeOf returns the executable of a live process, "" when it is gone.
+func exeOf(pid int) string {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(exe, " (deleted)")
+}
+
+// killRecorded SIGKILLs the recorded processes that still run the recorded
+// executable (a recycled PID running something else is left alone) and
+// returns the ones it killed.
+func killRecorded(ps []stateProcess) []stateProcess {
+	var killed []stateProcess
+	for _, p := range ps {
+		if p.PID <= 1 || p.Exe == "" || exeOf(p.PID) != p.Exe {
+			continue
+		}
+		if err := syscall.Kill(p.PID, syscall.SIGKILL); err == nil {
+			killed = append(killed, p)
+		}
+	}
+	return killed
+}
+
+// listenerPIDs returns the PIDs of processes with a TCP listening socket on
+// port (from /proc/net/tcp{,6} and the processes' socket inodes): how the
+// run finds the kube-apiserver and etcd that envtest started.
+func listenerPIDs(port int) []int {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 10 || fields[3] != "0A" { // 0A: TCP_LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if !ok {
+				continue
+			}
+			if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil && int(p) == port {
+				inodes[fields[9]] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, pe := range procs {
+		pid, err := strconv.Atoi(pe.Name())
+		if err != nil {
+			continue
+		}
+		fds, err := os.ReadDir(filepath.Join("/proc", pe.Name(), "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			l, err := os.Readlink(filepath.Join("/proc", pe.Name(), "fd", fd.Name()))
+			if err == nil && strings.HasPrefix(l, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
