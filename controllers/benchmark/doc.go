@@ -17,6 +17,11 @@
 // netserver pods, records Events on every phase transition and exports
 // Prometheus gauges on controller-runtime's metrics registry.
 //
+// Pending waits for the attachment: VM mode needs it Ready; Pod mode, which
+// measures the node datapath without VMs, needs only its
+// NetworkAttachmentDefinition (condition NetworkAttachmentReady), because an
+// attachment that selects no VM is never Ready.
+//
 // Lifecycle: Pending (waiting for the attachment, the endpoints or the SSH key)
 // → Running (the Job exists) → Succeeded or Failed. A finished benchmark is not
 // run again while its spec is unchanged; a spec change (a new

@@ -406,8 +406,11 @@ func (r *Reconciler) lookupJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{}, nil
 }
 
-// reconcileAttachment waits for a Ready attachment with a network and takes
-// the NAD and MTU from it.
+// reconcileAttachment waits for the attachment and takes the NAD and MTU from
+// it. VM mode needs it Ready (VMs wired, co-located, nodes ready); Pod mode
+// measures the node datapath without VMs, so the NetworkAttachmentDefinition
+// is all it needs (NetworkAttachmentReady): an attachment that selects no VM
+// yet is never Ready, and must not block a Pod-mode benchmark.
 func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.job != nil {
 		return ctrl.Result{}, nil
@@ -423,8 +426,12 @@ func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Re
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get FastPathAttachment %s/%s: %w", b.Namespace, name, err)
 	}
-	if c := meta.FindStatusCondition(a.Status.Conditions, fastpathv1alpha1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
-		msg := fmt.Sprintf("FastPathAttachment %s is not Ready", name)
+	needed := fastpathv1alpha1.ReadyCondition
+	if s.spec.Mode == fastpathv1alpha1.BenchmarkModePod {
+		needed = fastpathv1alpha1.NetworkAttachmentReadyCondition
+	}
+	if c := meta.FindStatusCondition(a.Status.Conditions, needed); c == nil || c.Status != metav1.ConditionTrue {
+		msg := fmt.Sprintf("FastPathAttachment %s is not %s", name, needed)
 		if c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}

@@ -475,13 +475,32 @@ var _ = Describe("FastPathBenchmark preconditions", func() {
 		a := createAttachment(ctx, ns, "later", false)
 		Eventually(func() string {
 			return conditionMessage(getBenchmark(ctx, ns, "early")(), fastpathv1alpha1.RunningCondition)
-		}).Should(
-			Equal("FastPathAttachment later is not Ready: VMsWired is False: 1 VM restart required"))
+		}).Should(Equal("FastPathAttachment later is not NetworkAttachmentReady: a NetworkAttachmentDefinition of that name exists and is not ours"))
 		Expect(serverPods(ctx, ns, "early")()).To(BeEmpty())
 
-		setAttachmentReady(ctx, a, true)
+		By("starting Pod mode once the NAD is ready, even while the attachment is not Ready (it selects no VM)")
+		setAttachmentConditions(ctx, a, false, true)
 		Eventually(serverPods(ctx, ns, "early")).Should(HaveLen(2))
 		Eventually(getBenchmark(ctx, ns, "early")).Should(haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonEndpointNotFound))
+	})
+
+	It("waits in VM mode until the attachment is Ready", func() {
+		a := createAttachment(ctx, ns, "db-link", false, "db-0", "db-1")
+		setAttachmentConditions(ctx, a, false, true, "db-0", "db-1")
+		b := podBenchmark(ns, "vmready", "db-link")
+		b.Spec.Mode = fastpathv1alpha1.BenchmarkModeVM
+		b.Spec.Client.VM, b.Spec.Server.VM = "db-1", "db-0"
+		b.Spec.SSHKeySecretRef = &fastpathv1alpha1.LocalObjectReference{Name: "bench-ssh"}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmready")(), fastpathv1alpha1.RunningCondition)
+		}).Should(Equal("FastPathAttachment db-link is not Ready: VMsWired is False: 1 VM restart required"))
+		Expect(getBenchmark(ctx, ns, "vmready")()).To(haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonWaitingForAttachment))
+
+		setAttachmentReady(ctx, a, true, "db-0", "db-1")
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmready")(), fastpathv1alpha1.RunningCondition)
+		}).Should(ContainSubstring("VM db-1 (client of pair 1) has no VirtualMachineInstance"))
 	})
 
 	It("fails a spec it cannot run as Unsupported", func() {

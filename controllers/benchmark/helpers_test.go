@@ -67,13 +67,26 @@ func createAttachment(ctx context.Context, ns, name string, ready bool, vms ...s
 	return a
 }
 
+// setAttachmentReady writes Ready and NetworkAttachmentReady both True or both
+// False.
 func setAttachmentReady(ctx context.Context, a *fastpathv1alpha1.FastPathAttachment, ready bool, vms ...string) {
+	setAttachmentConditions(ctx, a, ready, ready, vms...)
+}
+
+// setAttachmentConditions writes the attachment's status: Ready, the NAD's
+// NetworkAttachmentReady, its NAD, MTU 9000 and the selected VMs.
+func setAttachmentConditions(ctx context.Context, a *fastpathv1alpha1.FastPathAttachment, ready, nadReady bool, vms ...string) {
 	st := metav1.ConditionTrue
 	reason, msg := fastpathv1alpha1.ReasonReady, "Everything is in place"
 	if !ready {
 		st, reason, msg = metav1.ConditionFalse, fastpathv1alpha1.ReasonNotReady, "VMsWired is False: 1 VM restart required"
 	}
 	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: fastpathv1alpha1.ReadyCondition, Status: st, Reason: reason, Message: msg})
+	st, reason, msg = metav1.ConditionTrue, fastpathv1alpha1.ReasonNADCreated, "NetworkAttachmentDefinition is up to date"
+	if !nadReady {
+		st, reason, msg = metav1.ConditionFalse, fastpathv1alpha1.ReasonNADConflict, "a NetworkAttachmentDefinition of that name exists and is not ours"
+	}
+	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: fastpathv1alpha1.NetworkAttachmentReadyCondition, Status: st, Reason: reason, Message: msg})
 	a.Status.NetworkAttachmentDefinition = a.Namespace + "/" + a.Name
 	a.Status.MTU = 9000
 	a.Status.VMs = nil
