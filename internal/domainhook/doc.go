@@ -60,8 +60,11 @@
 // (or one GRO built on the host) reach the receiving guest without being cut
 // to MTU size; Linux's virtio_net reports them as NETIF_F_GRO_HW. Software
 // GRO and GSO inside the guest are guest kernel features with no virtio bit.
-// ufo and mrg_rxbuf are left to QEMU's defaults (UFO left Linux in 4.14;
-// mergeable buffers are on by default, which jumbo frames want).
+// QEMU offers the GSO bit to legacy drivers only (virtio_net_class_init:
+// legacy_features), so KubeVirt's default virtio-non-transitional model never
+// sees it. ufo and mrg_rxbuf are left to QEMU's defaults (UFO was removed from
+// Linux in 4.14 and survives only for old guests; mergeable rx buffers are on
+// by default, which jumbo frames want).
 //
 // The virtio specification (1.2 §5.1.3.1) makes HOST_TSO*, HOST_ECN and GSO
 // depend on CSUM and GUEST_TSO* on GUEST_CSUM. The hook writes what the tuning
