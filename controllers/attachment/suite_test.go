@@ -3,11 +3,16 @@ package attachment_test
 import (
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -30,6 +35,11 @@ var podNetwork = netip.MustParsePrefix("10.244.0.0/16")
 // relayPorts is the suite operator's relay port range.
 var relayPorts = attachment.PortRange{First: 20000, Last: 20999}
 
+// operatorUser is the ServiceAccount the suite's operator runs as (by
+// impersonation), bound to the generated ClusterRole config/rbac/role.yaml, so
+// a missing RBAC marker fails the suite as it would fail a deployment.
+const operatorUser = "system:serviceaccount:fastpath-system:fastpath-operator"
+
 var (
 	env         *testenv.Env
 	stopManager func()
@@ -45,8 +55,26 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	bindOperatorRole()
 	stopManager = startManager(env.Config)
 })
+
+// bindOperatorRole installs config/rbac/role.yaml and binds it to operatorUser.
+func bindOperatorRole() {
+	GinkgoHelper()
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	Expect(env.Client.Create(ctx, role)).To(Succeed())
+	Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"}},
+	})).To(Succeed())
+}
 
 var _ = AfterSuite(func() {
 	if stopManager != nil {
@@ -55,10 +83,13 @@ var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed())
 })
 
-// startManager starts a manager running the attachment reconciler and returns
-// a function that stops it and waits until it has stopped.
+// startManager starts a manager running the attachment reconciler as
+// operatorUser and returns a function that stops it and waits until it has
+// stopped.
 func startManager(cfg *rest.Config) func() {
 	GinkgoHelper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
