@@ -36,7 +36,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
 	})
-	thisNode := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
+	// Only creation and deletion of this node's FastPathNode matter: its
+	// updates are (nearly always) the agent's own status patches, and a
+	// status edited by someone else is rewritten at the next resync.
+	thisNode := predicate.And(
+		predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName }),
+		predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }},
+	)
 	// The first reconcile must not wait for an event: on a cluster without
 	// attachments and without this node's FastPathNode there is none.
 	atStart := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
