@@ -46,8 +46,8 @@ func main() {
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
-	flag.Float64Var(&f.qps, "kube-api-qps", 50, "Sustained queries per second to the API server.")
-	flag.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	flag.Float64Var(&f.qps, "kube-api-qps", attachment.DefaultKubeAPIQPS, "Sustained queries per second to the API server.")
+	flag.IntVar(&f.burst, "kube-api-burst", attachment.DefaultKubeAPIBurst, "Burst of queries to the API server.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
