@@ -103,7 +103,7 @@ var Requirements = []struct{ Name, From string }{
 // HostTools are the host programs the emulation and the benchmark use.
 var HostTools = []struct{ Name, From string }{
 	{"netperf", "apt-get install netperf"}, {"netserver", "apt-get install netperf"},
-	{"nft", "apt-get install nftables"}, {"nsenter", "util-linux"}, {"ssh-keygen", "apt-get install openssh-client"},
+	{"nft", "apt-get install nftables"}, {"ssh-keygen", "apt-get install openssh-client"},
 	{"ip", "apt-get install iproute2"},
 }
 

@@ -54,7 +54,7 @@
 //   - ssh: runners reach VM guests over SSH on a cluster; here an `ssh` script
 //     first on the runner's PATH checks the identity against the guest's
 //     authorised keys and runs the remote command inside the guest's network
-//     namespace (nsenter), so netperf runs "in the client VM";
+//     namespace (ip netns exec), so netperf runs "in the client VM";
 //   - the user: with Options.RestartWhenRequired, a VM that an attachment
 //     reports as restartRequired gets an emulated `virtctl restart` (its VMI is
 //     deleted and created again from the wired template).

@@ -14,7 +14,7 @@ import (
 // the hosts file the emulation keeps (every launcher's pod and Multus
 // addresses), checks that the identity file's public key is authorised in
 // that guest (the keys of the VM's accessCredentials), and runs the command
-// with /bin/sh -c inside the guest's network namespace, as sshd hands it to
+// with /bin/sh -c inside the guest's network namespace (ip netns exec), as sshd hands it to
 // the user's shell. Its errors say EMULATED and use ssh's exit status 255.
 const sshShim = `#!/bin/sh
 # EMULATED ssh, written by Fastpath's emulation (internal/emulation): the
@@ -54,7 +54,8 @@ if [ -z "$pub" ] || ! awk '{ print $1 " " $2 }' "$keys" | grep -qxF "$pub"; then
   echo "$target: Permission denied (publickey). (EMULATED ssh: the key $key is not authorised in VM $vm)" >&2
   exit 255
 fi
-exec nsenter --net="$netns" -- /bin/sh -c "$*"
+# ip netns exec also mounts the namespace's own /sys, as the guest has.
+exec ip netns exec "$(basename "$netns")" /bin/sh -c "$*"
 `
 
 func (e *Emulator) sshHostsFile() string { return filepath.Join(shimDir(e.opts.StateDir), "hosts") }

@@ -1,0 +1,20 @@
+// Package e2e is Fastpath's end-to-end suite (Ginkgo): the whole story of
+// issue 7 asserted on a running system — manifests applied, the operator
+// reconciling, interfaces wired by the CNI binary, vsock through the relay,
+// benchmark results in status, and the VM templates restored byte for byte.
+//
+// Two environments run the same specs:
+//
+//   - local (default, root): the Stack of internal/demo — the embedded
+//     control plane, the real fastpath-operator and fastpath-agent processes
+//     from bin/, and the EMULATED KubeVirt, Multus and kubelet of
+//     internal/emulation. Guests are network namespaces, so "in the guest"
+//     means inside that namespace, and vsock is the UNIX-socket transport.
+//   - cluster (KUBECONFIG set): a real cluster with KubeVirt (VSOCK and Sidecar
+//     feature gates), Multus and Fastpath installed (hack/kind-up.sh). Guest
+//     commands run through `virtctl ssh`, so virtctl must be on PATH; the VMs'
+//     cloud-init installs netperf, socat and ethtool.
+//
+// A spec that cannot run in an environment fails with the reason; none is
+// skipped.
+package e2e

@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/demo"
+	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+// Environment is where the suite runs: the local stack or a real cluster.
+type Environment interface {
+	// Name says which, for the report.
+	Name() string
+	// Client is an admin client.
+	Client() client.Client
+	// Emulated is true for the local stack.
+	Emulated() bool
+	// GuestExec runs a shell command line in the guest of the VM key and
+	// returns its combined output; stdin may be "".
+	GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error)
+	// VSOCKServe makes the guest of key answer each connection on vsock
+	// port with "<vm> ok <first line received>".
+	VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error
+	// VSOCKRequest dials (cid, port) from the guest of key, sends msg and
+	// returns the reply: "" when the peer closed without answering, an error
+	// when the connection could not be made.
+	VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error)
+	// Stop releases the environment.
+	Stop() error
+}
+
+// localEnv is the Stack of internal/demo (emulated KubeVirt).
+type localEnv struct {
+	stack *demo.Stack
+}
+
+// Local bridge, subnet and prefixes of the suite: distinct from the demo's so
+// both can run on one machine.
+const (
+	localBridge = "fpe2e0"
+	localSubnet = "10.249.0.0/24"
+)
+
+func startLocal(ctx context.Context, root, ns string, out io.Writer) (*localEnv, error) {
+	mtu := int32(9000)
+	s, err := demo.StartStack(ctx, demo.StackOptions{
+		BinDir:       filepath.Join(root, "bin"),
+		WorkDir:      filepath.Join(root, "_out", "e2e"),
+		Namespaces:   []string{ns},
+		NetNSPrefix:  "fpe2e-",
+		HostIfPrefix: "fpev",
+		PodCIDR:      netip.MustParsePrefix("10.244.251.0/24"),
+		Bridges:      []fastpathv1alpha1.NetworkSpec{{Bridge: localBridge, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: &mtu}},
+		RunnerImage:  "ghcr.io/fastpath-io/fastpath:e2e",
+		Out:          out,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &localEnv{stack: s}, nil
+}
+
+func (l *localEnv) Name() string {
+	return "local: embedded control plane, real operator and agent, EMULATED KubeVirt/Multus/kubelet"
+}
+func (l *localEnv) Client() client.Client { return l.stack.Client }
+func (l *localEnv) Emulated() bool        { return true }
+func (l *localEnv) Stop() error           { return l.stack.Stop() }
+
+func (l *localEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
+	g, ok := l.stack.Emulator.Guest(key)
+	if !ok {
+		return "", fmt.Errorf("failed to run %q in %s: no running guest", command, key)
+	}
+	var in []byte
+	if stdin != "" {
+		in = []byte(stdin)
+	}
+	// `ip netns exec` also mounts the namespace's own /sys, as a guest has.
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", g.NetNS.Name, "/bin/sh", "-c", command)
+	if in != nil {
+		cmd.Stdin = bytes.NewReader(in)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("failed to run %q in the guest of %s (network namespace %s): %w", command, key, g.NetNS.Name, err)
+	}
+	return string(out), nil
+}
+
+func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
+	t, err := l.stack.Emulator.VSOCK(key)
+	if err != nil {
+		return err
+	}
+	ln, err := t.Listen(port)
+	if err != nil {
+		return fmt.Errorf("failed to listen on vsock port %d in %s: %w", port, key, err)
+	}
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "%s ok %s\n", key.Name, strings.TrimSpace(line))
+			}()
+		}
+	}()
+	return nil
+}
+
+func (l *localEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
+	t, err := l.stack.Emulator.VSOCK(key)
+	if err != nil {
+		return "", err
+	}
+	return request(ctx, t, cid, port, msg)
+}
+
+// request dials, sends one line, half-closes and reads the reply.
+func request(ctx context.Context, t vsock.Transport, cid, port uint32, msg string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := t.Dial(ctx, cid, port)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintln(c, msg); err != nil {
+		return "", nil
+	}
+	_ = vsock.CloseWrite(c)
+	b, err := io.ReadAll(c)
+	if err != nil && len(b) == 0 {
+		return "", nil
+	}
+	return string(b), nil
+}
+
+// clusterEnv is a real cluster reached through KUBECONFIG.
+type clusterEnv struct {
+	c       client.Client
+	host    string
+	keyFile string
+	user    string
+}
+
+func startCluster(keyFile, user string) (*clusterEnv, error) {
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load KUBECONFIG: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: fpscheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create client: %w", err)
+	}
+	if _, err := exec.LookPath("virtctl"); err != nil {
+		return nil, fmt.Errorf("failed to find virtctl on PATH: the cluster suite runs guest commands with `virtctl ssh` (hack/kind-up.sh installs it): %w", err)
+	}
+	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user}, nil
+}
+
+func (c *clusterEnv) Name() string          { return "cluster " + c.host + " (real KubeVirt and Multus)" }
+func (c *clusterEnv) Client() client.Client { return c.c }
+func (c *clusterEnv) Emulated() bool        { return false }
+func (c *clusterEnv) Stop() error           { return nil }
+
+func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "virtctl", "ssh", "--namespace", key.Namespace,
+		"--identity-file", c.keyFile, "--local-ssh=true",
+		"--local-ssh-opts=-o StrictHostKeyChecking=no", "--local-ssh-opts=-o UserKnownHostsFile=/dev/null",
+		"--command", command, c.user+"@vmi/"+key.Name)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("failed to run %q in VM %s over virtctl ssh: %w", command, key, err)
+	}
+	return string(out), nil
+}
+
+func (c *clusterEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
+	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & sleep 1`, port, key.Name)
+	_, err := c.GuestExec(ctx, key, "", cmd)
+	return err
+}
+
+func (c *clusterEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
+	out, err := c.GuestExec(ctx, key, msg+"\n", fmt.Sprintf("socat -t 5 - VSOCK-CONNECT:%d:%d", cid, port))
+	if err != nil {
+		if strings.Contains(out, "Connection reset") || strings.Contains(out, "Connection refused") {
+			return "", nil
+		}
+		return "", errors.New(strings.TrimSpace(out))
+	}
+	return out, nil
+}
+
+// keyPair writes a new ed25519 key pair into dir and returns the private key
+// file and both keys' contents.
+func keyPair(dir string) (string, []byte, []byte, error) {
+	key := filepath.Join(dir, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fastpath-e2e", "-f", key).CombinedOutput(); err != nil {
+		return "", nil, nil, fmt.Errorf("failed to generate an SSH key: %w: %s", err, out)
+	}
+	priv, err := os.ReadFile(key)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return key, priv, pub, nil
+}

@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/demo"
+	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+var _ = Describe("Fastpath", Ordered, func() {
+	var (
+		att      *fastpathv1alpha1.FastPathAttachment
+		network  string
+		original = map[string][]byte{}
+	)
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	vmNames := func() []string {
+		var out []string
+		for _, vm := range objs.VMs {
+			out = append(out, vm.Name)
+		}
+		return out
+	}
+	getAttachment := func(g Gomega, ctx SpecContext) *fastpathv1alpha1.FastPathAttachment {
+		a := &fastpathv1alpha1.FastPathAttachment{}
+		g.Expect(env.Client().Get(ctx, key(att.Name), a)).To(Succeed())
+		return a
+	}
+	vmi := func(g Gomega, ctx SpecContext, name string) *kubevirtv1.VirtualMachineInstance {
+		v := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(env.Client().Get(ctx, key(name), v)).To(Succeed())
+		return v
+	}
+	fastIface := func(v *kubevirtv1.VirtualMachineInstance) *kubevirtv1.VirtualMachineInstanceNetworkInterface {
+		for i := range v.Status.Interfaces {
+			if v.Status.Interfaces[i].Name == network {
+				return &v.Status.Interfaces[i]
+			}
+		}
+		return nil
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		c := env.Client()
+		for _, s := range objs.Secrets {
+			Expect(c.Create(ctx, s)).To(Succeed())
+		}
+		for _, vm := range append(append([]*kubevirtv1.VirtualMachine(nil), objs.VMs...), objs.Outsider) {
+			Expect(c.Create(ctx, vm.DeepCopy())).To(Succeed())
+		}
+		By("waiting for the VMs to run before any attachment exists")
+		for _, name := range append(vmNames(), objs.Outsider.Name) {
+			eventually(ctx, func(g Gomega) {
+				g.Expect(vmi(g, ctx, name).Status.Phase).To(Equal(kubevirtv1.Running))
+			}, 5*time.Minute).Should(Succeed())
+		}
+		for _, name := range vmNames() {
+			original[name] = vmSpecJSON(ctx, c, ns, name)
+		}
+		att = objs.Attachment.DeepCopy()
+		network = fastpathv1alpha1.NetworkName(att.Name)
+		Expect(c.Create(ctx, att)).To(Succeed())
+		Expect(c.Create(ctx, objs.Benchmark.DeepCopy())).To(Succeed())
+	}, NodeTimeout(6*time.Minute))
+
+	It("makes the attachment Ready with every condition True", func(ctx SpecContext) {
+		want := []string{
+			fastpathv1alpha1.ReadyCondition, fastpathv1alpha1.NetworkAttachmentReadyCondition, fastpathv1alpha1.VMsWiredCondition,
+			fastpathv1alpha1.ColocatedCondition, fastpathv1alpha1.VSOCKReadyCondition, fastpathv1alpha1.NodesReadyCondition,
+		}
+		eventually(ctx, func(g Gomega) {
+			a := getAttachment(g, ctx)
+			for _, t := range want {
+				cond := apimeta.FindStatusCondition(a.Status.Conditions, t)
+				g.Expect(cond).NotTo(BeNil(), "condition %s", t)
+				g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "condition %s: %s %s", t, cond.Reason, cond.Message)
+				g.Expect(cond.ObservedGeneration).To(Equal(a.Generation), "condition %s", t)
+			}
+			g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+			g.Expect(a.Status.SelectedVMs).To(BeEquivalentTo(len(objs.VMs)))
+			g.Expect(a.Status.WiredVMs).To(BeEquivalentTo(len(objs.VMs)))
+			g.Expect(a.Status.MTU).To(BeEquivalentTo(9000))
+			for _, vm := range a.Status.VMs {
+				g.Expect(vm.RestartRequired).To(BeFalse(), "VM %s", vm.Name)
+				g.Expect(vm.IPs).NotTo(BeEmpty(), "VM %s", vm.Name)
+				g.Expect(vm.CID).NotTo(BeNil(), "VM %s", vm.Name)
+			}
+		}, 4*time.Minute).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
+
+	It("renders the NetworkAttachmentDefinition from the spec", func(ctx SpecContext) {
+		a := getAttachment(Default, ctx)
+		nad := &nadv1.NetworkAttachmentDefinition{}
+		Expect(env.Client().Get(ctx, key(att.Name), nad)).To(Succeed())
+		Expect(a.Status.NetworkAttachmentDefinition).To(Equal(ns + "/" + att.Name))
+		Expect(nad.OwnerReferences).To(ContainElement(And(HaveField("Kind", "FastPathAttachment"), HaveField("Name", att.Name), HaveField("UID", a.UID))))
+		var got map[string]any
+		Expect(json.Unmarshal([]byte(nad.Spec.Config), &got)).To(Succeed())
+		n := att.Spec.Network
+		Expect(got).To(And(
+			HaveKeyWithValue("cniVersion", "1.0.0"),
+			HaveKeyWithValue("name", network),
+			HaveKeyWithValue("type", "fastpath"),
+			HaveKeyWithValue("datapath", string(n.Datapath)),
+			HaveKeyWithValue("bridge", n.Bridge),
+			HaveKeyWithValue("mtu", BeNumerically("==", *n.MTU)),
+			HaveKeyWithValue("offloads", Equal(map[string]any{"tso": true, "gso": true, "gro": true, "txChecksum": true})),
+			HaveKeyWithValue("ipam", And(HaveKeyWithValue("type", "host-local"), HaveKeyWithValue("subnet", n.IPAM.Subnet))),
+		))
+	})
+
+	It("wires the VM templates and restarts the running VMs into them", func(ctx SpecContext) {
+		for _, name := range vmNames() {
+			vm := &kubevirtv1.VirtualMachine{}
+			Expect(env.Client().Get(ctx, key(name), vm)).To(Succeed())
+			t := vm.Spec.Template
+			Expect(t.ObjectMeta.Labels).To(HaveKeyWithValue(fastpathv1alpha1.AttachmentLabel, att.Name))
+			Expect(t.Spec.Networks).To(ContainElement(And(HaveField("Name", network), HaveField("Multus.NetworkName", att.Name))))
+			Expect(t.Spec.Domain.Devices.Interfaces).To(ContainElement(And(HaveField("Name", network), HaveField("Bridge", Not(BeNil())), HaveField("Model", "virtio"))))
+			Expect(t.Spec.Domain.Devices.Interfaces[0].Name).To(Equal("default"), "the user's interface stays first")
+			Expect(t.Spec.Domain.Devices.AutoattachVSOCK).To(HaveValue(BeTrue()))
+			Expect(t.Spec.Domain.Devices.NetworkInterfaceMultiQueue).To(HaveValue(BeTrue()), "queues %d > 1", *att.Spec.Network.Queues)
+			Expect(t.Spec.Affinity).NotTo(BeNil())
+			Expect(t.Spec.Affinity.PodAffinity).NotTo(BeNil())
+			var tuning map[string]map[string]map[string]any
+			Expect(json.Unmarshal([]byte(t.ObjectMeta.Annotations[fastpathv1alpha1.TuningAnnotation]), &tuning)).To(Succeed())
+			Expect(tuning["interfaces"][network]).To(And(
+				HaveKeyWithValue("mtu", BeNumerically("==", 9000)),
+				HaveKeyWithValue("queues", BeNumerically("==", *att.Spec.Network.Queues)),
+				HaveKeyWithValue("rxQueueSize", BeNumerically("==", *att.Spec.Network.RxQueueSize)),
+			))
+
+			v := vmi(Default, ctx, name)
+			Expect(v.Spec.Networks).To(ContainElement(HaveField("Name", network)), "VMI %s runs the wired template", name)
+			fi := fastIface(v)
+			Expect(fi).NotTo(BeNil(), "VMI %s reports the fast-path interface", name)
+			Expect(fi.IP).To(HavePrefix(strings.TrimSuffix(att.Spec.Network.IPAM.Subnet, "0/24")))
+		}
+	})
+
+	It("plugs each VM's fast-path interface with the declared MTU and offloads", func(ctx SpecContext) {
+		for _, name := range vmNames() {
+			fi := fastIface(vmi(Default, ctx, name))
+			Expect(fi).NotTo(BeNil())
+			mtu, err := env.GuestExec(ctx, key(name), "", "cat /sys/class/net/"+fi.InterfaceName+"/mtu")
+			Expect(err).NotTo(HaveOccurred(), mtu)
+			Expect(strings.TrimSpace(mtu)).To(Equal("9000"), "MTU of %s in %s", fi.InterfaceName, name)
+			out, err := env.GuestExec(ctx, key(name), "", "ethtool -k "+fi.InterfaceName)
+			Expect(err).NotTo(HaveOccurred(), out)
+			for _, feature := range []string{"tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload", "tx-checksumming"} {
+				Expect(out).To(MatchRegexp(`(?m)^`+feature+`: on`), "%s of %s in %s:\n%s", feature, fi.InterfaceName, name, out)
+			}
+		}
+	})
+
+	It("carries 9000-byte frames between the VMs without fragmentation", func(ctx SpecContext) {
+		from, to := objs.Benchmark.Spec.Client.VM, objs.Benchmark.Spec.Server.VM
+		dst := fastIface(vmi(Default, ctx, to)).IP
+		// 8972 bytes of ICMP payload + 8 ICMP + 20 IPv4 = 9000, with Don't Fragment.
+		out, err := env.GuestExec(ctx, key(from), "", "ping -M do -s 8972 -c 3 -W 2 "+dst)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("3 received"))
+		Expect(out).To(ContainSubstring("8980 bytes from " + dst))
+		// One byte more does not fit the 9000-byte MTU.
+		out, err = env.GuestExec(ctx, key(from), "", "ping -M do -s 8973 -c 1 -W 2 "+dst)
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(MatchRegexp(`(?i)message too long|mtu`))
+	})
+
+	It("reaches the vsock service from a selected VM and refuses a VM outside the attachment", func(ctx SpecContext) {
+		a := getAttachment(Default, ctx)
+		Expect(a.Status.VSOCKServices).NotTo(BeEmpty())
+		svc := a.Status.VSOCKServices[0]
+		Expect(svc.RelayPort).To(BeNumerically(">", 0))
+		Expect(env.VSOCKServe(ctx, key(svc.VM), uint32(svc.Port))).To(Succeed())
+		var from string
+		for _, n := range vmNames() {
+			if n != svc.VM {
+				from = n
+			}
+		}
+		eventually(ctx, func(g Gomega) {
+			reply, err := env.VSOCKRequest(ctx, key(from), vsock.HostCID, uint32(svc.RelayPort), "hello")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(reply).To(Equal(svc.VM + " ok hello\n"))
+		}, time.Minute).Should(Succeed())
+
+		out := vmi(Default, ctx, objs.Outsider.Name)
+		Expect(out.Status.VSOCKCID).NotTo(BeNil(), "the outsider VM has a CID of its own")
+		Expect(svc.AllowedCIDs).NotTo(ContainElement(int64(*out.Status.VSOCKCID)))
+		reply, err := env.VSOCKRequest(ctx, key(objs.Outsider.Name), vsock.HostCID, uint32(svc.RelayPort), "hello")
+		if err == nil {
+			Expect(reply).To(BeEmpty(), "the relay must not forward a CID outside the attachment")
+		}
+	})
+
+	It("runs the benchmark to Succeeded with the speed-up criterion met", func(ctx SpecContext) {
+		b := &fastpathv1alpha1.FastPathBenchmark{}
+		eventually(ctx, func(g Gomega) {
+			g.Expect(env.Client().Get(ctx, key(objs.Benchmark.Name), b)).To(Succeed())
+			g.Expect(b.Status.Phase).To(Or(Equal(fastpathv1alpha1.BenchmarkSucceeded), Equal(fastpathv1alpha1.BenchmarkFailed)))
+		}, 8*time.Minute).Should(Succeed())
+		Expect(b.Status.Phase).To(Equal(fastpathv1alpha1.BenchmarkSucceeded), "conditions: %+v", b.Status.Conditions)
+		cond := apimeta.FindStatusCondition(b.Status.Conditions, fastpathv1alpha1.SucceededCondition)
+		Expect(cond).NotTo(BeNil())
+		Expect(cond.Reason).To(Equal(fastpathv1alpha1.ReasonCriteriaMet))
+		m := regexp.MustCompile(`^([0-9.]+)x$`).FindStringSubmatch(b.Status.Speedup)
+		Expect(m).To(HaveLen(2), "status.speedup %q", b.Status.Speedup)
+		speedup, _ := strconv.ParseFloat(m[1], 64)
+		min := float64(*objs.Benchmark.Spec.SuccessCriteria.MinSpeedupPercent) / 100
+		Expect(speedup).To(BeNumerically(">=", min))
+		AddReportEntry("benchmark", fmt.Sprintf("best %s Gbit/s, speed-up %s (criterion %.2fx)", b.Status.BestGbps, b.Status.Speedup, min))
+
+		doc, err := demo.ReadResults(ctx, env.Client(), b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(results.Paths(doc.Runs)).To(ConsistOf("fastpath", "baseline"))
+		for _, r := range doc.Runs {
+			Expect(r.Samples).To(HaveLen(int(*objs.Benchmark.Spec.Repetitions)))
+			if r.Path == "fastpath" {
+				Expect(r.MTU).To(Equal(9000))
+			}
+		}
+	}, SpecTimeout(9*time.Minute))
+
+	It("reports the node's FastPathNode Ready with the bridge and the relay listener", func(ctx SpecContext) {
+		node := vmi(Default, ctx, vmNames()[0]).Status.NodeName
+		a := getAttachment(Default, ctx)
+		eventually(ctx, func(g Gomega) {
+			fpn := &fastpathv1alpha1.FastPathNode{}
+			g.Expect(env.Client().Get(ctx, types.NamespacedName{Name: node}, fpn)).To(Succeed())
+			cond := apimeta.FindStatusCondition(fpn.Status.Conditions, fastpathv1alpha1.ReadyCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
+			g.Expect(fpn.Status.Bridges).To(ContainElement(And(HaveField("Name", att.Spec.Network.Bridge), HaveField("MTU", BeEquivalentTo(9000)), HaveField("Ready", BeTrue()))))
+			g.Expect(fpn.Status.RelayListeners).To(ContainElement(HaveField("Port", a.Status.VSOCKServices[0].RelayPort)))
+		}, time.Minute).Should(Succeed())
+	})
+
+	It("restores the VM templates byte for byte when the attachment is deleted", func(ctx SpecContext) {
+		Expect(env.Client().Delete(ctx, &fastpathv1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: att.Name, Namespace: ns}})).To(Succeed())
+		eventually(ctx, func(g Gomega) {
+			err := env.Client().Get(ctx, key(att.Name), &fastpathv1alpha1.FastPathAttachment{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "attachment still there: %v", err)
+		}, 2*time.Minute).Should(Succeed())
+		for _, name := range vmNames() {
+			Expect(string(vmSpecJSON(ctx, env.Client(), ns, name))).To(Equal(string(original[name])), "spec of VM %s", name)
+		}
+	}, SpecTimeout(3*time.Minute))
+})
+
+// vmSpecJSON returns the VM's spec as the API server stores it (unstructured,
+// so no typed round trip can hide a difference).
+func vmSpecJSON(ctx SpecContext, c client.Client, ns, name string) []byte {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("kubevirt.io/v1")
+	u.SetKind("VirtualMachine")
+	Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)).To(Succeed())
+	b, err := json.Marshal(u.Object["spec"])
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Objects are what the suite applies: the samples, adapted to the suite
+// (namespace, bridge, subnet, short benchmark), and one VM outside the
+// attachment that also has a vsock CID.
+type Objects struct {
+	VMs        []*kubevirtv1.VirtualMachine
+	Outsider   *kubevirtv1.VirtualMachine
+	Attachment *fastpathv1alpha1.FastPathAttachment
+	Benchmark  *fastpathv1alpha1.FastPathBenchmark
+	Secrets    []*corev1.Secret
+}
+
+// LoadSamples reads config/samples/*.yaml of the repository at root.
+func LoadSamples(root string) (Objects, error) {
+	var o Objects
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
+	if err != nil {
+		return o, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return o, fmt.Errorf("failed to read %s: %w", f, err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---") {
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+				return o, fmt.Errorf("failed to parse %s: %w", f, err)
+			}
+			switch tm.Kind {
+			case "VirtualMachine":
+				vm := &kubevirtv1.VirtualMachine{}
+				if err := yaml.UnmarshalStrict([]byte(doc), vm); err != nil {
+					return o, fmt.Errorf("failed to parse VirtualMachine in %s: %w", f, err)
+				}
+				o.VMs = append(o.VMs, vm)
+			case "FastPathAttachment":
+				o.Attachment = &fastpathv1alpha1.FastPathAttachment{}
+				if err := yaml.UnmarshalStrict([]byte(doc), o.Attachment); err != nil {
+					return o, fmt.Errorf("failed to parse FastPathAttachment in %s: %w", f, err)
+				}
+			case "FastPathBenchmark":
+				o.Benchmark = &fastpathv1alpha1.FastPathBenchmark{}
+				if err := yaml.UnmarshalStrict([]byte(doc), o.Benchmark); err != nil {
+					return o, fmt.Errorf("failed to parse FastPathBenchmark in %s: %w", f, err)
+				}
+			}
+		}
+	}
+	if len(o.VMs) < 2 || o.Attachment == nil || o.Benchmark == nil {
+		return o, fmt.Errorf("failed to find two VMs, a FastPathAttachment and a FastPathBenchmark in config/samples")
+	}
+	return o, nil
+}
+
+// Adapt puts the objects in namespace ns and makes them the suite's: the node
+// bridge and subnet given (so the suite does not collide with a demo on the
+// same machine), cloud-init that also installs socat and ethtool (used on a
+// real cluster), a benchmark of 2-second runs, an outsider VM, and the SSH
+// key Secrets from the key pair given.
+func (o *Objects) Adapt(ns, bridge, subnet string, privateKey, publicKey []byte) {
+	for _, vm := range o.VMs {
+		vm.Namespace = ns
+		for i, v := range vm.Spec.Template.Spec.Volumes {
+			if v.CloudInitNoCloud != nil {
+				vm.Spec.Template.Spec.Volumes[i].CloudInitNoCloud.UserData = strings.Replace(v.CloudInitNoCloud.UserData, "packages: [netperf]", "packages: [netperf, socat, ethtool]", 1)
+			}
+		}
+	}
+	out := o.VMs[0].DeepCopy()
+	out.Name = "outsider"
+	out.Labels = map[string]string{"app": "outsider"}
+	out.Spec.Template.ObjectMeta.Labels = map[string]string{"app": "outsider"}
+	yes := true
+	out.Spec.Template.Spec.Domain.Devices.AutoattachVSOCK = &yes
+	o.Outsider = out
+
+	a := o.Attachment
+	a.Namespace = ns
+	a.Spec.Network.Bridge = bridge
+	a.Spec.Network.IPAM.Subnet = subnet
+
+	b := o.Benchmark
+	b.Namespace = ns
+	b.Spec.Duration = &metav1.Duration{Duration: 2 * time.Second}
+	reps := int32(3)
+	b.Spec.Repetitions = &reps
+
+	o.Secrets = []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: b.Spec.SSHKeySecretRef.Name, Namespace: ns}, Data: map[string][]byte{"ssh-privatekey": privateKey}},
+	}
+	for _, vm := range o.VMs {
+		for _, ac := range vm.Spec.Template.Spec.AccessCredentials {
+			if ac.SSHPublicKey != nil && ac.SSHPublicKey.Source.Secret != nil {
+				name := ac.SSHPublicKey.Source.Secret.SecretName
+				if !hasSecret(o.Secrets, name) {
+					o.Secrets = append(o.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"key": publicKey}})
+				}
+			}
+		}
+	}
+}
+
+func hasSecret(ss []*corev1.Secret, name string) bool {
+	for _, s := range ss {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
