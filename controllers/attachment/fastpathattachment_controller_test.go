@@ -266,28 +266,35 @@ var _ = Describe("FastPathAttachment", func() {
 		ns := newNamespace()
 		createVM(ns, "shared", busyVM, map[string]string{"app": "db"})
 		original := specJSON(ns, "shared")
-		newAttachment(ns, "a-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
-		Eventually(vmOwner(ns, "shared")).Should(Equal("a-old"))
-		// creationTimestamp has one-second resolution: make the order unambiguous.
+		newAttachment(ns, "z-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("none-yet"), Network: network("10.250.0.0/24")})
+		// creationTimestamp has one-second resolution. The older attachment has
+		// the later name, so the test fails if the name rather than the
+		// timestamp decides.
 		time.Sleep(1100 * time.Millisecond)
-		old := getAttachment(ns, "a-old")
-		newAttachment(ns, "b-new", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.251.0.0/24")})
+		newAttachment(ns, "a-new", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.251.0.0/24")})
+		Eventually(vmOwner(ns, "shared")).Should(Equal("a-new"))
 
-		Eventually(conditionOf(ns, "b-new", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonVMConflict))
-		Expect(conditionMessage(ns, "b-new", v1alpha1.VMsWiredCondition)).To(
-			Equal("VM shared is also selected by FastPathAttachment a-old, which is older and wires it"))
-		Expect(vmStatus(ns, "b-new", "shared")().Wired).To(BeFalse())
-		Consistently(vmOwner(ns, "shared")).Should(Equal("a-old"))
-		Expect(conditionOf(ns, "a-old", v1alpha1.VMsWiredCondition)()).To(Equal("True/" + v1alpha1.ReasonWired))
+		By("the older attachment starting to select the VM takes it over")
+		updateAttachment(ns, "z-old", func(a *v1alpha1.FastPathAttachment) { a.Spec.VMSelector = selector("db") })
+		Eventually(vmOwner(ns, "shared")).Should(Equal("z-old"))
+		Eventually(conditionOf(ns, "a-new", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonVMConflict))
+		Expect(conditionMessage(ns, "a-new", v1alpha1.VMsWiredCondition)).To(
+			Equal("VM shared is also selected by FastPathAttachment z-old, which is older and wires it"))
+		Expect(vmStatus(ns, "a-new", "shared")().Wired).To(BeFalse())
+		Eventually(conditionOf(ns, "z-old", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Expect(templatePart(ns, "shared", "spec", "networks")).To(Equal(
+			`[{"name":"default","pod":{}},{"multus":{"networkName":"storage-net"},"name":"storage"},{"multus":{"networkName":"z-old"},"name":"fp-z-old"}]`))
+		Consistently(vmOwner(ns, "shared")).Should(Equal("z-old"))
+		old := getAttachment(ns, "z-old")
 
 		By("handing the VM over when the older attachment goes")
 		Expect(env.Client.Delete(ctx, old)).To(Succeed())
-		Eventually(vmOwner(ns, "shared")).Should(Equal("b-new"))
-		Eventually(conditionOf(ns, "b-new", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Eventually(vmOwner(ns, "shared")).Should(Equal("a-new"))
+		Eventually(conditionOf(ns, "a-new", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		Expect(templatePart(ns, "shared", "spec", "networks")).To(Equal(
-			`[{"name":"default","pod":{}},{"multus":{"networkName":"storage-net"},"name":"storage"},{"multus":{"networkName":"b-new"},"name":"fp-b-new"}]`))
+			`[{"name":"default","pod":{}},{"multus":{"networkName":"storage-net"},"name":"storage"},{"multus":{"networkName":"a-new"},"name":"fp-a-new"}]`))
 
-		Expect(env.Client.Delete(ctx, getAttachment(ns, "b-new"))).To(Succeed())
+		Expect(env.Client.Delete(ctx, getAttachment(ns, "a-new"))).To(Succeed())
 		Eventually(func() string { return specJSON(ns, "shared") }).Should(Equal(original))
 
 		By("a user's own interface of our name")
