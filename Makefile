@@ -51,7 +51,8 @@ generate: setup ## Generate deepcopy code (controller-gen object).
 manifests: setup ## Generate CRDs and RBAC into config/, and copy the CRDs into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
-	@if [ -d charts/fastpath/crds ]; then cp config/crd/bases/*.yaml charts/fastpath/crds/; fi
+	cp config/crd/bases/*.yaml charts/fastpath/crds/
+	cp config/rbac/role.yaml charts/fastpath/files/operator-role.yaml
 
 .PHONY: verify
 verify: generate manifests ## Regenerate code and manifests and fail if anything changed.

@@ -6,7 +6,8 @@
 #   - apt packages (netperf comes from Debian's non-free component, enabled here)
 #   - tools built from the pinned tools module hack/tools into bin/: controller-gen,
 #     kube-apiserver and kubectl (k8s.io/kubernetes v1.34.1, every staging module
-#     replaced by its v0.34.1 release); bin/ is what KUBEBUILDER_ASSETS points at
+#     replaced by its v0.34.1 release), helm (chart lint/render tests); bin/ is what
+#     KUBEBUILDER_ASSETS points at
 #   - etcd from Debian's etcd-server, linked into bin/
 set -euo pipefail
 
@@ -23,7 +24,7 @@ fi
 
 APT_PACKAGES=(
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
-  ethtool iproute2 nftables iputils-ping procps chromium kmod
+  ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils
 )
 
 missing=()
@@ -80,5 +81,7 @@ build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
 
 build_tool kubectl k8s.io/kubernetes/cmd/kubectl \
   "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
+
+build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
 
 log "ok: $(ls "${BIN}" | tr '\n' ' ')"

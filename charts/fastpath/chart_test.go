@@ -1,0 +1,72 @@
+// The tests in package fastpath_test check the Helm chart with the real helm binary built into
+// bin/ by hack/setup.sh: it lints, it renders the kinds a cluster admin expects,
+// and its CRDs are exactly config/crd/bases (one source of truth, copied by
+// `make manifests`).
+package fastpath_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+)
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := filepath.Abs("../../bin/helm")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	NewWithT(t).Expect(cmd.Run()).To(Succeed(), "helm %s: %s%s (run `make setup` if bin/helm is missing)", strings.Join(args, " "), out.String(), errb.String())
+	return out.String()
+}
+
+func TestChartLints(t *testing.T) {
+	out := helm(t, "lint", "--strict", ".")
+	NewWithT(t).Expect(out).To(ContainSubstring("0 chart(s) failed"))
+}
+
+func TestChartRendersOperatorAgentAndRBAC(t *testing.T) {
+	g := NewWithT(t)
+	out := helm(t, "template", "fp", ".", "--namespace", "fastpath-system",
+		"--set", "operator.podNetworkCIDRs=10.244.0.0/16", "--set", "metrics.serviceMonitor=true")
+	kinds := map[string][]string{}
+	for _, doc := range strings.Split(out, "\n---") {
+		obj := map[string]any{}
+		g.Expect(yaml.Unmarshal([]byte(doc), &obj)).To(Succeed(), doc)
+		if len(obj) == 0 {
+			continue
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		kinds[obj["kind"].(string)] = append(kinds[obj["kind"].(string)], md["name"].(string))
+	}
+	g.Expect(kinds["Deployment"]).To(ConsistOf("fastpath-operator"))
+	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent"))
+	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent"))
+	g.Expect(kinds["ServiceMonitor"]).To(HaveLen(1))
+	g.Expect(out).To(ContainSubstring("--pod-network-cidr=10.244.0.0/16"))
+	g.Expect(out).To(ContainSubstring("fastpathattachments"), "the operator ClusterRole carries the generated rules")
+}
+
+func TestChartCRDsMatchGeneratedCRDs(t *testing.T) {
+	g := NewWithT(t)
+	want, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(want).NotTo(BeEmpty())
+	got, err := filepath.Glob("crds/*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(got)).To(Equal(len(want)))
+	for _, w := range want {
+		a, err := os.ReadFile(w)
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err := os.ReadFile(filepath.Join("crds", filepath.Base(w)))
+		g.Expect(err).NotTo(HaveOccurred(), "run make manifests")
+		g.Expect(string(b)).To(Equal(string(a)), "%s differs from config/crd/bases: run make manifests", w)
+	}
+}

@@ -1,0 +1,10 @@
+{{- define "fastpath.labels" -}}
+app.kubernetes.io/name: fastpath
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "fastpath.image" -}}
+{{ .root.Values.image.registry }}/fastpath-{{ .component }}:{{ .root.Values.image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
