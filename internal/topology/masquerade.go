@@ -50,6 +50,12 @@ type MasqueradeOptions struct {
 	// GuestCIDR is the masquerade guest network (IPv4, at most /30); default
 	// DefaultGuestCIDR.
 	GuestCIDR netip.Prefix
+	// Guest, when set, is the guest's own namespace behind the launcher (ns):
+	// KubeVirt's full shape (see AddMasquerade). Nil collapses launcher and
+	// guest into ns.
+	Guest *NetNS
+	// GuestIfName is the guest's interface with Guest set; default "eth0".
+	GuestIfName string
 }
 
 // Masquerade is a wired default pod-network interface (see the package doc).
@@ -69,14 +75,35 @@ type Masquerade struct {
 	MTU int
 	// PodMAC is the MAC of PodIfName.
 	PodMAC string
+	// Guest and GuestIfName are the guest namespace and its interface (MAC
+	// GuestMAC), nil and "" in the collapsed shape.
+	Guest       *NetNS
+	GuestIfName string
+	GuestMAC    string
+	// TapName is the launcher end of the guest's veth ("tap0"), "" in the
+	// collapsed shape.
+	TapName string
 }
 
-// AddMasquerade wires the masquerade-shaped pod interface into ns as the
-// package doc draws it: a veth from the host, the pod IP /32 with a host
-// route, forwarding on the host end, the k6t-eth0 bridge with the gateway and
-// guest addresses, the default route through 169.254.1.1 preferring the guest
-// address as source, and KubeVirt's nftables masquerade rules. Everything it
-// made is removed again when a step fails.
+// AddMasquerade wires the masquerade-shaped pod interface into n, the
+// launcher namespace: a veth from the host, the pod IP /32 with a host route,
+// forwarding on the host end, the k6t-eth0 bridge with the gateway address,
+// the default route through 169.254.1.1, and KubeVirt's nftables masquerade
+// rules. Everything it made is removed again when a step fails.
+//
+// With o.Guest set it builds KubeVirt's whole shape: the guest is its own
+// namespace behind a veth whose launcher end "tap0" is a port of k6t-eth0
+// (in KubeVirt a tap device to QEMU), the guest interface has 10.0.2.2 and a
+// default route via 10.0.2.1, the launcher forwards (net.ipv4.ip_forward in
+// its namespace), and k6t-eth0 has TX checksum offload off as virt-launcher
+// sets it (pkg/network/setup/netpod, masqueradeBindingSpec: Ethtool
+// TxChecksum false), so every packet routed to the guest is checksummed and
+// segmented to the pod MTU in software, as on a KubeVirt node.
+//
+// Without o.Guest the guest is collapsed into n: 10.0.2.2 is a local address
+// on k6t-eth0 and the default route prefers it as source, so connections
+// still cross both NAT rules, but nothing leaves through k6t-eth0 (no
+// software checksum or segmentation): an optimistic baseline.
 func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 	if o.PodIfName == "" {
 		o.PodIfName = DefaultPodIfName
@@ -87,13 +114,19 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 	if !o.GuestCIDR.IsValid() {
 		o.GuestCIDR = DefaultGuestCIDR
 	}
+	if o.Guest != nil && o.GuestIfName == "" {
+		o.GuestIfName = DefaultPodIfName
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	gw := o.GuestCIDR.Masked().Addr().Next()
 	m := &Masquerade{
 		NetNS: n, HostIfName: o.HostIfName, PodIfName: o.PodIfName, PodIP: o.PodIP,
-		GatewayIP: gw, GuestIP: gw.Next(), MTU: o.MTU,
+		GatewayIP: gw, GuestIP: gw.Next(), MTU: o.MTU, Guest: o.Guest, GuestIfName: o.GuestIfName,
+	}
+	if o.Guest != nil {
+		m.TapName = "tap0"
 	}
 	success := false
 	defer func() {
@@ -103,6 +136,11 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 	}()
 	if err := m.addVeth(o.GuestCIDR.Bits()); err != nil {
 		return nil, err
+	}
+	if m.Guest != nil {
+		if err := m.addGuest(o.GuestCIDR.Bits()); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.addNAT(); err != nil {
 		return nil, err
@@ -117,6 +155,9 @@ func (o MasqueradeOptions) validate() error {
 	}
 	if len(o.PodIfName) > 15 {
 		return fmt.Errorf("failed to validate masquerade options: PodIfName %q must be at most 15 characters", o.PodIfName)
+	}
+	if len(o.GuestIfName) > 15 {
+		return fmt.Errorf("failed to validate masquerade options: GuestIfName %q must be at most 15 characters", o.GuestIfName)
 	}
 	if !o.PodIP.Is4() {
 		return fmt.Errorf("failed to validate masquerade options: PodIP %s must be an IPv4 address", o.PodIP)
@@ -183,7 +224,11 @@ func (m *Masquerade) addVeth(guestBits int) error {
 		if err := h.LinkAdd(br); err != nil {
 			return fmt.Errorf("failed to add bridge %s in %s: %w", MasqueradeBridge, m.NetNS.Name, err)
 		}
-		for _, a := range []netip.Addr{m.GatewayIP, m.GuestIP} {
+		local := []netip.Addr{m.GatewayIP, m.GuestIP}
+		if m.Guest != nil {
+			local = local[:1]
+		}
+		for _, a := range local {
 			if err := h.AddrAdd(br, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(a, guestBits))}); err != nil {
 				return fmt.Errorf("failed to add %s/%d to %s in %s: %w", a, guestBits, MasqueradeBridge, m.NetNS.Name, err)
 			}
@@ -208,12 +253,12 @@ func (m *Masquerade) addVeth(guestBits int) error {
 		}); err != nil {
 			return fmt.Errorf("failed to add neighbour %s lladdr %s on %s in %s: %w", PodGateway, hostMAC, m.PodIfName, m.NetNS.Name, err)
 		}
-		if err := h.RouteAdd(&netlink.Route{
-			LinkIndex: pod.Attrs().Index,
-			Gw:        gw,
-			Src:       net.IP(m.GuestIP.AsSlice()),
-		}); err != nil {
-			return fmt.Errorf("failed to add default route via %s src %s in %s: %w", PodGateway, m.GuestIP, m.NetNS.Name, err)
+		def := &netlink.Route{LinkIndex: pod.Attrs().Index, Gw: gw}
+		if m.Guest == nil {
+			def.Src = net.IP(m.GuestIP.AsSlice())
+		}
+		if err := h.RouteAdd(def); err != nil {
+			return fmt.Errorf("failed to add default route via %s in %s: %w", PodGateway, m.NetNS.Name, err)
 		}
 		return nil
 	})
@@ -267,7 +312,10 @@ func (m *Masquerade) Remove() error {
 	}
 	if _, err := os.Stat(m.NetNS.Path); err == nil {
 		if err := m.NetNS.withHandle(func(h *netlink.Handle) error {
-			for _, name := range []string{MasqueradeBridge, m.PodIfName} {
+			for _, name := range []string{m.TapName, MasqueradeBridge, m.PodIfName} {
+				if name == "" {
+					continue
+				}
 				if l, err := h.LinkByName(name); err == nil {
 					if err := h.LinkDel(l); err != nil {
 						return fmt.Errorf("failed to delete %s: %w", name, err)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/fastpath-io/fastpath/internal/testutil"
 )
@@ -187,4 +189,151 @@ func TestAddMasqueradeRollsBackOnFailure(t *testing.T) {
 	_, err := AddMasquerade(n, MasqueradeOptions{HostIfName: host, PodIfName: "lo", PodIP: netip.MustParseAddr("10.244.233.2")})
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("failed to add veth " + host)))
 	g.Expect(ListHostLinks(host)).To(gomega.BeEmpty())
+}
+
+// TestMasqueradeWithGuest builds KubeVirt's whole masquerade shape for two
+// endpoints and checks the NAT from the guests' point of view and the TX
+// checksum offload of k6t-eth0.
+func TestMasqueradeWithGuest(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	la, lb, ga, gb := newNS(t), newNS(t), newNS(t), newNS(t)
+	podA, podB := netip.MustParseAddr("10.244.234.2"), netip.MustParseAddr("10.244.234.3")
+	ma, err := AddMasquerade(la, MasqueradeOptions{HostIfName: testutil.UniqueName("fptp"), PodIP: podA, Guest: ga})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = ma.Remove() })
+	mb, err := AddMasquerade(lb, MasqueradeOptions{HostIfName: testutil.UniqueName("fptp"), PodIP: podB, Guest: gb})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	t.Cleanup(func() { _ = mb.Remove() })
+	g.Expect(mb.TapName).To(gomega.Equal("tap0"))
+	g.Expect(mb.GuestIfName).To(gomega.Equal("eth0"))
+
+	out, err := lb.Exec("ethtool", "-k", MasqueradeBridge)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(string(out)).To(gomega.MatchRegexp(`(?m)^tx-checksumming: off`))
+	addrs, err := gb.Addrs("eth0")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(addrs).To(gomega.ContainElement(gomega.HaveField("IPNet.String()", "10.0.2.2/24")))
+
+	local, remote := dialAndSee(t, ga, gb, podB)
+	g.Expect(local).To(gomega.Equal("10.0.2.2"), "DNAT of the pod IP to the guest")
+	g.Expect(remote).To(gomega.Equal(podA.String()), "masquerade of the client guest to its pod IP")
+
+	g.Expect(mb.Remove()).To(gomega.Succeed())
+	_, err = gb.Link("eth0")
+	g.Expect(err).To(gomega.HaveOccurred(), "the guest interface goes with the tap")
+	_, err = lb.Link("tap0")
+	g.Expect(err).To(gomega.HaveOccurred())
+}
+
+// TestBridgeBinding plugs two launchers into one host bridge (standing in for
+// a CNI plugin), binds the pod interfaces to guests, and sends 9000-byte
+// frames between the guests.
+func TestBridgeBinding(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	br := testutil.UniqueName("fptb")
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br, MTU: 9000}})).To(gomega.Succeed())
+	t.Cleanup(func() { _ = DeleteHostLink(br) })
+	brLink, err := netlink.LinkByName(br)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(netlink.LinkSetUp(brLink)).To(gomega.Succeed())
+
+	var guests []*NetNS
+	var bindings []*BridgeBinding
+	for i, addr := range []string{"10.251.9.2/24", "10.251.9.3/24"} {
+		l, gu := newNS(t), newNS(t)
+		host := testutil.UniqueName("fptv")
+		nsh, err := netns.GetFromPath(l.Path)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: host, MTU: 9000, MasterIndex: brLink.Attrs().Index},
+			PeerName: "pod16477688c0e", PeerNamespace: netlink.NsFd(int(nsh))})).To(gomega.Succeed())
+		nsh.Close()
+		t.Cleanup(func() { _ = DeleteHostLink(host) })
+		hl, _ := netlink.LinkByName(host)
+		g.Expect(netlink.LinkSetUp(hl)).To(gomega.Succeed())
+		_, err = l.Exec("ip", "link", "set", "pod16477688c0e", "mtu", "9000", "up")
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		_, err = l.Exec("ip", "addr", "add", addr, "dev", "pod16477688c0e")
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		pod, err := l.Link("pod16477688c0e")
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		podMAC := pod.Attrs().HardwareAddr.String()
+
+		b, err := AddBridgeBinding(l, gu, BridgeBindingOptions{PodIfName: "pod16477688c0e", GuestIfName: "eth1"})
+		g.Expect(err).NotTo(gomega.HaveOccurred(), "binding %d", i)
+		t.Cleanup(func() { _ = b.Remove() })
+		g.Expect(b.BridgeName).To(gomega.Equal("k6t-16477688c0e"))
+		g.Expect(b.TapName).To(gomega.Equal("tap16477688c0e"))
+		g.Expect(b.MAC).To(gomega.Equal(podMAC))
+		g.Expect(b.Addrs).To(gomega.ConsistOf(netip.MustParsePrefix(addr)))
+
+		eth1, err := gu.Link("eth1")
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(eth1.Attrs().MTU).To(gomega.Equal(9000))
+		g.Expect(eth1.Attrs().HardwareAddr.String()).To(gomega.Equal(podMAC), "the guest takes the pod interface's MAC")
+		podAddrs, err := l.Addrs("pod16477688c0e")
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		for _, a := range podAddrs {
+			g.Expect(a.IP.IsGlobalUnicast()).To(gomega.BeFalse(), "the pod interface gave its address away")
+		}
+		out, err := l.Exec("ethtool", "-k", b.BridgeName)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(string(out)).To(gomega.MatchRegexp(`(?m)^tx-checksumming: off`))
+		guests = append(guests, gu)
+		bindings = append(bindings, b)
+	}
+	out, err := guests[0].Exec("ping", "-M", "do", "-s", "8972", "-c", "2", "-W", "2", "10.251.9.3")
+	g.Expect(err).NotTo(gomega.HaveOccurred(), string(out))
+	g.Expect(string(out)).To(gomega.ContainSubstring("8980 bytes from 10.251.9.3"))
+
+	g.Expect(bindings[1].Remove()).To(gomega.Succeed())
+	_, err = guests[1].Link("eth1")
+	g.Expect(err).To(gomega.HaveOccurred())
+	_, err = bindings[1].Launcher.Link("pod16477688c0e")
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the pod interface stays for CNI DEL")
+}
+
+// dialAndSee connects from client to server's podIP and returns the local and
+// remote addresses the server's socket sees.
+func dialAndSee(t *testing.T, client, server *NetNS, podIP netip.Addr) (string, string) {
+	t.Helper()
+	var ln net.Listener
+	if err := server.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "0.0.0.0:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type seen struct{ local, remote string }
+	got := make(chan seen, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(io.Discard, c)
+		got <- seen{c.LocalAddr().(*net.TCPAddr).IP.String(), c.RemoteAddr().(*net.TCPAddr).IP.String()}
+	}()
+	if err := client.Do(func() error {
+		c, err := net.DialTimeout("tcp4", net.JoinHostPort(podIP.String(), fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write(make([]byte, 1<<20))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		return s.local, s.remote
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server saw no connection")
+	}
+	return "", ""
 }
