@@ -50,6 +50,7 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cniPath     = fs.String("cni-path", localbench.DefaultCNIPath, "directories of the host-local IPAM plugin, colon-separated")
 		prefix      = fs.String("prefix", localbench.DefaultPrefix, "start of the names of everything the run makes (at most 5 characters); leftovers of killed runs with it are removed first")
 		strict      = fs.Bool("strict", false, "exit 1 when a target is missed")
+		nice        = fs.Int("nice", -20, "niceness of the benchmark and the netperf/netserver/OVS processes it starts (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
 		quiet       = fs.Bool("quiet", false, "do not log progress to stderr")
 	)
 	pos, err := parseFlags(fs, args)
@@ -77,9 +78,18 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("failed to run the local benchmark: it needs root (network namespaces, links, bridges, Open vSwitch)")
 	}
+	if *nice < -20 || *nice > 19 {
+		return usageError{fmt.Errorf("--nice %d must be -20..19", *nice)}
+	}
 	log := newLogger(stderr, *quiet)
 	opts.Log = log
 	ctx = logr.NewContext(ctx, log)
+	if *nice != 0 {
+		if err := localbench.SetNice(*nice); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "running at nice %d (processes started from now on inherit it)\n", *nice)
+	}
 
 	if left, err := localbench.CleanLeftovers(opts.Prefix, log); err != nil {
 		return fmt.Errorf("failed to remove leftovers of earlier runs (%s): %w", left, err)
@@ -92,7 +102,9 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	loadBefore := loadAverage()
 	doc, runErr := measure(ctx, setup, m)
+	loadAfter := loadAverage()
 	closeErr := setup.Close()
 	if closeErr == nil {
 		log.Info("Removed everything the run made", "run", setup.ID)
@@ -102,6 +114,10 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := writeLocal(stdout, stderr, doc, setup, *out); err != nil {
 		return errors.Join(err, closeErr)
+	}
+	if loadBefore != "" && loadAfter != "" {
+		fmt.Fprintf(stdout, "load average (1, 5, 15 min) before: %s, after: %s on %d CPUs; a load above the CPU count means other processes competed with netperf and the medians are noisy\n",
+			loadBefore, loadAfter, doc.Machine.CPUs)
 	}
 	ts := localbench.CheckTargets(doc.Runs)
 	missed := 0
@@ -137,6 +153,20 @@ func warnSocketBufferLimits(log logr.Logger) {
 			log.Info("WARNING: socket buffer limit below 256 KiB: netperf -s/-S 256K will be clamped", "sysctl", "net.core."+name, "value", v)
 		}
 	}
+}
+
+// loadAverage returns the first three fields of /proc/loadavg, "" when
+// unreadable.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // measure runs the matrix on the built paths.
