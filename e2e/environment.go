@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
@@ -35,6 +36,9 @@ type Environment interface {
 	// GuestExec runs a shell command line in the guest of the VM key and
 	// returns its combined output; stdin may be "".
 	GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error)
+	// LauncherExec runs a shell command line in the virt-launcher pod of the
+	// VM key (its compute container on a cluster).
+	LauncherExec(ctx context.Context, key types.NamespacedName, command string) (string, error)
 	// VSOCKServe makes the guest of key answer each connection on vsock
 	// port with "<vm> ok <first line received>".
 	VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error
@@ -89,18 +93,27 @@ func (l *localEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdi
 	if !ok {
 		return "", fmt.Errorf("failed to run %q in %s: no running guest", command, key)
 	}
-	var in []byte
-	if stdin != "" {
-		in = []byte(stdin)
+	return netnsExec(ctx, g.NetNS.Name, stdin, command)
+}
+
+func (l *localEnv) LauncherExec(ctx context.Context, key types.NamespacedName, command string) (string, error) {
+	g, ok := l.stack.Emulator.Guest(key)
+	if !ok {
+		return "", fmt.Errorf("failed to run %q in the launcher of %s: no running VMI", command, key)
 	}
-	// `ip netns exec` also mounts the namespace's own /sys, as a guest has.
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", g.NetNS.Name, "/bin/sh", "-c", command)
-	if in != nil {
-		cmd.Stdin = bytes.NewReader(in)
+	return netnsExec(ctx, g.Launcher.Name, "", command)
+}
+
+// netnsExec runs command with /bin/sh in the named namespace through `ip
+// netns exec`, which also mounts the namespace's own /sys.
+func netnsExec(ctx context.Context, name, stdin, command string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", name, "/bin/sh", "-c", command)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("failed to run %q in the guest of %s (network namespace %s): %w", command, key, g.NetNS.Name, err)
+		return string(out), fmt.Errorf("failed to run %q in network namespace %s: %w", command, name, err)
 	}
 	return string(out), nil
 }
@@ -206,6 +219,30 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 		return string(out), fmt.Errorf("failed to run %q in VM %s over virtctl ssh: %w", command, key, err)
 	}
 	return string(out), nil
+}
+
+func (c *clusterEnv) LauncherExec(ctx context.Context, key types.NamespacedName, command string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := c.c.Get(ctx, key, vmi); err != nil {
+		return "", fmt.Errorf("failed to get VMI %s: %w", key, err)
+	}
+	pods := &corev1.PodList{}
+	if err := c.c.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
+		return "", fmt.Errorf("failed to list the virt-launcher pods of %s: %w", key, err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		out, err := exec.CommandContext(ctx, "kubectl", "exec", "-n", key.Namespace, p.Name, "-c", "compute", "--", "/bin/sh", "-c", command).CombinedOutput()
+		if err != nil {
+			return string(out), fmt.Errorf("failed to run %q in pod %s/%s: %w", command, key.Namespace, p.Name, err)
+		}
+		return string(out), nil
+	}
+	return "", fmt.Errorf("failed to find a running virt-launcher pod of %s", key)
 }
 
 func (c *clusterEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {

@@ -140,12 +140,12 @@ func (e *Emulator) runCloudInit(ctx context.Context, l *launcher, vmi *kubevirtv
 			e.log.printf("cloud-init", "%s/%s: runcmd %q skipped (only netserver is emulated)", vmi.Namespace, vmi.Name, strings.Join(argv, " "))
 			continue
 		}
-		ns, err := netperf.StartNetserver(ctx, netperf.NetserverOptions{Binary: e.opts.Netserver, Addr: "0.0.0.0", Port: port, NetNS: l.netns.Path})
+		ns, err := netperf.StartNetserver(ctx, netperf.NetserverOptions{Binary: e.opts.Netserver, Addr: "0.0.0.0", Port: port, NetNS: l.guest.Path})
 		if err != nil {
 			return fmt.Errorf("failed to start netserver for runcmd %q: %w", strings.Join(argv, " "), err)
 		}
 		l.netservers = append(l.netservers, ns)
-		e.log.printf("cloud-init", "%s/%s: runcmd %q -> netserver -D listening on 0.0.0.0:%d in %s", vmi.Namespace, vmi.Name, strings.Join(argv, " "), port, l.netns.Name)
+		e.log.printf("cloud-init", "%s/%s: runcmd %q -> netserver -D listening on 0.0.0.0:%d in the guest %s", vmi.Namespace, vmi.Name, strings.Join(argv, " "), port, l.guest.Name)
 	}
 	return nil
 }

@@ -26,13 +26,20 @@
 //   - virt-controller: a VM whose runStrategy is Always (or RerunOnFailure, or
 //     running: true) gets a VMI created from its template (labels, annotations,
 //     spec as they are, owned by the VM); the VM status says Running/Stopped;
-//   - the virt-launcher pod and the guest are ONE network namespace, named
-//     <Prefix><namespace>.virt-launcher-<vm>-<hash> (see `ip netns`): there is
-//     no QEMU, no tap device and no in-pod bridge of KubeVirt's bridge binding,
-//     so the guest's interfaces are the pod interfaces themselves (eth0 for
-//     the pod network, pod<hash> for each Multus network);
-//   - the cluster pod network: a veth from the host with a /32 pod IP from
-//     Options.PodCIDR, routed through the host (internal/topology);
+//   - the virt-launcher pod and the guest are two network namespaces,
+//     <Prefix><namespace>.virt-launcher-<vm>-<hash> and <Prefix><namespace>.<vm>
+//     (see `ip netns`). The CNI plugin wires the launcher's; virt-launcher's
+//     bindings are rebuilt with internal/topology: masquerade for the pod
+//     network (k6t-eth0, NAT, tap0) and bridge for Multus networks
+//     (k6t-<hash> with the pod interface as a port, tap<hash>), both bridges
+//     with TX checksum offload off as KubeVirt sets them. A veth stands in for
+//     each tap device, and the guest namespace's own stack for QEMU, virtio
+//     and the guest OS: its NICs are named eth0, eth1, ... in spec order and
+//     the bridge-bound ones get the pod interface's MAC, MTU and addresses
+//     (KubeVirt's DHCP server hands those to a real guest);
+//   - the cluster pod network: a veth from the host into the launcher with a
+//     /32 pod IP from Options.PodCIDR, routed through the host (a Calico-like
+//     CNI without overlay);
 //   - virt-handler: the VMI status (phase Running, nodeName, interfaces with
 //     name, interfaceName, podInterfaceName, ipAddress(es), mac, infoSource,
 //     VSOCKCID when autoattachVSOCK is set, a Ready condition) is written from

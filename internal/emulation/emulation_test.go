@@ -173,7 +173,7 @@ func TestEmulation(t *testing.T) {
 			gomega.HaveField("Name", "default"), gomega.HaveField("InterfaceName", "eth0"),
 			gomega.HaveField("IP", gomega.HavePrefix("10.244.")), gomega.HaveField("InfoSource", "domain, guest-agent")))
 		g.Expect(vmi.Status.Interfaces[1]).To(gomega.And(
-			gomega.HaveField("Name", "blue"), gomega.HaveField("InterfaceName", ifName), gomega.HaveField("PodInterfaceName", ifName),
+			gomega.HaveField("Name", "blue"), gomega.HaveField("InterfaceName", "eth1"), gomega.HaveField("PodInterfaceName", ifName),
 			gomega.HaveField("IP", gomega.HavePrefix("10.251.7.")), gomega.HaveField("InfoSource", "domain, guest-agent, multus-status")))
 		vm := &kubevirtv1.VirtualMachine{}
 		g.Eventually(func(g gomega.Gomega) {
@@ -188,9 +188,15 @@ func TestEmulation(t *testing.T) {
 	ga, ok := e.Guest(types.NamespacedName{Namespace: ns, Name: "vm-a"})
 	g.Expect(ok).To(gomega.BeTrue())
 	gb, _ := e.Guest(types.NamespacedName{Namespace: ns, Name: "vm-b"})
-	link, err := ga.NetNS.Link(ifName)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	link, err := ga.Launcher.Link(ifName)
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the CNI's interface is in the launcher")
 	g.Expect(link.Attrs().MTU).To(gomega.Equal(9000))
+	g.Expect(link.Attrs().MasterIndex).NotTo(gomega.BeZero(), "a port of the in-pod bridge")
+	link, err = ga.NetNS.Link("eth1")
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the guest's NIC of the bridge binding")
+	g.Expect(link.Attrs().MTU).To(gomega.Equal(9000))
+	g.Expect(link.Attrs().HardwareAddr.String()).To(gomega.Equal(vmis["vm-a"].Status.Interfaces[1].MAC))
+	g.Expect(ga.Networks["blue"]).To(gomega.And(gomega.HaveField("PodInterface", ifName), gomega.HaveField("Interface", "eth1")))
 
 	// Both networks carry TCP to cloud-init's netserver in the other guest.
 	for _, addr := range []string{vmis["vm-b"].Status.Interfaces[0].IP, vmis["vm-b"].Status.Interfaces[1].IP} {
@@ -231,7 +237,7 @@ func TestEmulation(t *testing.T) {
 	job := waitJob(ctx, g, c, ns, "probe-ok")
 	g.Expect(job.Status.Succeeded).To(gomega.BeEquivalentTo(1), logs.String())
 	g.Expect(jobLog(t, opts.StateDir, ns, "probe-ok")).To(gomega.And(
-		gomega.ContainSubstring(ifName), gomega.ContainSubstring("token-present")))
+		gomega.ContainSubstring("eth1@"), gomega.ContainSubstring("mtu 9000"), gomega.ContainSubstring("token-present")))
 
 	// A key that vm-a does not authorise is refused.
 	other := filepath.Join(tmp, "other")
@@ -263,8 +269,11 @@ func TestEmulation(t *testing.T) {
 		g.Expect(vmi.Status.Phase).To(gomega.Equal(kubevirtv1.Running))
 	}, time.Minute, 200*time.Millisecond).Should(gomega.Succeed())
 	g.Expect(logs.String()).To(gomega.ContainSubstring("virtctl restart vm-a -n " + ns))
-	_, err = os.Stat(ga.NetNS.Path)
+	_, err = os.Stat(ga.Launcher.Path)
 	g.Expect(os.IsNotExist(err)).To(gomega.BeTrue(), "the old launcher namespace is gone")
+	gaNew, ok := e.Guest(types.NamespacedName{Namespace: ns, Name: "vm-a"})
+	g.Expect(ok).To(gomega.BeTrue())
+	g.Expect(gaNew.Launcher.Name).NotTo(gomega.Equal(ga.Launcher.Name), "a new virt-launcher pod")
 
 	// Stop leaves nothing behind.
 	guests := e.Guests()
@@ -300,8 +309,10 @@ func expectNothingLeft(g *gomega.WithT, opts Options, guests []Guest, inodes []s
 	ipam, _ := filepath.Glob(filepath.Join(filepath.Dir(opts.StateDir), "ipam", "*", "10.*"))
 	g.Expect(ipam).To(gomega.BeEmpty(), "host-local released every address")
 	for _, gu := range guests {
-		_, err := os.Stat(gu.NetNS.Path)
-		g.Expect(os.IsNotExist(err)).To(gomega.BeTrue())
+		for _, n := range []*topology.NetNS{gu.NetNS, gu.Launcher} {
+			_, err := os.Stat(n.Path)
+			g.Expect(os.IsNotExist(err)).To(gomega.BeTrue(), "namespace %s", n.Name)
+		}
 	}
 	g.Expect(processesIn(inodes)).To(gomega.BeEmpty(), "no process (netserver) is left in the guests' namespaces")
 }

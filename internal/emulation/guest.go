@@ -19,8 +19,8 @@ type Guest struct {
 	UID types.UID
 	// Pod is the emulated virt-launcher pod name.
 	Pod string
-	// NetNS is the guest's (and launcher pod's) network namespace.
-	NetNS *topology.NetNS
+	// NetNS is the guest's network namespace; Launcher the virt-launcher pod's.
+	NetNS, Launcher *topology.NetNS
 	// PodIP is the pod-network address; GuestIP the masquerade guest address.
 	PodIP, GuestIP netip.Addr
 	// Networks are the Multus networks, keyed by VMI network name.
@@ -31,8 +31,9 @@ type Guest struct {
 
 // GuestNetwork is one Multus network as the guest sees it.
 type GuestNetwork struct {
-	// Interface is the pod (and guest) interface name, CNI_IFNAME.
-	Interface string
+	// PodInterface is the launcher's interface the CNI made (CNI_IFNAME);
+	// Interface the guest's.
+	PodInterface, Interface string
 	// NAD is "<namespace>/<name>" of the NetworkAttachmentDefinition.
 	NAD string
 	// MAC and IPs come from the CNI result.
@@ -48,9 +49,12 @@ func (e *Emulator) Guest(key types.NamespacedName) (Guest, bool) {
 	if l == nil {
 		return Guest{}, false
 	}
-	g := Guest{VMI: key, UID: l.uid, Pod: l.podName, NetNS: l.netns, PodIP: l.podIP, GuestIP: l.masq.GuestIP, Networks: map[string]GuestNetwork{}}
+	g := Guest{VMI: key, UID: l.uid, Pod: l.podName, NetNS: l.guest, Launcher: l.netns, PodIP: l.podIP, Networks: map[string]GuestNetwork{}}
+	if l.masq != nil {
+		g.GuestIP = l.masq.GuestIP
+	}
 	for _, a := range l.nets {
-		g.Networks[a.network] = GuestNetwork{Interface: a.podIf, NAD: a.nad, MAC: a.mac, IPs: append([]string(nil), a.ips...)}
+		g.Networks[a.network] = GuestNetwork{PodInterface: a.podIf, Interface: a.guestIf, NAD: a.nad, MAC: a.mac, IPs: append([]string(nil), a.ips...)}
 	}
 	if l.cid != nil {
 		g.CID = *l.cid

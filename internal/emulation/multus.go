@@ -17,8 +17,9 @@ import (
 
 // attachedNet is one Multus network of a launcher, wired by a CNI ADD.
 type attachedNet struct {
-	// network is the VMI network name; podIf the pod interface (CNI_IFNAME).
-	network, podIf string
+	// network is the VMI network name; podIf the pod interface (CNI_IFNAME)
+	// in the launcher; guestIf the guest's interface of the bridge binding.
+	network, podIf, guestIf string
 	// nad is "<namespace>/<name>" of the NetworkAttachmentDefinition.
 	nad string
 	// plugin is the CNI type (for printing).

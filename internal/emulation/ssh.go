@@ -84,7 +84,7 @@ func (e *Emulator) writeSSHHosts() error {
 			addrs = append(addrs, a.ips...)
 		}
 		for _, a := range addrs {
-			lines = append(lines, strings.Join([]string{a, l.netns.Path, l.keysFile, l.key.String()}, " "))
+			lines = append(lines, strings.Join([]string{a, l.guest.Path, l.keysFile, l.key.String()}, " "))
 		}
 	}
 	e.mu.Unlock()

@@ -26,8 +26,9 @@ import (
 	"github.com/fastpath-io/fastpath/internal/topology"
 )
 
-// launcher is the emulated virt-launcher pod of one VMI, which is also its
-// guest: a network namespace with the pod network, the Multus networks and
+// launcher is the emulated virt-launcher pod of one VMI and its guest: two
+// network namespaces, the launcher's with the pod network and the Multus
+// networks, the guest's with the interfaces KubeVirt's bindings give it and
 // what cloud-init started.
 type launcher struct {
 	uid         types.UID
@@ -36,7 +37,9 @@ type launcher struct {
 	podUID      types.UID
 	containerID string
 	netns       *topology.NetNS
+	guest       *topology.NetNS
 	masq        *topology.Masquerade
+	bindings    []*topology.BridgeBinding
 	podIP       netip.Addr
 	nets        []*attachedNet
 	netservers  []*netperf.Netserver
@@ -126,12 +129,19 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 		return nil, fmt.Errorf("failed to create %s: %w", l.dir, err)
 	}
 	nsName := e.opts.Prefix + vmi.Namespace + "." + l.podName
-	if err := topology.DeleteNetNS(nsName); err != nil {
-		return nil, err
+	guestName := e.opts.Prefix + vmi.Namespace + "." + vmi.Name
+	for _, n := range []string{nsName, guestName} {
+		if err := topology.DeleteNetNS(n); err != nil {
+			return nil, err
+		}
 	}
 	if l.netns, err = topology.NewNetNS(nsName); err != nil {
 		return nil, err
 	}
+	if l.guest, err = topology.NewNetNS(guestName); err != nil {
+		return nil, err
+	}
+	guestIfs := guestInterfaceNames(vmi)
 	if l.podIP, err = e.allocatePodIP(); err != nil {
 		return nil, err
 	}
@@ -139,17 +149,39 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	if err := topology.DeleteHostLink(hostIf); err != nil {
 		return nil, err
 	}
-	if l.masq, err = topology.AddMasquerade(l.netns, topology.MasqueradeOptions{HostIfName: hostIf, PodIP: l.podIP}); err != nil {
-		return nil, fmt.Errorf("failed to wire the pod network of %s: %w", key, err)
+	if podNet := podNetwork(vmi); podNet != "" {
+		if iface := specInterface(vmi, podNet); iface == nil || iface.Masquerade == nil {
+			return nil, fmt.Errorf("failed to wire the pod network of %s: only the masquerade binding is emulated for it", key)
+		}
+		if l.masq, err = topology.AddMasquerade(l.netns, topology.MasqueradeOptions{HostIfName: hostIf, PodIP: l.podIP, Guest: l.guest, GuestIfName: guestIfs[podNet]}); err != nil {
+			return nil, fmt.Errorf("failed to wire the pod network of %s: %w", key, err)
+		}
+		e.log.printf("kubelet", "pod %s/%s (VMI %s): network namespace %s, pod network eth0 %s/32 MTU %d via host veth %s",
+			vmi.Namespace, l.podName, vmi.Name, nsName, l.podIP, l.masq.MTU, hostIf)
+		e.log.printf("virt-launcher", "%s: masquerade binding: k6t-eth0 10.0.2.1 (TX checksum off, as KubeVirt), NAT rules, tap0 -> guest %s %s (guest namespace %s)",
+			key, l.masq.GuestIfName, l.masq.GuestIP, guestName)
 	}
-	e.log.printf("kubelet", "pod %s/%s (VMI %s): network namespace %s, pod network eth0 %s/32 MTU %d via host veth %s (masquerade NAT like virt-launcher, guest 10.0.2.2)",
-		vmi.Namespace, l.podName, vmi.Name, nsName, l.podIP, l.masq.MTU, hostIf)
 	for _, n := range multusNetworks(vmi) {
+		iface := specInterface(vmi, n.Name)
+		if iface == nil {
+			continue
+		}
+		if iface.Bridge == nil {
+			return nil, fmt.Errorf("failed to wire network %s of %s: only the bridge binding is emulated for Multus networks", n.Name, key)
+		}
 		a, err := e.cniAdd(ctx, l, vmi, n)
 		if err != nil {
 			return nil, err
 		}
 		l.nets = append(l.nets, a)
+		b, err := topology.AddBridgeBinding(l.netns, l.guest, topology.BridgeBindingOptions{PodIfName: a.podIf, GuestIfName: guestIfs[n.Name]})
+		if err != nil {
+			return nil, fmt.Errorf("failed to bind network %s of %s: %w", n.Name, key, err)
+		}
+		l.bindings = append(l.bindings, b)
+		a.guestIf = b.GuestIfName
+		e.log.printf("virt-launcher", "%s: bridge binding of %s: %s is a port of %s (TX checksum off), %s -> guest %s mac %s MTU %d %s",
+			key, n.Name, a.podIf, b.BridgeName, b.TapName, b.GuestIfName, b.MAC, b.MTU, strings.Join(a.ips, ","))
 	}
 	l.keysFile = filepath.Join(l.dir, "authorized_keys")
 	if n, err := e.authorizedKeys(ctx, vmi, l.keysFile); err != nil {
@@ -210,6 +242,11 @@ func (e *Emulator) release(ctx context.Context, l *launcher) error {
 			errs = append(errs, err)
 		}
 	}
+	for i := len(l.bindings) - 1; i >= 0; i-- {
+		if err := l.bindings[i].Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := len(l.nets) - 1; i >= 0; i-- {
 		if err := e.cniDel(ctx, l.nets[i]); err != nil {
 			errs = append(errs, err)
@@ -220,9 +257,11 @@ func (e *Emulator) release(ctx context.Context, l *launcher) error {
 			errs = append(errs, err)
 		}
 	}
-	if l.netns != nil {
-		if err := l.netns.Delete(); err != nil {
-			errs = append(errs, err)
+	for _, n := range []*topology.NetNS{l.guest, l.netns} {
+		if n != nil {
+			if err := n.Delete(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	e.mu.Lock()
@@ -297,7 +336,7 @@ func (e *Emulator) writeVMIStatus(ctx context.Context, vmi *kubevirtv1.VirtualMa
 	want.ActivePods = map[types.UID]string{l.podUID: e.opts.NodeName}
 	want.GuestOSInfo = kubevirtv1.VirtualMachineInstanceGuestOSInfo{
 		Name:       "Fastpath emulation",
-		PrettyName: "EMULATED guest: network namespace " + l.netns.Name,
+		PrettyName: "EMULATED guest: network namespace " + l.guest.Name,
 	}
 	ready := kubevirtv1.VirtualMachineInstanceCondition{
 		Type:               kubevirtv1.VirtualMachineInstanceReady,
@@ -334,11 +373,11 @@ func (e *Emulator) writeVMIStatus(ctx context.Context, vmi *kubevirtv1.VirtualMa
 	return nil
 }
 
-// interfaceStatus lists the VMI interfaces as virt-handler reports them. The
-// guest is the launcher's namespace, so the guest interface names are the
-// pod interface names: eth0 for the pod network and the hashed name for each
-// Multus network. The pod network reports the pod IP, as KubeVirt does for
-// the masquerade binding.
+// interfaceStatus lists the VMI interfaces as virt-handler reports them
+// from the guest: interfaceName is the guest's (eth0, eth1, ... in spec
+// order), podInterfaceName the launcher's (eth0 for the pod network, the
+// hashed name for each Multus network). The pod network reports the pod IP,
+// as KubeVirt does for the masquerade binding.
 func (e *Emulator) interfaceStatus(vmi *kubevirtv1.VirtualMachineInstance, l *launcher) []kubevirtv1.VirtualMachineInstanceNetworkInterface {
 	var out []kubevirtv1.VirtualMachineInstanceNetworkInterface
 	for _, n := range vmi.Spec.Networks {
@@ -346,10 +385,10 @@ func (e *Emulator) interfaceStatus(vmi *kubevirtv1.VirtualMachineInstance, l *la
 			continue
 		}
 		switch {
-		case n.Pod != nil:
+		case n.Pod != nil && l.masq != nil:
 			out = append(out, kubevirtv1.VirtualMachineInstanceNetworkInterface{
-				Name: n.Name, InterfaceName: l.masq.PodIfName, PodInterfaceName: l.masq.PodIfName,
-				IP: l.podIP.String(), IPs: []string{l.podIP.String()}, MAC: l.masq.PodMAC,
+				Name: n.Name, InterfaceName: l.masq.GuestIfName, PodInterfaceName: l.masq.PodIfName,
+				IP: l.podIP.String(), IPs: []string{l.podIP.String()}, MAC: l.masq.GuestMAC,
 				InfoSource: "domain, guest-agent", LinkState: "up",
 			})
 		case n.Multus != nil && !n.Multus.Default:
@@ -358,12 +397,32 @@ func (e *Emulator) interfaceStatus(vmi *kubevirtv1.VirtualMachineInstance, l *la
 					continue
 				}
 				out = append(out, kubevirtv1.VirtualMachineInstanceNetworkInterface{
-					Name: n.Name, InterfaceName: a.podIf, PodInterfaceName: a.podIf,
+					Name: n.Name, InterfaceName: a.guestIf, PodInterfaceName: a.podIf,
 					IP: a.ips[0], IPs: a.ips, MAC: a.mac,
 					InfoSource: "domain, guest-agent, multus-status", LinkState: "up",
 				})
 			}
 		}
+	}
+	return out
+}
+
+// podNetwork returns the name of the VMI's pod network, "" when it has none.
+func podNetwork(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, n := range vmi.Spec.Networks {
+		if n.Pod != nil {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// guestInterfaceNames names the guest's NICs by spec interface order, eth0,
+// eth1, ..., as a Linux guest with net.ifnames=0 names its virtio NICs.
+func guestInterfaceNames(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
+	out := map[string]string{}
+	for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		out[iface.Name] = fmt.Sprintf("eth%d", i)
 	}
 	return out
 }
