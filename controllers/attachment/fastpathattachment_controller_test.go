@@ -1,16 +1,19 @@
 package attachment_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/wiring"
 )
 
 const (
@@ -308,6 +311,29 @@ var _ = Describe("FastPathAttachment", func() {
 		Expect(conditionMessage(ns, "mine", v1alpha1.VMsWiredCondition)).To(Equal(
 			"VM user: spec.template.spec.networks[name=fp-mine] exists and was not written by fastpath-operator"))
 		Consistently(func() []string { return resourceVersions(vm) }).Should(Equal(rv))
+	})
+
+	It("takes over a VM still wired by an attachment that no longer exists", func() {
+		ns := newNamespace()
+		vm := &unstructured.Unstructured{}
+		Expect(vm.UnmarshalJSON([]byte(fmt.Sprintf(busyVM, "orphan", `{"app":"db"}`)))).To(Succeed())
+		original, err := json.Marshal(vm.Object["spec"])
+		Expect(err).NotTo(HaveOccurred())
+		// The wiring of an attachment whose finalizer was removed by force.
+		_, err = wiring.Wire(vm.Object, wiring.Desired{Attachment: "gone", VSOCK: true, Placement: v1alpha1.PlacementPreferred})
+		Expect(err).NotTo(HaveOccurred())
+		vm.SetNamespace(ns)
+		Expect(env.Client.Create(ctx, vm)).To(Succeed())
+
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(vmOwner(ns, "orphan")).Should(Equal("link"))
+		Expect(templatePart(ns, "orphan", "spec", "domain", "devices", "autoattachVSOCK")).To(Equal("<absent>"))
+		Expect(templatePart(ns, "orphan", "spec", "affinity")).To(Equal(
+			`{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"topologyKey":"topology.kubernetes.io/zone"},` +
+				`{"labelSelector":{"matchLabels":{"fastpath.io/attachment":"link"}},"topologyKey":"kubernetes.io/hostname"}]}}`))
+
+		Expect(env.Client.Delete(ctx, getAttachment(ns, "link"))).To(Succeed())
+		Eventually(func() string { return specJSON(ns, "orphan") }).Should(Equal(string(original)))
 	})
 
 	It("rejects a spec the CRD cannot check with Ready=False/InvalidSpec", func() {

@@ -30,6 +30,14 @@
 // under the field manager fastpath-operator. Maps and scalars travel in the
 // same patch, so a VM costs one request.
 //
+// The price of atomic lists is paid by users who manage their VMs with
+// server-side apply: after the operator changed the interfaces list, the list
+// is owned by fastpath-operator, and re-applying a manifest that changes it
+// needs --force-conflicts. That replaces the list without our entry; the VM
+// update wakes the operator, which appends its entry again (the record still
+// says it is ours). Client-side kubectl apply and edits behave the same way
+// without the conflict.
+//
 // # Restoring exactly
 //
 // Some of what the operator sets may already be there: a user may have set
@@ -43,6 +51,12 @@
 // byte for byte the spec before Wire. A value the user already had (an equal
 // affinity term, the label with our value) is not recorded as ours and is left
 // in place by Unwire.
+//
+// The record is the operator's memory: deleting it by hand makes the
+// operator's own entries look like the user's, which is then reported as a
+// conflict and never overwritten. A record naming an attachment that no longer
+// exists (its finalizer removed by force) is unwired by the next attachment
+// that selects the VM, before it wires its own.
 //
 // The record also tells which attachment wired a VM, which the operator needs to
 // unwire VMs that stopped matching a selector and to resolve two attachments
