@@ -38,6 +38,16 @@
 // says it is ours). Client-side kubectl apply and edits behave the same way
 // without the conflict.
 //
+// # Why unstructured JSON and not kubevirt.io/api types
+//
+// Decoding a VM into kubevirtv1.VirtualMachine and encoding it again is not
+// an identity: with kubevirt.io/api v1.6.0 a template
+// {"spec":{"domain":{"resources":{"requests":{"memory":"1024Mi","cpu":"1.5"}}},"futureField":1}}
+// comes back with "template.metadata":{} added, the quantities rewritten to
+// "1Gi" and "1500m", and futureField (a field of a newer KubeVirt) dropped.
+// Sending that would rewrite the user's fields, so the wiring works on the
+// JSON the API server returned and touches nothing else.
+//
 // # Restoring exactly
 //
 // Some of what the operator sets may already be there: a user may have set
