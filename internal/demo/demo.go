@@ -51,6 +51,8 @@ type Options struct {
 	// RepoRoot is the repository (config/samples, bin/); default: found from
 	// the working directory.
 	RepoRoot string
+	// BinDir holds the binaries; default <RepoRoot>/bin.
+	BinDir string
 	// Full also runs the papers' whole matrix (FullBenchmark).
 	Full bool
 	// Out receives everything the demo prints; default os.Stdout.
@@ -84,7 +86,10 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	d := &demo{o: o, out: o.Out, bin: filepath.Join(o.RepoRoot, "bin"), outDir: filepath.Join(o.RepoRoot, "_out", "demo"), steps: 7, started: time.Now()}
+	if o.BinDir == "" {
+		o.BinDir = filepath.Join(o.RepoRoot, "bin")
+	}
+	d := &demo{o: o, out: o.Out, bin: o.BinDir, outDir: filepath.Join(o.RepoRoot, "_out", "demo"), steps: 7, started: time.Now()}
 	if err := CheckRequirements(d.bin); err != nil {
 		return err
 	}

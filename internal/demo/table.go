@@ -13,11 +13,12 @@ import (
 // WriteResultsTable prints the runs of doc as a table, one row per matrix
 // point and path, the reference (baseline) paths beside the others, with
 // the speed-up of every non-reference path over each reference at that
-// point. Throughput is the median in Gbit/s (10^9) with min-max over the
-// repetitions; latency the median mean round trip in µs.
+// point (for RR tests the ratio of transaction rates). Stream throughput is
+// the median in Gbit/s (10^9) with min-max over the repetitions; RR tests
+// show the median transactions per second and mean round trip in µs.
 func WriteResultsTable(w io.Writer, doc results.Document) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tMEAN LATENCY µs\tSPEED-UP")
+	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tTRANS/S\tMEAN LATENCY µs\tSPEED-UP")
 	var points []results.Point
 	seen := map[results.Point]bool{}
 	for _, r := range doc.Runs {
@@ -41,9 +42,18 @@ func WriteResultsTable(w io.Writer, doc results.Document) error {
 			if !ok {
 				continue
 			}
-			lat := "-"
-			if results.IsRR(r.Test) && r.MeanLatencyUs > 0 {
-				lat = fmt.Sprintf("%.1f", r.MeanLatencyUs)
+			rate, tps, lat := fmt.Sprintf("%.2f (%.2f-%.2f)", r.ThroughputMbps/1000, r.ThroughputMinMbps/1000, r.ThroughputMaxMbps/1000), "-", "-"
+			if results.IsRR(r.Test) {
+				// Request/response payload rates are tiny; transactions and latency tell.
+				rate = "-"
+				tps = fmt.Sprintf("%.0f", r.TransactionsPerSec)
+				if r.MeanLatencyUs > 0 {
+					lat = fmt.Sprintf("%.1f", r.MeanLatencyUs)
+				}
+			}
+			mtu := "-"
+			if r.MTU > 0 {
+				mtu = fmt.Sprint(r.MTU)
 			}
 			sock := "default"
 			if pt.SocketBytes > 0 {
@@ -53,9 +63,8 @@ func WriteResultsTable(w io.Writer, doc results.Document) error {
 			if sp == "" {
 				sp = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%.2f (%.2f-%.2f)\t%s\t%s\n",
-				pt.Test, sock, results.FormatBytes(pt.MessageBytes), pt.Sessions, pt.Pairs, p, r.MTU,
-				r.ThroughputMbps/1000, r.ThroughputMinMbps/1000, r.ThroughputMaxMbps/1000, lat, sp)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				pt.Test, sock, results.FormatBytes(pt.MessageBytes), pt.Sessions, pt.Pairs, p, mtu, rate, tps, lat, sp)
 		}
 	}
 	return tw.Flush()

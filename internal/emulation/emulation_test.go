@@ -258,8 +258,14 @@ func TestEmulation(t *testing.T) {
 			VSOCK:      &fastpathv1alpha1.VSOCKSpec{Services: []fastpathv1alpha1.VSOCKService{{Name: "s", VM: "vm-a", Port: 1}}},
 		},
 	}
+	// The template changes after vm-a started, so its VMI is out of date.
+	vmA := &kubevirtv1.VirtualMachine{}
+	g.Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "vm-a"}, vmA)).To(gomega.Succeed())
+	grace := int64(7)
+	vmA.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
+	g.Expect(c.Update(ctx, vmA)).To(gomega.Succeed())
 	g.Expect(c.Create(ctx, fpa)).To(gomega.Succeed())
-	fpa.Status.VMs = []fastpathv1alpha1.VMStatus{{Name: "vm-a", RestartRequired: true, Message: "test"}}
+	fpa.Status.VMs = []fastpathv1alpha1.VMStatus{{Name: "vm-a", RestartRequired: true, Message: "test"}, {Name: "vm-b", RestartRequired: true, Message: "stale"}}
 	g.Expect(c.Status().Update(ctx, fpa)).To(gomega.Succeed())
 	oldUID := vmis["vm-a"].UID
 	g.Eventually(func(g gomega.Gomega) {
@@ -274,6 +280,13 @@ func TestEmulation(t *testing.T) {
 	gaNew, ok := e.Guest(types.NamespacedName{Namespace: ns, Name: "vm-a"})
 	g.Expect(ok).To(gomega.BeTrue())
 	g.Expect(gaNew.Launcher.Name).NotTo(gomega.Equal(ga.Launcher.Name), "a new virt-launcher pod")
+	// vm-b's VMI runs its current template: a (stale) restartRequired is ignored.
+	g.Consistently(func(g gomega.Gomega) {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "vm-b"}, vmi)).To(gomega.Succeed())
+		g.Expect(vmi.UID).To(gomega.Equal(vmis["vm-b"].UID))
+	}, 2*time.Second, 200*time.Millisecond).Should(gomega.Succeed())
+	g.Expect(logs.String()).NotTo(gomega.ContainSubstring("virtctl restart vm-b"))
 
 	// Stop leaves nothing behind.
 	guests := e.Guests()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,12 +48,22 @@ func (e *Emulator) reconcileRestart(ctx context.Context, req reconcile.Request) 
 	return reconcile.Result{}, nil
 }
 
-// Restart deletes the VMI of the VM key once per VMI UID (an emulated
-// `virtctl restart`); the emulated virt-controller starts a new one.
+// Restart deletes the VMI of the VM key (an emulated `virtctl restart`) when
+// the VMI's spec differs from the VM's current template, once per VMI UID;
+// the emulated virt-controller starts a new one. A VMI already created from
+// the current template is left alone even when a status (computed from an
+// older VMI) still asks for a restart.
 func (e *Emulator) Restart(ctx context.Context, key types.NamespacedName, why string) error {
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := e.cli.Get(ctx, key, vmi); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := e.cli.Get(ctx, key, vm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if vm.Spec.Template != nil && equality.Semantic.DeepEqual(vm.Spec.Template.Spec, vmi.Spec) {
+		return nil
 	}
 	e.mu.Lock()
 	done := e.restarted[vmi.UID]
