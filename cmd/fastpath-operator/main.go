@@ -1,6 +1,6 @@
 // Command fastpath-operator runs the Fastpath controllers (DESIGN §3): the
-// FastPathAttachment reconciler (package controllers/attachment) and, once
-// registered below, the FastPathBenchmark reconciler. It only parses flags and
+// FastPathAttachment reconciler (package controllers/attachment) and the
+// FastPathBenchmark reconciler (package controllers/benchmark). It only parses flags and
 // wires dependencies; the logic lives in the controller packages.
 package main
 
@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
+	"github.com/fastpath-io/fastpath/controllers/benchmark"
 	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
 )
 
@@ -107,13 +108,15 @@ func setupControllers(mgr ctrl.Manager, f flags, attOpts attachment.Options) err
 		return err
 	}
 
-	// ---- FastPathBenchmark controller (controllers/benchmark) registers here ----
-	// It takes f.runnerImage (--runner-image), e.g.:
-	//
-	//	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(mgr); err != nil {
-	//		return err
-	//	}
-	// ---- end of the FastPathBenchmark registration spot ----
+	if f.runnerImage == "" {
+		// Without a runner image no Job can run: say so once instead of failing
+		// the whole operator, and leave FastPathBenchmarks unreconciled.
+		ctrl.Log.WithName("setup").Info("FastPathBenchmark controller disabled: --runner-image is empty")
+		return nil
+	}
+	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 
 	return nil
 }
