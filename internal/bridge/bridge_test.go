@@ -21,7 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
 )
 
-// Names in this package start with "fpb" (fast-path bridge tests).
+// Names in this package start with "fpbr" (bridge package tests).
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,7 +48,7 @@ func TestLinuxBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
 	m := linuxManager(t)
-	name := testutil.UniqueName("fpbl")
+	name := testutil.UniqueName("fpbrl")
 	deleteLinkAtCleanup(t, name)
 
 	spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000}
@@ -75,7 +75,7 @@ func TestLinuxBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(link.Attrs().Index).To(Equal(index))
 
 	// A port with a smaller MTU joins; an attachment then asks for more.
-	veth := testutil.UniqueName("fpbv")
+	veth := testutil.UniqueName("fpbrv")
 	deleteLinkAtCleanup(t, veth)
 	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: veth, MTU: 9000, MasterIndex: index}, PeerName: veth + "p"})).To(Succeed())
 	spec.MTU = 65000
@@ -100,7 +100,7 @@ func TestLinuxBridgeExistingBridgeIsAdoptedUnlessAliased(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
 	m := linuxManager(t)
-	plain, aliased := testutil.UniqueName("fpbl"), testutil.UniqueName("fpbl")
+	plain, aliased := testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl")
 	deleteLinkAtCleanup(t, plain)
 	deleteLinkAtCleanup(t, aliased)
 	// plain: as left by an agent killed between creating and marking it.
@@ -130,7 +130,7 @@ func TestLinuxBridgeExistingBridgeIsAdoptedUnlessAliased(t *testing.T) {
 func TestLinuxBridgeNameTakenByAnotherKind(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	name := testutil.UniqueName("fpbv")
+	name := testutil.UniqueName("fpbrv")
 	deleteLinkAtCleanup(t, name)
 	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"})).To(Succeed())
 
@@ -170,7 +170,7 @@ func TestOVSBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	g := NewWithT(t)
 	socket := ovstest.Start(t)
 	m := ovsManager(t, socket)
-	name := testutil.UniqueName("fpbo")
+	name := testutil.UniqueName("fpbro")
 	deleteOVSBridgeAtCleanup(t, socket, name)
 
 	spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000}
@@ -200,7 +200,7 @@ func TestOVSBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(link.Attrs().Index).To(Equal(index))
 
 	// Raised, with a port on the bridge.
-	veth := testutil.UniqueName("fpbv")
+	veth := testutil.UniqueName("fpbrv")
 	deleteLinkAtCleanup(t, veth)
 	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: veth, MTU: 9000}, PeerName: veth + "p"})).To(Succeed())
 	vsctl(t, socket, "add-port", name, veth)
@@ -223,7 +223,7 @@ func TestOVSBridgeNameTakenByLinuxBridge(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
 	socket := ovstest.Start(t)
-	name := testutil.UniqueName("fpbl")
+	name := testutil.UniqueName("fpbrl")
 	deleteLinkAtCleanup(t, name)
 	deleteOVSBridgeAtCleanup(t, socket, name)
 	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}})).To(Succeed())
