@@ -64,8 +64,12 @@ const (
 
 func startLocal(ctx context.Context, root, ns string, out io.Writer) (*localEnv, error) {
 	mtu := int32(9000)
+	bin := os.Getenv("FASTPATH_BIN_DIR")
+	if bin == "" {
+		bin = filepath.Join(root, "bin")
+	}
 	s, err := demo.StartStack(ctx, demo.StackOptions{
-		BinDir:       filepath.Join(root, "bin"),
+		BinDir:       bin,
 		WorkDir:      filepath.Join(root, "_out", "e2e"),
 		Namespaces:   []string{ns},
 		NetNSPrefix:  "fpe2e-",
