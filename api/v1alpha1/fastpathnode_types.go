@@ -126,7 +126,9 @@ type SysctlStatus struct {
 	// value now in force.
 	// +optional
 	Value string `json:"value,omitempty"`
-	// applied is true when the agent wrote the value (it never lowers one).
+	// applied is true when --tune-sysctls is on and the value in force meets the
+	// tuning, whoever wrote it (this agent, an earlier run, or the admin); the
+	// agent never lowers a value.
 	// +optional
 	Applied bool `json:"applied,omitempty"`
 }
