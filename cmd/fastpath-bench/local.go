@@ -85,10 +85,16 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts.Log = log
 	ctx = logr.NewContext(ctx, log)
 	if *nice != 0 {
-		if err := localbench.SetNice(*nice); err != nil {
+		restore, err := localbench.SetNice(*nice)
+		defer func() {
+			if err := restore(); err != nil {
+				log.Error(err, "Failed to restore the scheduler autogroup's niceness")
+			}
+		}()
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "running at nice %d (processes started from now on inherit it)\n", *nice)
+		fmt.Fprintf(stdout, "running at nice %d (also the session's scheduler autogroup; processes started from now on inherit it)\n", *nice)
 	}
 
 	if left, err := localbench.CleanLeftovers(opts.Prefix, log); err != nil {

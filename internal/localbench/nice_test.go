@@ -1,0 +1,47 @@
+package localbench
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/testutil"
+)
+
+// SetNice reaches the processes started afterwards and, where the kernel
+// has autogroups, the session's group, which restore puts back.
+func TestSetNice(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	before, hasAuto, err := autogroupNice()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	restore, err := SetNice(5)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(strings.TrimSpace(runOut(t, "sh", "-c", "cut -d' ' -f19 /proc/$$/stat"))).To(gomega.Equal("5"))
+	if hasAuto {
+		n, _, err := autogroupNice()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(n).To(gomega.Equal(5))
+	}
+	g.Expect(restore()).To(gomega.Succeed())
+	if hasAuto {
+		n, _, err := autogroupNice()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(n).To(gomega.Equal(before))
+	}
+	// Back to niceness 0 for the threads of this test binary.
+	restore, err = SetNice(0)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(restore()).To(gomega.Succeed())
+}
+
+func runOut(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("failed to run %s: %v", name, err)
+	}
+	return string(out)
+}
