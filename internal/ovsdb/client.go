@@ -21,9 +21,10 @@ var ErrUnreachable = errors.New("OVSDB unreachable")
 // pollInterval is how often WaitInterface looks at the cache.
 const pollInterval = 10 * time.Millisecond
 
-// Client is a connection to ovsdb-server with a monitored cache of the
-// modelled columns. Reads come from the cache, which ovsdb-server updates
-// asynchronously: a write is visible to reads shortly after it commits.
+// Client is the node agent's connection to ovsdb-server, with a monitored
+// cache of the columns it uses. Reads come from the cache, which
+// ovsdb-server updates asynchronously: a write is visible to reads shortly
+// after it commits.
 type Client struct {
 	c        client.Client
 	endpoint string
@@ -52,31 +53,23 @@ type BridgeSpec struct {
 }
 
 // Connect dials endpoint (unix:<path>, tcp:<host>:<port>) and monitors the
-// modelled columns; ctx bounds the dial and the initial monitor. Errors wrap
-// ErrUnreachable. Close the client when done.
+// columns the agent uses (see Dial); ctx bounds the dial and the initial
+// monitor. Errors of the connect and monitor steps wrap ErrUnreachable. Close
+// the client when done.
 func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Client, error) {
-	dbModel, err := ClientDBModel()
-	if err != nil {
-		return nil, fmt.Errorf("failed to build OVSDB model: %w", err)
-	}
-	log = log.WithName("libovsdb")
-	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&log))
-	if err != nil {
-		return nil, fmt.Errorf("failed to create OVSDB client for %s: %w", endpoint, err)
-	}
-	if err := c.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("failed to connect to OVSDB at %s: %w: %w", endpoint, ErrUnreachable, err)
-	}
 	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
-	mon := c.NewMonitor(
-		client.WithTable(o, &o.Bridges, &o.OVSVersion, &o.DatapathTypes),
-		client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType, &b.ExternalIDs),
-		client.WithTable(p, &p.Name, &p.Interfaces),
-		client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Error),
-	)
-	if _, err := c.Monitor(ctx, mon); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("failed to monitor OVSDB at %s: %w: %w", endpoint, ErrUnreachable, err)
+	c, err := Dial(ctx, endpoint, DialOptions{
+		Log:         log.WithName("libovsdb"),
+		Unreachable: ErrUnreachable,
+		Tables: []client.MonitorOption{
+			client.WithTable(o, &o.Bridges, &o.OVSVersion, &o.DatapathTypes),
+			client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType, &b.ExternalIDs),
+			client.WithTable(p, &p.Name, &p.Interfaces),
+			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Error),
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &Client{c: c, endpoint: endpoint}, nil
 }
@@ -116,14 +109,7 @@ func (c *Client) System(ctx context.Context) (System, error) {
 
 // Bridge returns the bridge row name, or nil when there is none.
 func (c *Client) Bridge(ctx context.Context, name string) (*Bridge, error) {
-	b := &Bridge{Name: name}
-	if err := c.c.Get(ctx, b); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to look up OVS bridge %s: %w", name, err)
-	}
-	return b, nil
+	return LookupBridge(ctx, c.c, name)
 }
 
 // Bridges returns every bridge for which keep returns true, sorted by name.
@@ -146,14 +132,7 @@ func (c *Client) Bridges(ctx context.Context, keep func(*Bridge) bool) ([]Bridge
 
 // Interface returns the interface row name, or nil when there is none.
 func (c *Client) Interface(ctx context.Context, name string) (*Interface, error) {
-	i := &Interface{Name: name}
-	if err := c.c.Get(ctx, i); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to look up OVS interface %s: %w", name, err)
-	}
-	return i, nil
+	return LookupInterface(ctx, c.c, name)
 }
 
 // PortNames returns the names of b's ports other than its internal port (the
@@ -266,14 +245,8 @@ func (c *Client) WaitBridge(ctx context.Context, name string) (*Bridge, error) {
 }
 
 func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation) error {
-	res, err := c.c.Transact(ctx, ops...)
-	if err != nil {
-		return fmt.Errorf("failed to %s: %w", what, err)
-	}
-	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
-		return fmt.Errorf("failed to %s: %w", what, err)
-	}
-	return nil
+	_, err := Transact(ctx, c.c, what, ops)
+	return err
 }
 
 // Conn connects lazily and reconnects after a lost connection, so that a

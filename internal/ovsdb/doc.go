@@ -1,13 +1,17 @@
-// Package ovsdb is the node agent's small Open vSwitch database client: a
-// libovsdb model of the Open_vSwitch, Bridge, Port and Interface columns the
-// agent reads and writes (vswitch.ovsschema, RFC 7047), and the few
-// operations it needs — read the switch's version and datapath types, create
-// a bridge with its internal interface in one transaction, set a bridge's
-// datapath_type and its internal interface's mtu_request, and read back what
-// ovs-vswitchd applied.
+// Package ovsdb is fastpath's one model of the Open vSwitch database
+// (vswitch.ovsschema, RFC 7047) for libovsdb, and the node agent's client of
+// it.
 //
-// It is separate from the CNI plugin's cni/pkg/ovs (which adds and removes
-// ports and never creates bridges) because the agent needs columns that model
-// lacks (ovs_version, datapath_types, Bridge external_ids) and the CNI binary
-// should not carry the agent's bridge management.
+// model.go holds the Open_vSwitch, Bridge, Port and Interface columns that
+// the node agent and the CNI plugin (cni/pkg/ovs) use. dial.go holds what
+// both share: Dial connects and monitors the columns its caller names (each
+// monitors only its own), LookupBridge, LookupPort and LookupInterface read
+// a row by name from the cache, and Transact runs and checks a transaction.
+//
+// client.go is the agent's client on top of these: read the switch's
+// version and datapath types, create a bridge with its internal interface
+// in one transaction, set a bridge's datapath_type and its internal
+// interface's mtu_request, read back what ovs-vswitchd applied, and (Conn)
+// connect lazily and reconnect. Port management stays in cni/pkg/ovs: the
+// plugin adds and removes ports and never creates bridges.
 package ovsdb

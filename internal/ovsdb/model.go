@@ -25,11 +25,18 @@ const (
 // (the one named like the bridge).
 const InterfaceTypeInternal = "internal"
 
-// OpenvSwitch is the single row of the Open_vSwitch table: only the columns
-// the agent reads.
+// The model below holds the columns that the node agent (Client) and the CNI
+// plugin (cni/pkg/ovs) read or write, the union of both. Each monitors only
+// the columns it uses (see Dial); the others stay at their zero value in its
+// cache, and libovsdb leaves zero-valued columns out of the rows it inserts.
+
+// OpenvSwitch is the single row of the Open_vSwitch table.
 type OpenvSwitch struct {
 	UUID    string   `ovsdb:"_uuid"`
 	Bridges []string `ovsdb:"bridges"`
+	// OtherConfig holds switch-wide settings, e.g. "userspace-tso-enable"
+	// ("true" or "false"), which ovs-vswitchd reads when it starts.
+	OtherConfig map[string]string `ovsdb:"other_config"`
 	// OVSVersion is written by the start-up scripts (ovs-ctl), e.g. "3.1.0";
 	// unset when OVS was started by hand.
 	OVSVersion *string `ovsdb:"ovs_version"`
@@ -49,20 +56,25 @@ type Bridge struct {
 
 // Port is a row of the Port table.
 type Port struct {
-	UUID       string   `ovsdb:"_uuid"`
-	Name       string   `ovsdb:"name"`
-	Interfaces []string `ovsdb:"interfaces"`
+	UUID        string            `ovsdb:"_uuid"`
+	Name        string            `ovsdb:"name"`
+	Interfaces  []string          `ovsdb:"interfaces"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
-// Interface is a row of the Interface table. MTU (bytes) and Error are
-// written by ovs-vswitchd; MTURequest (bytes) by the agent.
+// Interface is a row of the Interface table. MTU (bytes), Ofport and Error
+// are written by ovs-vswitchd: Ofport is the OpenFlow port number, -1 when
+// ovs-vswitchd could not open the interface (Error then says why).
+// MTURequest (bytes) is written by the agent.
 type Interface struct {
-	UUID       string  `ovsdb:"_uuid"`
-	Name       string  `ovsdb:"name"`
-	Type       string  `ovsdb:"type"`
-	MTU        *int    `ovsdb:"mtu"`
-	MTURequest *int    `ovsdb:"mtu_request"`
-	Error      *string `ovsdb:"error"`
+	UUID        string            `ovsdb:"_uuid"`
+	Name        string            `ovsdb:"name"`
+	Type        string            `ovsdb:"type"`
+	MTU         *int              `ovsdb:"mtu"`
+	MTURequest  *int              `ovsdb:"mtu_request"`
+	Ofport      *int              `ovsdb:"ofport"`
+	Error       *string           `ovsdb:"error"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
 // ClientDBModel returns the libovsdb client model of the four tables.
