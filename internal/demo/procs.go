@@ -88,6 +88,9 @@ type runState struct {
 	Processes []stateProcess `json:"processes"`
 	// Bridges are the node bridges the run's attachments make the agent create.
 	Bridges []stateBridge `json:"bridges"`
+	// Dirs are temporary directories of the processes (envtest's certificate
+	// and etcd data directories), removed after the processes are killed.
+	Dirs []string `json:"dirs,omitempty"`
 }
 
 type stateProcess struct {

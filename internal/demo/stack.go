@@ -142,6 +142,15 @@ func CleanupLeftovers(ctx context.Context, o StackOptions) error {
 	for _, p := range killRecorded(st.Processes) {
 		fmt.Fprintf(o.Out, "cleanup: killed leftover %s (pid %d)\n", filepath.Base(p.Exe), p.PID)
 	}
+	for _, d := range st.Dirs {
+		// Only envtest's own temporary directories are recorded.
+		if !strings.HasPrefix(d, os.TempDir()+"/k8s_test_framework_") {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("failed to remove %s: %w", d, err))
+		}
+	}
 	if err := emulation.CleanupLeftovers(ctx, o.emulationOptions(), o.Out); err != nil {
 		errs = append(errs, err)
 	}
@@ -281,8 +290,8 @@ func (s *Stack) recordControlPlane() {
 	for _, pid := range listenerPIDs(port) {
 		exe := exeOf(pid)
 		s.state.Processes = append(s.state.Processes, stateProcess{PID: pid, Exe: exe})
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		for _, arg := range strings.Split(string(cmdline), "\x00") {
+		s.recordDirs(pid)
+		for _, arg := range cmdlineOf(pid) {
 			v, ok := strings.CutPrefix(arg, "--etcd-servers=")
 			if !ok {
 				continue
@@ -291,11 +300,28 @@ func (s *Stack) recordControlPlane() {
 				ep, _ := strconv.Atoi(eu.Port())
 				for _, epid := range listenerPIDs(ep) {
 					s.state.Processes = append(s.state.Processes, stateProcess{PID: epid, Exe: exeOf(epid)})
+					s.recordDirs(epid)
 				}
 			}
 		}
 	}
 	_ = writeRunState(s.opts.statePath(), s.state)
+}
+
+// recordDirs records the --cert-dir and --data-dir of a control plane process.
+func (s *Stack) recordDirs(pid int) {
+	for _, arg := range cmdlineOf(pid) {
+		for _, flag := range []string{"--cert-dir=", "--data-dir="} {
+			if v, ok := strings.CutPrefix(arg, flag); ok && v != "" {
+				s.state.Dirs = append(s.state.Dirs, v)
+			}
+		}
+	}
+}
+
+func cmdlineOf(pid int) []string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.Split(string(b), "\x00")
 }
 
 // CheckProcesses returns an error naming the operator or agent if one has

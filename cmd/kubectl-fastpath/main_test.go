@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+func TestMainUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "usage: kubectl fastpath"},
+		{[]string{"--help"}, 0, "bench report NAME"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"bench"}, 2, "bench needs a subcommand"},
+		{[]string{"bench", "report"}, 2, "needs one FastPathBenchmark name"},
+		{[]string{"demo", "extra"}, 2, "demo takes no arguments"},
+		{[]string{"status", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+	} {
+		g := gomega.NewWithT(t)
+		var out, errb bytes.Buffer
+		g.Expect(Main(context.Background(), tc.args, &out, &errb)).To(gomega.Equal(tc.code), "args %q", tc.args)
+		g.Expect(errb.String()).To(gomega.ContainSubstring(tc.want), "args %q", tc.args)
+	}
+}
+
+func TestParseFlagsAnywhere(t *testing.T) {
+	g := gomega.NewWithT(t)
+	fs, kubeconfig := newFlags("x", &bytes.Buffer{})
+	ns := fs.String("n", "", "")
+	pos, err := parse(fs, []string{"name", "-n", "apps", "--kubeconfig", "/k", "--", "-literal"})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(pos).To(gomega.Equal([]string{"name", "-literal"}))
+	g.Expect(*ns).To(gomega.Equal("apps"))
+	g.Expect(*kubeconfig).To(gomega.Equal("/k"))
+}
+
+func TestWriteStatus(t *testing.T) {
+	g := gomega.NewWithT(t)
+	cid, target := int64(4), int64(4)
+	fpa := fastpathv1alpha1.FastPathAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-link", Namespace: "apps"},
+		Status: fastpathv1alpha1.FastPathAttachmentStatus{
+			Conditions: []metav1.Condition{
+				{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NotReady", Message: "VSOCKReady is False"},
+				{Type: "VSOCKReady", Status: metav1.ConditionFalse, Reason: "NoCID", Message: "db-1 has no CID"},
+			},
+			NetworkAttachmentDefinition: "apps/db-link", Datapath: "LinuxBridge", MTU: 9000, SelectedVMs: 2, WiredVMs: 2,
+			VMs: []fastpathv1alpha1.VMStatus{{Name: "db-0", Wired: true, Node: "n1", Interface: "eth1", PodInterface: "poda527fe112a5",
+				MAC: "02:00:00:00:00:01", IPs: []string{"10.250.0.3"}, MTU: 9000, CID: &cid, RelayPorts: []fastpathv1alpha1.RelayPort{{Service: "db", Port: 20000}}}},
+			VSOCKServices: []fastpathv1alpha1.VSOCKServiceStatus{{Name: "db", VM: "db-0", Port: 5432, RelayPort: 20000, Node: "n1", TargetCID: &target, AllowedCIDs: []int64{3}}},
+		},
+	}
+	fpn := fastpathv1alpha1.FastPathNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: fastpathv1alpha1.FastPathNodeStatus{
+			Capabilities: fastpathv1alpha1.NodeCapabilities{VhostNet: true, Tun: true, Kernel: "6.1.0"},
+			Bridges:      []fastpathv1alpha1.BridgeStatus{{Name: "fastpath0", Datapath: "LinuxBridge", MTU: 9000, Ready: true, Attachments: []string{"apps/db-link"}}},
+			Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"}},
+		},
+	}
+	var buf bytes.Buffer
+	g.Expect(writeStatus(&buf, []fastpathv1alpha1.FastPathAttachment{fpa}, []fastpathv1alpha1.FastPathNode{fpn})).To(gomega.Succeed())
+	out := buf.String()
+	g.Expect(out).To(gomega.MatchRegexp(`apps/db-link\s+False\s+NotReady\s+LinuxBridge\s+9000\s+2\s+2\s+apps/db-link`))
+	g.Expect(out).To(gomega.ContainSubstring("VSOCKReady=False (db-1 has no CID)"))
+	g.Expect(out).To(gomega.MatchRegexp(`db-0\s+true\s+n1\s+eth1\s+poda527fe112a5\s+02:00:00:00:00:01\s+10\.250\.0\.3\s+9000\s+4\s+db=20000\s+false`))
+	g.Expect(out).To(gomega.MatchRegexp(`db\s+db-0\s+5432\s+20000\s+n1\s+4\s+\[3\]`))
+	g.Expect(out).To(gomega.MatchRegexp(`n1\s+True\s+Ready\s+true\s+false\s+true\s+-\s+6\.1\.0`))
+	g.Expect(out).To(gomega.MatchRegexp(`bridge fastpath0\s+LinuxBridge\s+MTU 9000\s+ready=true`))
+}
