@@ -65,6 +65,11 @@ type Desired struct {
 	VSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
+	// DomainHookImage is the image of the domain hook sidecar (fastpath-domain-hook
+	// as onDefineDomain in a sidecar-shim image) added to the template annotation
+	// HookSidecarsAnnotation when Network is set; "" adds none. Without Network
+	// there is no tuning for the hook to apply, so no sidecar either.
+	DomainHookImage string
 }
 
 // Network is the network part of a Desired wiring.
@@ -103,6 +108,9 @@ type Record struct {
 	// Created are the maps and lists that did not exist before the operator
 	// needed them; Unwire deletes each one that is empty again.
 	Created []string `json:"created,omitempty"`
+	// HookSidecar is the operator's entry in the template annotation
+	// HookSidecarsAnnotation, when it added one.
+	HookSidecar *HookSidecarRecord `json:"hookSidecar,omitempty"`
 }
 
 // Scalar is one scalar field set by the operator.
@@ -120,11 +128,17 @@ type ConflictError struct {
 	HeldBy string
 	// Field is the user's field in the way (a path below spec.template), otherwise.
 	Field string
+	// Reason says what is wrong with Field; "" means it exists and was not
+	// written by fastpath-operator.
+	Reason string
 }
 
 func (e *ConflictError) Error() string {
-	if e.HeldBy != "" {
+	switch {
+	case e.HeldBy != "":
 		return fmt.Sprintf("the VM is wired by FastPathAttachment %s", e.HeldBy)
+	case e.Reason != "":
+		return fmt.Sprintf("spec.template.%s %s", e.Field, e.Reason)
 	}
 	return fmt.Sprintf("spec.template.%s exists and was not written by fastpath-operator", e.Field)
 }
@@ -169,8 +183,9 @@ func OwnerFromAnnotations(annotations map[string]string) string {
 // It is idempotent and also converges an earlier wiring of the same attachment
 // to d (e.g. placement Required → Preferred, queues 4 → 1, network removed).
 //
-// Errors: *ConflictError when the VM is wired by another attachment or a user
-// entry is in the way (the VM is unchanged); an error when the template is not
+// Errors: *ConflictError when the VM is wired by another attachment, a user
+// entry is in the way or the user's HookSidecarsAnnotation is not a JSON list
+// of hook sidecars (the VM is unchanged); an error when the template is not
 // the shape KubeVirt defines (e.g. spec.template missing, networks not a list)
 // or the Record is malformed.
 func Wire(vm map[string]any, d Desired) (bool, error) {
@@ -218,8 +233,12 @@ func Wire(vm map[string]any, d Desired) (bool, error) {
 
 // Unwire removes the wiring its Record describes from the VM, in place, restores
 // every scalar the operator set, deletes every container it created that is
-// empty again and removes the Record. It reports whether anything changed; a VM
-// without a Record is left alone. Errors as for Wire (never a ConflictError).
+// empty again and removes the Record. The hook sidecar annotation gets back its
+// recorded value, byte for byte, while it still holds what the operator wrote;
+// after a user change only the operator's entry is cut out. It reports whether
+// anything changed; a VM without a Record is left alone. Errors as for Wire,
+// never a ConflictError: a hook sidecar annotation the user made unreadable
+// since is an error naming it, and the VM is unchanged.
 func Unwire(vm map[string]any) (bool, error) {
 	rec, err := ReadRecord(vm)
 	if err != nil || rec == nil {
@@ -229,6 +248,11 @@ func Unwire(vm map[string]any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := checkHookSidecars(tpl, rec, nil); err != nil {
+		// %v, not %w: Unwire promises no *ConflictError (there is no other
+		// attachment to hand the VM to; the user has to fix the value).
+		return false, fmt.Errorf("failed to unwire VM: %v", err)
+	}
 	want, err := wanted(Desired{Attachment: rec.Attachment})
 	if err != nil {
 		return false, err
@@ -237,6 +261,7 @@ func Unwire(vm map[string]any) (bool, error) {
 		want.entries[i].value = nil
 	}
 	want.scalars = nil
+	want.hook = nil
 	w := &editor{tpl: tpl, rec: rec}
 	if err := w.converge(want); err != nil {
 		return false, err
@@ -274,6 +299,8 @@ type wants struct {
 	entries []entry
 	// scalars maps dotted paths to the wanted value (always true today).
 	scalars map[string]bool
+	// hook is the wanted HookSidecarsAnnotation entry (JSON); nil: none.
+	hook []byte
 }
 
 func wanted(d Desired) (wants, error) {
@@ -305,6 +332,13 @@ func wanted(d Desired) (wants, error) {
 		if d.Network.Tuning.Queues > 1 {
 			w.scalars[strings.Join(pathMultiqueue, ".")] = true
 		}
+		if d.DomainHookImage != "" {
+			hook, err := json.Marshal(DomainHookSidecar(d.DomainHookImage))
+			if err != nil {
+				return wants{}, fmt.Errorf("failed to encode the hook sidecar entry: %w", err)
+			}
+			w.hook = hook
+		}
 	}
 	if d.VSOCK {
 		w.scalars[strings.Join(pathVSOCK, ".")] = true
@@ -325,6 +359,9 @@ func wanted(d Desired) (wants, error) {
 // checkConflicts fails when a wanted entry would overwrite something that is
 // not recorded as ours.
 func checkConflicts(tpl map[string]any, rec *Record, w wants) error {
+	if err := checkHookSidecars(tpl, rec, w.hook); err != nil {
+		return err
+	}
 	for _, e := range w.entries {
 		if e.value == nil || slices.Contains(rec.Added, e.item) {
 			continue
@@ -374,6 +411,9 @@ func (w *editor) converge(want wants) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := w.hookSidecar(want.hook); err != nil {
+		return err
 	}
 	if err := w.scalars(want.scalars); err != nil {
 		return err

@@ -83,6 +83,7 @@ func TestWireUnwireRestoresTheOriginalByteForByte(t *testing.T) {
 		"network+vsock, Preferred": full(v1alpha1.PlacementPreferred),
 		"network, one queue, None": {Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{MTU: 1500, Queues: 1}}, Placement: v1alpha1.PlacementNone},
 		"vsock only, Required":     {Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementRequired},
+		"network+vsock+hook":       withHook(full(v1alpha1.PlacementRequired), hookImage),
 	}
 	for vmName, vm := range map[string]string{"minimal": minimalVM, "busy": busyVM, "empty lists": emptyListsVM} {
 		for dName, d := range desires {
