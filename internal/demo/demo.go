@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,8 +62,11 @@ type Options struct {
 
 // demo is one run.
 type demo struct {
-	o       Options
-	out     io.Writer
+	o   Options
+	out io.Writer
+	// emu receives the emulation's lines; it holds them back while a kubectl
+	// command prints, so that command and output stay together.
+	emu     *heldWriter
 	bin     string
 	outDir  string
 	stack   *Stack
@@ -89,7 +93,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.BinDir == "" {
 		o.BinDir = filepath.Join(o.RepoRoot, "bin")
 	}
-	d := &demo{o: o, out: o.Out, bin: o.BinDir, outDir: filepath.Join(o.RepoRoot, "_out", "demo"), steps: 7, started: time.Now()}
+	d := &demo{o: o, out: o.Out, emu: &heldWriter{w: o.Out}, bin: o.BinDir, outDir: filepath.Join(o.RepoRoot, "_out", "demo"), steps: 7, started: time.Now()}
 	if err := CheckRequirements(d.bin); err != nil {
 		return err
 	}
@@ -126,7 +130,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		PodCIDR:      netip.MustParsePrefix("10.244.250.0/24"),
 		Bridges:      bridges,
 		RunnerImage:  "ghcr.io/fastpath-io/fastpath:dev",
-		Out:          d.out,
+		Out:          d.emu,
 	})
 	defer func() {
 		if ctx.Err() != nil {
@@ -187,6 +191,8 @@ func (d *demo) rel(p string) string {
 // kubectl runs bin/kubectl with the demo kubeconfig, printing the command
 // line as a user would type it and the output indented.
 func (d *demo) kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	d.emu.hold()
+	defer d.emu.release()
 	fmt.Fprintf(d.out, "$ kubectl %s\n", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, filepath.Join(d.bin, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.stack.Kubeconfig)
@@ -200,6 +206,38 @@ func (d *demo) kubectl(ctx context.Context, stdin []byte, args ...string) ([]byt
 		return out, fmt.Errorf("failed to run kubectl %s: %w", strings.Join(args, " "), err)
 	}
 	return out, nil
+}
+
+// heldWriter passes writes through, except between hold and release, when it
+// buffers them (the emulation's lines during a kubectl command).
+type heldWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	held bool
+	buf  bytes.Buffer
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		return h.buf.Write(p)
+	}
+	return h.w.Write(p)
+}
+
+func (h *heldWriter) hold() {
+	h.mu.Lock()
+	h.held = true
+	h.mu.Unlock()
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = false
+	_, _ = h.w.Write(h.buf.Bytes())
+	h.buf.Reset()
 }
 
 func (d *demo) indent(out []byte) {
