@@ -235,6 +235,11 @@ func (e *Emulator) Stop() error {
 			errs = append(errs, fmt.Errorf("failed to run the emulation's manager: %w", err))
 		}
 	}
+	e.mu.Lock()
+	for _, r := range e.jobs {
+		r.cancel()
+	}
+	e.mu.Unlock()
 	e.jobsWG.Wait()
 	e.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(e.launchers))
