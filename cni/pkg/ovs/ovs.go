@@ -13,7 +13,9 @@ import (
 	"github.com/go-logr/stdr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
+	libovsdb "github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/fastpath-io/fastpath/internal/ovsdb"
 )
 
 // External ID keys the plugin sets on the ports it creates. KeyNetwork,
@@ -41,39 +43,30 @@ var ErrBridgeNotFound = errors.New("bridge not found")
 // port (assign its ofport).
 const AttachTimeout = 10 * time.Second
 
-// Client is a connection to ovsdb-server with a cache of the four modelled
-// tables (only the modelled columns are monitored).
+// Client is a connection to ovsdb-server with a cache of the columns of
+// internal/ovsdb's model that the plugin uses (only those are monitored).
 type Client struct {
 	c        client.Client
 	endpoint string
 }
 
 // Connect dials the OVSDB endpoint (unix:<path>, tcp:<host>:<port>,
-// ssl:<host>:<port>) and monitors the modelled columns. ctx bounds the dial
-// and the initial monitor. Close the client when done.
+// ssl:<host>:<port>) with ovsdb.Dial and monitors the columns the plugin
+// uses; libovsdb logs to stderr. ctx bounds the dial and the initial
+// monitor. Close the client when done.
 func Connect(ctx context.Context, endpoint string) (*Client, error) {
-	dbModel, err := ClientDBModel()
+	o, b, p, i := &ovsdb.OpenvSwitch{}, &ovsdb.Bridge{}, &ovsdb.Port{}, &ovsdb.Interface{}
+	c, err := ovsdb.Dial(ctx, endpoint, ovsdb.DialOptions{
+		Log: stdr.New(log.New(os.Stderr, "libovsdb: ", log.LstdFlags)),
+		Tables: []client.MonitorOption{
+			client.WithTable(o, &o.Bridges, &o.OtherConfig),
+			client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType),
+			client.WithTable(p, &p.Name, &p.Interfaces, &p.ExternalIDs),
+			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Ofport, &i.Error, &i.ExternalIDs),
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to build OVSDB model: %w", err)
-	}
-	logger := stdr.New(log.New(os.Stderr, "libovsdb: ", log.LstdFlags))
-	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&logger))
-	if err != nil {
-		return nil, fmt.Errorf("failed to create OVSDB client for %s: %w", endpoint, err)
-	}
-	if err := c.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("failed to connect to OVSDB at %s: %w", endpoint, err)
-	}
-	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
-	mon := c.NewMonitor(
-		client.WithTable(o, &o.Bridges, &o.OtherConfig),
-		client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType),
-		client.WithTable(p, &p.Name, &p.Interfaces, &p.ExternalIDs),
-		client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Ofport, &i.Error, &i.ExternalIDs),
-	)
-	if _, err := c.Monitor(ctx, mon); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("failed to monitor OVSDB at %s: %w", endpoint, err)
+		return nil, err
 	}
 	return &Client{c: c, endpoint: endpoint}, nil
 }
@@ -94,39 +87,20 @@ func (c *Client) Echo(ctx context.Context) error {
 
 // Bridge returns the bridge row name; the error wraps ErrBridgeNotFound when
 // there is none.
-func (c *Client) Bridge(ctx context.Context, name string) (*Bridge, error) {
-	b := &Bridge{Name: name}
-	if err := c.c.Get(ctx, b); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, fmt.Errorf("failed to find OVS bridge %s: %w", name, ErrBridgeNotFound)
-		}
-		return nil, fmt.Errorf("failed to look up OVS bridge %s: %w", name, err)
+func (c *Client) Bridge(ctx context.Context, name string) (*ovsdb.Bridge, error) {
+	b, err := ovsdb.LookupBridge(ctx, c.c, name)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("failed to find OVS bridge %s: %w", name, ErrBridgeNotFound)
 	}
 	return b, nil
 }
 
 // Interface returns the interface row name, or nil when there is none.
-func (c *Client) Interface(ctx context.Context, name string) (*Interface, error) {
-	i := &Interface{Name: name}
-	if err := c.c.Get(ctx, i); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to look up OVS interface %s: %w", name, err)
-	}
-	return i, nil
-}
-
-// port returns the port row name, or nil when there is none.
-func (c *Client) port(ctx context.Context, name string) (*Port, error) {
-	p := &Port{Name: name}
-	if err := c.c.Get(ctx, p); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to look up OVS port %s: %w", name, err)
-	}
-	return p, nil
+func (c *Client) Interface(ctx context.Context, name string) (*ovsdb.Interface, error) {
+	return ovsdb.LookupInterface(ctx, c.c, name)
 }
 
 // BridgeMTU returns the MTU in bytes of the bridge's internal interface (the
@@ -163,7 +137,7 @@ func (c *Client) BridgeMTU(ctx context.Context, bridge string) (int, error) {
 // without virtio-net headers and cannot carry TCP from veths with checksum
 // offload, TSO or GRO on.
 func (c *Client) UserspaceTSO(ctx context.Context) (bool, error) {
-	var rows []OpenvSwitch
+	var rows []ovsdb.OpenvSwitch
 	if err := c.c.List(ctx, &rows); err != nil {
 		return false, fmt.Errorf("failed to read Open_vSwitch table: %w", err)
 	}
@@ -171,17 +145,6 @@ func (c *Client) UserspaceTSO(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("failed to read Open_vSwitch table: it has no row")
 	}
 	return rows[0].OtherConfig["userspace-tso-enable"] == "true", nil
-}
-
-func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
-	res, err := c.c.Transact(ctx, ops...)
-	if err != nil {
-		return nil, fmt.Errorf("failed to %s: %w", what, err)
-	}
-	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
-		return nil, fmt.Errorf("failed to %s: %w", what, err)
-	}
-	return res, nil
 }
 
 // AddPort adds the system interface name as a port of bridge, with
@@ -196,19 +159,19 @@ func (c *Client) AddPort(ctx context.Context, bridge, name string, portIDs, ifac
 	if err := c.DeletePort(ctx, name); err != nil {
 		return err
 	}
-	iface := &Interface{UUID: "fpiface", Name: name, ExternalIDs: ifaceIDs}
-	port := &Port{UUID: "fpport", Name: name, Interfaces: []string{iface.UUID}, ExternalIDs: portIDs}
+	iface := &ovsdb.Interface{UUID: "fpiface", Name: name, ExternalIDs: ifaceIDs}
+	port := &ovsdb.Port{UUID: "fpport", Name: name, Interfaces: []string{iface.UUID}, ExternalIDs: portIDs}
 	ops, err := c.c.Create(iface, port)
 	if err != nil {
 		return fmt.Errorf("failed to build insert of OVS port %s: %w", name, err)
 	}
-	br := &Bridge{Name: bridge}
-	mut, err := c.c.Where(br).Mutate(br, model.Mutation{Field: &br.Ports, Mutator: ovsdb.MutateOperationInsert, Value: []string{port.UUID}})
+	br := &ovsdb.Bridge{Name: bridge}
+	mut, err := c.c.Where(br).Mutate(br, model.Mutation{Field: &br.Ports, Mutator: libovsdb.MutateOperationInsert, Value: []string{port.UUID}})
 	if err != nil {
 		return fmt.Errorf("failed to build mutation of OVS bridge %s: %w", bridge, err)
 	}
 	ops = append(ops, mut...)
-	res, err := c.transact(ctx, fmt.Sprintf("add port %s to OVS bridge %s", name, bridge), ops)
+	res, err := ovsdb.Transact(ctx, c.c, fmt.Sprintf("add port %s to OVS bridge %s", name, bridge), ops)
 	if err != nil {
 		return err
 	}
@@ -247,20 +210,20 @@ func (c *Client) waitAttached(ctx context.Context, bridge, name string) error {
 // drops the unreferenced Port and Interface rows). A missing port is not an
 // error.
 func (c *Client) DeletePort(ctx context.Context, name string) error {
-	p, err := c.port(ctx, name)
+	p, err := ovsdb.LookupPort(ctx, c.c, name)
 	if err != nil || p == nil {
 		return err
 	}
-	br := &Bridge{}
-	mut, err := c.c.WhereCache(func(b *Bridge) bool { return slices.Contains(b.Ports, p.UUID) }).
-		Mutate(br, model.Mutation{Field: &br.Ports, Mutator: ovsdb.MutateOperationDelete, Value: []string{p.UUID}})
+	br := &ovsdb.Bridge{}
+	mut, err := c.c.WhereCache(func(b *ovsdb.Bridge) bool { return slices.Contains(b.Ports, p.UUID) }).
+		Mutate(br, model.Mutation{Field: &br.Ports, Mutator: libovsdb.MutateOperationDelete, Value: []string{p.UUID}})
 	if err != nil {
 		return fmt.Errorf("failed to build removal of OVS port %s: %w", name, err)
 	}
 	if len(mut) == 0 {
 		return nil // on no bridge: already unreferenced
 	}
-	_, err = c.transact(ctx, fmt.Sprintf("remove OVS port %s", name), mut)
+	_, err = ovsdb.Transact(ctx, c.c, fmt.Sprintf("remove OVS port %s", name), mut)
 	return err
 }
 
@@ -270,7 +233,7 @@ func (c *Client) PortOnBridge(ctx context.Context, bridge, name string) (bool, e
 	if err != nil {
 		return false, err
 	}
-	p, err := c.port(ctx, name)
+	p, err := ovsdb.LookupPort(ctx, c.c, name)
 	if err != nil || p == nil {
 		return false, err
 	}
@@ -279,13 +242,13 @@ func (c *Client) PortOnBridge(ctx context.Context, bridge, name string) (bool, e
 
 // Ports returns the ports of bridge whose external_ids carry KeyOwner=Owner,
 // sorted by name.
-func (c *Client) Ports(ctx context.Context, bridge string) ([]Port, error) {
+func (c *Client) Ports(ctx context.Context, bridge string) ([]ovsdb.Port, error) {
 	b, err := c.Bridge(ctx, bridge)
 	if err != nil {
 		return nil, err
 	}
-	var ports []Port
-	err = c.c.WhereCache(func(p *Port) bool {
+	var ports []ovsdb.Port
+	err = c.c.WhereCache(func(p *ovsdb.Port) bool {
 		return p.ExternalIDs[KeyOwner] == Owner && slices.Contains(b.Ports, p.UUID)
 	}).List(ctx, &ports)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/internal/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/testutil"
 	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
 )
@@ -65,7 +66,7 @@ func TestClientAgainstOVS(t *testing.T) {
 
 	g.Expect(c.DeletePort(ctx, host)).To(Succeed())
 	g.Expect(c.DeletePort(ctx, host)).To(Succeed(), "deleting a missing port is not an error")
-	g.Eventually(func() ([]Port, error) { return c.Ports(ctx, bridge) }).Should(BeEmpty())
+	g.Eventually(func() ([]ovsdb.Port, error) { return c.Ports(ctx, bridge) }).Should(BeEmpty())
 	on, err = c.PortOnBridge(ctx, bridge, host)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(on).To(BeFalse())
