@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,15 +119,7 @@ func (c *Client) Bridges(ctx context.Context, keep func(*Bridge) bool) ([]Bridge
 	if err := c.c.WhereCache(keep).List(ctx, &out); err != nil {
 		return nil, fmt.Errorf("failed to list OVS bridges: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Bridge) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Bridge) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

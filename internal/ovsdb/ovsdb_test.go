@@ -55,12 +55,12 @@ func TestConnectWrapsUnreachable(t *testing.T) {
 // differ from the agent's.
 func TestSharedHelpersAgainstOVS(t *testing.T) {
 	testutil.RequireRoot(t)
-	g := NewWithT(t)
-	socket := ovstest.Start(t)
-	name := testutil.UniqueName("fpdb")
+	// Start waits for other test binaries that use OVS; ctx starts after it.
+	socket, name := ovstest.Start(t), testutil.UniqueName("fpdb")
 	ovstest.AddBridge(t, socket, name, 1600)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	g := NewWithT(t)
 
 	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
 	c, err := Dial(ctx, socket, DialOptions{Log: testr.New(t), Tables: []client.MonitorOption{
