@@ -50,6 +50,12 @@ type Options struct {
 	// WiringWorkers bounds the concurrent VM patches of one reconcile; zero
 	// means DefaultWiringWorkers.
 	WiringWorkers int
+	// DomainHookImage is the domain hook sidecar image (--domain-hook-image)
+	// added to the hooks.kubevirt.io/hookSidecars annotation of every VM an
+	// attachment with spec.network wires (package wiring). Empty: no sidecar,
+	// and the ring sizes, queue cap and offloads of fastpath.io/tuning have no
+	// effect.
+	DomainHookImage string
 }
 
 // Reconciler reconciles FastPathAttachments. Create it with New.

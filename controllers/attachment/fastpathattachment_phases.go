@@ -94,6 +94,7 @@ func (s *scope) invalidSpec(format string, args ...any) error {
 func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) error {
 	s.spec = v1alpha1.DefaultAttachmentSpec(s.att.Spec)
 	s.desired = wiring.ForAttachment(s.att)
+	s.desired.DomainHookImage = r.opts.DomainHookImage
 	st := &s.att.Status
 	st.Datapath, st.MTU = "", 0
 	sel, err := metav1.LabelSelectorAsSelector(&s.att.Spec.VMSelector)
@@ -374,9 +375,24 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonNoVMsSelected,
 			fmt.Sprintf("spec.vmSelector matches no VirtualMachine in namespace %s", s.att.Namespace))
 	default:
-		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionTrue, v1alpha1.ReasonWired, fmt.Sprintf("%d of %d selected VMs wired", wired, len(s.vms)))
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionTrue, v1alpha1.ReasonWired,
+			fmt.Sprintf("%d of %d selected VMs wired%s", wired, len(s.vms), domainHookNote(s.desired)))
 	}
 	return nil
+}
+
+// domainHookNote says in the VMsWired message whether the wired VMs carry the
+// domain hook sidecar, so an operator without --domain-hook-image is visible.
+func domainHookNote(d wiring.Desired) string {
+	switch {
+	case d.Network == nil:
+		return ""
+	case d.DomainHookImage == "":
+		return "; no domain hook sidecar (fastpath-operator runs without --domain-hook-image): rx/tx ring sizes, the queue cap and offloads of " +
+			v1alpha1.TuningAnnotation + " have no effect"
+	default:
+		return fmt.Sprintf(", with the domain hook sidecar %s in %s", d.DomainHookImage, wiring.HookSidecarsAnnotation)
+	}
 }
 
 // unwireVM removes attachment's wiring from a VM if the VM still carries it.
@@ -496,6 +512,13 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 	}
 	if d.VSOCK && (vmi.Spec.Domain.Devices.AutoattachVSOCK == nil || !*vmi.Spec.Domain.Devices.AutoattachVSOCK) {
 		missing = append(missing, "autoattachVSOCK")
+	}
+	if d.Network != nil && d.DomainHookImage != "" {
+		// KubeVirt copies the template annotations to the VMI when it starts.
+		images, err := wiring.HookSidecarImages(vmi.Annotations[wiring.HookSidecarsAnnotation])
+		if err != nil || !slices.Contains(images, d.DomainHookImage) {
+			missing = append(missing, "domain hook sidecar "+d.DomainHookImage)
+		}
 	}
 	return missing
 }
@@ -654,6 +677,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	}
 	runBounded(ctx, r.opts.WiringWorkers, jobs)
 	if len(errs) > 0 {
+		// Say why the finalizer stays (e.g. a hook sidecar annotation the
+		// user made unreadable); fixing the VM brings the attachment back.
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(errs)))
 		return errors.Join(errs...)
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}

@@ -83,10 +83,21 @@ var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed())
 })
 
-// startManager starts a manager running the attachment reconciler as
-// operatorUser and returns a function that stops it and waits until it has
-// stopped.
+// suiteOptions are the options of the suite's operator.
+func suiteOptions() attachment.Options {
+	return attachment.Options{PodNetworkCIDRs: []netip.Prefix{podNetwork}, RelayPorts: relayPorts}
+}
+
+// startManager starts a manager running the attachment reconciler with
+// suiteOptions as operatorUser and returns a function that stops it and waits
+// until it has stopped.
 func startManager(cfg *rest.Config) func() {
+	GinkgoHelper()
+	return startManagerWith(cfg, suiteOptions())
+}
+
+// startManagerWith is startManager with other reconciler options.
+func startManagerWith(cfg *rest.Config, opts attachment.Options) func() {
 	GinkgoHelper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser}
@@ -98,7 +109,7 @@ func startManager(cfg *rest.Config) func() {
 		Controller: config.Controller{SkipNameValidation: ptr(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	r := attachment.New(mgr, attachment.Options{PodNetworkCIDRs: []netip.Prefix{podNetwork}, RelayPorts: relayPorts})
+	r := attachment.New(mgr, opts)
 	Expect(r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
