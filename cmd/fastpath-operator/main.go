@@ -30,6 +30,7 @@ type flags struct {
 	podNetworkCIDRs        string
 	relayPortRange         string
 	runnerImage            string
+	domainHookImage        string
 	concurrency            int
 	wiringWorkers          int
 	qps                    float64
@@ -45,6 +46,7 @@ func main() {
 	flag.StringVar(&f.podNetworkCIDRs, "pod-network-cidr", "", "Comma-separated pod network CIDRs of the cluster; an attachment subnet overlapping one is rejected (InvalidSpec).")
 	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
+	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook sidecar (fastpath-domain-hook) added to the hooks.kubevirt.io/hookSidecars template annotation of every VM an attachment with spec.network wires; needs KubeVirt's Sidecar feature gate. Empty: no sidecar, and the ring sizes, queue cap and offloads in fastpath.io/tuning have no effect.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
 	flag.Float64Var(&f.qps, "kube-api-qps", attachment.DefaultKubeAPIQPS, "Sustained queries per second to the API server.")
@@ -85,7 +87,8 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := setupControllers(mgr, f, attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers}); err != nil {
+	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage}
+	if err := setupControllers(mgr, f, attOpts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -94,8 +97,11 @@ func run(f flags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
+	if f.domainHookImage == "" {
+		log.Info("Domain hook disabled: --domain-hook-image is empty, so wired VMs get no hook sidecar and the rx/tx ring sizes, queue cap and offloads in the fastpath.io/tuning annotation have no effect")
+	}
 	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
-		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage)
+		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
