@@ -70,3 +70,53 @@ func TestChartCRDsMatchGeneratedCRDs(t *testing.T) {
 		g.Expect(string(b)).To(Equal(string(a)), "%s differs from config/crd/bases: run make manifests", w)
 	}
 }
+
+// operatorArgs returns the args of the operator container rendered with the
+// given --set values.
+func operatorArgs(t *testing.T, set ...string) []string {
+	t.Helper()
+	g := NewWithT(t)
+	args := []string{"template", "fp", ".", "--namespace", "fastpath-system", "--show-only", "templates/operator.yaml"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	for _, doc := range strings.Split(helm(t, args...), "\n---") {
+		var obj struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Name string   `json:"name"`
+							Args []string `json:"args"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		g.Expect(yaml.Unmarshal([]byte(doc), &obj)).To(Succeed(), doc)
+		if obj.Kind == "Deployment" {
+			g.Expect(obj.Spec.Template.Spec.Containers).To(HaveLen(1))
+			return obj.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	t.Fatal("no Deployment in templates/operator.yaml")
+	return nil
+}
+
+func TestChartPassesTheDomainHookImage(t *testing.T) {
+	g := NewWithT(t)
+	chart := map[string]any{}
+	data, err := os.ReadFile("Chart.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(yaml.Unmarshal(data, &chart)).To(Succeed())
+
+	g.Expect(operatorArgs(t)).To(ContainElement(
+		"--domain-hook-image=ghcr.io/fastpath-io/fastpath-domain-hook:"+chart["appVersion"].(string)),
+		"by default the registry's image at the chart's appVersion, like the other images")
+	g.Expect(operatorArgs(t, "image.registry=registry.example.com/fp", "image.tag=v9")).To(ContainElement(
+		"--domain-hook-image=registry.example.com/fp/fastpath-domain-hook:v9"))
+	g.Expect(operatorArgs(t, "operator.domainHookImage=registry.example.com/own/hook:1")).To(ContainElement(
+		"--domain-hook-image=registry.example.com/own/hook:1"))
+	g.Expect(operatorArgs(t, "operator.domainHook=false")).NotTo(ContainElement(HavePrefix("--domain-hook-image")))
+}
