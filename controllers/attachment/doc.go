@@ -16,9 +16,13 @@
 //	           owner of each VM when attachments overlap; vsock targets must be
 //	           selected (InvalidSpec)
 //	network    the NAD (same name, ownerReference, rendered netconf.NetConf)
-//	wiring     wire / unwire VM templates (package wiring), one patch per VM
+//	wiring     wire / unwire VM templates (package wiring), one patch per VM;
+//	           with Options.DomainHookImage (--domain-hook-image) that includes
+//	           the domain hook's entry in hooks.kubevirt.io/hookSidecars, and
+//	           VMsWired's message says whether wired VMs carry the hook
 //	observe    per-VM status from the VMI (node, interface, MAC, IPs, CID,
-//	           restart needed); Colocated
+//	           restart needed, also when the VMI lacks the hook sidecar);
+//	           Colocated
 //	vsock      relay ports (stable, unique cluster-wide), routes with target and
 //	           allowed CIDs; VSOCKReady
 //	nodes      FastPathNode Ready of every node running a member VM; NodesReady
