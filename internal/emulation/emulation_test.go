@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/testenv"
@@ -103,6 +106,7 @@ func TestEmulation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	env, err := testenv.Start(testenv.Options{})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
@@ -137,16 +141,19 @@ func TestEmulation(t *testing.T) {
 
 	var logs syncBuffer
 	opts := Options{
-		Config:              env.Config,
-		Namespaces:          []string{ns},
-		NodeName:            "node-emu",
-		StateDir:            filepath.Join(tmp, "state"),
-		Prefix:              testutil.UniqueName("fpemt-") + "-",
-		HostIfPrefix:        testutil.UniqueName("em")[:7],
+		Config:       env.Config,
+		Namespaces:   []string{ns},
+		NodeName:     "node-emu",
+		StateDir:     filepath.Join(tmp, "state"),
+		Prefix:       testutil.UniqueName("fpemt-") + "-",
+		HostIfPrefix: testutil.UniqueName("em")[:7],
+		// Distinct from the demo's (10.244.250.0/24) and the e2e suite's (.251):
+		// host routes of concurrent runs must not collide.
+		PodCIDR:             netip.MustParsePrefix("10.244.252.0/24"),
 		CNIPath:             []string{"/usr/lib/cni"},
 		VSOCKRoot:           filepath.Join(tmp, "vsock"),
 		RestartWhenRequired: true,
-		Binaries:            map[string]string{"probe": writeProbe(t, tmp)},
+		Binaries:            map[string]string{"probe": writeProbe(t, tmp), "sleeper": "/bin/sleep"},
 		Out:                 io.MultiWriter(&logs, testWriter{t}),
 	}
 	e, err := New(opts)
@@ -171,7 +178,7 @@ func TestEmulation(t *testing.T) {
 		g.Expect(vmi.Status.Interfaces).To(gomega.HaveLen(2))
 		g.Expect(vmi.Status.Interfaces[0]).To(gomega.And(
 			gomega.HaveField("Name", "default"), gomega.HaveField("InterfaceName", "eth0"),
-			gomega.HaveField("IP", gomega.HavePrefix("10.244.")), gomega.HaveField("InfoSource", "domain, guest-agent")))
+			gomega.HaveField("IP", gomega.HavePrefix("10.244.252.")), gomega.HaveField("InfoSource", "domain, guest-agent")))
 		g.Expect(vmi.Status.Interfaces[1]).To(gomega.And(
 			gomega.HaveField("Name", "blue"), gomega.HaveField("InterfaceName", "eth1"), gomega.HaveField("PodInterfaceName", ifName),
 			gomega.HaveField("IP", gomega.HavePrefix("10.251.7.")), gomega.HaveField("InfoSource", "domain, guest-agent, multus-status")))
@@ -288,12 +295,27 @@ func TestEmulation(t *testing.T) {
 	}, 2*time.Second, 200*time.Millisecond).Should(gomega.Succeed())
 	g.Expect(logs.String()).NotTo(gomega.ContainSubstring("virtctl restart vm-b"))
 
+	// A runner still running when the emulation stops is killed, not waited for.
+	long := probeJob(ns, "long", "", "priv")
+	long.Spec.Template.Spec.Containers[0].Command = []string{"sleeper"}
+	long.Spec.Template.Spec.Containers[0].Args = []string{"300"}
+	g.Expect(c.Create(ctx, long)).To(gomega.Succeed())
+	g.Eventually(func(g gomega.Gomega) {
+		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "long"}, long)).To(gomega.Succeed())
+		g.Expect(long.Status.StartTime).NotTo(gomega.BeNil())
+	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Succeed())
+
 	// Stop leaves nothing behind.
 	guests := e.Guests()
 	g.Expect(guests).To(gomega.HaveLen(2))
 	inodes := netnsInodes(g, guests)
 	g.Expect(processesIn(inodes)).To(gomega.HaveLen(2), "one netserver per guest")
+	stopStart := time.Now()
 	g.Expect(e.Stop()).To(gomega.Succeed())
+	g.Expect(time.Since(stopStart)).To(gomega.BeNumerically("<", 30*time.Second), "Stop did not wait for the 300 s runner")
+	g.Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "long"}, long)).To(gomega.Succeed())
+	g.Expect(jobFinished(long)).To(gomega.BeTrue())
+	g.Expect(long.Status.Failed).To(gomega.BeEquivalentTo(1))
 	expectNothingLeft(g, opts, guests, inodes)
 
 	// A killed emulation (no Stop) is cleaned up by CleanupLeftovers.
