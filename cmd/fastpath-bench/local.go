@@ -50,7 +50,7 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cniPath     = fs.String("cni-path", localbench.DefaultCNIPath, "directories of the host-local IPAM plugin, colon-separated")
 		prefix      = fs.String("prefix", localbench.DefaultPrefix, "start of the names of everything the run makes (at most 5 characters); leftovers of killed runs with it are removed first")
 		strict      = fs.Bool("strict", false, "exit 1 when a target is missed")
-		nice        = fs.Int("nice", -20, "niceness of the benchmark and the netperf/netserver/OVS processes it starts (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
+		nice        = fs.Int("nice", -20, "niceness of the benchmark, the netperf and netserver processes it starts and ovs-vswitchd while it runs (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
 		quiet       = fs.Bool("quiet", false, "do not log progress to stderr")
 	)
 	pos, err := parseFlags(fs, args)
@@ -68,7 +68,7 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := m.Validate(); err != nil {
 		return usageError{err}
 	}
-	opts := localbench.Options{Prefix: *prefix, Paths: bench.ParseList(*paths), Plugin: *plugin, CNIPath: filepath.SplitList(*cniPath)}
+	opts := localbench.Options{Prefix: *prefix, Paths: bench.ParseList(*paths), Plugin: *plugin, CNIPath: filepath.SplitList(*cniPath), Nice: *nice}
 	if opts.FastPathMTUs, err = bench.ParseCounts(*mtus); err != nil {
 		return usageError{err}
 	}

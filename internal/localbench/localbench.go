@@ -49,6 +49,10 @@ type Options struct {
 	// CNIPath lists the directories of the IPAM plugin (host-local);
 	// default DefaultCNIPath.
 	CNIPath []string
+	// Nice is the niceness the benchmark runs at (SetNice); when not 0,
+	// ovs-vswitchd gets it too while the run lasts, as it forwards the
+	// fastpath-ovs packets in userspace.
+	Nice int
 	// Log receives progress.
 	Log logr.Logger
 }
@@ -208,6 +212,11 @@ func Build(ctx context.Context, opts Options) (out *Setup, err error) {
 			return s, err
 		default:
 			s.onClose("Open vSwitch session", ovs.stop)
+			if opts.Nice != 0 {
+				if err := ovs.renice(opts.Nice); err != nil {
+					return s, err
+				}
+			}
 		}
 	}
 	for _, v := range vs {

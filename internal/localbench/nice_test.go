@@ -1,6 +1,7 @@
 package localbench
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,19 +16,19 @@ import (
 func TestSetNice(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := gomega.NewWithT(t)
-	before, hasAuto, err := autogroupNice()
+	before, hasAuto, err := autogroupNice(os.Getpid())
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	restore, err := SetNice(5)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(strings.TrimSpace(runOut(t, "sh", "-c", "cut -d' ' -f19 /proc/$$/stat"))).To(gomega.Equal("5"))
 	if hasAuto {
-		n, _, err := autogroupNice()
+		n, _, err := autogroupNice(os.Getpid())
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(n).To(gomega.Equal(5))
 	}
 	g.Expect(restore()).To(gomega.Succeed())
 	if hasAuto {
-		n, _, err := autogroupNice()
+		n, _, err := autogroupNice(os.Getpid())
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(n).To(gomega.Equal(before))
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,11 +29,37 @@ const (
 	ovsCmdTimeout = 60 * time.Second
 )
 
+// vswitchdPidFile is where ovs-ctl records ovs-vswitchd's pid.
+const vswitchdPidFile = "/var/run/openvswitch/ovs-vswitchd.pid"
+
 // ovsSession is this run's use of Open vSwitch.
 type ovsSession struct {
 	lock    *os.File
 	started bool
 	log     logr.Logger
+	// unnice restores ovs-vswitchd's niceness (see renice).
+	unnice func() error
+}
+
+// renice gives ovs-vswitchd, which forwards every packet of the userspace
+// datapath, the benchmark's niceness n, so that the netperf processes do
+// not starve it; stop restores it.
+func (s *ovsSession) renice(n int) error {
+	raw, err := os.ReadFile(vswitchdPidFile)
+	if err != nil {
+		return fmt.Errorf("failed to read the pid of ovs-vswitchd: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return fmt.Errorf("failed to parse the pid of ovs-vswitchd in %s: %q", vswitchdPidFile, raw)
+	}
+	restore, err := setNice(pid, n, true)
+	s.unnice = restore
+	if err != nil {
+		return err
+	}
+	s.log.Info("Set the niceness of ovs-vswitchd for the benchmark", "pid", pid, "nice", n)
+	return nil
 }
 
 // ErrOVSUnusable is wrapped by startOVS when Open vSwitch cannot carry the
@@ -109,10 +136,14 @@ func startOVS(ctx context.Context, log logr.Logger) (*ovsSession, error) {
 // stop stops Open vSwitch if this run started it and releases the lock.
 func (s *ovsSession) stop() error {
 	var err error
+	if s.unnice != nil {
+		err = s.unnice()
+		s.unnice = nil
+	}
 	if s.started {
 		s.log.Info("Stopping the Open vSwitch this run started")
 		if out, e := run(ovsCtl, "stop"); e != nil {
-			err = fmt.Errorf("failed to stop Open vSwitch (ovs-ctl stop): %w: %s", e, out)
+			err = errors.Join(err, fmt.Errorf("failed to stop Open vSwitch (ovs-ctl stop): %w: %s", e, out))
 		}
 		s.started = false
 	}
