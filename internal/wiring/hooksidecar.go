@@ -109,7 +109,10 @@ func parseHookList(value string) (*hookList, error) {
 		return nil, fmt.Errorf("failed to parse a JSON list: %w", err)
 	}
 	if tok != json.Delim('[') {
-		return nil, fmt.Errorf("failed to parse a JSON list: it starts with %v", tok)
+		if tok == nil {
+			tok = "null"
+		}
+		return nil, fmt.Errorf("failed to parse a JSON list: the value starts with %v", tok)
 	}
 	l := &hookList{value: value, open: int(dec.InputOffset())}
 	for i := 0; dec.More(); i++ {

@@ -141,8 +141,8 @@ func TestHookSidecarWireUnwireRoundTrip(t *testing.T) {
 func TestHookSidecarMalformedUserAnnotationIsAConflict(t *testing.T) {
 	for _, tc := range []struct{ name, value, reason string }{
 		{"not JSON", `hook-me`, "invalid character"},
-		{"an object, not a list", `{"image": "x"}`, "it starts with {"},
-		{"JSON null", `null`, "it starts with <nil>"},
+		{"an object, not a list", `{"image": "x"}`, "the value starts with {"},
+		{"JSON null", `null`, "the value starts with null"},
 		{"empty string", ``, "EOF"},
 		{"an entry that is not an object", `["x"]`, "entry 0 as a KubeVirt hook sidecar"},
 		{"an image that is not a string", `[{"image": 5}]`, "entry 0 as a KubeVirt hook sidecar"},
