@@ -106,6 +106,12 @@ func condStatus(conds []metav1Condition, t string) (string, string) {
 // listeners.
 func writeStatus(w io.Writer, fpas []fastpathv1alpha1.FastPathAttachment, fpns []fastpathv1alpha1.FastPathNode) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	// next flushes the table so far and starts a new one, so that each table
+	// is aligned on its own.
+	next := func(old *tabwriter.Writer) *tabwriter.Writer {
+		_ = old.Flush()
+		return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	}
 	sort.Slice(fpas, func(i, j int) bool { return fpas[i].Namespace+"/"+fpas[i].Name < fpas[j].Namespace+"/"+fpas[j].Name })
 	if len(fpas) == 0 {
 		fmt.Fprintln(tw, "No FastPathAttachments.")
@@ -123,6 +129,7 @@ func writeStatus(w io.Writer, fpas []fastpathv1alpha1.FastPathAttachment, fpns [
 			conds = append(conds, s)
 		}
 		fmt.Fprintf(tw, "  conditions: %s\n", strings.Join(conds, ", "))
+		tw = next(tw)
 		if len(a.Status.VMs) > 0 {
 			fmt.Fprintf(tw, "  VM\tWIRED\tNODE\tINTERFACE\tPOD IFACE\tMAC\tIPS\tMTU\tCID\tRELAY PORTS\tRESTART\tMESSAGE\n")
 		}
@@ -138,6 +145,7 @@ func writeStatus(w io.Writer, fpas []fastpathv1alpha1.FastPathAttachment, fpns [
 			fmt.Fprintf(tw, "  %s\t%t\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%t\t%s\n", vm.Name, vm.Wired, dash(vm.Node), dash(vm.Interface), dash(vm.PodInterface), dash(vm.MAC),
 				dash(strings.Join(vm.IPs, ",")), vm.MTU, cid, dash(strings.Join(ports, ",")), vm.RestartRequired, dash(vm.Message))
 		}
+		tw = next(tw)
 		if len(a.Status.VSOCKServices) > 0 {
 			fmt.Fprintf(tw, "  VSOCK SERVICE\tTARGET\tPORT\tRELAY PORT\tNODE\tTARGET CID\tALLOWED CIDS\n")
 		}
@@ -149,6 +157,7 @@ func writeStatus(w io.Writer, fpas []fastpathv1alpha1.FastPathAttachment, fpns [
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%v\n", s.Name, s.VM, s.Port, s.RelayPort, dash(s.Node), cid, s.AllowedCIDs)
 		}
 		fmt.Fprintln(tw)
+		tw = next(tw)
 	}
 	sort.Slice(fpns, func(i, j int) bool { return fpns[i].Name < fpns[j].Name })
 	if len(fpns) == 0 {
@@ -163,6 +172,7 @@ func writeStatus(w io.Writer, fpas []fastpathv1alpha1.FastPathAttachment, fpns [
 		}
 		fmt.Fprintf(tw, "FASTPATHNODE\tREADY\tREASON\tVHOST-NET\tVHOST-VSOCK\tTUN\tOVS\tKERNEL\n")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%t\t%t\t%s\t%s\n", n.Name, ready, reason, caps.VhostNet, caps.VhostVSOCK, caps.Tun, ovs, caps.Kernel)
+		tw = next(tw)
 		for _, c := range n.Status.Conditions {
 			if c.Status != "True" && c.Message != "" {
 				fmt.Fprintf(tw, "  %s=%s: %s\n", c.Type, c.Status, c.Message)
