@@ -58,3 +58,16 @@ func TestSampleBridges(t *testing.T) {
 	g.Expect(got[0].Datapath).To(gomega.Equal(fastpathv1alpha1.DatapathLinuxBridge))
 	g.Expect(*got[0].MTU).To(gomega.BeEquivalentTo(9000))
 }
+
+func TestLockWorkDir(t *testing.T) {
+	g := gomega.NewWithT(t)
+	dir := t.TempDir()
+	f, err := lockWorkDir(dir)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	_, err = lockWorkDir(dir)
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("another run uses " + dir)))
+	g.Expect(f.Close()).To(gomega.Succeed())
+	f, err = lockWorkDir(dir)
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "free again once the holder closed it")
+	g.Expect(f.Close()).To(gomega.Succeed())
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,7 @@ type Stack struct {
 
 	operator, agent *process
 	state           runState
+	lock            *os.File
 }
 
 func (o StackOptions) statePath() string { return filepath.Join(o.WorkDir, "state", "run.json") }
@@ -187,15 +189,19 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	if err := CleanupLeftovers(ctx, o); err != nil {
-		return nil, fmt.Errorf("failed to clean up after an earlier run: %w", err)
+	lock, err := lockWorkDir(o.WorkDir)
+	if err != nil {
+		return nil, err
 	}
-	s := &Stack{opts: o}
+	s := &Stack{opts: o, lock: lock}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
 		}
 	}()
+	if err := CleanupLeftovers(ctx, o); err != nil {
+		return nil, fmt.Errorf("failed to clean up after an earlier run: %w", err)
+	}
 	if s.NodeName, err = os.Hostname(); err != nil {
 		return nil, fmt.Errorf("failed to read the host name: %w", err)
 	}
@@ -372,7 +378,32 @@ func (s *Stack) Stop() error {
 	if err := os.Remove(s.opts.statePath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	if s.lock != nil {
+		_ = s.lock.Close() // releases the flock
+	}
 	return errors.Join(errs...)
+}
+
+// lockWorkDir takes an exclusive flock on WorkDir/state/lock, so that a
+// second run with the same WorkDir does not take the first for leftovers. The
+// kernel releases it when the process ends, however it ends.
+func lockWorkDir(dir string) (*os.File, error) {
+	p := filepath.Join(dir, "state", "lock")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", filepath.Dir(p), err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(p)
+		_ = f.Close()
+		return nil, fmt.Errorf("failed to lock %s: another run uses %s (pid %s): %w", p, dir, strings.TrimSpace(string(holder)), err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
 }
 
 // logTail returns the last n lines of a file.
