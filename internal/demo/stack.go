@@ -88,10 +88,12 @@ func (o StackOptions) emulationOptions() emulation.Options {
 		Prefix:       o.NetNSPrefix,
 		HostIfPrefix: o.HostIfPrefix,
 		PodCIDR:      o.PodCIDR,
-		CNIPath:      []string{filepath.Join(o.runDir(), "cni-bin"), "/usr/lib/cni", o.BinDir},
-		VSOCKRoot:    filepath.Join(o.runDir(), "vsock"),
-		Binaries:     map[string]string{"fastpath-bench": filepath.Join(o.BinDir, "fastpath-bench")},
-		Out:          o.Out,
+		// Only the directory the agent installs the plugin into: a failed
+		// install must show, not be covered by bin/fastpath.
+		CNIPath:   []string{filepath.Join(o.runDir(), "cni-bin"), "/usr/lib/cni"},
+		VSOCKRoot: filepath.Join(o.runDir(), "vsock"),
+		Binaries:  map[string]string{"fastpath-bench": filepath.Join(o.BinDir, "fastpath-bench")},
+		Out:       o.Out,
 	}
 }
 
@@ -153,7 +155,10 @@ func CleanupLeftovers(ctx context.Context, o StackOptions) error {
 			errs = append(errs, fmt.Errorf("failed to remove %s: %w", d, err))
 		}
 	}
-	if err := emulation.CleanupLeftovers(ctx, o.emulationOptions(), o.Out); err != nil {
+	eo := o.emulationOptions()
+	// The agent's copy may be gone with a killed run; bin/fastpath does the DEL.
+	eo.CNIPath = append(eo.CNIPath, o.BinDir)
+	if err := emulation.CleanupLeftovers(ctx, eo, o.Out); err != nil {
 		errs = append(errs, err)
 	}
 	for _, b := range st.Bridges {
