@@ -141,3 +141,20 @@ func TestRunRejectsArgsOutsideTheContract(t *testing.T) {
 		})
 	}
 }
+
+func TestOutcomeTargetFromUnparsableArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args          []string
+		ns, name, run string
+		ok            bool
+	}{
+		{[]string{"--bogus", "--results-configmap", "apps/r", "--run-id", "j"}, "apps", "r", "j", true},
+		{[]string{"--results-configmap=apps/r", "-run-id=j"}, "apps", "r", "j", true},
+		{[]string{"--results-configmap", "apps/r"}, "apps", "r", "", false},
+		{[]string{"--results-configmap", "apps", "--run-id", "j"}, "apps", "", "j", false},
+	} {
+		g := gomega.NewWithT(t)
+		ns, name, run, ok := outcomeTarget(tc.args)
+		g.Expect([]any{ns, name, run, ok}).To(gomega.Equal([]any{tc.ns, tc.name, tc.run, tc.ok}), strings.Join(tc.args, " "))
+	}
+}

@@ -163,6 +163,28 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 	return c, nil
 }
 
+// outcomeTarget finds --results-configmap ns/name and --run-id in raw args
+// ("--flag value" or "--flag=value"), for reporting a command line that
+// does not parse.
+func outcomeTarget(args []string) (ns, name, runID string, ok bool) {
+	val := func(flagName string) string {
+		for i, a := range args {
+			for _, prefix := range []string{"-", "--"} {
+				if a == prefix+flagName && i+1 < len(args) {
+					return args[i+1]
+				}
+				if v, found := strings.CutPrefix(a, prefix+flagName+"="); found {
+					return v
+				}
+			}
+		}
+		return ""
+	}
+	ns, name, okCM := strings.Cut(val("results-configmap"), "/")
+	runID = val("run-id")
+	return ns, name, runID, okCM && ns != "" && name != "" && runID != ""
+}
+
 // vmMode reports whether the clients run in VMs over SSH.
 func (c runConfig) vmMode() bool { return len(c.SSHClients) > 0 }
 
@@ -224,6 +246,18 @@ func (c runConfig) vsockOnly() bool {
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseRunArgs(args, stderr)
 	if err != nil {
+		// A command line the runner rejects means the controller and the
+		// runner disagree on the contract: say so in the ConfigMap too.
+		if ns, name, runID, ok := outcomeTarget(args); ok && !errors.Is(err, flag.ErrHelp) {
+			if cs, cerr := coreClient(); cerr == nil {
+				sink := bench.ConfigMapSink{Client: cs, Namespace: ns, Name: name, RunID: runID}
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if _, werr := sink.Write(wctx, results.Document{}, fmt.Errorf("runner rejected its command line: %w", err)); werr != nil {
+					fmt.Fprintln(stderr, werr)
+				}
+			}
+		}
 		return err
 	}
 	log := newLogger(stderr, c.Quiet)

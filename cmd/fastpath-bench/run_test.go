@@ -172,6 +172,15 @@ func TestRunWritesTheOutcomeToTheResultsConfigMap(t *testing.T) {
 	g.Expect(data[benchjob.ErrorReasonKey]).To(gomega.Equal(benchjob.ErrorReasonRunnerFailed))
 	g.Expect(data[benchjob.ErrorKey]).To(gomega.ContainSubstring("netperf is not installed"))
 
+	// A command line the runner rejects (the contract drifted): RunnerFailed.
+	code, _, stderr = run("run", "--path", "baseline="+n.Endpoint(), "--frobnicate", "1", "--results-configmap", cm, "--run-id", "quick-run-5")
+	g.Expect(code).To(gomega.Equal(2))
+	g.Expect(stderr).To(gomega.ContainSubstring("flag provided but not defined: -frobnicate"))
+	data = getData(t, env.Client, ns, name)
+	g.Expect(data[benchjob.RunIDKey]).To(gomega.Equal("quick-run-5"))
+	g.Expect(data[benchjob.ErrorReasonKey]).To(gomega.Equal(benchjob.ErrorReasonRunnerFailed))
+	g.Expect(data[benchjob.ErrorKey]).To(gomega.ContainSubstring("runner rejected its command line: flag provided but not defined: -frobnicate"))
+
 	// A ConfigMap that does not exist: the run fails, but stdout keeps the JSON.
 	code, stdout, stderr = run(append(append([]string(nil), quickStream...), "--path", "baseline="+n.Endpoint(), "--results-configmap", ns+"/missing", "--run-id", "quick-run-4")...)
 	g.Expect(code).To(gomega.Equal(1))
