@@ -83,7 +83,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 
 .PHONY: e2e
 e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster).
-	go test $(GO_TEST_FLAGS) ./e2e/... -ginkgo.v
+	go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v
 
 .PHONY: bench
 bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, relay cost, operator scale.

@@ -24,7 +24,7 @@ fi
 
 APT_PACKAGES=(
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
-  ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils
+  ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
 )
 
 missing=()
