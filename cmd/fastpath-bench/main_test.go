@@ -77,6 +77,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 // structure, not speed.
 func TestRunThenReport(t *testing.T) {
 	g := gomega.NewWithT(t)
+	t.Setenv(results.EmulatedEnv, "") // as outside the emulation, whatever ran the test
 	a, b := startNetserver(t), startNetserver(t)
 	code, stdout, stderr := run("run", "--tests", "TCP_STREAM,TCP_RR", "--socket-sizes", "64K", "--message-sizes", "4K", "--rr-sizes", "1",
 		"--sessions", "1", "--duration", "1s", "--repetitions", "1", "--emulated", "both paths are loopback",
@@ -106,6 +107,47 @@ func TestRunThenReport(t *testing.T) {
 	for _, f := range []string{"report.md", "report.html", "throughput-tcp-stream-1-session.svg", "latency-tcp-rr.svg"} {
 		g.Expect(filepath.Join(out, f)).To(gomega.BeAnExistingFile())
 		g.Expect(stderr).To(gomega.ContainSubstring("wrote " + filepath.Join(out, f)))
+	}
+}
+
+// The demo's emulated kubelet starts the runner with FASTPATH_EMULATED
+// (internal/emulation); the results document and its report must say so,
+// followed by what --emulated adds.
+func TestRunRecordsEmulatedFromEnvironment(t *testing.T) {
+	const kubelet = "VMs emulated as network namespaces (set by the test as the emulated kubelet would)"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"env only", nil, kubelet},
+		{"env and --emulated", []string{"--emulated", "the path is loopback"}, kubelet + "; the path is loopback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			t.Setenv(results.EmulatedEnv, kubelet)
+			a := startNetserver(t)
+			args := append([]string{"run", "--tests", "TCP_RR", "--rr-sizes", "1", "--sessions", "1", "--duration", "1s",
+				"--repetitions", "1", "--quiet", "--path", "lo=" + a.Endpoint()}, tc.args...)
+			code, stdout, stderr := run(args...)
+			g.Expect(code).To(gomega.Equal(0), stderr)
+			doc, err := results.Decode(strings.NewReader(stdout))
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(doc.Machine.Emulated).To(gomega.Equal(tc.want))
+
+			dir := t.TempDir()
+			in := filepath.Join(dir, "results.json")
+			g.Expect(os.WriteFile(in, []byte(stdout), 0o644)).To(gomega.Succeed())
+			out := filepath.Join(dir, "report")
+			code, _, stderr = run("report", in, "-o", out)
+			g.Expect(code).To(gomega.Equal(0), stderr)
+			md, err := os.ReadFile(filepath.Join(out, "report.md"))
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(string(md)).To(gomega.ContainSubstring("> **Emulated:** " + tc.want))
+			page, err := os.ReadFile(filepath.Join(out, "report.html"))
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(string(page)).To(gomega.ContainSubstring(`<p class="emulated"><strong>Emulated:</strong> ` + tc.want))
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ func init() {
 // them (benchjob.RunnerArgs): guest host keys are unknown and change with
 // every VM, so they are not checked.
 var sshOptions = []string{"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"}
+
+// emulatedEnv is results.EmulatedEnv, named here because parseRunArgs has a
+// local variable called results.
+const emulatedEnv = results.EmulatedEnv
 
 // runConfig is the parsed command line of `run`.
 type runConfig struct {
@@ -73,7 +78,7 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
 	fs.StringVar(&c.RunID, "run-id", "", "run ID echoed into the results ConfigMap as runID (the Job name)")
 	fs.StringVar(&c.Netperf, "netperf", netperf.DefaultBinary, "netperf client binary")
-	fs.StringVar(&c.Emulated, "emulated", "", "what is emulated, recorded in machine.emulated")
+	fs.StringVar(&c.Emulated, "emulated", "", "what is emulated, recorded in machine.emulated after the value of $"+emulatedEnv+" (set by the demo's emulated kubelet)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "do not log progress to stderr")
 	fs.Var(&paths, "path", "a path to measure, name=server[,server...] with one server (host[:port], or cid:port for vsock tests) per pair; repeat for more paths, measured in turn")
 	fs.Var(&mtus, "mtu", "name=bytes, the MTU of a path; default: the local interface towards its first server (not in VM mode)")
@@ -308,10 +313,13 @@ func (c runConfig) run(ctx context.Context, log logr.Logger) (results.Document, 
 		}
 		p.MTU = mtu
 	}
-	emulated := c.Emulated
-	if note := c.Transport.emulationNote(); note != "" && c.hasVSock() {
-		emulated = strings.TrimPrefix(emulated+"; "+note, "; ")
+	// What the starter of this process says is emulated (the demo's emulated
+	// kubelet), then --emulated, then the vsock transport.
+	var vsockNote string
+	if c.hasVSock() {
+		vsockNote = c.Transport.emulationNote()
 	}
+	emulated := results.JoinEmulated(os.Getenv(results.EmulatedEnv), c.Emulated, vsockNote)
 	log.Info("Starting", "points", len(c.Matrix.Points()), "paths", len(r.Paths), "estimate", c.Matrix.Estimate(len(r.Paths)).Round(time.Second).String(), "vmMode", c.vmMode())
 	doc, err := bench.Document(ctx, r, emulated)
 	if err != nil && c.vmMode() && errors.Is(err, netperf.ErrNetserverUnreachable) {

@@ -4,8 +4,33 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
+
+// EmulatedEnv is the environment variable through which whoever starts a
+// runner tells it what is emulated: the demo's emulated kubelet
+// (internal/emulation) sets it to emulation.EmulatedNote in every runner
+// process. `fastpath-bench run` records its value in Machine.Emulated.
+const EmulatedEnv = "FASTPATH_EMULATED"
+
+// JoinEmulated returns the notes for Machine.Emulated joined with "; ", in
+// the order given, with surrounding space trimmed, empty notes and exact
+// repeats dropped. It returns "" when no note is left, so a real run stays
+// unlabelled.
+func JoinEmulated(notes ...string) string {
+	var kept []string
+	seen := map[string]bool{}
+	for _, n := range notes {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		kept = append(kept, n)
+	}
+	return strings.Join(kept, "; ")
+}
 
 // Test names. The TCP ones are netperf's -t values; the vsock ones are run by
 // fastpath-bench itself because netperf has no AF_VSOCK (issue 6).
@@ -47,7 +72,9 @@ type Machine struct {
 	Netperf string `json:"netperf,omitempty"`
 	// Emulated explains what was emulated (e.g. "VMs emulated as network
 	// namespaces; vsock emulated over UNIX sockets"); empty when every path
-	// is the real thing.
+	// is the real thing. `fastpath-bench run` builds it with JoinEmulated
+	// from $FASTPATH_EMULATED (EmulatedEnv), --emulated and its vsock
+	// transport.
 	Emulated string `json:"emulated,omitempty"`
 }
 

@@ -201,3 +201,22 @@ func TestFormatBytesAndIsRR(t *testing.T) {
 	g.Expect(results.IsRR(results.VSockRR)).To(gomega.BeTrue())
 	g.Expect(results.IsRR(results.TCPStream)).To(gomega.BeFalse())
 }
+
+func TestJoinEmulated(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		notes []string
+		want  string
+	}{
+		{"nothing emulated", []string{"", " ", ""}, ""},
+		{"env only", []string{"VMs as netns", "", ""}, "VMs as netns"},
+		{"flag only", []string{"", "loopback", ""}, "loopback"},
+		{"env then flag then vsock", []string{"VMs as netns", "loopback", "vsock over UNIX"}, "VMs as netns; loopback; vsock over UNIX"},
+		{"repeat dropped", []string{"VMs as netns", " VMs as netns ", "loopback"}, "VMs as netns; loopback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			g.Expect(results.JoinEmulated(tc.notes...)).To(gomega.Equal(tc.want))
+		})
+	}
+}
