@@ -29,8 +29,8 @@ const (
 	// ReasonNotReady: a summarised condition is False; the message names it.
 	ReasonNotReady = "NotReady"
 	// ReasonInvalidSpec: the spec is wrong in a way the CRD cannot catch (a vsock
-	// service naming a VM that is not selected, a subnet overlapping the pod
-	// network); the message names the field. A retry cannot fix it.
+	// service naming a VM that exists and is not selected, a subnet overlapping
+	// the pod network); the message names the field. A retry cannot fix it.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonNotRequested: the attachment does not ask for this part (no network, no vsock).
 	ReasonNotRequested = "NotRequested"
@@ -64,6 +64,10 @@ const (
 	// ReasonNoCID: a VMI has no vsock CID (KubeVirt VSOCK feature gate off, or the
 	// VM not restarted since autoattachVSOCK was set).
 	ReasonNoCID = "NoCID"
+	// ReasonTargetNotFound: a service's target VirtualMachine does not exist (yet)
+	// in the attachment's namespace; not a spec error, since manifests may create
+	// the attachment before its VMs. The message names the services.
+	ReasonTargetNotFound = "TargetNotFound"
 	// ReasonTargetNotRunning: a service's target VM has no VMI.
 	ReasonTargetNotRunning = "TargetNotRunning"
 	// ReasonRelayPortsExhausted: no free relay port in the operator's range.

@@ -13,8 +13,9 @@
 //	spec       defaults, checks what the CRD cannot (subnet vs --pod-network-cidr,
 //	           tso without txChecksum, range order): InvalidSpec, TerminalError
 //	selection  VMs the selector matches, VMs still carrying our wiring, and the
-//	           owner of each VM when attachments overlap; vsock targets must be
-//	           selected (InvalidSpec)
+//	           owner of each VM when attachments overlap; a vsock target that
+//	           exists must be selected (InvalidSpec), one that does not exist
+//	           yet is VSOCKReady=False/TargetNotFound, not an error
 //	network    the NAD (same name, ownerReference, rendered netconf.NetConf)
 //	wiring     wire / unwire VM templates (package wiring), one patch per VM;
 //	           with Options.DomainHookImage (--domain-hook-image) that includes
@@ -24,7 +25,7 @@
 //	           restart needed, also when the VMI lacks the hook sidecar);
 //	           Colocated
 //	vsock      relay ports (stable, unique cluster-wide), routes with target and
-//	           allowed CIDs; VSOCKReady
+//	           allowed CIDs; VSOCKReady (TargetNotFound, TargetNotRunning, NoCID)
 //	nodes      FastPathNode Ready of every node running a member VM; NodesReady
 //
 // Deletion unwires every VM that carries this attachment's wiring record
@@ -58,7 +59,8 @@
 //
 // FastPathAttachment (For, and siblings in the namespace on spec changes, for
 // ownership), NetworkAttachmentDefinition (by name), VirtualMachine
-// (unstructured; by selector, wiring record and status), VirtualMachineInstance
-// (by template label and status) and FastPathNode (by the nodes in status). No
-// polling.
+// (unstructured; by selector, wiring record, status and vsock service target,
+// so a target created after the attachment brings it back),
+// VirtualMachineInstance (by template label and status) and FastPathNode (by
+// the nodes in status). No polling.
 package attachment

@@ -339,7 +339,9 @@ var _ = Describe("FastPathAttachment", func() {
 	It("rejects a spec the CRD cannot check with Ready=False/InvalidSpec", func() {
 		ns := newNamespace()
 		vm := createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
-		rv := resourceVersions(vm)
+		// ghost exists and spec.vmSelector does not select it.
+		ghost := createVM(ns, "ghost", minimalVM, map[string]string{"app": "other"})
+		rv := resourceVersions(vm, ghost)
 		for _, tc := range []struct {
 			name, field string
 			spec        v1alpha1.FastPathAttachmentSpec
@@ -360,7 +362,8 @@ var _ = Describe("FastPathAttachment", func() {
 			Eventually(conditionOf(ns, tc.name, v1alpha1.ReadyCondition)).Should(Equal("False/"+v1alpha1.ReasonInvalidSpec), tc.name)
 			Expect(conditionMessage(ns, tc.name, v1alpha1.ReadyCondition)).To(HavePrefix(tc.field), tc.name)
 		}
-		Consistently(func() []string { return resourceVersions(vm) }).Should(Equal(rv))
+		Eventually(eventReasons(ns, "ghost")).Should(ContainElement("Warning/" + v1alpha1.ReasonInvalidSpec))
+		Consistently(func() []string { return resourceVersions(vm, ghost) }).Should(Equal(rv))
 		_, err := getNAD(ns, "overlap")
 		Expect(err).To(HaveOccurred())
 
@@ -368,6 +371,40 @@ var _ = Describe("FastPathAttachment", func() {
 		updateAttachment(ns, "ghost", func(a *v1alpha1.FastPathAttachment) { a.Spec.VSOCK.Services = a.Spec.VSOCK.Services[:1] })
 		Eventually(conditionOf(ns, "ghost", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		Expect(conditionOf(ns, "ghost", v1alpha1.ReadyCondition)()).NotTo(HaveSuffix(v1alpha1.ReasonInvalidSpec))
+	})
+
+	It("waits for a vsock target VM that does not exist yet instead of rejecting the spec", func() {
+		ns := newNamespace()
+		createVM(ns, "app-0", minimalVM, map[string]string{"app": "db"})
+		// kubectl apply -f <dir> creates the attachment before the VMs.
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{
+			VMSelector: selector("db"),
+			VSOCK:      vsock(v1alpha1.VSOCKService{Name: "a", VM: "app-0", Port: 1}, v1alpha1.VSOCKService{Name: "b", VM: "late", Port: 2}),
+		})
+		Eventually(conditionOf(ns, "link", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotFound))
+		Expect(conditionMessage(ns, "link", v1alpha1.VSOCKReadyCondition)).To(HavePrefix(
+			fmt.Sprintf("service b: VirtualMachine %s/late does not exist; service a: VM app-0 is not running", ns)))
+		Expect(conditionOf(ns, "link", v1alpha1.ReadyCondition)()).To(Equal("False/" + v1alpha1.ReasonNotReady))
+		Expect(conditionMessage(ns, "link", v1alpha1.ReadyCondition)).To(ContainSubstring("VSOCKReady is False (" + v1alpha1.ReasonTargetNotFound + ")"))
+		// The other phases ran: the selected VM is wired and services have relay ports.
+		Expect(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)()).To(Equal("True/" + v1alpha1.ReasonWired))
+		Expect(getAttachment(ns, "link").Status.VSOCKServices).To(HaveLen(2))
+		Eventually(eventReasons(ns, "link")).Should(ContainElement("Warning/" + v1alpha1.ReasonTargetNotFound))
+		Consistently(eventReasons(ns, "link")).ShouldNot(ContainElement("Warning/" + v1alpha1.ReasonInvalidSpec))
+
+		By("the VM appearing with labels the selector matches")
+		createVM(ns, "late", minimalVM, map[string]string{"app": "db"})
+		Eventually(vmOwner(ns, "late")).Should(Equal("link"))
+		Eventually(conditionOf(ns, "link", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotRunning))
+		Expect(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)()).To(Equal("True/" + v1alpha1.ReasonWired))
+		Expect(getAttachment(ns, "link").Status.WiredVMs).To(Equal(int32(2)))
+
+		By("a target appearing that the selector does not match")
+		updateAttachment(ns, "link", func(a *v1alpha1.FastPathAttachment) { a.Spec.VSOCK.Services[1].VM = "stray" })
+		Eventually(conditionOf(ns, "link", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotFound))
+		createVM(ns, "stray", minimalVM, map[string]string{"app": "other"})
+		Eventually(conditionOf(ns, "link", v1alpha1.ReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonInvalidSpec))
+		Expect(conditionMessage(ns, "link", v1alpha1.ReadyCondition)).To(HavePrefix(`spec.vsock.services[1].vm "stray" is not a VirtualMachine selected by spec.vmSelector`))
 	})
 })
 

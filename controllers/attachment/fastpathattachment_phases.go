@@ -188,7 +188,15 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, s *scope) error {
 
 	if s.spec.VSOCK != nil {
 		for i, svc := range s.spec.VSOCK.Services {
-			if !slices.ContainsFunc(s.vms, func(v *vmState) bool { return v.name == svc.VM }) {
+			if slices.ContainsFunc(s.vms, func(v *vmState) bool { return v.name == svc.VM }) {
+				continue
+			}
+			// A VM that does not exist (yet) is not a spec error: applying a
+			// directory creates the attachment before its VMs. reconcileVSOCK
+			// reports it (TargetNotFound) and the VM watch brings the
+			// attachment back when the VM is created. A VM that exists and is
+			// not selected is an error only the spec can fix.
+			if slices.ContainsFunc(vms, func(vm unstructured.Unstructured) bool { return vm.GetName() == svc.VM }) {
 				return s.invalidSpec("spec.vsock.services[%d].vm %q is not a VirtualMachine selected by spec.vmSelector", i, svc.VM)
 			}
 		}
@@ -557,7 +565,7 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) error {
 	for _, st := range s.vms {
 		byName[st.name] = st
 	}
-	var notRunning, noCID []string
+	var notFound, notRunning, noCID []string
 	for _, st := range s.vms {
 		if st.member() && st.vmi != nil && st.vmi.Status.VSOCKCID == nil {
 			noCID = append(noCID, st.name)
@@ -567,7 +575,13 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) error {
 	for _, svc := range s.spec.VSOCK.Services {
 		out := v1alpha1.VSOCKServiceStatus{Name: svc.Name, VM: svc.VM, Port: svc.Port, RelayPort: ports[svc.Name]}
 		target := byName[svc.VM]
-		if target == nil || target.vmi == nil {
+		switch {
+		case target == nil:
+			// reconcileSelection rejected a target that exists unselected.
+			notFound = append(notFound, fmt.Sprintf("service %s: VirtualMachine %s/%s does not exist", svc.Name, s.att.Namespace, svc.VM))
+			services = append(services, out)
+			continue
+		case target.vmi == nil:
 			notRunning = append(notRunning, fmt.Sprintf("service %s: VM %s is not running", svc.Name, svc.VM))
 			services = append(services, out)
 			continue
@@ -599,6 +613,9 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) error {
 	case allocErr != nil:
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonRelayPortsExhausted,
 			fmt.Sprintf("%v: widen --relay-port-range or remove vsock services", allocErr))
+	case len(notFound) > 0:
+		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonTargetNotFound,
+			summarize(append(notFound, notRunning...))+"; the route is set up once the VirtualMachine is created with labels spec.vmSelector matches")
 	case len(notRunning) > 0:
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonTargetNotRunning, summarize(notRunning))
 	case len(noCID) > 0:

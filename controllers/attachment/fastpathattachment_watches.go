@@ -34,13 +34,15 @@ func (r *Reconciler) siblingAttachments(ctx context.Context, obj client.Object) 
 }
 
 // attachmentsForVM maps a VM to the attachments whose selector matches it,
-// the one whose wiring record it carries and those listing it in status (so a
-// de-selected or deleted VM is unwired and dropped from status).
+// the one whose wiring record it carries, those listing it in status (so a
+// de-selected or deleted VM is unwired and dropped from status) and those
+// whose vsock services name it (so a target created unselected after the
+// attachment is reported as InvalidSpec rather than TargetNotFound).
 func (r *Reconciler) attachmentsForVM(ctx context.Context, obj client.Object) []ctrl.Request {
 	owner := wiring.OwnerFromAnnotations(obj.GetAnnotations())
 	var out []ctrl.Request
 	for _, a := range r.attachmentsIn(ctx, obj.GetNamespace()) {
-		if a.Name == owner || listsVM(&a, obj.GetName()) || selects(&a, obj.GetLabels()) {
+		if a.Name == owner || listsVM(&a, obj.GetName()) || selects(&a, obj.GetLabels()) || targetsVM(&a, obj.GetName()) {
 			out = append(out, request(&a))
 		}
 	}
@@ -97,6 +99,11 @@ func request(a *v1alpha1.FastPathAttachment) ctrl.Request {
 
 func listsVM(a *v1alpha1.FastPathAttachment, name string) bool {
 	return slices.ContainsFunc(a.Status.VMs, func(v v1alpha1.VMStatus) bool { return v.Name == name })
+}
+
+// targetsVM reports whether a vsock service of the attachment names the VM.
+func targetsVM(a *v1alpha1.FastPathAttachment, name string) bool {
+	return a.Spec.VSOCK != nil && slices.ContainsFunc(a.Spec.VSOCK.Services, func(s v1alpha1.VSOCKService) bool { return s.VM == name })
 }
 
 func selects(a *v1alpha1.FastPathAttachment, vmLabels map[string]string) bool {
