@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/internal/ovsrun"
 	"github.com/fastpath-io/fastpath/internal/testutil"
 )
 
@@ -15,8 +16,8 @@ func TestStartAndAddBridge(t *testing.T) {
 	g := NewWithT(t)
 	socket := Start(t)
 	g.Expect(socket).To(Equal(Socket))
-	g.Expect(answers()).To(BeTrue())
-	g.Expect(vswitchdRuns()).To(BeTrue())
+	g.Expect(ovsrun.Answers()).To(BeTrue())
+	g.Expect(ovsrun.VswitchdRuns()).To(BeTrue())
 	// A second Start in the same process shares the first.
 	g.Expect(Start(t)).To(Equal(Socket))
 
