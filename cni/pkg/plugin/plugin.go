@@ -103,6 +103,39 @@ func containerMAC(conf *netconf.NetConf, rawArgs string) (mac, pod string, err e
 	return "", pod, nil
 }
 
+// lockedStore opens the state store under dir and takes its node lock (shared
+// for ADD, CHECK and DEL; exclusive for GC). The caller must call unlock.
+func lockedStore(dir string, exclusive bool) (_ *state.Store, unlock func(), err error) {
+	store, err := state.New(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err = store.Lock(exclusive)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, unlock, nil
+}
+
+// openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A
+// missing bridge is CNI error 11 (ErrTryAgainLater) naming the bridge and the
+// node agent that creates it. On success the caller must close the datapath.
+func openBridge(ctx context.Context, conf *netconf.NetConf) (datapath, int, error) {
+	dp, err := openDatapath(ctx, conf)
+	if err != nil {
+		return nil, 0, err
+	}
+	mtu, err := dp.bridgeMTU(ctx)
+	if err != nil {
+		dp.close()
+		if errors.Is(err, errBridgeMissing) {
+			return nil, 0, bridgeMissingError(conf, types.ErrTryAgainLater)
+		}
+		return nil, 0, err
+	}
+	return dp, mtu, nil
+}
+
 // openNetNS opens CNI_NETNS; a bad path is CNI error 8 (ErrInvalidNetNS).
 func openNetNS(path string) (ns.NetNS, error) {
 	netns, err := ns.GetNS(path)
@@ -126,11 +159,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	store, err := state.New(conf.StateDir)
-	if err != nil {
-		return err
-	}
-	unlock, err := store.Lock(false)
+	store, unlock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
@@ -138,19 +167,11 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	dp, err := openDatapath(ctx, conf)
+	dp, bridgeMTU, err := openBridge(ctx, conf)
 	if err != nil {
 		return err
 	}
 	defer dp.close()
-
-	bridgeMTU, err := dp.bridgeMTU(ctx)
-	if errors.Is(err, errBridgeMissing) {
-		return bridgeMissingError(conf, types.ErrTryAgainLater)
-	}
-	if err != nil {
-		return err
-	}
 	if conf.MTU > bridgeMTU {
 		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
 			"mtu %d is larger than the MTU %d of bridge %s: lower the attachment mtu to at most %d or raise the bridge MTU (the node agent fastpath-agent sets it)",
@@ -308,11 +329,7 @@ func CmdCheck(args *skel.CmdArgs) error {
 		return fmt.Errorf("failed to check %s: prevResult lists no interface %s in a sandbox", args.IfName, args.IfName)
 	}
 
-	store, err := state.New(conf.StateDir)
-	if err != nil {
-		return err
-	}
-	unlock, err := store.Lock(false)
+	store, unlock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
@@ -327,18 +344,11 @@ func CmdCheck(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	dp, err := openDatapath(ctx, conf)
+	dp, bridgeMTU, err := openBridge(ctx, conf)
 	if err != nil {
 		return err
 	}
 	defer dp.close()
-	bridgeMTU, err := dp.bridgeMTU(ctx)
-	if errors.Is(err, errBridgeMissing) {
-		return bridgeMissingError(conf, types.ErrTryAgainLater)
-	}
-	if err != nil {
-		return err
-	}
 	if conf.MTU > bridgeMTU {
 		return fmt.Errorf("failed to check attachment: mtu %d is larger than the MTU %d of bridge %s", conf.MTU, bridgeMTU, conf.Bridge)
 	}
@@ -419,11 +429,7 @@ func CmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	store, err := state.New(conf.StateDir)
-	if err != nil {
-		return err
-	}
-	unlock, err := store.Lock(false)
+	store, unlock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
@@ -513,11 +519,7 @@ func CmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a] = true
 	}
-	store, err := state.New(conf.StateDir)
-	if err != nil {
-		return err
-	}
-	unlock, err := store.Lock(true)
+	store, unlock, err := lockedStore(conf.StateDir, true)
 	if err != nil {
 		return err
 	}
