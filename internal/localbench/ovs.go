@@ -47,7 +47,7 @@ func (s *ovsSession) renice(n int) error {
 
 // ErrOVSUnusable is wrapped by startOVS when Open vSwitch cannot carry the
 // fastpath-ovs path here; the benchmark then skips that path and says why.
-var ErrOVSUnusable = errors.New("Open vSwitch cannot be used for fastpath-ovs")
+var ErrOVSUnusable = errors.New("open vswitch cannot be used for fastpath-ovs")
 
 // startOVS starts Open vSwitch with ovsrun.Start, which takes the lock that
 // OVS-using tests take too (waiting for them while they hold it) and makes

@@ -39,7 +39,7 @@ const lockPoll = 200 * time.Millisecond
 
 // ErrNotInstalled is wrapped by Start when OVS must be started and OVSCtl is
 // missing.
-var ErrNotInstalled = errors.New("Open vSwitch is not installed (install openvswitch-switch)")
+var ErrNotInstalled = errors.New("open vswitch is not installed (install openvswitch-switch)")
 
 // Session is one holder's use of Open vSwitch: the lock on LockPath and what
 // Start started. It is not safe for concurrent use; share one Session per
