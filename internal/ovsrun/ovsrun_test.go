@@ -20,12 +20,13 @@ func TestStartLockStop(t *testing.T) {
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
 	log := testr.New(t)
-	ranBefore := ovsrun.Answers() && ovsrun.VswitchdRuns()
 
+	// Whether OVS ran before can only be known under the lock: other test
+	// packages (go test runs them in parallel) start and stop OVS while they
+	// hold it. So the assertions below hold whatever the other holders did.
 	s, err := ovsrun.Start(ctx, log)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	t.Cleanup(func() { _ = s.Stop() })
-	g.Expect(s.Started()).To(gomega.Equal(!ranBefore))
 	g.Expect(ovsrun.Answers()).To(gomega.BeTrue())
 	g.Expect(ovsrun.VswitchdRuns()).To(gomega.BeTrue())
 	out, err := ovsrun.Vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable")
@@ -43,9 +44,16 @@ func TestStartLockStop(t *testing.T) {
 	g.Expect(err).To(gomega.MatchError(context.DeadlineExceeded))
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("failed to lock " + ovsrun.LockPath)))
 
+	started := s.Started()
 	g.Expect(s.Stop()).To(gomega.Succeed())
 	g.Expect(s.Stop()).To(gomega.Succeed(), "Stop is idempotent")
-	g.Expect(ovsrun.VswitchdRuns()).To(gomega.Equal(ranBefore), "Stop stops only what Start started")
+	if !started {
+		// An OVS this Session did not start is still running: no holder of the
+		// lock stops what it did not start. (When this Session started OVS, a
+		// holder waiting for the lock may start it again at once, so its
+		// absence cannot be asserted here.)
+		g.Expect(ovsrun.VswitchdRuns()).To(gomega.BeTrue(), "Stop stops only what Start started")
+	}
 
 	// The lock is free again.
 	s2, err := ovsrun.Start(ctx, log)
