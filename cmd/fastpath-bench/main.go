@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/fastpath-io/fastpath/internal/cliflags"
 )
 
 // command is one subcommand: run parses args (everything after the
@@ -91,21 +93,11 @@ type usageError struct{ error }
 // parseFlags parses args with fs, allowing flags after positional
 // arguments ("report results.json -o dir"), and returns the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := cliflags.Parse(fs, args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return nil, usageError{err}
 	}
+	return pos, err
 }
 
 // multiFlag is a repeatable string flag.

@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/fastpath-io/fastpath/internal/cliflags"
 )
 
 func main() {
@@ -91,22 +93,9 @@ func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 // parse parses flags wherever they are among args (flags may follow
 // positional arguments, as kubectl allows) and returns the positional ones.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	pos, err := cliflags.Parse(fs, args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return nil, usageError{err}
 	}
+	return pos, err
 }
