@@ -94,7 +94,7 @@ func localCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "running at nice %d (also the session's scheduler autogroup; processes started from now on inherit it)\n", *nice)
+		fmt.Fprintf(stdout, "running at nice %d (and the session's scheduler autogroup where the process is in one; processes started from now on inherit it)\n", *nice)
 	}
 
 	if left, err := localbench.CleanLeftovers(opts.Prefix, log); err != nil {

@@ -91,7 +91,8 @@ func setNice(pid, n int, threads bool) (restore func() error, err error) {
 }
 
 // autogroupNice reads the niceness of process pid's autogroup
-// ("/autogroup-87 nice 0"); ok is false when the kernel has no autogroups.
+// ("/autogroup-87 nice 0"); ok is false when the kernel has no autogroups
+// or the process is not in one.
 func autogroupNice(pid int) (nice int, ok bool, err error) {
 	raw, err := os.ReadFile(autogroupPath(pid))
 	if errors.Is(err, os.ErrNotExist) {
@@ -103,13 +104,30 @@ func autogroupNice(pid int) (nice int, ok bool, err error) {
 	if en, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err == nil && strings.TrimSpace(string(en)) == "0" {
 		return 0, false, nil
 	}
-	f := strings.Fields(string(raw))
-	if len(f) != 3 || f[1] != "nice" {
-		return 0, false, fmt.Errorf("failed to parse %s: %q", autogroupPath(pid), raw)
+	nice, ok, err = parseAutogroup(string(raw))
+	if err != nil {
+		return 0, false, fmt.Errorf("failed to parse %s: %w", autogroupPath(pid), err)
+	}
+	return nice, ok, nil
+}
+
+// parseAutogroup parses the text of /proc/<pid>/autogroup. The kernel
+// (kernel/sched/autogroup.c, proc_sched_autogroup_show_task) prints
+// "/autogroup-<id> nice <n>" for a task in an autogroup and nothing at all
+// for a task whose task group is not an autogroup, as for every task in a
+// container whose cgroup has the cpu controller; empty text is therefore
+// ok=false, not an error.
+func parseAutogroup(raw string) (nice int, ok bool, err error) {
+	if strings.TrimSpace(raw) == "" {
+		return 0, false, nil
+	}
+	f := strings.Fields(raw)
+	if len(f) != 3 || !strings.HasPrefix(f[0], "/autogroup-") || f[1] != "nice" {
+		return 0, false, fmt.Errorf("want \"/autogroup-<id> nice <n>\", got %q", raw)
 	}
 	nice, err = strconv.Atoi(f[2])
 	if err != nil {
-		return 0, false, fmt.Errorf("failed to parse %s: %q", autogroupPath(pid), raw)
+		return 0, false, fmt.Errorf("want \"/autogroup-<id> nice <n>\", got %q", raw)
 	}
 	return nice, true, nil
 }

@@ -46,3 +46,33 @@ func runOut(t *testing.T, name string, args ...string) string {
 	}
 	return string(out)
 }
+
+// The text of /proc/<pid>/autogroup: empty means the process is in no
+// autogroup (a cgroup with the cpu controller, as in CI containers), which
+// SetNice must accept; anything else unexpected is an error.
+func TestParseAutogroup(t *testing.T) {
+	for _, tc := range []struct {
+		raw     string
+		nice    int
+		ok      bool
+		wantErr bool
+	}{
+		{raw: "/autogroup-534 nice 0\n", nice: 0, ok: true},
+		{raw: "/autogroup-7 nice -20\n", nice: -20, ok: true},
+		{raw: "", ok: false},
+		{raw: "\n", ok: false},
+		{raw: "/autogroup-7 nice x\n", wantErr: true},
+		{raw: "garbage\n", wantErr: true},
+	} {
+		nice, ok, err := parseAutogroup(tc.raw)
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("parseAutogroup(%q): want an error, got nice %d ok %v", tc.raw, nice, ok)
+			}
+			continue
+		}
+		if err != nil || nice != tc.nice || ok != tc.ok {
+			t.Errorf("parseAutogroup(%q) = %d, %v, %v; want %d, %v, nil", tc.raw, nice, ok, err, tc.nice, tc.ok)
+		}
+	}
+}
