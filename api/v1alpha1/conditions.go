@@ -80,6 +80,10 @@ const (
 	ReasonNodeUnknown = "NodeUnknown"
 	// ReasonDeleting: the attachment is being deleted and its wiring removed.
 	ReasonDeleting = "Deleting"
+	// ReasonOrphanUnwired (an Event on a VirtualMachine): the VM carried the
+	// wiring of an attachment that no longer exists (deleted with its finalizer
+	// removed by hand) and the operator removed it.
+	ReasonOrphanUnwired = "OrphanUnwired"
 )
 
 // FastPathBenchmark condition types.

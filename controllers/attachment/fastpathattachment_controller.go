@@ -139,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if apierrors.IsNotFound(err) {
 			r.ports.release(req.String())
 			r.metrics.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.unwireOrphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get FastPathAttachment %s: %w", req, err)
 	}

@@ -336,6 +336,26 @@ var _ = Describe("FastPathAttachment", func() {
 		Eventually(func() string { return specJSON(ns, "orphan") }).Should(Equal(string(original)))
 	})
 
+	It("removes the wiring of an attachment deleted without its finalizer", func() {
+		ns := newNamespace()
+		vm := &unstructured.Unstructured{}
+		Expect(vm.UnmarshalJSON([]byte(fmt.Sprintf(busyVM, "orphan", `{"app":"db"}`)))).To(Succeed())
+		original, err := json.Marshal(vm.Object["spec"])
+		Expect(err).NotTo(HaveOccurred())
+		originalAnnotations := vm.GetAnnotations()
+		// What a force-deleted attachment leaves: its wiring and record, and no
+		// attachment of that name; nothing selects the VM.
+		_, err = wiring.Wire(vm.Object, wiring.ForAttachment(&v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "forced"}, Spec: v1alpha1.FastPathAttachmentSpec{Placement: v1alpha1.PlacementRequired, Network: &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}, VSOCK: vsock(v1alpha1.VSOCKService{Name: "db", VM: "orphan", Port: 5432})}}))
+		Expect(err).NotTo(HaveOccurred())
+		vm.SetNamespace(ns)
+		Expect(env.Client.Create(ctx, vm)).To(Succeed())
+		Expect(vmOwner(ns, "orphan")()).To(Equal("forced"))
+
+		Eventually(func() string { return specJSON(ns, "orphan") }).Should(Equal(string(original)))
+		Expect(getVM(ns, "orphan").GetAnnotations()).To(Equal(originalAnnotations))
+		Eventually(objectEventReasons(ns, "VirtualMachine", "orphan")).Should(ContainElement("Normal/" + v1alpha1.ReasonOrphanUnwired))
+	})
+
 	It("rejects a spec the CRD cannot check with Ready=False/InvalidSpec", func() {
 		ns := newNamespace()
 		vm := createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -719,6 +720,48 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	r.metrics.forget(key)
 	s.deleted = true
 	return nil
+}
+
+// unwireOrphans removes the wiring of attachment key, which does not
+// exist, from the VMs of its namespace that still carry its record. That
+// happens only when the attachment was deleted with its finalizer removed by
+// hand; the VM watch maps such a VM to the attachment named in its record, on
+// every change of the VM and for every VM when the operator starts, so the
+// wiring goes even if the VM changes no more. Each VM gets an Event.
+func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName) error {
+	vms, err := r.listVMs(ctx, r.reader, key.Namespace)
+	if err != nil {
+		return err
+	}
+	var orphans []*unstructured.Unstructured
+	for i := range vms {
+		if wiring.Owner(vms[i].Object) == key.Name {
+			orphans = append(orphans, &vms[i])
+		}
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	// The cache may not show an attachment of that name created a moment ago.
+	if err := r.live.Get(ctx, key, &v1alpha1.FastPathAttachment{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to get FastPathAttachment %s: %w", key, err)
+	}
+	var errs []error
+	for _, vm := range orphans {
+		changed, err := r.unwireVM(ctx, vm, key.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if changed {
+			ctrl.LoggerFrom(ctx).Info("Removed the wiring of a FastPathAttachment that no longer exists", "VirtualMachine", klog.KObj(vm))
+			r.recorder.Eventf(vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+				"Removed the wiring of FastPathAttachment %s, which no longer exists (deleted without its finalizer)", key.Name)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // listVMs lists the VirtualMachines of a namespace as unstructured objects.

@@ -41,10 +41,16 @@ func (r *Reconciler) siblingAttachments(ctx context.Context, obj client.Object) 
 func (r *Reconciler) attachmentsForVM(ctx context.Context, obj client.Object) []ctrl.Request {
 	owner := wiring.OwnerFromAnnotations(obj.GetAnnotations())
 	var out []ctrl.Request
+	ownerFound := false
 	for _, a := range r.attachmentsIn(ctx, obj.GetNamespace()) {
+		ownerFound = ownerFound || a.Name == owner
 		if a.Name == owner || listsVM(&a, obj.GetName()) || selects(&a, obj.GetLabels()) || targetsVM(&a, obj.GetName()) {
 			out = append(out, request(&a))
 		}
+	}
+	if owner != "" && !ownerFound {
+		// The wiring of an attachment that is gone: its reconcile removes it.
+		out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner}})
 	}
 	return out
 }

@@ -279,12 +279,17 @@ func isGone(obj client.Object) func() bool {
 
 // eventReasons lists the reasons of the Events about an attachment.
 func eventReasons(ns, name string) func() []string {
+	return objectEventReasons(ns, "FastPathAttachment", name)
+}
+
+// objectEventReasons lists the reasons of the Events about an object of kind.
+func objectEventReasons(ns, kind, name string) func() []string {
 	return func() []string {
 		events := &corev1.EventList{}
 		Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
 		var out []string
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "FastPathAttachment" {
+			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == kind {
 				out = append(out, e.Type+"/"+e.Reason)
 			}
 		}
