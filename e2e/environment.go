@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +20,8 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/demo"
+	"github.com/fastpath-io/fastpath/internal/emulation"
 	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
-	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 // Environment is where the suite runs: the local stack or a real cluster.
@@ -135,19 +134,7 @@ func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, por
 		<-ctx.Done()
 		_ = ln.Close()
 	}()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				fmt.Fprintf(c, "%s ok %s\n", key.Name, strings.TrimSpace(line))
-			}()
-		}
-	}()
+	emulation.ServeLines(ln, func(line string, _ uint32) string { return key.Name + " ok " + line })
 	return nil
 }
 
@@ -156,28 +143,7 @@ func (l *localEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, c
 	if err != nil {
 		return "", err
 	}
-	return request(ctx, t, cid, port, msg)
-}
-
-// request dials, sends one line, half-closes and reads the reply.
-func request(ctx context.Context, t vsock.Transport, cid, port uint32, msg string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := t.Dial(ctx, cid, port)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintln(c, msg); err != nil {
-		return "", nil
-	}
-	_ = vsock.CloseWrite(c)
-	b, err := io.ReadAll(c)
-	if err != nil && len(b) == 0 {
-		return "", nil
-	}
-	return string(b), nil
+	return emulation.RequestLine(ctx, t, cid, port, msg)
 }
 
 // clusterEnv is a real cluster reached through KUBECONFIG.

@@ -364,34 +364,23 @@ func (d *demo) vsockService(ctx context.Context, a *fastpathv1alpha1.FastPathAtt
 	}
 	defer ln.Close()
 	fmt.Fprintf(d.out, "%s %-15s guest %s (CID %d) listens on vsock port %d (service %q)\n", emulation.Label, "guest:", svc.VM, tt.CID, svc.Port, svc.Name)
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				line, _ := bufio.NewReader(conn).ReadString('\n')
-				peer, _ := vsock.PeerCID(conn)
-				fmt.Fprintf(conn, "%s answers %q (connection from CID %d, the relay)\n", svc.VM, strings.TrimSpace(line), peer)
-			}()
-		}
-	}()
+	emulation.ServeLines(ln, func(line string, peer uint32) string {
+		return fmt.Sprintf("%s answers %q (connection from CID %d, the relay)", svc.VM, line, peer)
+	})
 	ct, err := emu.VSOCK(*client)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(d.out, "%s %-15s guest %s (CID %d) dials CID %d port %d (relay port of %q from the attachment status; allowed CIDs %v)\n",
 		emulation.Label, "guest:", client.Name, ct.CID, vsock.HostCID, svc.RelayPort, svc.Name, svc.AllowedCIDs)
-	reply, err := vsockExchange(ctx, ct, uint32(svc.RelayPort), "SELECT 1")
+	reply, err := emulation.RequestLine(ctx, ct, vsock.HostCID, uint32(svc.RelayPort), "SELECT 1")
 	if err != nil {
 		return fmt.Errorf("failed to reach vsock service %s through the relay from %s: %w (see %s)", svc.Name, client.Name, err, d.rel(d.stack.AgentLog))
 	}
 	fmt.Fprintf(d.out, "  -> %s", reply)
 	outsider := vsock.NewUnixTransport(d.stack.VSOCKRoot, OutsiderCID)
 	fmt.Fprintf(d.out, "%s %-15s a guest with CID %d, outside the attachment, dials CID %d port %d\n", emulation.Label, "guest:", OutsiderCID, vsock.HostCID, svc.RelayPort)
-	reply, err = vsockExchange(ctx, outsider, uint32(svc.RelayPort), "SELECT 1")
+	reply, err = emulation.RequestLine(ctx, outsider, vsock.HostCID, uint32(svc.RelayPort), "SELECT 1")
 	switch {
 	case err != nil:
 		fmt.Fprintf(d.out, "  -> refused by the relay: %v\n", err)
@@ -404,28 +393,6 @@ func (d *demo) vsockService(ctx context.Context, a *fastpathv1alpha1.FastPathAtt
 		fmt.Fprintf(d.out, "  agent log: %s\n", line)
 	}
 	return nil
-}
-
-// vsockExchange dials (HostCID, port), sends one line, half-closes and
-// returns what comes back ("" when the peer closed without data).
-func vsockExchange(ctx context.Context, t vsock.Transport, port uint32, msg string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := t.Dial(ctx, vsock.HostCID, port)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintln(conn, msg); err != nil {
-		return "", nil // closed by the relay before we wrote
-	}
-	_ = vsock.CloseWrite(conn)
-	b, err := io.ReadAll(conn)
-	if err != nil && len(b) == 0 {
-		return "", nil
-	}
-	return string(b), nil
 }
 
 func lastLineContaining(path, s string) string {
