@@ -29,15 +29,7 @@ import (
 var bins *cnitest.Binaries
 
 func TestMain(m *testing.M) {
-	var err error
-	bins, err = cnitest.Build(true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(bins.Dir)
-	os.Exit(code)
+	os.Exit(cnitest.Main(m, true, &bins))
 }
 
 // invocation is one execution of the built binary, with the environment a

@@ -41,6 +41,21 @@ type Binaries struct {
 	Dir string
 }
 
+// Main is the body of a test package's TestMain: it builds the binaries
+// (Build with withPlugin) into *bins, runs the tests, removes the binaries
+// and returns the exit code for os.Exit. A failed build prints why and
+// returns 1 without running any test.
+func Main(m *testing.M, withPlugin bool, bins **Binaries) int {
+	b, err := Build(withPlugin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*bins = b
+	defer os.RemoveAll(b.Dir)
+	return m.Run()
+}
+
 // Build compiles host-local from containernetworking/plugins v1.9.1 (the
 // version in go.mod, which speaks CNI 1.1.0) and, when withPlugin is true,
 // the fastpath plugin into a new temporary directory. Call it from TestMain;

@@ -32,15 +32,7 @@ import (
 var bins *cnitest.Binaries
 
 func TestMain(m *testing.M) {
-	var err error
-	bins, err = cnitest.Build(false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(bins.Dir)
-	os.Exit(code)
+	os.Exit(cnitest.Main(m, false, &bins))
 }
 
 // TestLinuxBridge and TestOVS run the same datapath suite against a real
