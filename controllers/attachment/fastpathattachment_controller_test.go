@@ -225,6 +225,15 @@ var _ = Describe("FastPathAttachment", func() {
 			RelayPorts: []v1alpha1.RelayPort{{Service: "db", Port: dbPort}, {Service: "cache", Port: cachePort}},
 		}))
 
+		By("a tuning change that the running VMs have not picked up")
+		updateAttachment(ns, "link", func(a *v1alpha1.FastPathAttachment) { a.Spec.Network.MTU = ptr(int32(1500)) })
+		Eventually(func() string { return vmStatus(ns, "link", "db-1")().Message }).Should(Equal(
+			"restart the VM to apply the fast path: the running VMI lacks the current tuning of fp-link (mtu 1500, running 9000)"))
+		Expect(vmStatus(ns, "link", "db-1")().RestartRequired).To(BeTrue())
+		updateAttachment(ns, "link", func(a *v1alpha1.FastPathAttachment) { a.Spec.Network.MTU = ptr(int32(9000)) })
+		Eventually(func() bool { return vmStatus(ns, "link", "db-1")().RestartRequired }).Should(BeFalse())
+		Eventually(conditionOf(ns, "link", v1alpha1.ReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonReady))
+
 		By("a VM started elsewhere, before the wiring and without a CID")
 		createVMI(ns, vmi{name: "db-2", node: nodeB})
 		Eventually(conditionOf(ns, "link", v1alpha1.ColocatedCondition)).Should(Equal("False/" + v1alpha1.ReasonNotColocated))
@@ -349,7 +358,7 @@ var _ = Describe("FastPathAttachment", func() {
 		Expect(err).NotTo(HaveOccurred())
 		vm.SetNamespace(ns)
 		Expect(env.Client.Create(ctx, vm)).To(Succeed())
-		Expect(vmOwner(ns, "orphan")()).To(Equal("forced"))
+		Expect(wiring.Owner(vm.Object)).To(Equal("forced"), "the VM as created carries the record")
 
 		Eventually(func() string { return specJSON(ns, "orphan") }).Should(Equal(string(original)))
 		Expect(getVM(ns, "orphan").GetAnnotations()).To(Equal(originalAnnotations))

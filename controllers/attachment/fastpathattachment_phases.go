@@ -28,6 +28,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/internal/tuning"
 	"github.com/fastpath-io/fastpath/internal/wiring"
 )
 
@@ -519,6 +520,12 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 			missing = append(missing, "interface "+name)
 		}
 	}
+	if d.Network != nil && len(missing) == 0 {
+		// Only for a VMI that has the interface: a missing one implies it.
+		if diff := tuningDiff(vmi.Annotations[v1alpha1.TuningAnnotation], name, d.Network.Tuning); diff != "" {
+			missing = append(missing, "the current tuning of "+name+" ("+diff+")")
+		}
+	}
 	if d.VSOCK && (vmi.Spec.Domain.Devices.AutoattachVSOCK == nil || !*vmi.Spec.Domain.Devices.AutoattachVSOCK) {
 		missing = append(missing, "autoattachVSOCK")
 	}
@@ -530,6 +537,40 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 		}
 	}
 	return missing
+}
+
+// tuningDiff compares the tuning of interface name in a running VMI's
+// fastpath.io/tuning annotation (KubeVirt copies the template's annotations
+// to the VMI when it starts; the domain hook reads them there) with want. It
+// returns "" when they are equal, else the fields that differ as
+// "mtu 1500, running 9000; ..." ("running none" when the VMI has no valid
+// tuning for name).
+func tuningDiff(annotation, name string, want tuning.Interface) string {
+	var got tuning.Interface
+	if a, err := tuning.Parse(annotation); err == nil {
+		got = a.Interfaces[name]
+	}
+	if got == want {
+		return ""
+	}
+	if got == (tuning.Interface{}) {
+		return "running none"
+	}
+	var out []string
+	add := func(field string, w, g any) {
+		if w != g {
+			out = append(out, fmt.Sprintf("%s %v, running %v", field, w, g))
+		}
+	}
+	add("mtu", want.MTU, got.MTU)
+	add("queues", want.Queues, got.Queues)
+	add("rxQueueSize", want.RxQueueSize, got.RxQueueSize)
+	add("txQueueSize", want.TxQueueSize, got.TxQueueSize)
+	add("tso", want.Offloads.TSO, got.Offloads.TSO)
+	add("gso", want.Offloads.GSO, got.Offloads.GSO)
+	add("gro", want.Offloads.GRO, got.Offloads.GRO)
+	add("txChecksum", want.Offloads.TXChecksum, got.Offloads.TXChecksum)
+	return strings.Join(out, "; ")
 }
 
 // reconcileVSOCK allocates relay ports and computes the relay routes.

@@ -218,6 +218,14 @@ func createVMI(ns string, v vmi) {
 	if v.wired {
 		net := v1alpha1.NetworkName(v.attachment)
 		obj.Labels[v1alpha1.AttachmentLabel] = v.attachment
+		// KubeVirt copies the template's annotations to the VMI; of them, the
+		// VMI gets the current tuning (tests of the hook sidecar annotation
+		// start VMIs without it, as if started before the hook was added).
+		tmpl, _, err := unstructured.NestedStringMap(getVM(ns, v.name).Object, "spec", "template", "metadata", "annotations")
+		Expect(err).NotTo(HaveOccurred())
+		if t, ok := tmpl[v1alpha1.TuningAnnotation]; ok {
+			obj.Annotations = map[string]string{v1alpha1.TuningAnnotation: t}
+		}
 		obj.Spec.Domain.Devices.AutoattachVSOCK = ptr(true)
 		obj.Spec.Domain.Devices.Interfaces = append(obj.Spec.Domain.Devices.Interfaces, kubevirtv1.Interface{
 			Name: net, Model: "virtio", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
