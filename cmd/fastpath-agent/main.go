@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
 	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
-	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint (agent and relay metrics); \"0\" disables it.")
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint (the vsock relay's and controller-runtime's metrics); \"0\" disables it.")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}

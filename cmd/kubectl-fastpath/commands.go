@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -232,16 +234,7 @@ func benchReport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := c.Get(ctx, types.NamespacedName{Namespace: *ns, Name: pos[0]}, b); err != nil {
 		return fmt.Errorf("failed to get FastPathBenchmark %s/%s: %w", *ns, pos[0], err)
 	}
-	fmt.Fprintf(stdout, "FastPathBenchmark %s/%s: phase %s", b.Namespace, b.Name, dash(string(b.Status.Phase)))
-	if b.Status.BestGbps != "" {
-		fmt.Fprintf(stdout, ", best %s Gbit/s, speed-up %s", b.Status.BestGbps, dash(b.Status.Speedup))
-	}
-	fmt.Fprintln(stdout)
-	for _, cond := range b.Status.Conditions {
-		if cond.Status == "True" {
-			fmt.Fprintf(stdout, "  %s (%s) %s\n", cond.Type, cond.Reason, cond.Message)
-		}
-	}
+	writeBenchmarkHeader(stdout, b)
 	doc, err := demo.ReadResults(ctx, c, b)
 	if err != nil {
 		return err
@@ -301,4 +294,21 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
+}
+
+// writeBenchmarkHeader prints a benchmark's phase, best throughput and
+// speed-up, then its True conditions (how the run ended) or, while none is
+// True (Pending), all of them, so the reason it waits shows.
+func writeBenchmarkHeader(stdout io.Writer, b *fastpathv1alpha1.FastPathBenchmark) {
+	fmt.Fprintf(stdout, "FastPathBenchmark %s/%s: phase %s", b.Namespace, b.Name, dash(string(b.Status.Phase)))
+	if b.Status.BestGbps != "" {
+		fmt.Fprintf(stdout, ", best %s Gbit/s, speed-up %s", b.Status.BestGbps, dash(b.Status.Speedup))
+	}
+	fmt.Fprintln(stdout)
+	anyTrue := slices.ContainsFunc(b.Status.Conditions, func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+	for _, cond := range b.Status.Conditions {
+		if cond.Status == metav1.ConditionTrue || !anyTrue {
+			fmt.Fprintf(stdout, "  %s=%s (%s) %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
 }

@@ -77,3 +77,27 @@ func TestWriteStatus(t *testing.T) {
 	g.Expect(out).To(gomega.MatchRegexp(`n1\s+True\s+Ready\s+true\s+false\s+true\s+-\s+6\.1\.0`))
 	g.Expect(out).To(gomega.MatchRegexp(`bridge fastpath0\s+LinuxBridge\s+MTU 9000\s+ready=true`))
 }
+
+// A finished benchmark shows how it ended; a Pending one why it waits.
+func TestWriteBenchmarkHeader(t *testing.T) {
+	g := gomega.NewWithT(t)
+	b := &fastpathv1alpha1.FastPathBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "apps"}}
+	b.Status.Phase = fastpathv1alpha1.BenchmarkSucceeded
+	b.Status.BestGbps, b.Status.Speedup = "8.52", "3.89x"
+	b.Status.Conditions = []metav1.Condition{
+		{Type: "Running", Status: metav1.ConditionFalse, Reason: "Completed"},
+		{Type: "Succeeded", Status: metav1.ConditionTrue, Reason: "CriteriaMet", Message: "fast path 3.89x baseline"},
+	}
+	var buf bytes.Buffer
+	writeBenchmarkHeader(&buf, b)
+	g.Expect(buf.String()).To(gomega.Equal("FastPathBenchmark apps/b: phase Succeeded, best 8.52 Gbit/s, speed-up 3.89x\n" +
+		"  Succeeded=True (CriteriaMet) fast path 3.89x baseline\n"))
+
+	b.Status = fastpathv1alpha1.FastPathBenchmarkStatus{Phase: fastpathv1alpha1.BenchmarkPending, Conditions: []metav1.Condition{
+		{Type: "Running", Status: metav1.ConditionFalse, Reason: "WaitingForAttachment", Message: "FastPathAttachment db-link is not Ready"},
+	}}
+	buf.Reset()
+	writeBenchmarkHeader(&buf, b)
+	g.Expect(buf.String()).To(gomega.Equal("FastPathBenchmark apps/b: phase Pending\n" +
+		"  Running=False (WaitingForAttachment) FastPathAttachment db-link is not Ready\n"))
+}

@@ -44,6 +44,10 @@ const (
 // operator does not cache every Secret of the cluster).
 const DefaultSSHKeyRetry = 30 * time.Second
 
+// ControllerName names the controller (metrics, logs) and its event recorder
+// (the source of its Events).
+const ControllerName = "fastpathbenchmark"
+
 // maxReasons bounds how many waiting endpoints a Pending message lists.
 const maxReasons = 3
 
@@ -101,7 +105,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Scheme = mgr.GetScheme()
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor("fastpathbenchmark-controller")
+		r.Recorder = mgr.GetEventRecorderFor(ControllerName)
 	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
@@ -116,7 +120,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexVM, err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("fastpathbenchmark").
+		Named(ControllerName).
 		For(&fastpathv1alpha1.FastPathBenchmark{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Pod{}).
