@@ -57,7 +57,8 @@ const (
 	ReasonNotColocated = "NotColocated"
 	// ReasonPlacementNone: placement None, co-location is not checked.
 	ReasonPlacementNone = "PlacementNone"
-	// ReasonNoRunningVMs: no selected VM has a VMI yet.
+	// ReasonNoRunningVMs: no VM this attachment wired has a VMI yet (VMs that
+	// another attachment holds do not count).
 	ReasonNoRunningVMs = "NoRunningVMs"
 	// ReasonVSOCKReady: every service has a relay port and a target CID.
 	ReasonVSOCKReady = "RelayRoutesReady"
@@ -82,7 +83,8 @@ const (
 	ReasonDeleting = "Deleting"
 	// ReasonOrphanUnwired (an Event on a VirtualMachine): the VM carried the
 	// wiring of an attachment that no longer exists (deleted with its finalizer
-	// removed by hand) and the operator removed it.
+	// removed by hand) and the operator removed it, or replaced it with the
+	// wiring of an attachment that selects the VM now.
 	ReasonOrphanUnwired = "OrphanUnwired"
 )
 

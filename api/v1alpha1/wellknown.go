@@ -19,6 +19,11 @@ const (
 	// DESIGN §3.1): {"interfaces": {"<network name>": {...}}}.
 	TuningAnnotation = "fastpath.io/tuning"
 
+	// WiringRecordAnnotation on a VM's own metadata holds the record of what the
+	// operator changed in the VM's template (JSON, internal/wiring.Record), so
+	// that unwiring restores the template byte for byte. Do not edit it.
+	WiringRecordAnnotation = "fastpath.io/wiring"
+
 	// NetworkNamePrefix prefixes the VM network and interface names: fp-<attachment>.
 	NetworkNamePrefix = "fp-"
 

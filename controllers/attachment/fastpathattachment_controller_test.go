@@ -336,6 +336,8 @@ var _ = Describe("FastPathAttachment", func() {
 
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
 		Eventually(vmOwner(ns, "orphan")).Should(Equal("link"))
+		// Either the orphan cleanup or the takeover removed the old wiring; both say so.
+		Eventually(objectEventReasons(ns, "VirtualMachine", "orphan")).Should(ContainElement("Normal/" + v1alpha1.ReasonOrphanUnwired))
 		Expect(templatePart(ns, "orphan", "spec", "domain", "devices", "autoattachVSOCK")).To(Equal("<absent>"))
 		Expect(templatePart(ns, "orphan", "spec", "affinity")).To(Equal(
 			`{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"topologyKey":"topology.kubernetes.io/zone"},` +

@@ -322,6 +322,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 			continue
 		}
 		jobs = append(jobs, func(ctx context.Context) {
+			tookOver := false
 			changed, err := r.patchVM(ctx, st.vm, func(obj map[string]any) (bool, error) {
 				unwired := false
 				if owner := wiring.Owner(obj); owner != "" && owner == st.staleOwner {
@@ -330,9 +331,14 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 						return false, err
 					}
 				}
+				tookOver = unwired
 				wired, err := wiring.Wire(obj, s.desired)
 				return unwired || wired, err
 			})
+			if err == nil && changed && tookOver {
+				r.recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+					"Replaced the wiring of FastPathAttachment %s, which no longer exists, with that of %s", st.staleOwner, s.att.Name)
+			}
 			var conflict *wiring.ConflictError
 			switch {
 			case errors.As(err, &conflict):

@@ -14,8 +14,8 @@ import (
 )
 
 // RecordAnnotation is the VM metadata annotation holding the Record of what the
-// operator changed in the VM's template (JSON).
-const RecordAnnotation = "fastpath.io/wiring"
+// operator changed in the VM's template (JSON): v1alpha1.WiringRecordAnnotation.
+const RecordAnnotation = v1alpha1.WiringRecordAnnotation
 
 // Kubernetes and KubeVirt constants of the wiring.
 const (
