@@ -48,10 +48,26 @@ func TestChartRendersOperatorAgentAndRBAC(t *testing.T) {
 	}
 	g.Expect(kinds["Deployment"]).To(ConsistOf("fastpath-operator"))
 	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent"))
-	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent"))
+	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent", "fastpath-metrics-reader"))
 	g.Expect(kinds["ServiceMonitor"]).To(HaveLen(1))
 	g.Expect(out).To(ContainSubstring("--pod-network-cidr=10.244.0.0/16"))
 	g.Expect(out).To(ContainSubstring("fastpathattachments"), "the operator ClusterRole carries the generated rules")
+	g.Expect(out).To(ContainSubstring("tokenreviews"), "the metrics endpoints can review tokens")
+	g.Expect(out).To(ContainSubstring("subjectaccessreviews"), "and ask whether the caller may GET /metrics")
+	for _, s := range []string{"--metrics-bind-address=:8443", "--metrics-bind-address=:9443", "--metrics-secure=true", "scheme: https"} {
+		g.Expect(out).To(ContainSubstring(s))
+	}
+}
+
+// metrics.secure=false serves plain HTTP on the old ports, without the reader role.
+func TestChartPlainMetrics(t *testing.T) {
+	g := NewWithT(t)
+	out := helm(t, "template", "fp", ".", "--namespace", "fastpath-system", "--set", "metrics.secure=false", "--set", "metrics.serviceMonitor=true")
+	for _, s := range []string{"--metrics-bind-address=:8080", "--metrics-bind-address=:9090", "--metrics-secure=false", "containerPort: 8080", "containerPort: 9090"} {
+		g.Expect(out).To(ContainSubstring(s))
+	}
+	g.Expect(out).NotTo(ContainSubstring("fastpath-metrics-reader"))
+	g.Expect(out).NotTo(ContainSubstring("scheme: https"))
 }
 
 func TestChartCRDsMatchGeneratedCRDs(t *testing.T) {

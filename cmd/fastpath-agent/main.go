@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fastpath-io/fastpath/internal/agent"
 	"github.com/fastpath-io/fastpath/internal/bridge"
 	"github.com/fastpath-io/fastpath/internal/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/metricsauth"
 	"github.com/fastpath-io/fastpath/internal/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/probe"
 	"github.com/fastpath-io/fastpath/internal/relay"
@@ -49,7 +49,7 @@ type flags struct {
 	ovsSocket       string
 	ovsDatapathType string
 	vsockTransport  string
-	metricsAddr     string
+	metrics         metricsauth.Flags
 	probeAddr       string
 	resync          time.Duration
 }
@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
 	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
-	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus metrics endpoint (the vsock relay's and controller-runtime's metrics); \"0\" disables it.")
+	f.metrics.Register(flag.CommandLine, ":9443", "the vsock relay's and controller-runtime's metrics")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}
@@ -100,7 +100,7 @@ func run(f flags) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 fpscheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                f.metrics.ServerOptions(),
 		HealthProbeBindAddress: f.probeAddr,
 		Cache:                  agent.CacheOptions(f.nodeName),
 	})

@@ -15,31 +15,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
+	"github.com/fastpath-io/fastpath/internal/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
 )
 
 // flags are the command line of fastpath-operator.
 type flags struct {
-	metricsAddr, probeAddr string
-	leaderElect            bool
-	leaderElectionNS       string
-	podNetworkCIDRs        string
-	relayPortRange         string
-	runnerImage            string
-	domainHookImage        string
-	concurrency            int
-	wiringWorkers          int
-	qps                    float64
-	burst                  int
+	metrics          metricsauth.Flags
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionNS string
+	podNetworkCIDRs  string
+	relayPortRange   string
+	runnerImage      string
+	domainHookImage  string
+	concurrency      int
+	wiringWorkers    int
+	qps              float64
+	burst            int
 }
 
 func main() {
 	var f flags
-	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
+	f.metrics.Register(flag.CommandLine, ":8443", "attachment, benchmark and controller-runtime metrics")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&f.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
@@ -78,7 +79,7 @@ func run(f flags) error {
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  fpscheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 f.metrics.ServerOptions(),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "fastpath-operator.fastpath.io",

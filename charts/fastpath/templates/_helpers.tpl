@@ -8,3 +8,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "fastpath.image" -}}
 {{ .root.Values.image.registry }}/fastpath-{{ .component }}:{{ .root.Values.image.tag | default .root.Chart.AppVersion }}
 {{- end -}}
+
+{{/*
+fastpath.metricsPort: the metrics port of a component, "secure" when
+metrics.secure is true, else "plain". Call with (dict "root" . "secure" N "plain" M).
+*/}}
+{{- define "fastpath.metricsPort" -}}
+{{- if .root.Values.metrics.secure }}{{ .secure }}{{ else }}{{ .plain }}{{ end }}
+{{- end }}
