@@ -17,8 +17,13 @@
 // vsock-server and vsock-client measure VSOCK_STREAM and VSOCK_RR
 // (internal/vsockbench), since netperf has no AF_VSOCK; --transport
 // unix:<dir> with --cid selects the UNIX-socket EMULATION of vsock instead
-// of real AF_VSOCK sockets. run measures the same tests with --tests
-// VSOCK_STREAM,VSOCK_RR and --path name=<cid>:<port>.
+// of real AF_VSOCK sockets ($FASTPATH_VSOCK_TRANSPORT and $FASTPATH_VSOCK_CID
+// set the defaults; the emulation's ssh sets them in emulated guests). run
+// measures the same tests with --tests VSOCK_STREAM,VSOCK_RR and
+// --vsock-path name=<cid>:<port> (or --path when every test is a vsock
+// test); in VM mode it copies itself into the client and server VMs over
+// SSH, starts vsock-server in the server VM (--ssh-servers,
+// --vsock-server-port) and runs vsock-client in the client VM (guest.go).
 //
 // local builds the datapaths of DESIGN §5.2 between network namespaces on
 // this machine (internal/localbench), measures them, writes results.json and

@@ -16,6 +16,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/benchjob"
 	"github.com/fastpath-io/fastpath/internal/netperf"
 	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 func init() {
@@ -43,6 +44,10 @@ type runConfig struct {
 	SSHClients []string
 	SSHUser    string
 	SSHKey     string
+	// SSHServers (VM mode with vsock tests): pair i's server VM, where the
+	// runner starts `fastpath-bench vsock-server` on VSockServerPort.
+	SSHServers      []string
+	VSockServerPort int
 	// ResultsNamespace/ResultsName is --results-configmap; empty when not given.
 	ResultsNamespace, ResultsName string
 	RunID                         string
@@ -71,9 +76,12 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 		repetitions = fs.Int("repetitions", def.Repetitions, "runs per point and path; median, min and max are reported")
 		sshClients  = fs.String("ssh-clients", "", "VM mode: the client VM of each pair (host or user@host), comma-separated; pair i's netperf runs there over SSH")
 		results     = fs.String("results-configmap", "", "namespace/name of the ConfigMap to write the outcome to (FastPathBenchmark)")
+		sshServers  = fs.String("ssh-servers", "", "VM mode with vsock tests: the server VM of each pair (host or user@host), comma-separated; the runner copies itself there and starts vsock-server on --vsock-server-port")
 		paths       multiFlag
+		vsockPaths  multiFlag
 		mtus        multiFlag
 	)
+	fs.IntVar(&c.VSockServerPort, "vsock-server-port", 0, "VM mode with vsock tests: the vsock port vsock-server listens on in the server VMs (the port of the attachment's vsock service)")
 	fs.StringVar(&c.SSHUser, "ssh-user", "", "VM mode: guest user for --ssh-clients entries without user@")
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
 	fs.StringVar(&c.RunID, "run-id", "", "run ID echoed into the results ConfigMap as runID (the Job name)")
@@ -81,6 +89,7 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&c.Emulated, "emulated", "", "what is emulated, recorded in machine.emulated after the value of $"+emulatedEnv+" (set by the demo's emulated kubelet)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "do not log progress to stderr")
 	fs.Var(&paths, "path", "a path to measure, name=server[,server...] with one server (host[:port], or cid:port for vsock tests) per pair; repeat for more paths, measured in turn")
+	fs.Var(&vsockPaths, "vsock-path", "a vsock path, name=cid:port[,cid:port...] with one server per pair (through the node's relay: 2:<relay port>); VSOCK_* tests run on vsock paths only, the others on --path paths only")
 	fs.Var(&mtus, "mtu", "name=bytes, the MTU of a path; default: the local interface towards its first server (not in VM mode)")
 	c.Transport.register(fs, "the vsock transport of VSOCK_* tests")
 	pos, err := parseFlags(fs, args)
@@ -125,6 +134,20 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 		}
 		c.Paths = append(c.Paths, p)
 	}
+	// A run of vsock tests alone may name its vsock servers with --path.
+	if c.vsockOnly() {
+		for i := range c.Paths {
+			c.Paths[i].VSock = true
+		}
+	}
+	for _, s := range vsockPaths {
+		p, err := bench.ParsePath(s)
+		if err != nil {
+			return c, usageError{err}
+		}
+		p.VSock = true
+		c.Paths = append(c.Paths, p)
+	}
 	for name := range mtuOf {
 		if !c.MTUGiven[name] {
 			return c, usageError{fmt.Errorf("--mtu %s names no --path", name)}
@@ -145,6 +168,23 @@ func parseRunArgs(args []string, stderr io.Writer) (runConfig, error) {
 		}
 	} else if c.SSHUser != "" || c.SSHKey != "" {
 		return c, usageError{fmt.Errorf("--ssh-user and --ssh-key need --ssh-clients")}
+	}
+	c.SSHServers = bench.ParseList(*sshServers)
+	switch {
+	case c.vmMode() && c.hasVSock():
+		if len(c.SSHServers) < c.Matrix.MaxPairs() {
+			return c, usageError{fmt.Errorf("VM mode with vsock tests needs --ssh-servers, the server VM of each of the %d pairs, to start vsock-server in; got %d", c.Matrix.MaxPairs(), len(c.SSHServers))}
+		}
+		if c.VSockServerPort < 1 || c.VSockServerPort >= int(vsock.AnyCID) {
+			return c, usageError{fmt.Errorf("VM mode with vsock tests needs --vsock-server-port, the vsock port of the service in the server VMs (1-%d)", vsock.AnyCID-1)}
+		}
+		for _, sv := range c.SSHServers {
+			if !strings.Contains(sv, "@") && c.SSHUser == "" {
+				return c, usageError{fmt.Errorf("SSH server %s has no user: give user@host or --ssh-user", sv)}
+			}
+		}
+	case len(c.SSHServers) > 0 || c.VSockServerPort != 0:
+		return c, usageError{fmt.Errorf("--ssh-servers and --vsock-server-port apply to VM mode (--ssh-clients) with vsock tests only")}
 	}
 	if *results != "" {
 		ns, name, ok := strings.Cut(*results, "/")
@@ -194,11 +234,19 @@ func outcomeTarget(args []string) (ns, name, runID string, ok bool) {
 func (c runConfig) vmMode() bool { return len(c.SSHClients) > 0 }
 
 // sshTarget returns user@host of pair i's client VM (i counts from 0).
-func (c runConfig) sshTarget(i int) string {
-	if strings.Contains(c.SSHClients[i], "@") {
-		return c.SSHClients[i]
+func (c runConfig) sshTarget(i int) string { return c.withUser(c.SSHClients[i]) }
+
+// withUser returns host as user@host, with --ssh-user unless it has one.
+func (c runConfig) withUser(host string) string {
+	if strings.Contains(host, "@") {
+		return host
 	}
-	return c.SSHUser + "@" + c.SSHClients[i]
+	return c.SSHUser + "@" + host
+}
+
+// ssh returns the SSH executor of a guest, user@host.
+func (c runConfig) ssh(target string) netperf.Prefix {
+	return netperf.SSH(target, append([]string{"-i", c.SSHKey}, sshOptions...)...)
 }
 
 // runner wires the parsed configuration to a bench.Runner: tools by test,
@@ -206,12 +254,14 @@ func (c runConfig) sshTarget(i int) string {
 func (c runConfig) runner() *bench.Runner {
 	np := bench.Netperf{Binary: c.Netperf}
 	tools := map[string]bench.Tool{results.TCPStream: np, results.TCPRR: np}
-	for _, t := range c.Matrix.Tests {
-		if bench.IsVSock(t) {
-			vs := bench.VSock{Transport: c.Transport.transport()}
-			tools[results.VSockStream], tools[results.VSockRR] = vs, vs
-			break
+	if c.hasVSock() {
+		var vs bench.Tool = bench.VSock{Transport: c.Transport.transport()}
+		if c.vmMode() {
+			// The client runs in the client VM (guestBinary, put there by
+			// provisionGuests), over the guest's own AF_VSOCK.
+			vs = bench.GuestVSock{Binary: c.guestBinary("client")}
 		}
+		tools[results.VSockStream], tools[results.VSockRR] = vs, vs
 	}
 	r := &bench.Runner{Matrix: c.Matrix, Tools: tools}
 	for _, p := range c.Paths {
@@ -219,7 +269,7 @@ func (c runConfig) runner() *bench.Runner {
 		if c.vmMode() {
 			for i := range p.Endpoints {
 				if i < len(c.SSHClients) {
-					p.Endpoints[i].Executor = netperf.SSH(c.sshTarget(i), append([]string{"-i", c.SSHKey}, sshOptions...)...)
+					p.Endpoints[i].Executor = c.ssh(c.sshTarget(i))
 				}
 			}
 		}
@@ -320,6 +370,13 @@ func (c runConfig) run(ctx context.Context, log logr.Logger) (results.Document, 
 		vsockNote = c.Transport.emulationNote()
 	}
 	emulated := results.JoinEmulated(os.Getenv(results.EmulatedEnv), c.Emulated, vsockNote)
+	if c.vmMode() && c.hasVSock() {
+		cleanup, err := c.provisionGuests(ctx, log)
+		defer cleanup()
+		if err != nil {
+			return results.Document{}, err
+		}
+	}
 	log.Info("Starting", "points", len(c.Matrix.Points()), "paths", len(r.Paths), "estimate", c.Matrix.Estimate(len(r.Paths)).Round(time.Second).String(), "vmMode", c.vmMode())
 	doc, err := bench.Document(ctx, r, emulated)
 	if err != nil && c.vmMode() && errors.Is(err, netperf.ErrNetserverUnreachable) {

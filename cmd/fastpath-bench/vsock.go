@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -31,9 +32,27 @@ type transportFlags struct {
 
 const unixTransportPrefix = "unix:"
 
+// Environment variables that set the defaults of --transport and --cid.
+// The emulation's ssh (internal/emulation) sets them in every command it
+// runs in an emulated guest, so a runner that copied itself into a guest
+// (VM mode) uses that guest's emulated vsock there and real AF_VSOCK in a
+// real guest.
+const (
+	vsockTransportEnv = "FASTPATH_VSOCK_TRANSPORT"
+	vsockCIDEnv       = "FASTPATH_VSOCK_CID"
+)
+
 func (t *transportFlags) register(fs *flag.FlagSet, what string) {
-	fs.StringVar(&t.spec, "transport", "vsock", what+": vsock (real AF_VSOCK sockets) or unix:<dir> (an EMULATION of vsock over UNIX sockets under <dir>, one directory per CID)")
-	fs.UintVar(&t.cid, "cid", 0, "with --transport unix:<dir>: the emulated context ID of this end (real AF_VSOCK takes it from the kernel)")
+	spec := "vsock"
+	if v := os.Getenv(vsockTransportEnv); v != "" {
+		spec = v
+	}
+	var cid uint64
+	if v := os.Getenv(vsockCIDEnv); v != "" {
+		cid, _ = strconv.ParseUint(v, 10, 32) // validate rejects a bad value as a missing --cid
+	}
+	fs.StringVar(&t.spec, "transport", spec, what+": vsock (real AF_VSOCK sockets) or unix:<dir> (an EMULATION of vsock over UNIX sockets under <dir>, one directory per CID); default $"+vsockTransportEnv+", else vsock")
+	fs.UintVar(&t.cid, "cid", uint(cid), "with --transport unix:<dir>: the emulated context ID of this end (real AF_VSOCK takes it from the kernel); default $"+vsockCIDEnv)
 }
 
 func (t transportFlags) unixDir() (string, bool) {
@@ -105,14 +124,6 @@ func vsockServerCmd(ctx context.Context, args []string, _, stderr io.Writer) err
 	return vsockbench.Serve(ctx, ln, log)
 }
 
-// vsockClientOutput is what vsock-client prints.
-type vsockClientOutput struct {
-	Test         string          `json:"test"`
-	MessageBytes int             `json:"messageBytes"`
-	Emulated     string          `json:"emulated,omitempty"`
-	Session      results.Session `json:"session"`
-}
-
 func vsockClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vsock-client", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -162,7 +173,7 @@ func vsockClientCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	s.Pair, s.Session = 1, 1
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(vsockClientOutput{Test: *test, MessageBytes: msg, Emulated: tf.emulationNote(), Session: s}); err != nil {
+	if err := enc.Encode(bench.VSockClientOutput{Test: *test, MessageBytes: msg, Emulated: tf.emulationNote(), Session: s}); err != nil {
 		return fmt.Errorf("failed to encode the session: %w", err)
 	}
 	return nil

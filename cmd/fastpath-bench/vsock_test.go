@@ -12,6 +12,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/results"
 )
 
@@ -53,7 +54,7 @@ func TestVSockClientAgainstServer(t *testing.T) {
 			code, stdout, stderr := run("vsock-client", "--transport", "unix:"+root, "--cid", "3", "--server", "7:5000", "--test", test,
 				"--message-size", "16K", "--duration", "300ms")
 			g.Expect(code).To(gomega.Equal(0), stderr)
-			var out vsockClientOutput
+			var out bench.VSockClientOutput
 			g.Expect(json.Unmarshal([]byte(stdout), &out)).To(gomega.Succeed())
 			g.Expect(out.Test).To(gomega.Equal(test))
 			g.Expect(out.Emulated).To(gomega.ContainSubstring("vsock emulated over UNIX sockets under " + root + " (this end is CID 3)"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,7 +42,14 @@ type Path struct {
 	MTU int
 	// Endpoints[i] is pair i+1; a matrix with Pairs {1, 4} needs 4.
 	Endpoints []Endpoint
+	// VSock marks a vsock path: its endpoints are "cid" hosts with vsock
+	// ports, and it is measured with the VSOCK_* tests only, while the other
+	// paths are measured with the other tests only.
+	VSock bool
 }
+
+// runs reports whether p is measured with test.
+func (p Path) runs(test string) bool { return p.VSock == IsVSock(test) }
 
 // Tool runs one session of one test point against one endpoint and returns
 // what it measured. It must return an error, never a zero result, when the
@@ -99,6 +107,15 @@ func (r *Runner) Validate() error {
 	if len(r.Paths) == 0 {
 		return fmt.Errorf("failed to validate benchmark: no paths")
 	}
+	for _, t := range r.Matrix.Tests {
+		if !slices.ContainsFunc(r.Paths, func(p Path) bool { return p.runs(t) }) {
+			kind := "an IP (netperf)"
+			if IsVSock(t) {
+				kind = "a vsock"
+			}
+			return fmt.Errorf("failed to validate benchmark: test %s needs %s path, and there is none", t, kind)
+		}
+	}
 	// A path may be measured at several MTUs (the local node benchmark runs
 	// fastpath-linux-bridge at 9000 and 65520); each (name, MTU) once.
 	type key struct {
@@ -126,8 +143,10 @@ func (r *Runner) Validate() error {
 	return nil
 }
 
-// Run measures every point on every path, alternating paths within each
-// repetition (A B A B), and returns one Run per (point, path) in that order.
+// Run measures every point on every path of its kind (vsock tests on vsock
+// paths, the others on the others; Path.VSock), alternating paths within
+// each repetition (A B A B), and returns one Run per (point, path) in that
+// order.
 // The first failed session stops the benchmark: its error names the path,
 // point and repetition and wraps the tool's error (for netperf a
 // *netperf.RunError). Progress is logged to the logr.Logger in ctx.
@@ -139,12 +158,18 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 	var out []results.Run
 	for _, pt := range r.Matrix.Points() {
 		tool, _ := r.tool(pt.Test)
-		runs := make([]results.Run, len(r.Paths))
-		for i, p := range r.Paths {
+		var paths []Path
+		for _, p := range r.Paths {
+			if p.runs(pt.Test) {
+				paths = append(paths, p)
+			}
+		}
+		runs := make([]results.Run, len(paths))
+		for i, p := range paths {
 			runs[i] = results.Run{Path: p.Name, Test: pt.Test, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, Sessions: pt.Sessions, Pairs: pt.Pairs, MTU: p.MTU}
 		}
 		for rep := 1; rep <= r.Matrix.Repetitions; rep++ {
-			for i, p := range r.Paths {
+			for i, p := range paths {
 				s, err := r.measure(ctx, tool, p, pt, rep)
 				if err != nil {
 					return nil, err

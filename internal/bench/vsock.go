@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fastpath-io/fastpath/internal/results"
@@ -66,6 +68,60 @@ func (v VSock) RunSession(ctx context.Context, ep Endpoint, pt results.Point, du
 		s.ElapsedSec = res.Elapsed.Seconds()
 	default:
 		return results.Session{}, fmt.Errorf("failed to run %s: the vsock tool runs %s and %s only", pt.Test, results.VSockStream, results.VSockRR)
+	}
+	return s, nil
+}
+
+// VSockClientOutput is the JSON document `fastpath-bench vsock-client`
+// prints: the test, the bytes per write (1 for VSOCK_RR), what was emulated
+// ("" on real AF_VSOCK) and the measured session.
+type VSockClientOutput struct {
+	Test         string          `json:"test"`
+	MessageBytes int             `json:"messageBytes"`
+	Emulated     string          `json:"emulated,omitempty"`
+	Session      results.Session `json:"session"`
+}
+
+// GuestVSock is the Tool for VSOCK_STREAM and VSOCK_RR when the client runs
+// somewhere else, as in a client VM reached over SSH (FastPathBenchmark VM
+// mode): it runs `<Binary> vsock-client` through the Endpoint's Executor
+// and reads the session from its JSON output (VSockClientOutput). The
+// endpoint is "cid" and a vsock port, as for VSock; the client picks its
+// transport itself (AF_VSOCK in a guest).
+type GuestVSock struct {
+	// Binary is the fastpath-bench executable on the far side.
+	Binary string
+}
+
+// Argv is the vsock-client command line for one session of pt against ep.
+func (g GuestVSock) Argv(ep Endpoint, pt results.Point, duration time.Duration) []string {
+	argv := []string{g.Binary, "vsock-client", "--server", fmt.Sprintf("%s:%d", ep.Host, ep.Port), "--test", pt.Test, "--duration", duration.String()}
+	if pt.Test == results.VSockStream {
+		argv = append(argv, "--message-size", strconv.Itoa(pt.MessageBytes))
+	}
+	return argv
+}
+
+// RunSession implements Tool. Errors name the executor, the endpoint and
+// the client's stderr; output that is not a session with a result is an
+// error, never a zero.
+func (g GuestVSock) RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error) {
+	if pt.Test == results.VSockRR && pt.MessageBytes != 1 {
+		return results.Session{}, fmt.Errorf("failed to run %s against %s:%d: request/response size %d: vsockbench runs 1-byte transactions only (--rr-sizes 1)", pt.Test, ep.Host, ep.Port, pt.MessageBytes)
+	}
+	argv := g.Argv(ep, pt, duration)
+	exe := ep.executor()
+	stdout, stderr, err := exe.Run(ctx, argv)
+	if err != nil {
+		return results.Session{}, fmt.Errorf("failed to run %s against %s:%d via %s: %w: %s", pt.Test, ep.Host, ep.Port, exe, err, strings.TrimSpace(string(stderr)))
+	}
+	var out VSockClientOutput
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		return results.Session{}, fmt.Errorf("failed to parse the output of %q via %s: %w: %q", strings.Join(argv, " "), exe, err, stdout)
+	}
+	s := out.Session
+	if out.Test != pt.Test || !(s.ThroughputMbps > 0 || s.TransactionsPerSec > 0) {
+		return results.Session{}, fmt.Errorf("failed to run %s against %s:%d via %s: the client reported test %q with no result: %q", pt.Test, ep.Host, ep.Port, exe, out.Test, stdout)
 	}
 	return s, nil
 }

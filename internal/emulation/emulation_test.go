@@ -244,7 +244,8 @@ func TestEmulation(t *testing.T) {
 	job := waitJob(ctx, g, c, ns, "probe-ok")
 	g.Expect(job.Status.Succeeded).To(gomega.BeEquivalentTo(1), logs.String())
 	g.Expect(jobLog(t, opts.StateDir, ns, "probe-ok")).To(gomega.And(
-		gomega.ContainSubstring("eth1@"), gomega.ContainSubstring("mtu 9000"), gomega.ContainSubstring("token-present")))
+		gomega.ContainSubstring("eth1@"), gomega.ContainSubstring("mtu 9000"), gomega.ContainSubstring("token-present"),
+		gomega.ContainSubstring(fmt.Sprintf("vsock=unix:%s cid=%d", opts.VSOCKRoot, ga.CID))), "the guest's emulated vsock, for fastpath-bench run in it")
 
 	// A key that vm-a does not authorise is refused.
 	other := filepath.Join(tmp, "other")
@@ -421,7 +422,7 @@ func writeProbe(t *testing.T, dir string) string {
 	script := `#!/bin/sh
 set -e
 grep -q "token: " "$KUBECONFIG" && echo token-present
-exec ssh -o BatchMode=yes -i "$1" fedora@"$2" -- ip -o link show
+exec ssh -o BatchMode=yes -i "$1" fedora@"$2" -- 'ip -o link show; echo "vsock=$FASTPATH_VSOCK_TRANSPORT cid=$FASTPATH_VSOCK_CID"'
 `
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)

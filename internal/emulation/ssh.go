@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -15,13 +16,18 @@ import (
 // addresses), checks that the identity file's public key is authorised in
 // that guest (the keys of the VM's accessCredentials), and runs the command
 // with /bin/sh -c inside the guest's network namespace (ip netns exec), as sshd hands it to
-// the user's shell. Its errors say EMULATED and use ssh's exit status 255.
+// the user's shell. A guest with a vsock CID gets FASTPATH_VSOCK_TRANSPORT
+// (unix:<Options.VSOCKRoot>) and FASTPATH_VSOCK_CID in the command's
+// environment, which fastpath-bench's vsock commands take as their transport
+// defaults: the guest's vsock is the UNIX-socket emulation. Its errors say
+// EMULATED and use ssh's exit status 255.
 const sshShim = `#!/bin/sh
 # EMULATED ssh, written by Fastpath's emulation (internal/emulation): the
 # guests are network namespaces, so "ssh user@<guest address> -- <command>"
 # runs <command> inside that guest's network namespace on this host.
 set -u
 hosts=%q
+vsock_root=%q
 key=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +51,7 @@ fi
 netns=$(echo "$line" | awk '{ print $2 }')
 keys=$(echo "$line" | awk '{ print $3 }')
 vm=$(echo "$line" | awk '{ print $4 }')
+cid=$(echo "$line" | awk '{ print $5 }')
 if [ -z "$key" ] || [ ! -r "$key" ]; then
   echo "$target: Permission denied (publickey). (EMULATED ssh: no readable identity file given with -i)" >&2
   exit 255
@@ -53,6 +60,9 @@ pub=$(ssh-keygen -y -f "$key" 2>/dev/null | awk '{ print $1 " " $2 }')
 if [ -z "$pub" ] || ! awk '{ print $1 " " $2 }' "$keys" | grep -qxF "$pub"; then
   echo "$target: Permission denied (publickey). (EMULATED ssh: the key $key is not authorised in VM $vm)" >&2
   exit 255
+fi
+if [ -n "$vsock_root" ] && [ "$cid" != "-" ]; then
+  export FASTPATH_VSOCK_TRANSPORT="unix:$vsock_root" FASTPATH_VSOCK_CID="$cid"
 fi
 # ip netns exec also mounts the namespace's own /sys, as the guest has.
 exec ip netns exec "$(basename "$netns")" /bin/sh -c "$*"
@@ -66,15 +76,15 @@ func (e *Emulator) SSHShimDir() string { return shimDir(e.opts.StateDir) }
 
 func (e *Emulator) writeSSHShim() error {
 	p := filepath.Join(shimDir(e.opts.StateDir), "ssh")
-	if err := os.WriteFile(p, []byte(fmt.Sprintf(sshShim, e.sshHostsFile())), 0o755); err != nil {
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(sshShim, e.sshHostsFile(), e.opts.VSOCKRoot)), 0o755); err != nil {
 		return fmt.Errorf("failed to write the emulated ssh %s: %w", p, err)
 	}
 	return e.writeSSHHosts()
 }
 
 // writeSSHHosts rewrites the hosts file: "<address> <netns path>
-// <authorized_keys> <namespace>/<vm>" for the pod IP and every Multus
-// address of every launcher.
+// <authorized_keys> <namespace>/<vm> <vsock CID or ->" for the pod IP and
+// every Multus address of every launcher.
 func (e *Emulator) writeSSHHosts() error {
 	e.mu.Lock()
 	var lines []string
@@ -83,8 +93,12 @@ func (e *Emulator) writeSSHHosts() error {
 		for _, a := range l.nets {
 			addrs = append(addrs, a.ips...)
 		}
+		cid := "-"
+		if l.cid != nil {
+			cid = strconv.FormatUint(uint64(*l.cid), 10)
+		}
 		for _, a := range addrs {
-			lines = append(lines, strings.Join([]string{a, l.guest.Path, l.keysFile, l.key.String()}, " "))
+			lines = append(lines, strings.Join([]string{a, l.guest.Path, l.keysFile, l.key.String(), cid}, " "))
 		}
 	}
 	e.mu.Unlock()
