@@ -265,6 +265,40 @@ var _ = Describe("Fastpath", Ordered, func() {
 		}
 	}, SpecTimeout(9*time.Minute))
 
+	It("runs VSOCK_STREAM and VSOCK_RR from the client VM through the relay into the server VM", func(ctx SpecContext) {
+		b := objs.Benchmark.DeepCopy()
+		b.Name += "-vsock"
+		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestVSOCKStream, fastpathv1alpha1.TestVSOCKRR}
+		b.Spec.MessageSizes, b.Spec.Sessions = []int32{65536}, []int32{1}
+		reps := int32(1)
+		b.Spec.Repetitions, b.Spec.SuccessCriteria = &reps, nil
+		Expect(env.Client().Create(ctx, b)).To(Succeed())
+		eventually(ctx, func(g Gomega) {
+			g.Expect(env.Client().Get(ctx, key(b.Name), b)).To(Succeed())
+			g.Expect(b.Status.Phase).To(Or(Equal(fastpathv1alpha1.BenchmarkSucceeded), Equal(fastpathv1alpha1.BenchmarkFailed)))
+		}, 4*time.Minute).Should(Succeed())
+		Expect(b.Status.Phase).To(Equal(fastpathv1alpha1.BenchmarkSucceeded), "conditions: %+v", b.Status.Conditions)
+
+		doc, err := demo.ReadResults(ctx, env.Client(), b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(results.Paths(doc.Runs)).To(ConsistOf("fastpath-vsock"))
+		Expect(doc.Runs).To(HaveLen(2))
+		for _, r := range doc.Runs {
+			Expect(r.Samples).To(HaveLen(1))
+			switch r.Test {
+			case results.VSockStream:
+				Expect(r.ThroughputMbps).To(BeNumerically(">", 0))
+			case results.VSockRR:
+				Expect(r.MeanLatencyUs).To(BeNumerically(">", 0))
+			default:
+				Fail("unexpected test " + r.Test)
+			}
+		}
+		a := getAttachment(Default, ctx)
+		Expect(doc.Runs[0].Samples[0].PerSession[0].Endpoint).To(Equal(fmt.Sprintf("%d:%d", vsock.HostCID, a.Status.VSOCKServices[0].RelayPort)), "through the node's relay")
+		AddReportEntry("vsock benchmark", fmt.Sprintf("VSOCK_STREAM 64 KiB %.0f Mbit/s, VSOCK_RR %.1f µs (%s)", doc.Runs[0].ThroughputMbps, doc.Runs[1].MeanLatencyUs, env.Name()))
+	}, SpecTimeout(5*time.Minute))
+
 	It("reports the node's FastPathNode Ready with the bridge and the relay listener", func(ctx SpecContext) {
 		node := vmi(Default, ctx, vmNames()[0]).Status.NodeName
 		a := getAttachment(Default, ctx)

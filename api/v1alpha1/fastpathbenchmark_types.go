@@ -82,7 +82,13 @@ type FastPathBenchmarkSpec struct {
 	// +required
 	Server BenchmarkEndpoint `json:"server"`
 
-	// tests are netperf test names. Default [TCP_STREAM, TCP_RR].
+	// tests are netperf test names (TCP_STREAM, TCP_RR), measured on the fast
+	// path and the baseline, and the vsock tests VSOCK_STREAM and VSOCK_RR,
+	// measured on the path "fastpath-vsock" (VM mode with one pair only: the
+	// runner copies fastpath-bench into both VMs over SSH, starts its
+	// vsock-server in the server VM on the port of the attachment's vsock
+	// service targeting it, and connects from the client VM to CID 2 on that
+	// service's relay port; no baseline). Default [TCP_STREAM, TCP_RR].
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=4

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/benchjob"
 	"github.com/fastpath-io/fastpath/internal/netperf"
 )
@@ -49,6 +50,14 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 			SSH:              &benchjob.RunnerSSH{Clients: []string{"10.244.1.5", "10.244.1.9"}, User: "cloud", KeyFile: benchjob.SSHKeyDir + "/" + benchjob.SSHKeyFile},
 			ResultsConfigMap: "apps/vmb-results", RunID: "vmb-run-1",
 		}},
+		{"VM mode, TCP and vsock tests", benchjob.RunnerArgs{
+			Tests: []string{"TCP_STREAM", "VSOCK_STREAM", "VSOCK_RR"}, SocketSizes: []int32{262144}, MessageSizes: []int32{65536},
+			RRSizes: []int32{1}, Sessions: []int32{1}, Pairs: []int32{1}, Duration: 2 * time.Second, Repetitions: 1,
+			Paths:            []benchjob.RunnerPath{{Name: benchjob.PathFastPath, Servers: []string{"10.250.0.3"}, MTU: 9000}},
+			SSH:              &benchjob.RunnerSSH{Clients: []string{"10.244.1.5"}, User: "cloud", KeyFile: benchjob.SSHKeyDir + "/" + benchjob.SSHKeyFile},
+			VSock:            &benchjob.RunnerVSock{RelayPort: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
+			ResultsConfigMap: "apps/vmb-results", RunID: "vmb-run-1",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -68,7 +77,23 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 			g.Expect(c.Matrix.Pairs).To(gomega.Equal(int32s(tc.a.Pairs)))
 			g.Expect(c.Matrix.Duration).To(gomega.Equal(benchjob.WholeSeconds(tc.a.Duration)))
 			g.Expect(c.Matrix.Repetitions).To(gomega.Equal(int(tc.a.Repetitions)))
-			g.Expect(c.Paths).To(gomega.HaveLen(len(tc.a.Paths)))
+			ipPaths := c.Paths
+			if v := tc.a.VSock; v != nil {
+				g.Expect(c.Paths).To(gomega.HaveLen(len(tc.a.Paths) + 1))
+				ipPaths = c.Paths[:len(tc.a.Paths)]
+				vp := c.Paths[len(tc.a.Paths)]
+				g.Expect(vp.Name).To(gomega.Equal(benchjob.PathVSock))
+				g.Expect(vp.VSock).To(gomega.BeTrue())
+				g.Expect(vp.Endpoints).To(gomega.HaveLen(1))
+				g.Expect(vp.Endpoints[0].Host).To(gomega.Equal("2"), "the client VM dials its host, CID 2, where the relay listens")
+				g.Expect(vp.Endpoints[0].Port).To(gomega.BeEquivalentTo(v.RelayPort))
+				g.Expect(c.SSHServers).To(gomega.Equal(v.Servers))
+				g.Expect(c.VSockServerPort).To(gomega.BeEquivalentTo(v.ServicePort))
+				r := c.runner()
+				g.Expect(r.Tools["VSOCK_STREAM"]).To(gomega.Equal(bench.GuestVSock{Binary: "/tmp/fastpath-bench-vmb-run-1-client"}), "the vsock client runs in the client VM")
+				g.Expect(r.Paths[len(r.Paths)-1].Endpoints[0].Executor).To(gomega.Equal(c.ssh("cloud@10.244.1.5")))
+			}
+			g.Expect(ipPaths).To(gomega.HaveLen(len(tc.a.Paths)))
 			for i, p := range tc.a.Paths {
 				g.Expect(c.Paths[i].Name).To(gomega.Equal(p.Name))
 				g.Expect(c.Paths[i].MTU).To(gomega.Equal(int(p.MTU)))
@@ -100,7 +125,7 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 			g.Expect(c.SSHKey).To(gomega.Equal(tc.a.SSH.KeyFile))
 			// Pair i's netperf runs on client VM i, for every path, with the
 			// ssh options the contract states.
-			for _, p := range r.Paths {
+			for _, p := range r.Paths[:len(ipPaths)] {
 				for i, ep := range p.Endpoints {
 					target := tc.a.SSH.User + "@" + tc.a.SSH.Clients[i]
 					g.Expect(ep.Executor).To(gomega.Equal(netperf.Prefix{Name: "ssh " + target, Quote: true, Argv: []string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -315,9 +316,12 @@ func (r *Reconciler) reconcileFinished(ctx context.Context, s *scope) (ctrl.Resu
 // run, Pod-mode nodes that differ, and VM pairs without VMs.
 func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) (ctrl.Result, error) {
 	var problems []string
-	for _, t := range s.spec.Tests {
-		if t == fastpathv1alpha1.TestVSOCKStream || t == fastpathv1alpha1.TestVSOCKRR {
-			problems = append(problems, fmt.Sprintf("test %s is not run by FastPathBenchmark yet (vsock has no pod-network baseline and needs fastpath-bench inside the guest); use `kubectl fastpath bench local` for the vsock path", t))
+	if benchjob.HasVSockTests(s.spec) {
+		switch {
+		case s.spec.Mode != fastpathv1alpha1.BenchmarkModeVM:
+			problems = append(problems, "VSOCK_STREAM and VSOCK_RR need spec.mode VM: vsock connects a VM to its host, and pods have no vsock device")
+		case benchjob.MaxPairs(s.spec) != 1:
+			problems = append(problems, fmt.Sprintf("VSOCK_STREAM and VSOCK_RR measure one pair (a vsock service targets one VM): spec.pairs must be 1, got %d", benchjob.MaxPairs(s.spec)))
 		}
 	}
 	switch s.spec.Mode {
@@ -443,12 +447,15 @@ func (r *Reconciler) reconcileAttachment(ctx context.Context, s *scope) (ctrl.Re
 		s.stop = true
 		return ctrl.Result{}, nil
 	}
+	s.attachment = a
+	if !benchjob.HasIPTests(s.spec) {
+		return ctrl.Result{}, nil // vsock tests only: no virtio-net path involved
+	}
 	if a.Spec.Network == nil {
-		setPending(b, fastpathv1alpha1.ReasonWaitingForAttachment, fmt.Sprintf("FastPathAttachment %s has no spec.network: there is no fast virtio-net path to measure", name))
+		setPending(b, fastpathv1alpha1.ReasonWaitingForAttachment, fmt.Sprintf("FastPathAttachment %s has no spec.network: there is no fast virtio-net path for the TCP tests to measure", name))
 		s.stop = true
 		return ctrl.Result{}, nil
 	}
-	s.attachment = a
 	s.params.NetworkAttachment = benchjob.NetworkAttachmentRef(a.Namespace, a.Name, a.Status.NetworkAttachmentDefinition)
 	s.params.MTU = a.Status.MTU
 	if s.params.MTU == 0 {
@@ -558,9 +565,22 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 		selected[vm.Name] = true
 	}
 	network := fastpathv1alpha1.NetworkName(s.attachment.Name)
-	baseline := s.spec.Baseline != fastpathv1alpha1.BaselineNone
+	ip, vs := benchjob.HasIPTests(s.spec), benchjob.HasVSockTests(s.spec)
+	baseline := ip && s.spec.Baseline != fastpathv1alpha1.BaselineNone
 	var waiting []string
 	s.endpoints = benchjob.Endpoints{}
+	if vs {
+		s.endpoints.VSock = &benchjob.RunnerVSock{}
+		// reconcileSpec allows one pair with vsock tests: its server VM.
+		server := s.spec.Server.VM
+		i := slices.IndexFunc(s.attachment.Status.VSOCKServices, func(v fastpathv1alpha1.VSOCKServiceStatus) bool { return v.VM == server && v.RelayPort > 0 })
+		if i < 0 {
+			waiting = append(waiting, fmt.Sprintf("no vsock service of FastPathAttachment %s with a relay port targets the server VM %s (add one to its spec.vsock.services)", s.attachment.Name, server))
+		} else {
+			svc := s.attachment.Status.VSOCKServices[i]
+			s.endpoints.VSock.RelayPort, s.endpoints.VSock.ServicePort = svc.RelayPort, svc.Port
+		}
+	}
 	for i, p := range vmPairs(s.spec)[:benchjob.MaxPairs(s.spec)] {
 		for _, side := range []struct {
 			vm     string
@@ -583,19 +603,24 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 				return nil, fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.bench.Namespace, side.vm, err)
 			}
 			fast, pod := benchjob.VMIAddresses(vmi, network)
-			if side.server && fast == "" {
+			if ip && side.server && fast == "" {
 				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no address on interface %s", side.vm, role, network))
 			}
-			if (!side.server || baseline) && pod == "" {
+			if (!side.server || baseline || vs) && pod == "" {
 				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no pod-network address (interface %s)", side.vm, role, benchjob.PodNetworkInterface))
 			}
 			switch {
 			case !side.server:
 				s.endpoints.SSHClients = append(s.endpoints.SSHClients, pod)
 			default:
-				s.endpoints.FastPath = append(s.endpoints.FastPath, fast)
+				if ip {
+					s.endpoints.FastPath = append(s.endpoints.FastPath, fast)
+				}
 				if baseline {
 					s.endpoints.Baseline = append(s.endpoints.Baseline, pod)
+				}
+				if vs {
+					s.endpoints.VSock.Servers = append(s.endpoints.VSock.Servers, pod)
 				}
 			}
 		}
@@ -656,7 +681,7 @@ func (r *Reconciler) reconcileJob(ctx context.Context, s *scope) (ctrl.Result, e
 		b.Status.StartTime = &start
 	}
 	paths := benchjob.Paths(s.spec)
-	plan := fmt.Sprintf("%d points × %d repetitions × %d paths (%s), %s per run", benchjob.PointCount(s.spec), *s.spec.Repetitions, len(paths), strings.Join(paths, ", "), benchjob.WholeSeconds(s.spec.Duration.Duration))
+	plan := fmt.Sprintf("%d points × %d repetitions on %s (%d runs), %s per run", benchjob.PointCount(s.spec), *s.spec.Repetitions, strings.Join(paths, ", "), benchjob.RunCount(s.spec), benchjob.WholeSeconds(s.spec.Duration.Duration))
 	if job.Status.Active > 0 {
 		setRunning(b, fastpathv1alpha1.ReasonJobRunning, fmt.Sprintf("Job %s is running: %s", job.Name, plan))
 	} else {

@@ -1,6 +1,7 @@
 package benchmark_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -135,7 +136,7 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 		Expect(b.Status.ResultsConfigMap).To(Equal("quick-results"))
 		Expect(b.Status.StartTime).NotTo(BeNil())
 		Expect(b.Status.ObservedGeneration).To(Equal(b.Generation))
-		Expect(conditionMessage(b, fastpathv1alpha1.RunningCondition)).To(ContainSubstring("6 points × 3 repetitions × 2 paths"))
+		Expect(conditionMessage(b, fastpathv1alpha1.RunningCondition)).To(ContainSubstring("6 points × 3 repetitions on fastpath, baseline (36 runs)"))
 		Eventually(eventReasons(ctx, ns, "quick")).Should(ContainElements("Normal/EndpointNotFound", "Normal/JobCreated"))
 
 		By("reporting JobRunning once the Job has an active pod")
@@ -395,6 +396,59 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 		Eventually(getBenchmark(ctx, ns, "vmq")).Should(And(havePhase(succeeded), haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCriteriaMet)))
 	})
 
+	It("runs VSOCK tests from the client VM through the relay port of the server VM's vsock service", func() {
+		a := createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		createKey()
+		b := vmBenchmark("vmvsock")
+		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestTCPStream, fastpathv1alpha1.TestVSOCKStream, fastpathv1alpha1.TestVSOCKRR}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+
+		By("waiting while no vsock service targets the server VM")
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmvsock")(), fastpathv1alpha1.RunningCondition)
+		}).Should(ContainSubstring("no vsock service of FastPathAttachment db-link with a relay port targets the server VM db-0"))
+		Expect(getBenchmark(ctx, ns, "vmvsock")().Status.Phase).To(Equal(pending))
+
+		By("running once the attachment routes a service to it")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		a.Status.VSOCKServices = []fastpathv1alpha1.VSOCKServiceStatus{{Name: "db", VM: "db-0", Port: 5432, RelayPort: 20001, AllowedCIDs: []int64{4}}}
+		Expect(k8s.Status().Update(ctx, a)).To(Succeed())
+		job := runnerJob(ctx, ns, "vmvsock", 1)
+		args := job.Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--tests")).To(Equal([]string{"TCP_STREAM,VSOCK_STREAM,VSOCK_RR"}))
+		Expect(flagValues(args, "--path")).To(Equal([]string{"fastpath=10.250.0.10", "baseline=10.244.1.10"}))
+		Expect(flagValues(args, "--vsock-path")).To(Equal([]string{"fastpath-vsock=2:20001"}), "the client dials its host, CID 2, on the relay port")
+		Expect(flagValues(args, "--ssh-servers")).To(Equal([]string{"10.244.1.10"}), "the runner starts vsock-server in the server VM")
+		Expect(flagValues(args, "--vsock-server-port")).To(Equal([]string{"5432"}))
+		Eventually(func() string {
+			return conditionMessage(getBenchmark(ctx, ns, "vmvsock")(), fastpathv1alpha1.RunningCondition)
+		}).Should(ContainSubstring("on fastpath, baseline, fastpath-vsock"))
+
+		By("reporting the vsock path beside the others")
+		doc := fixtureDoc()
+		var runs []results.Run
+		for _, r := range doc.Runs {
+			if r.Path == benchjob.PathFastPath && r.Test == results.TCPStream && r.Pairs == 1 {
+				v := r
+				v.Path, v.Test, v.SocketBytes, v.MTU = benchjob.PathVSock, results.VSockStream, 0, 0
+				v.ThroughputMbps = 3210
+				runs = append(runs, v)
+				break
+			}
+		}
+		Expect(runs).To(HaveLen(1))
+		doc.Runs = append(doc.Runs, runs...)
+		var buf bytes.Buffer
+		Expect(results.Encode(&buf, doc)).To(Succeed())
+		writeOutcome(ctx, ns, "vmvsock", job.Name, map[string]string{benchjob.ResultsKey: buf.String()})
+		Eventually(getBenchmark(ctx, ns, "vmvsock")).Should(havePhase(succeeded))
+		st := getBenchmark(ctx, ns, "vmvsock")().Status
+		Expect(st.Paths).To(ContainElement(fastpathv1alpha1.PathSummary{Path: benchjob.PathVSock, BestThroughputMbps: 3210}))
+		Expect(st.Points).To(ContainElement(HaveField("Test", fastpathv1alpha1.TestVSOCKStream)))
+	})
+
 	It("waits with EndpointNotFound for unselected or stopped VMs and with SSHKeyMissing for the key", func() {
 		a := createReadyAttachment(ctx, ns, "db-link", "db-0")
 		Expect(k8s.Create(ctx, vmBenchmark("vmw"))).To(Succeed())
@@ -508,12 +562,22 @@ var _ = Describe("FastPathBenchmark preconditions", func() {
 		b := podBenchmark(ns, "vsock", "db-link")
 		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestTCPStream, fastpathv1alpha1.TestVSOCKStream}
 		Expect(k8s.Create(ctx, b)).To(Succeed())
+		b = podBenchmark(ns, "vsockpairs", "db-link")
+		b.Spec.Mode = fastpathv1alpha1.BenchmarkModeVM
+		b.Spec.Client.VM, b.Spec.Server.VM = "db-1", "db-0"
+		b.Spec.SSHKeySecretRef = &fastpathv1alpha1.LocalObjectReference{Name: "bench-ssh"}
+		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestVSOCKRR}
+		b.Spec.Pairs = ptr(int32(2))
+		b.Spec.AdditionalPairs = []fastpathv1alpha1.BenchmarkPair{{Client: "db-3", Server: "db-2"}}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
 		b = podBenchmark(ns, "split", "db-link")
 		b.Spec.Client.Node, b.Spec.Server.Node = "node-a", "node-b"
 		Expect(k8s.Create(ctx, b)).To(Succeed())
 
 		Eventually(getBenchmark(ctx, ns, "vsock")).Should(And(havePhase(failed), haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonUnsupported)))
-		Expect(conditionMessage(getBenchmark(ctx, ns, "vsock")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("test VSOCK_STREAM is not run by FastPathBenchmark yet"))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "vsock")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("VSOCK_STREAM and VSOCK_RR need spec.mode VM"))
+		Eventually(getBenchmark(ctx, ns, "vsockpairs")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonUnsupported))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "vsockpairs")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("spec.pairs must be 1, got 2"))
 		Eventually(getBenchmark(ctx, ns, "split")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonUnsupported))
 		Expect(conditionMessage(getBenchmark(ctx, ns, "split")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("node-local"))
 		Expect(serverPods(ctx, ns, "vsock")()).To(BeEmpty())

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
 // The ConfigMap protocol between the runner and the controller.
@@ -67,6 +69,11 @@ const (
 	PathFastPath = "fastpath"
 	// PathBaseline is the default pod network (spec.baseline PodNetwork).
 	PathBaseline = "baseline"
+	// PathVSock is the attachment's vsock path: VSOCK_* tests from the client
+	// VM to the host (CID 2) on the relay port of the server VM's vsock
+	// service, which the node agent forwards into the server VM. It has no
+	// baseline.
+	PathVSock = "fastpath-vsock"
 )
 
 // NetserverPort is netserver's default control port (netperf manual, "-p
@@ -107,6 +114,21 @@ type RunnerSSH struct {
 	KeyFile string
 }
 
+// RunnerVSock is the vsock path of VM mode (one pair: a vsock service
+// targets one VM).
+type RunnerVSock struct {
+	// RelayPort is the host vsock port of the server VM's service
+	// (FastPathAttachment status.vsockServices[].relayPort): the client VM
+	// dials CID 2 on it.
+	RelayPort int64
+	// ServicePort is the service's port in the server VM, where the runner
+	// starts vsock-server.
+	ServicePort int64
+	// Servers are the server VMs' pod-network addresses, reached over SSH to
+	// start vsock-server.
+	Servers []string
+}
+
 // RunnerArgs is the command line of `fastpath-bench run` in the runner Job:
 // the contract between the controller, which renders it with Args, and the
 // runner, which must accept exactly these flags. Every flag is rendered with
@@ -127,6 +149,9 @@ type RunnerSSH struct {
 //	--ssh-clients   10.244.1.5,10.244.1.9   VM mode only: client VM of each pair
 //	--ssh-user      fedora                  VM mode only
 //	--ssh-key       /etc/fastpath-bench/ssh/ssh-privatekey   VM mode only
+//	--vsock-path    fastpath-vsock=2:20000  VM mode with VSOCK_* tests: CID 2 (the host) and the relay port
+//	--ssh-servers   10.244.1.7              VM mode with VSOCK_* tests: server VM of each pair
+//	--vsock-server-port 5432                VM mode with VSOCK_* tests: the service's port in the server VM
 //	--results-configmap <namespace>/<name>  where to write the outcome (see ResultsKey)
 //	--run-id        <job name>              echoed into the ConfigMap as runID
 //
@@ -145,7 +170,11 @@ type RunnerSSH struct {
 // (netperf.SSH): guest host keys are unknown and change with every VM, so they
 // are not checked. The guest must have netperf installed and the servers must
 // run netserver on NetserverPort; the runner says which one is missing
-// (netperf.Diagnose) rather than reporting zeros.
+// (netperf.Diagnose) rather than reporting zeros. With VSOCK_* tests the
+// runner copies itself into the client and server VMs over the same SSH,
+// starts `vsock-server --port <vsock-server-port>` in the server VM and runs
+// `vsock-client --server 2:<relay port>` in the client VM; --path paths get
+// the TCP tests only and the --vsock-path the VSOCK tests only.
 type RunnerArgs struct {
 	Tests        []string
 	SocketSizes  []int32
@@ -159,6 +188,8 @@ type RunnerArgs struct {
 	Paths       []RunnerPath
 	// SSH is set in VM mode only.
 	SSH *RunnerSSH
+	// VSock is set in VM mode with VSOCK_* tests only (SSH is set too).
+	VSock *RunnerVSock
 	// ResultsConfigMap is "<namespace>/<name>".
 	ResultsConfigMap string
 	// RunID identifies this run (the Job name).
@@ -183,7 +214,7 @@ func (a RunnerArgs) Args() ([]string, error) {
 		"--duration", WholeSeconds(a.Duration).String(),
 		"--repetitions", strconv.Itoa(int(a.Repetitions)),
 	}
-	if len(a.Paths) == 0 {
+	if len(a.Paths) == 0 && a.VSock == nil {
 		return nil, fmt.Errorf("failed to render runner args: no paths")
 	}
 	for _, p := range a.Paths {
@@ -202,6 +233,18 @@ func (a RunnerArgs) Args() ([]string, error) {
 			return nil, fmt.Errorf("failed to render runner args: %d SSH clients, pairs up to %d need as many", len(a.SSH.Clients), maxPairs)
 		}
 		args = append(args, "--ssh-clients", strings.Join(a.SSH.Clients, ","), "--ssh-user", a.SSH.User, "--ssh-key", a.SSH.KeyFile)
+	}
+	if v := a.VSock; v != nil {
+		switch {
+		case a.SSH == nil:
+			return nil, fmt.Errorf("failed to render runner args: the vsock path needs VM mode (SSH)")
+		case maxPairs != 1 || len(v.Servers) != 1:
+			return nil, fmt.Errorf("failed to render runner args: the vsock path measures one pair, got pairs up to %d and %d servers", maxPairs, len(v.Servers))
+		case v.RelayPort < 1 || v.ServicePort < 1:
+			return nil, fmt.Errorf("failed to render runner args: the vsock path needs a relay port and a service port, got %d and %d", v.RelayPort, v.ServicePort)
+		}
+		args = append(args, "--vsock-path", fmt.Sprintf("%s=%d:%d", PathVSock, fastpathv1alpha1.HostCID, v.RelayPort),
+			"--ssh-servers", strings.Join(v.Servers, ","), "--vsock-server-port", strconv.FormatInt(v.ServicePort, 10))
 	}
 	args = append(args, "--results-configmap", a.ResultsConfigMap, "--run-id", a.RunID)
 	return args, nil

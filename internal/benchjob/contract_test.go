@@ -43,6 +43,14 @@ func vmParams() benchjob.Params {
 	return benchjob.Params{Name: "vmb", Namespace: "apps", Generation: 1, Spec: spec, Image: "img", MTU: 65000}
 }
 
+// vsockParams is vmParams with one pair and the given tests.
+func vsockParams(tests ...fastpathv1alpha1.BenchmarkTest) benchjob.Params {
+	p := vmParams()
+	p.Spec.Pairs = ptr(int32(1))
+	p.Spec.Tests = tests
+	return p
+}
+
 func TestRunnerArgsRendersTheContract(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -92,6 +100,61 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				"--ssh-clients", "10.244.1.5,10.244.1.9",
 				"--ssh-user", "cloud",
 				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
+				"--results-configmap", "apps/vmb-results",
+				"--run-id", "vmb-run-1",
+			},
+		},
+		{
+			name: "VM mode, TCP and vsock tests",
+			p:    vsockParams(fastpathv1alpha1.TestTCPStream, fastpathv1alpha1.TestVSOCKStream, fastpathv1alpha1.TestVSOCKRR),
+			ep: benchjob.Endpoints{
+				FastPath: []string{"10.250.0.3"}, Baseline: []string{"10.244.1.7"}, SSHClients: []string{"10.244.1.5"},
+				VSock: &benchjob.RunnerVSock{RelayPort: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
+			},
+			want: []string{"run",
+				"--tests", "TCP_STREAM,VSOCK_STREAM,VSOCK_RR",
+				"--socket-sizes", "262144",
+				"--message-sizes", "65536",
+				"--rr-sizes", "1",
+				"--sessions", "1",
+				"--pairs", "1",
+				"--duration", "2s",
+				"--repetitions", "1",
+				"--path", "fastpath=10.250.0.3",
+				"--path", "baseline=10.244.1.7",
+				"--mtu", "fastpath=65000",
+				"--ssh-clients", "10.244.1.5",
+				"--ssh-user", "cloud",
+				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
+				"--vsock-path", "fastpath-vsock=2:20001",
+				"--ssh-servers", "10.244.1.7",
+				"--vsock-server-port", "5432",
+				"--results-configmap", "apps/vmb-results",
+				"--run-id", "vmb-run-1",
+			},
+		},
+		{
+			name: "VM mode, vsock tests only: no IP paths",
+			p:    vsockParams(fastpathv1alpha1.TestVSOCKStream),
+			ep: benchjob.Endpoints{
+				SSHClients: []string{"10.244.1.5"},
+				VSock:      &benchjob.RunnerVSock{RelayPort: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
+			},
+			want: []string{"run",
+				"--tests", "VSOCK_STREAM",
+				"--socket-sizes", "262144",
+				"--message-sizes", "65536",
+				"--rr-sizes", "1",
+				"--sessions", "1",
+				"--pairs", "1",
+				"--duration", "2s",
+				"--repetitions", "1",
+				"--ssh-clients", "10.244.1.5",
+				"--ssh-user", "cloud",
+				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
+				"--vsock-path", "fastpath-vsock=2:20001",
+				"--ssh-servers", "10.244.1.7",
+				"--vsock-server-port", "5432",
 				"--results-configmap", "apps/vmb-results",
 				"--run-id", "vmb-run-1",
 			},
@@ -162,6 +225,8 @@ func TestRunnerArgsRejectsMissingEndpoints(t *testing.T) {
 		{"one fast-path server for two pairs", vmParams(), benchjob.Endpoints{FastPath: []string{"a"}, Baseline: []string{"b", "c"}, SSHClients: []string{"d", "e"}}, "path fastpath has 1 servers, pairs up to 2"},
 		{"no baseline server", podParams(), benchjob.Endpoints{FastPath: []string{"a"}}, "path baseline has 0 servers"},
 		{"one SSH client for two pairs", vmParams(), benchjob.Endpoints{FastPath: []string{"a", "b"}, Baseline: []string{"b", "c"}, SSHClients: []string{"d"}}, "1 SSH clients, pairs up to 2"},
+		{"vsock without a relay port", vsockParams(fastpathv1alpha1.TestVSOCKRR), benchjob.Endpoints{SSHClients: []string{"d"}, VSock: &benchjob.RunnerVSock{ServicePort: 5432, Servers: []string{"e"}}}, "needs a relay port and a service port, got 0 and 5432"},
+		{"vsock without endpoints", vsockParams(fastpathv1alpha1.TestVSOCKRR), benchjob.Endpoints{SSHClients: []string{"d"}}, "no paths"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -195,6 +260,14 @@ func TestMatrixSize(t *testing.T) {
 		{"papers' default matrix", func(*fastpathv1alpha1.FastPathBenchmarkSpec) {}, 20, 2, 20*3*2*65*time.Second + 10*time.Minute},
 		{"pairs 4 doubles the points (1 and 4 pairs)", func(s *fastpathv1alpha1.FastPathBenchmarkSpec) { s.Pairs = ptr(int32(4)) }, 40, 2, 40*3*2*65*time.Second + 10*time.Minute},
 		{"no baseline halves the runs", func(s *fastpathv1alpha1.FastPathBenchmarkSpec) { s.Baseline = fastpathv1alpha1.BaselineNone }, 20, 1, 20*3*1*65*time.Second + 10*time.Minute},
+		// VSOCK_STREAM 4 messages × 2 sessions (no socket sizes) + VSOCK_RR 1 × 2 = 10 points, on the vsock path alone.
+		{"vsock tests only", func(s *fastpathv1alpha1.FastPathBenchmarkSpec) {
+			s.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestVSOCKStream, fastpathv1alpha1.TestVSOCKRR}
+		}, 10, 1, 10*3*1*65*time.Second + 10*time.Minute},
+		// 20 TCP points on fastpath and baseline, 8 VSOCK_STREAM points on the vsock path.
+		{"TCP and vsock tests", func(s *fastpathv1alpha1.FastPathBenchmarkSpec) {
+			s.Tests = append(s.Tests, fastpathv1alpha1.TestVSOCKStream)
+		}, 28, 3, (20*2+8)*3*65*time.Second + 10*time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)

@@ -2,6 +2,7 @@ package benchjob
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,6 +46,10 @@ type Endpoints struct {
 	Baseline []string
 	// SSHClients[i] is pair i+1's client VM pod-network address (VM mode only).
 	SSHClients []string
+	// VSock is the vsock path (VM mode with VSOCK_* tests only): the relay
+	// port and service port of the server VM's vsock service, and the server
+	// VMs' pod-network addresses.
+	VSock *RunnerVSock
 }
 
 // Resource requests of the rendered containers. There are deliberately no
@@ -90,35 +95,84 @@ func MaxPairs(spec fastpathv1alpha1.FastPathBenchmarkSpec) int {
 	return int(*spec.Pairs)
 }
 
-// Paths lists the paths a benchmark measures: PathFastPath, and PathBaseline
-// unless spec.baseline is None.
-func Paths(spec fastpathv1alpha1.FastPathBenchmarkSpec) []string {
-	if spec.Baseline == fastpathv1alpha1.BaselineNone {
-		return []string{PathFastPath}
-	}
-	return []string{PathFastPath, PathBaseline}
+// IsVSockTest reports whether t is one of the vsock tests (VSOCK_STREAM,
+// VSOCK_RR), which run on PathVSock only.
+func IsVSockTest(t fastpathv1alpha1.BenchmarkTest) bool {
+	return t == fastpathv1alpha1.TestVSOCKStream || t == fastpathv1alpha1.TestVSOCKRR
 }
 
-// PointCount is the number of matrix points of a defaulted spec, per path.
+// HasIPTests and HasVSockTests report whether the spec runs TCP (netperf)
+// tests, on PathFastPath and PathBaseline, and vsock tests, on PathVSock.
+func HasIPTests(spec fastpathv1alpha1.FastPathBenchmarkSpec) bool {
+	return slices.ContainsFunc(spec.Tests, func(t fastpathv1alpha1.BenchmarkTest) bool { return !IsVSockTest(t) })
+}
+
+// HasVSockTests: see HasIPTests.
+func HasVSockTests(spec fastpathv1alpha1.FastPathBenchmarkSpec) bool {
+	return slices.ContainsFunc(spec.Tests, IsVSockTest)
+}
+
+// Paths lists the paths a benchmark measures: with TCP tests PathFastPath,
+// and PathBaseline unless spec.baseline is None; with vsock tests PathVSock.
+func Paths(spec fastpathv1alpha1.FastPathBenchmarkSpec) []string {
+	var out []string
+	if HasIPTests(spec) {
+		out = append(out, PathFastPath)
+		if spec.Baseline != fastpathv1alpha1.BaselineNone {
+			out = append(out, PathBaseline)
+		}
+	}
+	if HasVSockTests(spec) {
+		out = append(out, PathVSock)
+	}
+	return out
+}
+
+// PointCount is the number of matrix points of a defaulted spec, over all
+// tests (each measured on the paths of its kind). Vsock tests have one
+// socket size (vsockbench sets none).
 func PointCount(spec fastpathv1alpha1.FastPathBenchmarkSpec) int {
-	per := len(spec.SocketSizes) * len(spec.Sessions) * len(PairCounts(spec))
 	n := 0
 	for _, t := range spec.Tests {
-		if t == fastpathv1alpha1.TestTCPRR || t == fastpathv1alpha1.TestVSOCKRR {
-			n += per // one RR size: RRMessageBytes
-		} else {
-			n += per * len(spec.MessageSizes)
-		}
+		n += pointsOf(spec, t)
 	}
 	return n
 }
 
+func pointsOf(spec fastpathv1alpha1.FastPathBenchmarkSpec, t fastpathv1alpha1.BenchmarkTest) int {
+	per := len(spec.Sessions) * len(PairCounts(spec))
+	if !IsVSockTest(t) {
+		per *= len(spec.SocketSizes)
+	}
+	if t == fastpathv1alpha1.TestTCPRR || t == fastpathv1alpha1.TestVSOCKRR {
+		return per // one RR size: RRMessageBytes
+	}
+	return per * len(spec.MessageSizes)
+}
+
+// RunCount is the number of measurements of a defaulted spec: every point
+// on every path of its kind, times the repetitions.
+func RunCount(spec fastpathv1alpha1.FastPathBenchmarkSpec) int {
+	ipPaths := len(Paths(spec))
+	if HasVSockTests(spec) {
+		ipPaths--
+	}
+	n := 0
+	for _, t := range spec.Tests {
+		paths := ipPaths
+		if IsVSockTest(t) {
+			paths = 1
+		}
+		n += pointsOf(spec, t) * paths
+	}
+	return n * int(*spec.Repetitions)
+}
+
 // Deadline is the Job's activeDeadlineSeconds for a defaulted spec: every run
-// (points × repetitions × paths) at its whole-second duration plus a per-run
-// overhead, plus slack for scheduling and image pulls.
+// (RunCount) at its whole-second duration plus a per-run overhead, plus
+// slack for scheduling, image pulls and copying the runner into the guests.
 func Deadline(spec fastpathv1alpha1.FastPathBenchmarkSpec) time.Duration {
-	runs := PointCount(spec) * int(*spec.Repetitions) * len(Paths(spec))
-	return time.Duration(runs)*(WholeSeconds(spec.Duration.Duration)+runOverhead) + jobSlack
+	return time.Duration(RunCount(spec))*(WholeSeconds(spec.Duration.Duration)+runOverhead) + jobSlack
 }
 
 // PodNode is the node the Pod-mode pods are pinned to: spec.server.node or
@@ -154,12 +208,17 @@ func RunnerArgsFor(p Params, ep Endpoints) RunnerArgs {
 	for _, t := range p.Spec.Tests {
 		a.Tests = append(a.Tests, string(t))
 	}
-	a.Paths = append(a.Paths, RunnerPath{Name: PathFastPath, Servers: ep.FastPath, MTU: p.MTU})
-	if p.Spec.Baseline != fastpathv1alpha1.BaselineNone {
-		a.Paths = append(a.Paths, RunnerPath{Name: PathBaseline, Servers: ep.Baseline})
+	if HasIPTests(p.Spec) {
+		a.Paths = append(a.Paths, RunnerPath{Name: PathFastPath, Servers: ep.FastPath, MTU: p.MTU})
+		if p.Spec.Baseline != fastpathv1alpha1.BaselineNone {
+			a.Paths = append(a.Paths, RunnerPath{Name: PathBaseline, Servers: ep.Baseline})
+		}
 	}
 	if p.Spec.Mode == fastpathv1alpha1.BenchmarkModeVM {
 		a.SSH = &RunnerSSH{Clients: ep.SSHClients, User: p.Spec.SSHUser, KeyFile: SSHKeyDir + "/" + SSHKeyFile}
+		if HasVSockTests(p.Spec) {
+			a.VSock = ep.VSock
+		}
 	}
 	return a
 }

@@ -23,7 +23,8 @@ const (
 // Summary is what status shows of a results document.
 type Summary struct {
 	// BestGbps is BestMbps in 10^9 bit/s with two decimals, e.g. "13.52"; ""
-	// when there is no fast-path TCP_STREAM result.
+	// when there is no fast-path TCP_STREAM (or, with vsock tests only,
+	// VSOCK_STREAM) result.
 	BestGbps string
 	// Speedup is BestRatio with two decimals and an x, e.g. "2.93x"; "" without
 	// a baseline at the best point.
@@ -52,27 +53,41 @@ type Summary struct {
 // point (several MTUs) counts with its best run (results.Best).
 func Summarize(doc results.Document) Summary {
 	best := results.Best(doc.Runs)
-	fast, base := best[benchjob.PathFastPath], best[benchjob.PathBaseline]
+	base := best[benchjob.PathBaseline]
 	var s Summary
 
-	// One status point per fast-path matrix point, in order of first
+	// One status point per fast-path matrix point (the virtio-net path's,
+	// then the vsock path's, which has no baseline), in order of first
 	// appearance (document order, so ties resolve the same way every time).
-	seen := map[results.Point]bool{}
+	// The best point is the virtio-net path's best single-pair TCP_STREAM,
+	// else, in a benchmark of vsock tests only, the best VSOCK_STREAM.
+	seen := map[string]map[results.Point]bool{}
+	var bestVSock results.Point
+	var bestVSockMbps float64
 	for _, r := range doc.Runs {
 		pt := r.Point()
-		if r.Path != benchjob.PathFastPath || seen[pt] {
+		if r.Path != benchjob.PathFastPath && r.Path != benchjob.PathVSock || seen[r.Path][pt] {
 			continue
 		}
-		seen[pt] = true
-		f := fast[pt]
-		if pt.Test == results.TCPStream && pt.Pairs == 1 && (!s.HasBest || f.ThroughputMbps > s.BestMbps) {
+		if seen[r.Path] == nil {
+			seen[r.Path] = map[results.Point]bool{}
+		}
+		seen[r.Path][pt] = true
+		f := best[r.Path][pt]
+		switch {
+		case r.Path == benchjob.PathFastPath && pt.Test == results.TCPStream && pt.Pairs == 1 && (!s.HasBest || f.ThroughputMbps > s.BestMbps):
 			s.HasBest, s.BestPoint, s.BestMbps = true, pt, f.ThroughputMbps
+		case r.Path == benchjob.PathVSock && pt.Test == results.VSockStream && pt.Pairs == 1 && f.ThroughputMbps > bestVSockMbps:
+			bestVSock, bestVSockMbps = pt, f.ThroughputMbps
 		}
 		s.TotalPoints++
 		if len(s.Points) < MaxPoints {
 			b, hasBase := base[pt]
-			s.Points = append(s.Points, point(f, b, hasBase))
+			s.Points = append(s.Points, point(f, b, hasBase && r.Path == benchjob.PathFastPath))
 		}
+	}
+	if !s.HasBest && bestVSockMbps > 0 {
+		s.HasBest, s.BestPoint, s.BestMbps = true, bestVSock, bestVSockMbps
 	}
 	if s.HasBest {
 		s.BestGbps = fmt.Sprintf("%.2f", s.BestMbps/1000)
@@ -125,8 +140,9 @@ func point(f, b results.Run, hasBase bool) fastpathv1alpha1.BenchmarkPoint {
 	return p
 }
 
-// pathSummary gives a path's best single-pair TCP_STREAM median and its lowest
-// single-pair TCP_RR mean latency.
+// pathSummary gives a path's best single-pair TCP_STREAM (VSOCK_STREAM on the
+// vsock path) median and its lowest single-pair TCP_RR (VSOCK_RR) mean
+// latency.
 func pathSummary(name string, runs map[results.Point]results.Run) fastpathv1alpha1.PathSummary {
 	ps := fastpathv1alpha1.PathSummary{Path: name}
 	var bestMbps, bestLat float64
@@ -135,9 +151,9 @@ func pathSummary(name string, runs map[results.Point]results.Run) fastpathv1alph
 			continue
 		}
 		switch pt.Test {
-		case results.TCPStream:
+		case results.TCPStream, results.VSockStream:
 			bestMbps = math.Max(bestMbps, r.ThroughputMbps)
-		case results.TCPRR:
+		case results.TCPRR, results.VSockRR:
 			if r.MeanLatencyUs > 0 && (bestLat == 0 || r.MeanLatencyUs < bestLat) {
 				bestLat = r.MeanLatencyUs
 			}

@@ -32,6 +32,12 @@ func stream(path string, sock, msg, pairs int, mbps float64, perPair ...float64)
 		ThroughputMbps: mbps, PerPairThroughputMbps: perPair, Samples: []results.Sample{{Repetition: 1, ThroughputMbps: mbps}}}
 }
 
+func vsockStream(sock, msg int, mbps float64) results.Run {
+	r := stream("fastpath-vsock", sock, msg, 1, mbps)
+	r.Test = results.VSockStream
+	return r
+}
+
 func TestSummarizeFixture(t *testing.T) {
 	g := gomega.NewWithT(t)
 	s := benchresults.Summarize(loadFixture(t))
@@ -84,6 +90,28 @@ func TestSummarize(t *testing.T) {
 		runs  []results.Run
 		check func(g *gomega.WithT, s benchresults.Summary)
 	}{
+		{
+			name: "vsock beside TCP: TCP gives the best point, vsock has points and a path entry without a baseline",
+			runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000), stream("baseline", 65536, 512, 1, 2500), vsockStream(0, 512, 9000)},
+			check: func(g *gomega.WithT, s benchresults.Summary) {
+				g.Expect(s.BestGbps).To(gomega.Equal("5.00"))
+				g.Expect(s.Speedup).To(gomega.Equal("2.00x"))
+				g.Expect(s.Points).To(gomega.HaveLen(2))
+				g.Expect(s.Points[1].Test).To(gomega.Equal(fastpathv1alpha1.TestVSOCKStream))
+				g.Expect(s.Points[1].FastPathMbps).To(gomega.Equal(int64(9000)))
+				g.Expect(s.Points[1].BaselineMbps).To(gomega.BeZero())
+				g.Expect(s.Paths).To(gomega.ContainElement(fastpathv1alpha1.PathSummary{Path: "fastpath-vsock", BestThroughputMbps: 9000}))
+			},
+		},
+		{
+			name: "vsock tests only: the best VSOCK_STREAM",
+			runs: []results.Run{vsockStream(0, 512, 900), vsockStream(0, 65536, 3000)},
+			check: func(g *gomega.WithT, s benchresults.Summary) {
+				g.Expect(s.BestGbps).To(gomega.Equal("3.00"))
+				g.Expect(s.Speedup).To(gomega.BeEmpty())
+				g.Expect(s.BestPoint.MessageBytes).To(gomega.Equal(65536))
+			},
+		},
 		{
 			name: "no baseline: no speed-up",
 			runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000)},
