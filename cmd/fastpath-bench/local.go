@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -243,7 +244,8 @@ func printFigures(stdout io.Writer, dir string) error {
 	for _, f := range files {
 		fmt.Fprintf(stdout, "figures %s: %s\n", f.Benchmark, f.Description)
 		for _, fig := range f.Figures {
-			fmt.Fprintf(stdout, "  %s %s %g %s\n", f.Benchmark, fig.Name, fig.Value, fig.Unit)
+			// Three decimals: the files keep full precision, a reader needs none of it.
+			fmt.Fprintf(stdout, "  %s %s %g %s\n", f.Benchmark, fig.Name, math.Round(fig.Value*1000)/1000, fig.Unit)
 		}
 	}
 	return nil
