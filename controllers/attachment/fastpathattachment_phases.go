@@ -547,36 +547,18 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 
 // tuningDiff compares the tuning of interface name in a running VMI's
 // fastpath.io/tuning annotation (KubeVirt copies the template's annotations
-// to the VMI when it starts; the domain hook reads them there) with want. It
-// returns "" when they are equal, else the fields that differ as
-// "mtu 1500, running 9000; ..." ("running none" when the VMI has no valid
-// tuning for name).
+// to the VMI when it starts; the domain hook reads them there) with want:
+// "" when equal, "running none" when the VMI has no valid tuning for name,
+// else tuning.Interface.Diff.
 func tuningDiff(annotation, name string, want tuning.Interface) string {
 	var got tuning.Interface
 	if a, err := tuning.Parse(annotation); err == nil {
 		got = a.Interfaces[name]
 	}
-	if got == want {
-		return ""
-	}
-	if got == (tuning.Interface{}) {
+	if got == (tuning.Interface{}) && want != got {
 		return "running none"
 	}
-	var out []string
-	add := func(field string, w, g any) {
-		if w != g {
-			out = append(out, fmt.Sprintf("%s %v, running %v", field, w, g))
-		}
-	}
-	add("mtu", want.MTU, got.MTU)
-	add("queues", want.Queues, got.Queues)
-	add("rxQueueSize", want.RxQueueSize, got.RxQueueSize)
-	add("txQueueSize", want.TxQueueSize, got.TxQueueSize)
-	add("tso", want.Offloads.TSO, got.Offloads.TSO)
-	add("gso", want.Offloads.GSO, got.Offloads.GSO)
-	add("gro", want.Offloads.GRO, got.Offloads.GRO)
-	add("txChecksum", want.Offloads.TXChecksum, got.Offloads.TXChecksum)
-	return strings.Join(out, "; ")
+	return want.Diff(got)
 }
 
 // reconcileVSOCK allocates relay ports and computes the relay routes.

@@ -171,3 +171,30 @@ func deref(p *int32) int32 {
 	}
 	return *p
 }
+
+// Diff names the fields in which running differs from i, as
+// "mtu 1500, running 9000; tso On, running Off" (i's value first, then
+// running's), or "" when they are equal. Every field of Interface counts.
+func (i Interface) Diff(running Interface) string {
+	if i == running {
+		return ""
+	}
+	var out []string
+	add := func(field string, want, got any) {
+		if want != got {
+			out = append(out, fmt.Sprintf("%s %v, running %v", field, want, got))
+		}
+	}
+	add("mtu", i.MTU, running.MTU)
+	add("queues", i.Queues, running.Queues)
+	add("rxQueueSize", i.RxQueueSize, running.RxQueueSize)
+	add("txQueueSize", i.TxQueueSize, running.TxQueueSize)
+	add("tso", i.Offloads.TSO, running.Offloads.TSO)
+	add("gso", i.Offloads.GSO, running.Offloads.GSO)
+	add("gro", i.Offloads.GRO, running.Offloads.GRO)
+	add("txChecksum", i.Offloads.TXChecksum, running.Offloads.TXChecksum)
+	if len(out) == 0 { // a field this list does not name yet
+		return fmt.Sprintf("%+v, running %+v", i, running)
+	}
+	return strings.Join(out, "; ")
+}

@@ -89,3 +89,15 @@ func TestMarshalRejectsInvalid(t *testing.T) {
 	_, err := Annotation{Interfaces: map[string]Interface{"fp-a": {RxQueueSize: 128}}}.Marshal()
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(`failed to marshal tuning annotation: interfaces["fp-a"].rxQueueSize 128 is invalid`)))
 }
+
+func TestInterfaceDiff(t *testing.T) {
+	want := Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256, Offloads: Offloads{TSO: v1alpha1.OffloadOn, GRO: v1alpha1.OffloadOn}}
+	if d := want.Diff(want); d != "" {
+		t.Errorf("Diff of equal interfaces = %q, want \"\"", d)
+	}
+	running := want
+	running.Queues, running.Offloads.GRO = 2, v1alpha1.OffloadOff
+	if d, w := want.Diff(running), "queues 4, running 2; gro On, running Off"; d != w {
+		t.Errorf("Diff = %q, want %q", d, w)
+	}
+}
