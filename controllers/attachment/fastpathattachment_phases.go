@@ -706,24 +706,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	var jobs []func(context.Context)
-	var mu sync.Mutex
-	var errs []error
-	for i := range vms {
-		vm := &vms[i]
-		if wiring.Owner(vm.Object) != s.att.Name {
-			continue
-		}
-		jobs = append(jobs, func(ctx context.Context) {
-			if _, err := r.unwireVM(ctx, vm, s.att.Name); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	runBounded(ctx, r.opts.WiringWorkers, jobs)
-	if len(errs) > 0 {
+	if errs := r.unwireOwned(ctx, vms, s.att.Name, nil); len(errs) > 0 {
 		// Say why the finalizer stays (e.g. a hook sidecar annotation the
 		// user made unreadable); fixing the VM brings the attachment back.
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(errs)))
@@ -762,13 +745,7 @@ func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName
 	if err != nil {
 		return err
 	}
-	var orphans []*unstructured.Unstructured
-	for i := range vms {
-		if wiring.Owner(vms[i].Object) == key.Name {
-			orphans = append(orphans, &vms[i])
-		}
-	}
-	if len(orphans) == 0 {
+	if !slices.ContainsFunc(vms, func(vm unstructured.Unstructured) bool { return wiring.Owner(vm.Object) == key.Name }) {
 		return nil
 	}
 	// The cache may not show an attachment of that name created a moment ago.
@@ -777,20 +754,39 @@ func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to get FastPathAttachment %s: %w", key, err)
 	}
+	return errors.Join(r.unwireOwned(ctx, vms, key.Name, func(vm *unstructured.Unstructured) {
+		ctrl.LoggerFrom(ctx).Info("Removed the wiring of a FastPathAttachment that no longer exists", "VirtualMachine", klog.KObj(vm))
+		r.recorder.Eventf(vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+			"Removed the wiring of FastPathAttachment %s, which no longer exists (deleted without its finalizer)", key.Name)
+	})...)
+}
+
+// unwireOwned removes attachment's wiring from every VM of vms that carries
+// its record, at most Options.WiringWorkers at a time, calls unwired (when
+// not nil) for each VM it changed, and returns the errors.
+func (r *Reconciler) unwireOwned(ctx context.Context, vms []unstructured.Unstructured, attachment string, unwired func(*unstructured.Unstructured)) []error {
+	var jobs []func(context.Context)
+	var mu sync.Mutex
 	var errs []error
-	for _, vm := range orphans {
-		changed, err := r.unwireVM(ctx, vm, key.Name)
-		if err != nil {
-			errs = append(errs, err)
+	for i := range vms {
+		vm := &vms[i]
+		if wiring.Owner(vm.Object) != attachment {
 			continue
 		}
-		if changed {
-			ctrl.LoggerFrom(ctx).Info("Removed the wiring of a FastPathAttachment that no longer exists", "VirtualMachine", klog.KObj(vm))
-			r.recorder.Eventf(vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
-				"Removed the wiring of FastPathAttachment %s, which no longer exists (deleted without its finalizer)", key.Name)
-		}
+		jobs = append(jobs, func(ctx context.Context) {
+			changed, err := r.unwireVM(ctx, vm, attachment)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case changed && unwired != nil:
+				unwired(vm)
+			}
+		})
 	}
-	return errors.Join(errs...)
+	runBounded(ctx, r.opts.WiringWorkers, jobs)
+	return errs
 }
 
 // listVMs lists the VirtualMachines of a namespace as unstructured objects.
