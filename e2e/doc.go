@@ -5,10 +5,10 @@
 //
 // Two environments run the same specs:
 //
-//   - local (default, root): the Stack of internal/demo — the embedded
+//   - local (default, root): the Stack of internal/localenv/demo — the embedded
 //     control plane, the real fastpath-operator and fastpath-agent processes
 //     from bin/, and the EMULATED KubeVirt, Multus and kubelet of
-//     internal/emulation. Guests are network namespaces, so "in the guest"
+//     internal/localenv/emulation. Guests are network namespaces, so "in the guest"
 //     means inside that namespace, and vsock is the UNIX-socket transport.
 //     FASTPATH_BIN_DIR overrides bin/ (the binaries `make build` makes).
 //   - cluster (KUBECONFIG set): a real cluster with KubeVirt (VSOCK and Sidecar

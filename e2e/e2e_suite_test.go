@@ -13,8 +13,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fastpath-io/fastpath/internal/testenv"
-	"github.com/fastpath-io/fastpath/internal/testutil"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // TestE2E runs the suite against the local stack, or against the cluster of

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/demo"
-	"github.com/fastpath-io/fastpath/internal/emulation"
-	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+	"github.com/fastpath-io/fastpath/internal/localenv/demo"
+	"github.com/fastpath-io/fastpath/internal/localenv/emulation"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
 // Environment is where the suite runs: the local stack or a real cluster.
@@ -49,7 +49,7 @@ type Environment interface {
 	Stop() error
 }
 
-// localEnv is the Stack of internal/demo (emulated KubeVirt).
+// localEnv is the Stack of internal/localenv/demo (emulated KubeVirt).
 type localEnv struct {
 	stack *demo.Stack
 }

@@ -20,7 +20,7 @@ const (
 	TuningAnnotation = "fastpath.io/tuning"
 
 	// WiringRecordAnnotation on a VM's own metadata holds the record of what the
-	// operator changed in the VM's template (JSON, internal/wiring.Record), so
+	// operator changed in the VM's template (JSON, internal/vm/wiring.Record), so
 	// that unwiring restores the template byte for byte. Do not edit it.
 	WiringRecordAnnotation = "fastpath.io/wiring"
 

@@ -3,7 +3,7 @@
 // installs the fastpath CNI binary, ensures the node bridges and their MTU,
 // optionally raises socket-buffer sysctls, probes the node's capabilities,
 // runs the vsock sibling relay and publishes the node's FastPathNode. It only
-// parses flags and wires dependencies; the logic lives in internal/agent and
+// parses flags and wires dependencies; the logic lives in controllers/node and
 // the packages it drives.
 package main
 
@@ -24,16 +24,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/fastpath-io/fastpath/internal/agent"
-	"github.com/fastpath-io/fastpath/internal/bridge"
-	"github.com/fastpath-io/fastpath/internal/cniinstall"
-	"github.com/fastpath-io/fastpath/internal/metricsauth"
-	"github.com/fastpath-io/fastpath/internal/ovsdb"
-	"github.com/fastpath-io/fastpath/internal/probe"
-	"github.com/fastpath-io/fastpath/internal/relay"
-	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
-	"github.com/fastpath-io/fastpath/internal/sysctl"
+	agent "github.com/fastpath-io/fastpath/controllers/node"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/node/sysctl"
+	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
 // version is set at build time with -ldflags "-X main.version=<version>";

@@ -8,14 +8,14 @@
 //	fastpath-bench local --out _out/bench
 //
 // run is also the runner of a FastPathBenchmark Job: it accepts exactly the
-// command line internal/benchjob.RunnerArgs renders (VM mode with
+// command line internal/bench/benchjob.RunnerArgs renders (VM mode with
 // --ssh-clients runs pair i's netperf on client VM i over SSH) and writes
 // its outcome into the results ConfigMap named by --results-configmap
 // (internal/bench.ConfigMapSink), reached with the in-cluster configuration
 // or $KUBECONFIG when set. The results JSON is printed on stdout in any case.
 //
 // vsock-server and vsock-client measure VSOCK_STREAM and VSOCK_RR
-// (internal/vsockbench), since netperf has no AF_VSOCK; --transport
+// (internal/bench/vsockbench), since netperf has no AF_VSOCK; --transport
 // unix:<dir> with --cid selects the UNIX-socket EMULATION of vsock instead
 // of real AF_VSOCK sockets ($FASTPATH_VSOCK_TRANSPORT and $FASTPATH_VSOCK_CID
 // set the defaults; the emulation's ssh sets them in emulated guests). run
@@ -26,7 +26,7 @@
 // --vsock-server-port) and runs vsock-client in the client VM (guest.go).
 //
 // local builds the datapaths of DESIGN §5.2 between network namespaces on
-// this machine (internal/localbench), measures them, writes results.json and
+// this machine (internal/localenv/localbench), measures them, writes results.json and
 // the report, and prints the ratio lines and the targets.
 //
 // Subcommands register themselves with register, each in its own file.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/fastpath-io/fastpath/internal/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 )
 
 // VM mode with vsock tests: netperf has no AF_VSOCK, so the runner copies

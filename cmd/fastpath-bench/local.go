@@ -16,11 +16,11 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/benchfig"
-	"github.com/fastpath-io/fastpath/internal/localbench"
-	"github.com/fastpath-io/fastpath/internal/report"
-	"github.com/fastpath-io/fastpath/internal/results"
-	"github.com/fastpath-io/fastpath/internal/sysctl"
+	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
+	"github.com/fastpath-io/fastpath/internal/bench/report"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/localenv/localbench"
+	"github.com/fastpath-io/fastpath/internal/node/sysctl"
 )
 
 func init() {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/benchfig"
-	"github.com/fastpath-io/fastpath/internal/localbench"
-	"github.com/fastpath-io/fastpath/internal/results"
-	"github.com/fastpath-io/fastpath/internal/testutil"
+	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/localenv/localbench"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // `local` end to end on two paths that need no CNI binary (1 s runs): the

@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/fastpath-io/fastpath/internal/cliflags"
+	"github.com/fastpath-io/fastpath/internal/platform/cliflags"
 )
 
 // command is one subcommand: run parses args (everything after the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 func run(args ...string) (code int, stdout, stderr string) {
@@ -111,7 +111,7 @@ func TestRunThenReport(t *testing.T) {
 }
 
 // The demo's emulated kubelet starts the runner with FASTPATH_EMULATED
-// (internal/emulation); the results document and its report must say so,
+// (internal/localenv/emulation); the results document and its report must say so,
 // followed by what --emulated adds.
 func TestRunRecordsEmulatedFromEnvironment(t *testing.T) {
 	const kubelet = "VMs emulated as network namespaces (set by the test as the emulated kubelet would)"

@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/fastpath-io/fastpath/internal/report"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/report"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 func init() {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/bench/vsockbench"
 	"github.com/fastpath-io/fastpath/internal/vsock"
-	"github.com/fastpath-io/fastpath/internal/vsockbench"
 )
 
 func init() {
@@ -33,7 +33,7 @@ type transportFlags struct {
 const unixTransportPrefix = "unix:"
 
 // Environment variables that set the defaults of --transport and --cid.
-// The emulation's ssh (internal/emulation) sets them in every command it
+// The emulation's ssh (internal/localenv/emulation) sets them in every command it
 // runs in an emulated guest, so a runner that copied itself into a guest
 // (VM mode) uses that guest's emulated vsock there and real AF_VSOCK in a
 // real guest.

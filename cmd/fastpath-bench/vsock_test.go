@@ -13,7 +13,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // startVSockServer runs `vsock-server` on emulated CID 7, port 5000 under

@@ -6,5 +6,5 @@
 // and prints the tuned domain XML on stdout; logs and errors go to stderr, and
 // on an error nothing is printed on stdout and the exit status is non-zero.
 // Invoked under its own name it takes the same flags, optionally after the
-// word onDefineDomain. The logic is in internal/domainhook.
+// word onDefineDomain. The logic is in internal/vm/domainhook.
 package main

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/stdr"
 
-	"github.com/fastpath-io/fastpath/internal/domainhook"
+	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
 )
 
 func main() {

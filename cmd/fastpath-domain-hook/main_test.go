@@ -13,11 +13,11 @@ import (
 	"github.com/onsi/gomega"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/fastpath-io/fastpath/internal/domainhook"
-	"github.com/fastpath-io/fastpath/internal/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
+	"github.com/fastpath-io/fastpath/internal/vm/tuning"
 )
 
-const testdata = "../../internal/domainhook/testdata"
+const testdata = "../../internal/vm/domainhook/testdata"
 
 func fixture(t *testing.T, name string) string {
 	t.Helper()

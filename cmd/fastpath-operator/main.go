@@ -18,8 +18,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
-	"github.com/fastpath-io/fastpath/internal/metricsauth"
-	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
 // flags are the command line of fastpath-operator.

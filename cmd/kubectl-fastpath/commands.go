@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/demo"
-	"github.com/fastpath-io/fastpath/internal/report"
-	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
+	"github.com/fastpath-io/fastpath/internal/bench/report"
+	"github.com/fastpath-io/fastpath/internal/localenv/demo"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -5,7 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 type metav1Condition = metav1.Condition

@@ -20,7 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fastpath-io/fastpath/internal/cliflags"
+	"github.com/fastpath-io/fastpath/internal/platform/cliflags"
 )
 
 func main() {

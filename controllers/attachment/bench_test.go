@@ -25,9 +25,9 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
-	"github.com/fastpath-io/fastpath/internal/benchfig"
-	fpscheme "github.com/fastpath-io/fastpath/internal/scheme"
-	"github.com/fastpath-io/fastpath/internal/testenv"
+	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
 // scaleVMs is the number of VMs one attachment selects in the scale benchmark.

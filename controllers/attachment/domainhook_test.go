@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/wiring"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // templateAnnotation returns a VM template annotation, or "<absent>".

@@ -28,8 +28,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/tuning"
-	"github.com/fastpath-io/fastpath/internal/wiring"
+	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // maxVMPatchAttempts bounds the re-read-and-retry loop of one VM patch.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/wiring"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // Map functions of the watches. Each lists attachments from the cache (an

@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
-	"github.com/fastpath-io/fastpath/internal/testenv"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 )
 
 // The suite runs the real reconciler in a real manager against a real
-// kube-apiserver and etcd (internal/testenv) with fixture CRDs for KubeVirt
+// kube-apiserver and etcd (internal/localenv/testenv) with fixture CRDs for KubeVirt
 // and Multus. Nothing of KubeVirt runs: the tests write VMIs and their status
 // the way virt-controller and virt-handler would.
 

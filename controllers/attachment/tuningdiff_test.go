@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/tuning"
 )
 
 func TestTuningDiff(t *testing.T) {

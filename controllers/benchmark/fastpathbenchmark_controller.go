@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/benchjob"
-	"github.com/fastpath-io/fastpath/internal/benchresults"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/bench/benchresults"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Field indexes on FastPathBenchmark, so attachment and VMI events find the

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/benchjob"
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 const (

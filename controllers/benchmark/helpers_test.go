@@ -24,8 +24,8 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/benchjob"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -35,7 +35,7 @@ func ptr[T any](v T) *T { return &v }
 // network, three repetitions each. Best fast path 13520.4 Mbps at 256 KiB /
 // 64 KiB, 4590.2 Mbps on the baseline there.
 func fixture() string {
-	data, err := os.ReadFile("../../internal/benchresults/testdata/results-pod.json")
+	data, err := os.ReadFile("../../internal/bench/benchresults/testdata/results-pod.json")
 	Expect(err).NotTo(HaveOccurred())
 	return string(data)
 }

@@ -9,7 +9,7 @@
 // the repetitions (results.Run.Summarize).
 //
 // A test is run by a Tool chosen by test name: Netperf for TCP_STREAM and
-// TCP_RR; VSock for VSOCK_STREAM and VSOCK_RR (internal/vsockbench, since
+// TCP_RR; VSock for VSOCK_STREAM and VSOCK_RR (internal/bench/vsockbench, since
 // netperf has no AF_VSOCK); others plug in through Runner.Tools. Where the client runs is the Executor of each
-// Endpoint (internal/netperf: local, network namespace, SSH).
+// Endpoint (internal/bench/netperf: local, network namespace, SSH).
 package bench

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Machine describes this machine for results.Document.Machine: hostname,

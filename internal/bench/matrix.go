@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Matrix is the set of points a benchmark measures (DESIGN §3.1

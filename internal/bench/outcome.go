@@ -16,9 +16,9 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/fastpath-io/fastpath/internal/benchjob"
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // MaxConfigMapBytes is the most a ConfigMap's data may hold, counting keys
@@ -41,7 +41,7 @@ func ErrorReason(err error) string {
 }
 
 // OutcomeData returns the ConfigMap data of one outcome, as the contract of
-// internal/benchjob describes it: runID plus results.json (doc encoded, when
+// internal/bench/benchjob describes it: runID plus results.json (doc encoded, when
 // runErr is nil) or error and errorReason (when it is not). Keys of the other
 // outcome map to nil, so that a JSON merge patch of {"data": ...} removes
 // what an earlier attempt left. When doc does not fit MaxConfigMapBytes its

@@ -9,9 +9,9 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/benchjob"
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // docWithSamples returns a valid document of one run with n samples of one

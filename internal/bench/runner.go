@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Endpoint is one client/server pair of a path: where the client runs and

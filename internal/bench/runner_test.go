@@ -13,8 +13,8 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/netperf"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // toolFunc adapts a function to bench.Tool.

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/bench/vsockbench"
 	"github.com/fastpath-io/fastpath/internal/vsock"
-	"github.com/fastpath-io/fastpath/internal/vsockbench"
 )
 
-// VSock is the Tool for VSOCK_STREAM and VSOCK_RR (internal/vsockbench),
+// VSock is the Tool for VSOCK_STREAM and VSOCK_RR (internal/bench/vsockbench),
 // which netperf cannot run. An Endpoint names the server by context ID and
 // port: Host is the CID in decimal and Port the vsock port, e.g. "2" and the
 // relay port to go through the node's sibling relay, or a guest CID and its

@@ -11,9 +11,9 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
-	"github.com/fastpath-io/fastpath/internal/results"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/bench/vsockbench"
 	"github.com/fastpath-io/fastpath/internal/vsock"
-	"github.com/fastpath-io/fastpath/internal/vsockbench"
 )
 
 // startVSockServer serves vsockbench on CID 7, port 5000 of the UNIX-socket

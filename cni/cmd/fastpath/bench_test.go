@@ -12,9 +12,9 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/benchfig"
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // Samples per datapath and concurrency in one benchmark iteration: 40

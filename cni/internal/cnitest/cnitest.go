@@ -17,8 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // SystemCNIPath holds Debian's containernetworking-plugins (host-local,

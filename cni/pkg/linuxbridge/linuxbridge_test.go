@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
-	"github.com/fastpath-io/fastpath/internal/testutil"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 func TestBridgeAttachVerify(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
-	"github.com/fastpath-io/fastpath/internal/testutil"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // ethtoolK reads offloads with the ethtool command, independently of this

@@ -15,7 +15,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	libovsdb "github.com/ovn-org/libovsdb/ovsdb"
 
-	"github.com/fastpath-io/fastpath/internal/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
 // External ID keys the plugin sets on the ports it creates. KeyNetwork,
@@ -44,7 +44,7 @@ var ErrBridgeNotFound = errors.New("bridge not found")
 const AttachTimeout = 10 * time.Second
 
 // Client is a connection to ovsdb-server with a cache of the columns of
-// internal/ovsdb's model that the plugin uses (only those are monitored).
+// internal/datapath/ovsdb's model that the plugin uses (only those are monitored).
 type Client struct {
 	c        client.Client
 	endpoint string

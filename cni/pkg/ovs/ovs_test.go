@@ -8,9 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
-	"github.com/fastpath-io/fastpath/internal/ovsdb"
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 func TestClientAgainstOVS(t *testing.T) {

@@ -1,0 +1,298 @@
+package datapathtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	agent "github.com/fastpath-io/fastpath/controllers/node"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
+)
+
+// Names made here start with "fpag" (fast-path agent).
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start(testenv.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// node is one agent instance's dependencies for one node; newInstance builds
+// a fresh set, as a restarted agent process would.
+type node struct {
+	t      *testing.T
+	name   string
+	socket string // OVSDB endpoint
+	marker string // bridge marker of this test
+}
+
+func newNode(t *testing.T) *node {
+	testutil.RequireRoot(t)
+	return &node{t: t, name: testutil.UniqueName("node-"), socket: ovstest.Start(t), marker: testutil.UniqueName("test-")}
+}
+
+// newInstance returns a reconciler with its own OVSDB connection, bridge
+// manager and relay: a new agent process for the same node.
+func (n *node) newInstance() *agent.Reconciler {
+	t := n.t
+	conn := ovsdb.NewConn(n.socket, testr.New(t))
+	t.Cleanup(conn.Close)
+	rl, err := relay.New(relay.Options{Transport: vsock.NewUnixTransport(t.TempDir(), vsock.HostCID), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rl.Close() })
+	return &agent.Reconciler{
+		Client:        env.Client,
+		APIReader:     env.Client,
+		NodeName:      n.name,
+		Prober:        &probe.Host{OVS: conn},
+		Bridges:       &bridge.Manager{OVS: conn, OVSDatapathType: ovsdb.DatapathNetdev, Marker: n.marker, Log: testr.New(t)},
+		Relay:         rl,
+		RelayEmulated: true,
+		AgentVersion:  "v0.0.0-root-test",
+	}
+}
+
+func reconcile(t *testing.T, r *agent.Reconciler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctrl.LoggerInto(context.Background(), testr.New(t)), time.Minute)
+	defer cancel()
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}); err != nil {
+		t.Fatalf("reconcile failed: %v", err)
+	}
+}
+
+func (n *node) fpn() *fastpathv1alpha1.FastPathNode {
+	n.t.Helper()
+	fpn := &fastpathv1alpha1.FastPathNode{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: n.name}, fpn); err != nil {
+		n.t.Fatalf("failed to get FastPathNode %s: %v", n.name, err)
+	}
+	return fpn
+}
+
+func namespace(t *testing.T) string {
+	ns, err := env.NewNamespace(context.Background(), "agent-root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// attach creates an attachment wanting bridge br and deletes it at cleanup
+// (attachments are cluster-wide: the next test's agent must not see it).
+func attach(t *testing.T, ns, name string, dp fastpathv1alpha1.Datapath, br string, mtu int32) *fastpathv1alpha1.FastPathAttachment {
+	a := &fastpathv1alpha1.FastPathAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fastpathv1alpha1.FastPathAttachmentSpec{
+			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Network:    &fastpathv1alpha1.NetworkSpec{Datapath: dp, Bridge: br, MTU: ptr.To(mtu), IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(env.Client.Delete(context.Background(), a)) })
+	return a
+}
+
+func deleteLinuxBridgeAtCleanup(t *testing.T, name string) {
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				t.Errorf("failed to delete bridge %s: %v", name, err)
+			}
+		}
+	})
+}
+
+func deleteOVSBridgeAtCleanup(t *testing.T, socket, name string) {
+	t.Cleanup(func() {
+		if out, err := exec.Command("ovs-vsctl", "--db="+socket, "--timeout=30", "--if-exists", "del-br", name).CombinedOutput(); err != nil {
+			t.Errorf("failed to delete OVS bridge %s: %v: %s", name, err, out)
+		}
+	})
+}
+
+func vsctl(t *testing.T, socket string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ovs-vsctl", append([]string{"--db=" + socket, "--timeout=30"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ovs-vsctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// link returns the kernel's view of name: type, MTU, ifindex, up.
+func link(t *testing.T, name string) netlink.Link {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatalf("failed to find link %s: %v", name, err)
+	}
+	return l
+}
+
+func condition(fpn *fastpathv1alpha1.FastPathNode, typ string) metav1.Condition {
+	for _, c := range fpn.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func bridgeStatus(fpn *fastpathv1alpha1.FastPathNode, name string) fastpathv1alpha1.BridgeStatus {
+	for _, b := range fpn.Status.Bridges {
+		if b.Name == name {
+			return b
+		}
+	}
+	return fastpathv1alpha1.BridgeStatus{}
+}
+
+func TestBridgesCreatedRaisedAndConvergedAfterRestart(t *testing.T) {
+	g := NewWithT(t)
+	n := newNode(t)
+	ns := namespace(t)
+	brL, brO := testutil.UniqueName("fpag"), testutil.UniqueName("fpag")
+	deleteLinuxBridgeAtCleanup(t, brL)
+	deleteOVSBridgeAtCleanup(t, n.socket, brO)
+	attach(t, ns, "lb", fastpathv1alpha1.DatapathLinuxBridge, brL, 9000)
+	ovsAtt := attach(t, ns, "ovs", fastpathv1alpha1.DatapathOVS, brO, 9000)
+
+	r := n.newInstance()
+	reconcile(t, r)
+
+	l := link(t, brL)
+	g.Expect(l.Type()).To(Equal("bridge"))
+	g.Expect(l.Attrs().MTU).To(Equal(9000))
+	g.Expect(l.Attrs().Flags & net.FlagUp).NotTo(BeZero())
+	g.Expect(vsctl(t, n.socket, "get", "Bridge", brO, "datapath_type")).To(Equal("netdev"))
+	g.Expect(vsctl(t, n.socket, "get", "Interface", brO, "mtu")).To(Equal("9000"))
+	g.Expect(link(t, brO).Attrs().MTU).To(Equal(9000))
+
+	fpn := n.fpn()
+	g.Expect(bridgeStatus(fpn, brL)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brL, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000, Ready: true, Attachments: []string{ns + "/lb"}}))
+	g.Expect(bridgeStatus(fpn, brO)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brO, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000, Ready: true, Attachments: []string{ns + "/ovs"}}))
+	g.Expect(condition(fpn, fastpathv1alpha1.BridgesReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(fpn.Status.Capabilities.OVS).NotTo(BeNil())
+	g.Expect(fpn.Status.Capabilities.OVS.Reachable).To(BeTrue())
+	g.Expect(fpn.Status.Capabilities.OVS.DatapathTypes).To(ContainElement("netdev"))
+
+	t.Log("An attachment asks for more: the MTU is raised")
+	attach(t, ns, "jumbo", fastpathv1alpha1.DatapathLinuxBridge, brL, 65000)
+	ovsAtt.Spec.Network.MTU = ptr.To[int32](9216)
+	g.Expect(env.Client.Update(context.Background(), ovsAtt)).To(Succeed())
+	reconcile(t, r)
+	g.Expect(link(t, brL).Attrs().MTU).To(Equal(65000))
+	g.Expect(vsctl(t, n.socket, "get", "Interface", brO, "mtu")).To(Equal("9216"))
+	fpn = n.fpn()
+	g.Expect(bridgeStatus(fpn, brL).MTU).To(Equal(int32(65000)))
+	g.Expect(bridgeStatus(fpn, brO).MTU).To(Equal(int32(9216)))
+
+	t.Log("A new agent instance converges to the same bridges and writes nothing")
+	indexL, indexO, rv := link(t, brL).Attrs().Index, link(t, brO).Attrs().Index, fpn.ResourceVersion
+	r2 := n.newInstance()
+	reconcile(t, r2)
+	reconcile(t, r2)
+	g.Expect(link(t, brL).Attrs().Index).To(Equal(indexL))
+	g.Expect(link(t, brO).Attrs().Index).To(Equal(indexO))
+	g.Expect(strings.Count("\n"+vsctl(t, n.socket, "list-br")+"\n", "\n"+brO+"\n")).To(Equal(1))
+	g.Expect(vsctl(t, n.socket, "list-ports", brO)).To(BeEmpty(), "no port was added to the bridge")
+	var fpns fastpathv1alpha1.FastPathNodeList
+	g.Expect(env.Client.List(context.Background(), &fpns)).To(Succeed())
+	count := 0
+	for _, f := range fpns.Items {
+		if f.Name == n.name {
+			count++
+		}
+	}
+	g.Expect(count).To(Equal(1))
+	g.Expect(n.fpn().ResourceVersion).To(Equal(rv), "an unchanged status is not written again")
+}
+
+func TestConflictIsReportedAndTheBridgeLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	n := newNode(t)
+	ns := namespace(t)
+	br := testutil.UniqueName("fpag")
+	deleteLinuxBridgeAtCleanup(t, br)
+	deleteOVSBridgeAtCleanup(t, n.socket, br)
+	attach(t, ns, "first", fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+	r := n.newInstance()
+	reconcile(t, r)
+	before := link(t, br)
+	g.Expect(before.Type()).To(Equal("bridge"))
+
+	attach(t, ns, "second", fastpathv1alpha1.DatapathOVS, br, 65000)
+	reconcile(t, r)
+
+	c := condition(n.fpn(), fastpathv1alpha1.BridgesReadyCondition)
+	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(c.Reason).To(Equal(fastpathv1alpha1.ReasonBridgeConflict))
+	g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("bridge %s is wanted as LinuxBridge by %s/first and as OVS by %s/second", br, ns, ns)))
+	g.Expect(condition(n.fpn(), fastpathv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionFalse))
+	after := link(t, br)
+	g.Expect(after.Type()).To(Equal("bridge"))
+	g.Expect(after.Attrs().Index).To(Equal(before.Attrs().Index))
+	g.Expect(after.Attrs().MTU).To(Equal(9000), "neither datapath's wish is applied")
+	g.Expect(vsctl(t, n.socket, "list-br")).NotTo(ContainSubstring(br))
+}
+
+func TestConvergesFromWhereAKilledAgentStopped(t *testing.T) {
+	g := NewWithT(t)
+	n := newNode(t)
+	ns := namespace(t)
+	br := testutil.UniqueName("fpag")
+	deleteLinuxBridgeAtCleanup(t, br)
+	attach(t, ns, "a", fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+
+	// Killed after creating the bridge (not yet marked, MTU 1500, down) and
+	// after creating the FastPathNode (status not yet written).
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br}})).To(Succeed())
+	index := link(t, br).Attrs().Index
+	g.Expect(env.Client.Create(context.Background(), &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: n.name}})).To(Succeed())
+
+	reconcile(t, n.newInstance())
+	l := link(t, br)
+	g.Expect(l.Attrs().Index).To(Equal(index))
+	g.Expect(l.Attrs().MTU).To(Equal(9000))
+	g.Expect(l.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + n.marker))
+	fpn := n.fpn()
+	g.Expect(bridgeStatus(fpn, br)).To(HaveField("Ready", true))
+	g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), condition(fpn, fastpathv1alpha1.ReadyCondition).Message)
+}

@@ -1,0 +1,27 @@
+// Package node (imported as agent) is the node agent's reconciler (fastpath-agent, DESIGN §3):
+// it prepares one node for the fast paths and reports what the node can do.
+//
+// Every FastPathAttachment in the cluster and this node's FastPathNode map to
+// one reconcile request (the node name); a reconcile is level-based and
+// idempotent, so an agent killed at any point and started again converges
+// without duplicates. One reconcile:
+//
+//  1. computes the desired bridges: one per distinct (datapath, bridge) of
+//     spec.network, with the largest MTU asked for. One bridge name wanted with
+//     two datapaths is a conflict: it is reported (BridgesReady False,
+//     BridgeConflict, naming the attachments) and the bridge is neither created
+//     nor changed, because picking a winner would break the other attachment;
+//  2. ensures those bridges (BridgeManager: netlink or OVSDB), and lists the
+//     bridges the agent created that no attachment wants any more. Those are
+//     left in place, never deleted (they may still carry VM traffic), and
+//     shown in status with a message saying so;
+//  3. programs the vsock sibling relay with the routes of
+//     status.vsockServices whose node is this node (the operator allocates
+//     relay ports and fills in CIDs);
+//  4. installs the CNI binary and (with --tune-sysctls) raises the socket
+//     buffer sysctls;
+//  5. probes capabilities and writes the FastPathNode named after the node
+//     (created when missing; its status patched only when it changed), with
+//     conditions Ready, BridgesReady and VSOCKRelayReady whose messages say
+//     what to fix.
+package node

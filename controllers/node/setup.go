@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// ControllerName names the agent's controller in logs and metrics.
+const ControllerName = "fastpath-agent"
+
+// SetupWithManager registers the reconciler: the start of the controller,
+// every FastPathAttachment event that changes what the node needs (spec, or
+// status.vsockServices) and every event of this node's FastPathNode enqueue
+// the one request named after the node. It fails when a required field is
+// missing.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+	})
+	// Only creation and deletion of this node's FastPathNode matter: its
+	// updates are (nearly always) the agent's own status patches, and a
+	// status edited by someone else is rewritten at the next resync.
+	thisNode := predicate.And(
+		predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName }),
+		predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }},
+	)
+	// The first reconcile must not wait for an event: on a cluster without
+	// attachments and without this node's FastPathNode there is none.
+	atStart := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}})
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		WatchesRawSource(atStart).
+		Watches(&fastpathv1alpha1.FastPathAttachment{}, toNode, builder.WithPredicates(attachmentChanged())).
+		Watches(&fastpathv1alpha1.FastPathNode{}, toNode, builder.WithPredicates(thisNode)).
+		Complete(r)
+}
+
+func (r *Reconciler) validate() error {
+	var errs []error
+	if r.Client == nil {
+		errs = append(errs, errors.New("a client is required"))
+	}
+	if r.NodeName == "" {
+		errs = append(errs, errors.New("a node name is required"))
+	}
+	if r.Prober == nil {
+		errs = append(errs, errors.New("a prober is required"))
+	}
+	if r.Bridges == nil {
+		errs = append(errs, errors.New("a bridge manager is required"))
+	}
+	if r.Relay == nil {
+		errs = append(errs, errors.New("a relay is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(errors.New("failed to set up the node agent"), err)
+	}
+	return nil
+}
+
+// attachmentChanged passes creations, deletions and updates that change the
+// spec (metadata.generation) or status.vsockServices; the operator's other
+// status updates do not change what the node needs.
+func attachmentChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*fastpathv1alpha1.FastPathAttachment)
+			n, ok2 := e.ObjectNew.(*fastpathv1alpha1.FastPathAttachment)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Generation != n.Generation ||
+				!equality.Semantic.DeepEqual(o.Status.VSOCKServices, n.Status.VSOCKServices)
+		},
+	}
+}
+
+// CacheOptions are the manager cache options of the agent: of all
+// FastPathNodes only this node's is cached (and watched), so an agent's memory
+// and watch traffic do not grow with the cluster. FastPathAttachments are
+// cached cluster-wide.
+func CacheOptions(nodeName string) cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&fastpathv1alpha1.FastPathNode{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+	}}
+}

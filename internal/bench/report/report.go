@@ -1,0 +1,119 @@
+package report
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"codeberg.org/go-fonts/liberation/liberationsansregular"
+
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+)
+
+// Options tune a report.
+type Options struct {
+	// Title heads the report; empty means "Fastpath benchmark".
+	Title string
+	// IsReference picks the paths others are compared against; nil means
+	// results.IsReference (names starting with "baseline", and "ceiling").
+	IsReference func(path string) bool
+}
+
+// Report is a rendered report.
+type Report struct {
+	// Markdown refers to the charts as "<Name>.svg" next to it.
+	Markdown []byte
+	// HTML is self-contained: charts inline, font as a data: URL.
+	HTML []byte
+	// Charts in the order they appear.
+	Charts []Chart
+	// Lines are the headline ratio lines (results.RatioLines, then
+	// results.LatencyLines), e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93".
+	Lines []string
+}
+
+// Render renders doc. It fails for a document that does not validate
+// (results.Document.Validate) or has no runs.
+func Render(doc results.Document, opts Options) (*Report, error) {
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("failed to render report: %w", err)
+	}
+	if len(doc.Runs) == 0 {
+		return nil, fmt.Errorf("failed to render report: the document has no runs")
+	}
+	if opts.Title == "" {
+		opts.Title = "Fastpath benchmark"
+	}
+	if opts.IsReference == nil {
+		opts.IsReference = results.IsReference
+	}
+	r := &Report{}
+	all := seriesOf(doc.Runs)
+	for _, f := range []func([]series, []results.Run) ([]Chart, error){throughputCharts, latencyCharts, scaleOutCharts} {
+		cs, err := f(all, doc.Runs)
+		if err != nil {
+			return nil, fmt.Errorf("failed to render report: %w", err)
+		}
+		r.Charts = append(r.Charts, cs...)
+	}
+	r.Lines = append(results.RatioLines(doc.Runs, opts.IsReference), results.LatencyLines(doc.Runs, opts.IsReference)...)
+	v := newView(doc, opts, r)
+	md, err := markdown(v)
+	if err != nil {
+		return nil, err
+	}
+	r.Markdown = md
+	page, err := htmlPage(v)
+	if err != nil {
+		return nil, err
+	}
+	r.HTML = page
+	return r, nil
+}
+
+// WriteDir writes report.md, report.html and one <Name>.svg per chart into
+// dir (created if missing) and returns the paths written.
+func (r *Report) WriteDir(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create report directory %s: %w", dir, err)
+	}
+	files := map[string][]byte{"report.md": r.Markdown, "report.html": r.HTML}
+	names := []string{"report.md", "report.html"}
+	for _, c := range r.Charts {
+		files[c.Name+".svg"] = c.SVG
+		names = append(names, c.Name+".svg")
+	}
+	var written []string
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, files[n], 0o644); err != nil {
+			return written, fmt.Errorf("failed to write report file %s: %w", p, err)
+		}
+		written = append(written, p)
+	}
+	return written, nil
+}
+
+var (
+	svgProlog = regexp.MustCompile(`(?s)^.*?<svg`)
+	svgXMLNS  = regexp.MustCompile(`\s+xmlns(:xlink)?="[^"]*"`)
+)
+
+// inlineSVG turns a standalone SVG document into an element for an HTML5
+// page: the XML prolog and comment go, and so do the namespace attributes,
+// which HTML5 implies for <svg> and which are the only URLs in the file.
+func inlineSVG(svg []byte) string {
+	s := svgProlog.ReplaceAllString(string(svg), "<svg")
+	s = svgXMLNS.ReplaceAllString(s, "")
+	return strings.TrimSpace(s)
+}
+
+// fontFace is the CSS that embeds Liberation Sans, the font plot measured
+// chart text with, so the browser needs no font from elsewhere.
+func fontFace() string {
+	return `@font-face { font-family: "Liberation Sans"; src: url(data:font/ttf;base64,` +
+		base64.StdEncoding.EncodeToString(liberationsansregular.TTF) + `) format("truetype"); }`
+}

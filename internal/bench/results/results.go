@@ -1,0 +1,221 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// EmulatedEnv is the environment variable through which whoever starts a
+// runner tells it what is emulated: the demo's emulated kubelet
+// (internal/localenv/emulation) sets it to emulation.EmulatedNote in every runner
+// process. `fastpath-bench run` records its value in Machine.Emulated.
+const EmulatedEnv = "FASTPATH_EMULATED"
+
+// JoinEmulated returns the notes for Machine.Emulated joined with "; ", in
+// the order given, with surrounding space trimmed, empty notes and exact
+// repeats dropped. It returns "" when no note is left, so a real run stays
+// unlabelled.
+func JoinEmulated(notes ...string) string {
+	var kept []string
+	seen := map[string]bool{}
+	for _, n := range notes {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		kept = append(kept, n)
+	}
+	return strings.Join(kept, "; ")
+}
+
+// Test names. The TCP ones are netperf's -t values; the vsock ones are run by
+// fastpath-bench itself because netperf has no AF_VSOCK (issue 6).
+const (
+	TCPStream   = "TCP_STREAM"
+	TCPRR       = "TCP_RR"
+	VSockStream = "VSOCK_STREAM"
+	VSockRR     = "VSOCK_RR"
+)
+
+// IsRR reports whether test is a request/response test (name ends in "_RR"):
+// its messageBytes is the request and response size, it reports transactions
+// and latency, and its throughput is the payload rate of both directions.
+func IsRR(test string) bool {
+	return len(test) > 3 && test[len(test)-3:] == "_RR"
+}
+
+// Document is the whole output of one benchmark run, printed by
+// `fastpath-bench run` and stored in the FastPathBenchmark's ConfigMap.
+type Document struct {
+	Machine Machine `json:"machine"`
+	Runs    []Run   `json:"runs"`
+}
+
+// Machine describes where the benchmark ran.
+type Machine struct {
+	// Hostname of the machine that ran the runner.
+	Hostname string `json:"hostname"`
+	// Kernel is the kernel release (uname -r), e.g. "6.1.0-18-amd64".
+	Kernel string `json:"kernel"`
+	// CPUs is the number of logical CPUs the runner saw.
+	CPUs int `json:"cpus"`
+	// GoVersion of the runner binary, e.g. "go1.26.0".
+	GoVersion string `json:"goVersion"`
+	// Timestamp is when the run started (UTC, RFC 3339 in JSON).
+	Timestamp time.Time `json:"timestamp"`
+	// Netperf is the first line of `netperf -V` on the first client, e.g.
+	// "Netperf version 2.7.0"; empty when no netperf test ran.
+	Netperf string `json:"netperf,omitempty"`
+	// Emulated explains what was emulated (e.g. "VMs emulated as network
+	// namespaces; vsock emulated over UNIX sockets"); empty when every path
+	// is the real thing. `fastpath-bench run` builds it with JoinEmulated
+	// from $FASTPATH_EMULATED (EmulatedEnv), --emulated and its vsock
+	// transport.
+	Emulated string `json:"emulated,omitempty"`
+}
+
+// Run is one point of the matrix on one path: all repetitions, summarised.
+//
+// Zero-valued latency and transaction fields are omitted from JSON: they are
+// only measured by *_RR tests. A measured value is never zero; a test that
+// produced nothing is an error, not a Run.
+type Run struct {
+	// Path names the datapath, e.g. "fastpath-linux-bridge" or "baseline-untuned".
+	Path string `json:"path"`
+	// Test is TCP_STREAM, TCP_RR, VSOCK_STREAM or VSOCK_RR.
+	Test string `json:"test"`
+	// SocketBytes is the requested send and receive socket buffer size
+	// (netperf -s/-S); 0 means the kernel default with autotuning.
+	SocketBytes int `json:"socketBytes"`
+	// MessageBytes is the send size for stream tests (netperf -m) and the
+	// request and response size for RR tests (netperf -r n,n).
+	MessageBytes int `json:"messageBytes"`
+	// Sessions is the number of concurrent sessions per client/server pair.
+	Sessions int `json:"sessions"`
+	// Pairs is the number of client/server pairs driving traffic at once
+	// (the multi-VM paper's scale-out test); 1 for a plain run.
+	Pairs int `json:"pairs"`
+	// MTU of the client's interface on this path in bytes; 0 when unknown.
+	MTU int `json:"mtu,omitempty"`
+
+	// ThroughputMbps is the median over repetitions of the aggregate
+	// throughput of all sessions of all pairs, in 10^6 bit/s.
+	ThroughputMbps float64 `json:"throughputMbps"`
+	// ThroughputMinMbps and ThroughputMaxMbps bound the repetitions.
+	ThroughputMinMbps float64 `json:"throughputMinMbps"`
+	ThroughputMaxMbps float64 `json:"throughputMaxMbps"`
+	// PerPairThroughputMbps[i] is the median over repetitions of pair i+1's
+	// throughput (sum over its sessions), in 10^6 bit/s; set when Pairs > 1.
+	PerPairThroughputMbps []float64 `json:"perPairThroughputMbps,omitempty"`
+
+	// TransactionsPerSec is the median aggregate transaction rate (RR only).
+	TransactionsPerSec float64 `json:"transactionsPerSec,omitempty"`
+	// MeanLatencyUs is the median over repetitions of the mean round-trip
+	// latency in microseconds (RR only).
+	MeanLatencyUs    float64 `json:"meanLatencyUs,omitempty"`
+	MeanLatencyMinUs float64 `json:"meanLatencyMinUs,omitempty"`
+	MeanLatencyMaxUs float64 `json:"meanLatencyMaxUs,omitempty"`
+	// P99LatencyUs is the median over repetitions of the 99th percentile
+	// round-trip latency in microseconds (RR only). See Sample.P99LatencyUs
+	// for how sessions are combined.
+	P99LatencyUs    float64 `json:"p99LatencyUs,omitempty"`
+	P99LatencyMinUs float64 `json:"p99LatencyMinUs,omitempty"`
+	P99LatencyMaxUs float64 `json:"p99LatencyMaxUs,omitempty"`
+
+	// Samples holds one entry per repetition, in the order they ran.
+	Samples []Sample `json:"samples"`
+}
+
+// Sample is one repetition of a Run: all sessions of all pairs, started at once.
+type Sample struct {
+	// Repetition counts from 1.
+	Repetition int `json:"repetition"`
+	// ThroughputMbps is the sum over all sessions, in 10^6 bit/s.
+	ThroughputMbps float64 `json:"throughputMbps"`
+	// PerPairThroughputMbps[i] is the sum over pair i+1's sessions.
+	PerPairThroughputMbps []float64 `json:"perPairThroughputMbps,omitempty"`
+	// TransactionsPerSec is the sum over all sessions (RR only).
+	TransactionsPerSec float64 `json:"transactionsPerSec,omitempty"`
+	// MeanLatencyUs is the mean of the sessions' mean latencies weighted by
+	// their transaction rates, i.e. the mean over all transactions (RR only).
+	MeanLatencyUs float64 `json:"meanLatencyUs,omitempty"`
+	// P99LatencyUs is the largest P99 of any session (RR only): netperf
+	// reports no histogram, so the true P99 of the combined transactions is
+	// not known; the largest per-session P99 is an upper bound of it.
+	P99LatencyUs float64 `json:"p99LatencyUs,omitempty"`
+	// PerSession holds what each session reported.
+	PerSession []Session `json:"perSession"`
+}
+
+// Session is what one client process (one netperf) reported.
+type Session struct {
+	// Pair counts from 1; Session counts from 1 within its pair.
+	Pair    int `json:"pair"`
+	Session int `json:"session"`
+	// Endpoint is the server's address, e.g. "10.250.0.3:12865".
+	Endpoint string `json:"endpoint"`
+	// ThroughputMbps in 10^6 bit/s; for RR tests the payload rate of both
+	// directions, transactions/s × (request + response bytes) × 8.
+	ThroughputMbps float64 `json:"throughputMbps"`
+	// TransactionsPerSec, MeanLatencyUs and P99LatencyUs are set by RR tests.
+	TransactionsPerSec float64 `json:"transactionsPerSec,omitempty"`
+	MeanLatencyUs      float64 `json:"meanLatencyUs,omitempty"`
+	P99LatencyUs       float64 `json:"p99LatencyUs,omitempty"`
+	// ElapsedSec is the measured test duration in seconds.
+	ElapsedSec float64 `json:"elapsedSec"`
+	// LocalSocketBytes and RemoteSocketBytes are the socket buffer sizes at
+	// the end of the test (netperf LSS_SIZE_END and RSR_SIZE_END): Linux
+	// doubles a requested size, and autotuning grows an unset one.
+	LocalSocketBytes  int `json:"localSocketBytes,omitempty"`
+	RemoteSocketBytes int `json:"remoteSocketBytes,omitempty"`
+	// MSSBytes is the TCP maximum segment size of the data connection.
+	MSSBytes int `json:"mssBytes,omitempty"`
+}
+
+// Decode reads a Document from r and checks it with Validate. Unknown
+// fields are ignored so that older readers accept newer documents.
+func Decode(r io.Reader) (Document, error) {
+	var doc Document
+	if err := json.NewDecoder(r).Decode(&doc); err != nil {
+		return Document{}, fmt.Errorf("failed to decode results document: %w", err)
+	}
+	if err := doc.Validate(); err != nil {
+		return Document{}, err
+	}
+	return doc, nil
+}
+
+// Encode writes doc to w as indented JSON followed by a newline.
+func Encode(w io.Writer, doc Document) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("failed to encode results document: %w", err)
+	}
+	return nil
+}
+
+// Validate checks that every run names its path and test, has at least one
+// sample, at least one session and pair, and a positive throughput: a
+// document with a zero in it was produced by a broken runner.
+func (d Document) Validate() error {
+	for i, r := range d.Runs {
+		switch {
+		case r.Path == "" || r.Test == "":
+			return fmt.Errorf("failed to validate run %d: path and test must be set", i)
+		case r.Sessions < 1 || r.Pairs < 1:
+			return fmt.Errorf("failed to validate run %d (%s %s): sessions and pairs must be at least 1, got %d and %d", i, r.Path, r.Test, r.Sessions, r.Pairs)
+		case len(r.Samples) == 0:
+			return fmt.Errorf("failed to validate run %d (%s %s): no samples", i, r.Path, r.Test)
+		case !(r.ThroughputMbps > 0):
+			return fmt.Errorf("failed to validate run %d (%s %s): throughputMbps must be positive, got %v", i, r.Path, r.Test, r.ThroughputMbps)
+		case IsRR(r.Test) && !(r.MeanLatencyUs > 0):
+			return fmt.Errorf("failed to validate run %d (%s %s): meanLatencyUs must be positive, got %v", i, r.Path, r.Test, r.MeanLatencyUs)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+)
+
+// Marker defaults.
+const (
+	// MarkerKey is the OVS Bridge external_ids key, and the prefix of the
+	// Linux bridge alias ("fastpath.io/managed-by=<marker>"), that marks a
+	// bridge the agent created.
+	MarkerKey = "fastpath.io/managed-by"
+	// DefaultMarker is the marker value of Manager.Marker when it is empty.
+	DefaultMarker = "fastpath-agent"
+	// DefaultMTUTimeout bounds how long Ensure waits for ovs-vswitchd to
+	// apply an OVS bridge's mtu_request.
+	DefaultMTUTimeout = 10 * time.Second
+)
+
+// ErrOVSUnreachable is wrapped by Ensure and Managed when an OVS bridge is
+// involved and OVSDB does not answer (or Manager.OVS is nil).
+var ErrOVSUnreachable = ovsdb.ErrUnreachable
+
+// Spec is a bridge the node should have.
+type Spec struct {
+	// Name of the bridge (1-15 characters, IFNAMSIZ).
+	Name string
+	// Datapath is LinuxBridge or OVS.
+	Datapath fastpathv1alpha1.Datapath
+	// MTU in bytes (1280-65535 from the API).
+	MTU int
+}
+
+// State is what the node has for one bridge, as read back after Ensure (or by
+// Managed).
+type State struct {
+	// Name of the bridge.
+	Name string
+	// Datapath is LinuxBridge or OVS.
+	Datapath fastpathv1alpha1.Datapath
+	// Exists is true when the bridge is there.
+	Exists bool
+	// MTU is the MTU in bytes the kernel (Linux bridge) or ovs-vswitchd (OVS
+	// internal interface) reports; 0 when unknown.
+	MTU int
+	// Up is true when the bridge's interface is administratively up.
+	Up bool
+	// Ports are the names of the ports that carry traffic: the Linux bridge's
+	// enslaved links, or the OVS bridge's ports other than its internal one.
+	Ports []string
+	// Created is true when this Ensure call created the bridge.
+	Created bool
+	// Managed is true when the bridge carries the agent's marker.
+	Managed bool
+	// Message notes something an admin should know that does not make the
+	// bridge unusable (e.g. a datapath_type left unchanged).
+	Message string
+}
+
+// Ready reports whether s satisfies want: the bridge exists, is up and has
+// exactly the wanted MTU.
+func (s State) Ready(want Spec) bool {
+	return s.Exists && s.Up && s.MTU == want.MTU
+}
+
+// Manager ensures Linux and OVS bridges. The zero value manages Linux bridges
+// only (OVS bridges fail with ErrOVSUnreachable). Its methods are safe for
+// concurrent use as long as each bridge is ensured by one caller at a time
+// (the agent reconciles with one worker).
+type Manager struct {
+	// OVS reaches OVSDB; nil when the node has no Open vSwitch.
+	OVS *ovsdb.Conn
+	// OVSDatapathType is the datapath_type of OVS bridges it creates:
+	// ovsdb.DatapathSystem (default) or ovsdb.DatapathNetdev.
+	OVSDatapathType string
+	// Marker marks the bridges it creates; empty means DefaultMarker. Tests
+	// use a unique marker so that they see only their own bridges.
+	Marker string
+	// MTUTimeout bounds the wait for ovs-vswitchd; 0 means DefaultMTUTimeout.
+	MTUTimeout time.Duration
+	// Log receives a line for every change made.
+	Log logr.Logger
+}
+
+func (m *Manager) marker() string {
+	if m.Marker == "" {
+		return DefaultMarker
+	}
+	return m.Marker
+}
+
+// linuxAlias is the IFLA_IFALIAS value of a Linux bridge the agent created.
+func (m *Manager) linuxAlias() string { return MarkerKey + "=" + m.marker() }
+
+func (m *Manager) datapathType() string {
+	if m.OVSDatapathType == "" {
+		return ovsdb.DatapathSystem
+	}
+	return m.OVSDatapathType
+}
+
+func (m *Manager) mtuTimeout() time.Duration {
+	if m.MTUTimeout <= 0 {
+		return DefaultMTUTimeout
+	}
+	return m.MTUTimeout
+}
+
+// Ensure makes the bridge spec exist, up, with spec.MTU, creating it when it
+// is missing, and returns its state read back afterwards. It never deletes or
+// recreates a bridge. The MTU is set to exactly spec.MTU (raised or lowered:
+// a bridge's own MTU does not limit the frames it forwards between ports).
+// It fails when a link of that name exists and is not a bridge of the wanted
+// datapath, when OVSDB is unreachable (wrapping ErrOVSUnreachable), or when
+// the kernel or ovs-vswitchd refuses the MTU; the returned State then holds
+// what was observed.
+func (m *Manager) Ensure(ctx context.Context, spec Spec) (State, error) {
+	switch spec.Datapath {
+	case fastpathv1alpha1.DatapathLinuxBridge:
+		return m.ensureLinux(spec)
+	case fastpathv1alpha1.DatapathOVS:
+		return m.ensureOVS(ctx, spec)
+	default:
+		return State{Name: spec.Name, Datapath: spec.Datapath}, fmt.Errorf("failed to ensure bridge %s: unknown datapath %q", spec.Name, spec.Datapath)
+	}
+}
+
+// Managed returns the state of every bridge carrying the agent's marker,
+// Linux bridges first, each group sorted by name. OVS bridges are listed
+// only when Manager.OVS is set; an unreachable OVSDB is reported in the
+// error (wrapping ErrOVSUnreachable) next to the Linux bridges found.
+func (m *Manager) Managed(ctx context.Context) ([]State, error) {
+	out, err := m.managedLinux()
+	if err != nil {
+		return nil, err
+	}
+	if m.OVS == nil {
+		return out, nil
+	}
+	ovs, err := m.managedOVS(ctx)
+	return append(out, ovs...), err
+}
+
+// errOVSNotConfigured is returned for OVS bridges when Manager.OVS is nil.
+var errOVSNotConfigured = fmt.Errorf("no OVSDB endpoint configured: %w", ErrOVSUnreachable)

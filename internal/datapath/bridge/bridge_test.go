@@ -1,0 +1,246 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+)
+
+// Names in this package start with "fpbr" (bridge package tests).
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// deleteLinkAtCleanup removes link name at the end of the test, even on failure.
+func deleteLinkAtCleanup(t *testing.T, name string) {
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				t.Errorf("failed to delete link %s: %v", name, err)
+			}
+		}
+	})
+}
+
+func linuxManager(t *testing.T) *bridge.Manager {
+	return &bridge.Manager{Marker: testutil.UniqueName("test-"), Log: testr.New(t)}
+}
+
+func TestLinuxBridgeCreatedRaisedAndIdempotent(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	m := linuxManager(t)
+	name := testutil.UniqueName("fpbrl")
+	deleteLinkAtCleanup(t, name)
+
+	spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000}
+	st, err := m.Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Created).To(BeTrue())
+	g.Expect(st.Managed).To(BeTrue())
+	g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+
+	link, err := netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Type()).To(Equal("bridge"))
+	g.Expect(link.Attrs().MTU).To(Equal(9000))
+	g.Expect(link.Attrs().Flags & net.FlagUp).NotTo(BeZero())
+	index := link.Attrs().Index
+
+	// Again, as after an agent restart: nothing new.
+	st, err = (&bridge.Manager{Marker: m.Marker}).Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Created).To(BeFalse())
+	g.Expect(st.Ready(spec)).To(BeTrue())
+	link, err = netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Attrs().Index).To(Equal(index))
+
+	// A port with a smaller MTU joins; an attachment then asks for more.
+	veth := testutil.UniqueName("fpbrv")
+	deleteLinkAtCleanup(t, veth)
+	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: veth, MTU: 9000, MasterIndex: index}, PeerName: veth + "p"})).To(Succeed())
+	spec.MTU = 65000
+	st, err = m.Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+	g.Expect(st.Ports).To(Equal([]string{veth}))
+	link, err = netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Attrs().MTU).To(Equal(65000))
+	g.Expect(link.Attrs().Index).To(Equal(index))
+
+	managed, err := m.Managed(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(managed).To(HaveLen(1))
+	g.Expect(managed[0].Name).To(Equal(name))
+	g.Expect(managed[0].MTU).To(Equal(65000))
+	g.Expect(managed[0].Ports).To(Equal([]string{veth}))
+}
+
+func TestLinuxBridgeExistingBridgeIsAdoptedUnlessAliased(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	m := linuxManager(t)
+	plain, aliased := testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl")
+	deleteLinkAtCleanup(t, plain)
+	deleteLinkAtCleanup(t, aliased)
+	// plain: as left by an agent killed between creating and marking it.
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: plain}})).To(Succeed())
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: aliased}})).To(Succeed())
+	l, err := netlink.LinkByName(aliased)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(netlink.LinkSetAlias(l, "the admin's bridge")).To(Succeed())
+
+	for _, name := range []string{plain, aliased} {
+		spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000}
+		st, err := m.Ensure(ctx(t), spec)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Created).To(BeFalse())
+		g.Expect(st.Managed).To(Equal(name == plain), "%s", name)
+		g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+	}
+	l, err = netlink.LinkByName(aliased)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.Attrs().Alias).To(Equal("the admin's bridge"))
+	managed, err := m.Managed(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(managed).To(HaveLen(1))
+	g.Expect(managed[0].Name).To(Equal(plain))
+}
+
+func TestLinuxBridgeNameTakenByAnotherKind(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	name := testutil.UniqueName("fpbrv")
+	deleteLinkAtCleanup(t, name)
+	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"})).To(Succeed())
+
+	_, err := linuxManager(t).Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000})
+	g.Expect(err).To(MatchError(ContainSubstring(`is a "veth", not a Linux bridge`)))
+	link, err := netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Type()).To(Equal("veth"), "the existing link is left alone")
+}
+
+func vsctl(t *testing.T, socket string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ovs-vsctl", append([]string{"--db=" + socket, "--timeout=30"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ovs-vsctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func deleteOVSBridgeAtCleanup(t *testing.T, socket, name string) {
+	t.Cleanup(func() {
+		out, err := exec.Command("ovs-vsctl", "--db="+socket, "--timeout=30", "--if-exists", "del-br", name).CombinedOutput()
+		if err != nil {
+			t.Errorf("failed to delete OVS bridge %s: %v: %s", name, err, out)
+		}
+	})
+}
+
+func ovsManager(t *testing.T, socket string) *bridge.Manager {
+	conn := ovsdb.NewConn(socket, testr.New(t))
+	t.Cleanup(conn.Close)
+	return &bridge.Manager{OVS: conn, OVSDatapathType: ovsdb.DatapathNetdev, Marker: testutil.UniqueName("test-"), Log: testr.New(t)}
+}
+
+func TestOVSBridgeCreatedRaisedAndIdempotent(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	socket := ovstest.Start(t)
+	m := ovsManager(t, socket)
+	name := testutil.UniqueName("fpbro")
+	deleteOVSBridgeAtCleanup(t, socket, name)
+
+	spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000}
+	st, err := m.Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Created).To(BeTrue())
+	g.Expect(st.Managed).To(BeTrue())
+	g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+	g.Expect(vsctl(t, socket, "get", "Bridge", name, "datapath_type")).To(Equal("netdev"))
+	g.Expect(vsctl(t, socket, "get", "Interface", name, "mtu")).To(Equal("9000"))
+	link, err := netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Attrs().MTU).To(Equal(9000))
+	g.Expect(link.Attrs().Flags & net.FlagUp).NotTo(BeZero())
+	index := link.Attrs().Index
+
+	// A new manager and connection, as after an agent restart: nothing new.
+	m2 := ovsManager(t, socket)
+	m2.Marker = m.Marker
+	st, err = m2.Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Created).To(BeFalse())
+	g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+	g.Expect(strings.Count("\n"+vsctl(t, socket, "list-br")+"\n", "\n"+name+"\n")).To(Equal(1))
+	link, err = netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(link.Attrs().Index).To(Equal(index))
+
+	// Raised, with a port on the bridge.
+	veth := testutil.UniqueName("fpbrv")
+	deleteLinkAtCleanup(t, veth)
+	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: veth, MTU: 9000}, PeerName: veth + "p"})).To(Succeed())
+	vsctl(t, socket, "add-port", name, veth)
+	spec.MTU = 9216
+	st, err = m.Ensure(ctx(t), spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+	g.Expect(st.Ports).To(Equal([]string{veth}))
+	g.Expect(vsctl(t, socket, "get", "Interface", name, "mtu")).To(Equal(strconv.Itoa(9216)))
+
+	managed, err := m.Managed(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(managed).To(HaveLen(1))
+	g.Expect(managed[0].Name).To(Equal(name))
+	g.Expect(managed[0].Datapath).To(Equal(fastpathv1alpha1.DatapathOVS))
+	g.Expect(managed[0].MTU).To(Equal(9216))
+}
+
+func TestOVSBridgeNameTakenByLinuxBridge(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	socket := ovstest.Start(t)
+	name := testutil.UniqueName("fpbrl")
+	deleteLinkAtCleanup(t, name)
+	deleteOVSBridgeAtCleanup(t, socket, name)
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}})).To(Succeed())
+
+	_, err := ovsManager(t, socket).Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
+	g.Expect(err).To(MatchError(ContainSubstring("a Linux bridge of that name exists")))
+	g.Expect(vsctl(t, socket, "list-br")).NotTo(ContainSubstring(name))
+}
+
+func TestOVSUnreachable(t *testing.T) {
+	g := NewWithT(t)
+	conn := ovsdb.NewConn("unix:"+t.TempDir()+"/db.sock", testr.New(t))
+	t.Cleanup(conn.Close)
+	m := &bridge.Manager{OVS: conn, Log: testr.New(t)}
+	_, err := m.Ensure(ctx(t), bridge.Spec{Name: "fpbnone", Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
+	g.Expect(errors.Is(err, bridge.ErrOVSUnreachable)).To(BeTrue(), "%v", err)
+
+	_, err = (&bridge.Manager{}).Ensure(ctx(t), bridge.Spec{Name: "fpbnone", Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
+	g.Expect(errors.Is(err, bridge.ErrOVSUnreachable)).To(BeTrue(), "%v", err)
+}

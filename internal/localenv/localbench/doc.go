@@ -1,0 +1,31 @@
+// Package localbench builds the datapaths of the local node benchmark
+// (DESIGN §5.2, issue 6) between network namespaces on this machine, so
+// that internal/bench can measure them with netperf, alternating paths
+// point by point:
+//
+//	baseline-untuned       veth -> Linux bridge -> veth, MTU 1500, TSO/GSO/GRO/TX checksum off
+//	baseline-masquerade    KubeVirt's default shape (internal/localenv/topology): MTU 1500, NAT in each
+//	                       endpoint's namespace, routed through the host
+//	fastpath-linux-bridge  wired by EXECUTING the fastpath CNI binary (ADD/DEL, host-local IPAM)
+//	                       on a Linux bridge, at each fast-path MTU (9000, 65520), offloads on
+//	fastpath-ovs           the same on an Open vSwitch bridge with the USERSPACE datapath
+//	                       (datapath_type=netdev): this machine has no openvswitch kernel
+//	                       module, while a real node uses the kernel datapath
+//	ceiling                one veth pair between the two namespaces, MTU 65535, offloads on:
+//	                       the best a kernel path between two namespaces does here
+//
+// Every path has its own client and server namespace (EMULATED VMs: the
+// namespace plays the guest; there is no virtio-net, vhost or QEMU), a
+// netserver in the server namespace and netperf run in the client
+// namespace (netperf.NetNS).
+//
+// Everything Build makes is named after the run: "<prefix><id>", e.g.
+// fpbl3fa9c1 (Options.Prefix and six random hex digits). Namespaces are
+// /run/netns/<prefix><id>-..., host links and bridges <prefix><id><role>,
+// temporary files os.TempDir()/<prefix><id>-*. Setup.Close removes all of
+// it (netservers, CNI DEL, bridges, namespaces, files, and Open vSwitch if
+// this run started it), also after a cancelled run. A run holds an flock on
+// /run/fastpath-bench-local/<prefix><id>.lock while it lives, so
+// CleanLeftovers removes what killed runs left behind without touching a
+// run that is still going.
+package localbench

@@ -1,0 +1,161 @@
+package localbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/localenv/topology"
+)
+
+// CNIVersion of the generated netconfs: the newest version Debian's
+// host-local (containernetworking-plugins 1.1.1) speaks.
+const CNIVersion = "1.0.0"
+
+// PodIfName is the fast-path interface in an endpoint namespace, as Multus
+// names a pod's first secondary network.
+const PodIfName = "net1"
+
+// BridgeMarker marks the bridges the benchmark makes (bridge.Manager.Marker).
+const BridgeMarker = "fastpath-bench-local"
+
+// cniRunner executes the fastpath CNI binary the way a runtime does
+// (containernetworking's invoke package: CNI_* environment, netconf on
+// stdin, result on stdout).
+type cniRunner struct {
+	plugin  string
+	cniPath string
+	dir     string
+}
+
+func (c *cniRunner) args(command, containerID, netns string) *invoke.Args {
+	return &invoke.Args{Command: command, ContainerID: containerID, NetNS: netns, IfName: PodIfName, Path: c.cniPath}
+}
+
+// cniTimeout bounds one plugin execution (the plugin bounds its own OVSDB
+// and IPAM work well below this).
+const cniTimeout = 2 * time.Minute
+
+// add runs ADD, bounded by cniTimeout, and returns the result in the current
+// CNI version.
+func (c *cniRunner) add(ctx context.Context, conf []byte, containerID, netns string) (*current.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
+	defer cancel()
+	r, err := invoke.ExecPluginWithResult(ctx, c.plugin, conf, c.args("ADD", containerID, netns), nil)
+	if err != nil {
+		return nil, fmt.Errorf("failed to run CNI ADD of %s for %s in %s: %w", c.plugin, containerID, netns, err)
+	}
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the CNI ADD result of %s for %s: %w", c.plugin, containerID, err)
+	}
+	if len(res.IPs) == 0 {
+		return nil, fmt.Errorf("failed to read the CNI ADD result of %s for %s: no IP", c.plugin, containerID)
+	}
+	return res, nil
+}
+
+// del runs DEL, bounded by cniTimeout.
+func (c *cniRunner) del(ctx context.Context, conf []byte, containerID, netns string) error {
+	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
+	defer cancel()
+	if err := invoke.ExecPluginWithoutResult(ctx, c.plugin, conf, c.args("DEL", containerID, netns), nil); err != nil {
+		return fmt.Errorf("failed to run CNI DEL of %s for %s in %s: %w", c.plugin, containerID, netns, err)
+	}
+	return nil
+}
+
+// setOffloads switches TSO, GSO, GRO and TX checksum of ifName (in the
+// caller's namespace) all on or all off, as the plugin does (cni/pkg/offload).
+func setOffloads(ifName string, on bool) error {
+	want := map[string]bool{}
+	for _, k := range netconf.OffloadKeys {
+		want[k] = on
+	}
+	return offload.Apply(ifName, want)
+}
+
+// netConf renders the fastpath netconf of a fast-path variant on bridge br.
+func (s *Setup) netConf(v variant, br string) ([]byte, error) {
+	on := true
+	conf := netconf.NetConf{
+		CNIVersion: CNIVersion,
+		Name:       s.ID + "-" + v.slug(),
+		Type:       netconf.PluginType,
+		Datapath:   netconf.DatapathLinuxBridge,
+		Bridge:     br,
+		MTU:        v.mtu,
+		Offloads:   &netconf.Offloads{TSO: &on, GSO: &on, GRO: &on, TXChecksum: &on},
+		IPAM:       netconf.IPAM{"type": "host-local", "subnet": v.subnet().String(), "dataDir": s.tmpPath("ipam")},
+		StateDir:   s.tmpPath("cni-state"),
+	}
+	if v.path == PathFastPathOVS {
+		conf.Datapath = netconf.DatapathOVS
+		conf.OVS = &netconf.OVS{Socket: OVSSocket}
+	}
+	// The plugin validates it again; failing here names the generator.
+	data, err := json.Marshal(conf)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the netconf of %s: %w", v, err)
+	}
+	if _, _, err := netconf.LoadNetConf(data); err != nil {
+		return nil, fmt.Errorf("failed to generate a valid netconf for %s: %w", v, err)
+	}
+	return data, nil
+}
+
+// buildFastPath makes the node bridge the agent would make (internal/datapath/bridge,
+// with v's MTU) and wires both namespaces to it by executing the fastpath
+// CNI binary. It returns the server's address.
+func (s *Setup) buildFastPath(ctx context.Context, v variant, cni *cniRunner, client, server *topology.NetNS) (string, error) {
+	mgr := &bridge.Manager{Marker: BridgeMarker, Log: s.log}
+	spec := bridge.Spec{MTU: v.mtu}
+	if v.path == PathFastPathOVS {
+		conn := ovsdb.NewConn(OVSSocket, s.log)
+		s.onClose("OVSDB connection", func() error { conn.Close(); return nil })
+		mgr.OVS, mgr.OVSDatapathType = conn, ovsdb.DatapathNetdev
+		spec.Name, spec.Datapath = s.linkName("o", v, 0), fastpathv1alpha1.DatapathOVS
+		s.onClose("OVS bridge "+spec.Name, func() error { return deleteOVSBridge(spec.Name) })
+	} else {
+		spec.Name, spec.Datapath = s.linkName("l", v, 0), fastpathv1alpha1.DatapathLinuxBridge
+		s.onClose("Linux bridge "+spec.Name, func() error { return topology.DeleteHostLink(spec.Name) })
+	}
+	st, err := mgr.Ensure(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	if !st.Ready(spec) {
+		return "", fmt.Errorf("failed to make bridge %s ready: exists %t, up %t, MTU %d (want %d)", spec.Name, st.Exists, st.Up, st.MTU, spec.MTU)
+	}
+	conf, err := s.netConf(v, spec.Name)
+	if err != nil {
+		return "", err
+	}
+	var serverIP string
+	for _, n := range []*topology.NetNS{client, server} {
+		containerID := n.Name
+		res, err := cni.add(ctx, conf, containerID, n.Path)
+		// DEL also after a failed ADD: the plugin rolls back, DEL is idempotent.
+		s.onClose("CNI attachment "+containerID, func() error {
+			return cni.del(context.WithoutCancel(ctx), conf, containerID, n.Path)
+		})
+		if err != nil {
+			return "", err
+		}
+		serverIP = res.IPs[0].Address.IP.String()
+	}
+	if serverIP == "" {
+		return "", errors.New("no server address")
+	}
+	return serverIP, nil
+}

@@ -1,0 +1,85 @@
+package localbench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fastpath-io/fastpath/internal/bench"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+)
+
+// Path names of DESIGN §5.2. results.IsReference treats the baselines and
+// the ceiling as the references the fast paths are compared with.
+const (
+	PathBaselineUntuned     = "baseline-untuned"
+	PathBaselineMasquerade  = "baseline-masquerade"
+	PathFastPathLinuxBridge = "fastpath-linux-bridge"
+	PathFastPathOVS         = "fastpath-ovs"
+	PathCeiling             = "ceiling"
+)
+
+// AllPaths are the paths Build makes by default, in measuring order.
+var AllPaths = []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathFastPathOVS, PathCeiling}
+
+// MTUs of the paths in bytes.
+const (
+	// BaselineMTU is the common cluster MTU without an overlay; both
+	// baselines use it (DESIGN §5.2).
+	BaselineMTU = 1500
+	// CeilingMTU is the largest MTU a veth takes (ETH_MAX_MTU, Linux
+	// include/uapi/linux/if_ether.h).
+	CeilingMTU = 65535
+)
+
+// DefaultFastPathMTUs are the MTUs each fast path is measured at: jumbo
+// frames and the "super-jumbo" 65520 of DESIGN §5.2 (same-node frames never
+// touch a wire; 65520 is also the largest MTU of a Linux tap device, which
+// OVS's userspace datapath uses for its bridge port).
+var DefaultFastPathMTUs = []int{9000, 65520}
+
+// IsFastPath reports whether path is wired by the fastpath CNI binary.
+func IsFastPath(path string) bool {
+	return path == PathFastPathLinuxBridge || path == PathFastPathOVS
+}
+
+// ValidatePaths checks that every name is one of AllPaths, once.
+func ValidatePaths(paths []string) error {
+	if len(paths) == 0 {
+		return fmt.Errorf("failed to validate paths: none given (known: %s)", strings.Join(AllPaths, ", "))
+	}
+	for i, p := range paths {
+		if !slices.Contains(AllPaths, p) {
+			return fmt.Errorf("failed to validate paths: unknown path %q (known: %s)", p, strings.Join(AllPaths, ", "))
+		}
+		if slices.Contains(paths[:i], p) {
+			return fmt.Errorf("failed to validate paths: %s given twice", p)
+		}
+	}
+	return nil
+}
+
+// QuickMatrix is the default matrix of the local benchmark: the point the
+// targets of issue 6 are stated at (single session TCP_STREAM with 256 KiB
+// socket buffers and 64 KiB messages, the VMCI paper's best case) and TCP_RR
+// with 1-byte messages for latency, 3 repetitions of d each.
+func QuickMatrix(d time.Duration) bench.Matrix {
+	return bench.Matrix{
+		Tests:        []string{results.TCPStream, results.TCPRR},
+		SocketSizes:  []int{256 << 10},
+		MessageSizes: []int{64 << 10},
+		RRSizes:      []int{1},
+		Sessions:     []int{1},
+		Pairs:        []int{1},
+		Duration:     d,
+		Repetitions:  3,
+	}
+}
+
+// FullMatrix is the papers' matrix (bench.DefaultMatrix) with runs of d.
+func FullMatrix(d time.Duration) bench.Matrix {
+	m := bench.DefaultMatrix()
+	m.Duration = d
+	return m
+}

@@ -1,0 +1,93 @@
+package localbench
+
+import (
+	"fmt"
+
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+)
+
+// Target is one target of issue 6, checked against the medians of one run.
+type Target struct {
+	// Path and Reference are compared, e.g. fastpath-linux-bridge and
+	// baseline-untuned.
+	Path, Reference string
+	// Latency is true for the TCP_RR mean latency target (lower is better),
+	// false for a TCP_STREAM throughput target (higher is better).
+	Latency bool
+	// Want is the bound: the least throughput ratio Path/Reference, or the
+	// largest latency ratio.
+	Want float64
+	// Got is the measured ratio of medians; 0 when not Measured.
+	Got float64
+	// Measured is false when the run lacks one of the two paths or the point.
+	Measured bool
+	// Pass is true when Got meets Want.
+	Pass bool
+	// Detail gives the medians and MTUs behind Got.
+	Detail string
+}
+
+// Targets of issue 6 for the single session TCP_STREAM point with 256 KiB
+// sockets and 64 KiB messages at the best fast-path MTU, and for TCP_RR.
+var targets = []Target{
+	{Path: PathFastPathLinuxBridge, Reference: PathBaselineUntuned, Want: 2.5},
+	{Path: PathFastPathLinuxBridge, Reference: PathBaselineMasquerade, Want: 1.2},
+	{Path: PathFastPathLinuxBridge, Reference: PathCeiling, Want: 0.85},
+	{Path: PathFastPathLinuxBridge, Reference: PathBaselineMasquerade, Latency: true, Want: 1.0},
+}
+
+// CheckTargets judges the targets of issue 6 on runs: throughput targets at
+// results.Headline (single session, single pair TCP_STREAM with the largest
+// socket and message size measured), the latency target at
+// results.LatencyHeadline (TCP_RR, 1-byte messages); each path at its best
+// MTU (results.Best).
+func CheckTargets(runs []results.Run) []Target {
+	best := results.Best(runs)
+	hp, hasStream := results.Headline(runs)
+	lp, hasRR := results.LatencyHeadline(runs)
+	out := make([]Target, 0, len(targets))
+	for _, t := range targets {
+		pt, ok := hp, hasStream
+		if t.Latency {
+			pt, ok = lp, hasRR
+		}
+		a, okA := best[t.Path][pt]
+		b, okB := best[t.Reference][pt]
+		if !ok || !okA || !okB {
+			t.Detail = fmt.Sprintf("not measured: this run has no %s point on both %s and %s", map[bool]string{false: "TCP_STREAM", true: "TCP_RR"}[t.Latency], t.Path, t.Reference)
+			out = append(out, t)
+			continue
+		}
+		t.Measured = true
+		if t.Latency {
+			t.Got = a.MeanLatencyUs / b.MeanLatencyUs
+			t.Pass = t.Got <= t.Want
+			t.Detail = fmt.Sprintf("%s: mean latency %.1f µs (MTU %d) vs %.1f µs (MTU %d)", pt, a.MeanLatencyUs, a.MTU, b.MeanLatencyUs, b.MTU)
+		} else {
+			t.Got = a.ThroughputMbps / b.ThroughputMbps
+			t.Pass = t.Got >= t.Want
+			t.Detail = fmt.Sprintf("%s: %.2f Gbps (MTU %d) vs %.2f Gbps (MTU %d)", pt, a.ThroughputMbps/1000, a.MTU, b.ThroughputMbps/1000, b.MTU)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// String renders the target as one line, e.g.
+//
+//	PASS throughput fastpath-linux-bridge/baseline-untuned 2.93 >= 2.50 (TCP_STREAM ...: 13.50 Gbps (MTU 65520) vs 4.61 Gbps (MTU 1500))
+//	MISS latency fastpath-linux-bridge/baseline-masquerade 1.07 <= 1.00 (...)
+func (t Target) String() string {
+	kind, op := "throughput", ">="
+	if t.Latency {
+		kind, op = "latency", "<="
+	}
+	verdict := "MISS"
+	switch {
+	case !t.Measured:
+		return fmt.Sprintf("SKIP %s %s/%s %s %.2f (%s)", kind, t.Path, t.Reference, op, t.Want, t.Detail)
+	case t.Pass:
+		verdict = "PASS"
+	}
+	return fmt.Sprintf("%s %s %s/%s %.2f %s %.2f (%s)", verdict, kind, t.Path, t.Reference, t.Got, op, t.Want, t.Detail)
+}

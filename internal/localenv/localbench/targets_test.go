@@ -1,0 +1,108 @@
+package localbench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/bench/results"
+)
+
+func stream(path string, mtu int, mbps float64) results.Run {
+	return results.Run{Path: path, Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1, MTU: mtu, ThroughputMbps: mbps}
+}
+
+func rr(path string, mtu int, latUs float64) results.Run {
+	return results.Run{Path: path, Test: results.TCPRR, SocketBytes: 262144, MessageBytes: 1, Sessions: 1, Pairs: 1, MTU: mtu, ThroughputMbps: 16 / latUs, MeanLatencyUs: latUs}
+}
+
+func TestCheckTargets(t *testing.T) {
+	g := gomega.NewWithT(t)
+	runs := []results.Run{
+		stream(PathBaselineUntuned, 1500, 4000),
+		stream(PathBaselineMasquerade, 1500, 9000),
+		stream(PathFastPathLinuxBridge, 9000, 9500),
+		stream(PathFastPathLinuxBridge, 65520, 12000), // the best MTU counts
+		stream(PathCeiling, 65535, 15000),
+		// A smaller message size is not the headline point.
+		{Path: PathBaselineUntuned, Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 512, Sessions: 1, Pairs: 1, ThroughputMbps: 1},
+		rr(PathBaselineMasquerade, 1500, 50),
+		rr(PathFastPathLinuxBridge, 9000, 40),
+		rr(PathFastPathLinuxBridge, 65520, 60),
+	}
+	ts := CheckTargets(runs)
+	g.Expect(ts).To(gomega.HaveLen(4))
+	var lines []string
+	for _, tg := range ts {
+		g.Expect(tg.Measured).To(gomega.BeTrue())
+		lines = append(lines, tg.String())
+	}
+	g.Expect(lines).To(gomega.Equal([]string{
+		"PASS throughput fastpath-linux-bridge/baseline-untuned 3.00 >= 2.50 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 12.00 Gbps (MTU 65520) vs 4.00 Gbps (MTU 1500))",
+		"PASS throughput fastpath-linux-bridge/baseline-masquerade 1.33 >= 1.20 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 12.00 Gbps (MTU 65520) vs 9.00 Gbps (MTU 1500))",
+		"MISS throughput fastpath-linux-bridge/ceiling 0.80 >= 0.85 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 12.00 Gbps (MTU 65520) vs 15.00 Gbps (MTU 65535))",
+		// Best RR run by transaction rate is MTU 9000 (40 µs).
+		"PASS latency fastpath-linux-bridge/baseline-masquerade 0.80 <= 1.00 (TCP_RR sock=256KiB msg=1B sessions=1 pairs=1: mean latency 40.0 µs (MTU 9000) vs 50.0 µs (MTU 1500))",
+	}))
+	g.Expect(ts[2].Pass).To(gomega.BeFalse())
+	g.Expect(ts[2].Got).To(gomega.BeNumerically("~", 0.8, 1e-9))
+
+	// Slower fast-path latency is a miss; a path not measured is a skip.
+	ts = CheckTargets([]results.Run{stream(PathFastPathLinuxBridge, 9000, 1), rr(PathBaselineMasquerade, 1500, 50), rr(PathFastPathLinuxBridge, 9000, 55)})
+	g.Expect(ts[0].Measured).To(gomega.BeFalse())
+	g.Expect(ts[0].String()).To(gomega.HavePrefix("SKIP throughput fastpath-linux-bridge/baseline-untuned >= 2.50 (not measured"))
+	g.Expect(ts[3].String()).To(gomega.HavePrefix("MISS latency fastpath-linux-bridge/baseline-masquerade 1.10 <= 1.00"))
+}
+
+func TestOptionsAndNames(t *testing.T) {
+	g := gomega.NewWithT(t)
+	o := Options{}
+	g.Expect(o.defaults()).To(gomega.MatchError(gomega.ContainSubstring("the fast paths need the fastpath CNI binary")))
+	o = Options{Paths: []string{PathBaselineUntuned, PathFastPathOVS, PathCeiling}, FastPathMTUs: []int{9000, 65520}, Plugin: "/bin/true"}
+	g.Expect(o.defaults()).To(gomega.Succeed())
+	g.Expect(o.Prefix).To(gomega.Equal(DefaultPrefix))
+	g.Expect(o.CNIPath).To(gomega.Equal([]string{DefaultCNIPath}))
+	g.Expect(o.PathCount()).To(gomega.Equal(4))
+	var got []string
+	for _, v := range o.variants() {
+		got = append(got, v.String()+" "+v.subnet().String())
+	}
+	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500 10.254.0.0/24", "fastpath-ovs@9000 10.254.1.0/24", "fastpath-ovs@65520 10.254.2.0/24", "ceiling@65535 10.254.3.0/24"}))
+	s := &Setup{ID: "fpbl3fa9c1"}
+	name := s.linkName("u", variant{index: 9}, 1)
+	g.Expect(name).To(gomega.Equal("fpbl3fa9c1u91"))
+	g.Expect(len("abcde3fa9c1o91")).To(gomega.BeNumerically("<=", 15), "the longest prefix still fits IFNAMSIZ")
+
+	for _, bad := range []Options{
+		{Prefix: "toolong", Paths: []string{PathCeiling}},
+		{Paths: []string{"fastpath-macvtap"}},
+		{Paths: []string{PathCeiling, PathCeiling}},
+		{Paths: []string{PathFastPathLinuxBridge}, Plugin: "/nonexistent/fastpath"},
+		{Paths: []string{PathFastPathLinuxBridge}, Plugin: "/bin/true", FastPathMTUs: []int{70000}},
+	} {
+		g.Expect(bad.defaults()).NotTo(gomega.Succeed(), "%+v", bad)
+	}
+}
+
+func TestRunIDOf(t *testing.T) {
+	g := gomega.NewWithT(t)
+	g.Expect(runIDOf("fpbl", "fpbl3fa9c1-ceiling-65535-client")).To(gomega.Equal("fpbl3fa9c1"))
+	g.Expect(runIDOf("fpbl", "fpbl3fa9c1u01")).To(gomega.Equal("fpbl3fa9c1"))
+	g.Expect(runIDOf("fpbl", "fpblzzzzzz")).To(gomega.BeEmpty())
+	g.Expect(runIDOf("fpbl", "fpbl3f")).To(gomega.BeEmpty())
+	g.Expect(runIDOf("fpbl", "eth0")).To(gomega.BeEmpty())
+}
+
+func TestMatrices(t *testing.T) {
+	g := gomega.NewWithT(t)
+	q := QuickMatrix(4 * time.Second)
+	g.Expect(q.Validate()).To(gomega.Succeed())
+	g.Expect(q.Points()).To(gomega.Equal([]results.Point{
+		{Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1},
+		{Test: results.TCPRR, SocketBytes: 262144, MessageBytes: 1, Sessions: 1, Pairs: 1},
+	}))
+	f := FullMatrix(10 * time.Second)
+	g.Expect(f.Points()).To(gomega.HaveLen(20))
+	g.Expect(f.Duration).To(gomega.Equal(10 * time.Second))
+}

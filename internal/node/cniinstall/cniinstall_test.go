@@ -1,0 +1,111 @@
+package cniinstall_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(content string) string {
+	s := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(s[:])
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func TestEnsureInstallsOnlyWhenContentDiffers(t *testing.T) {
+	g := NewWithT(t)
+	src := filepath.Join(t.TempDir(), "fastpath")
+	writeFile(t, src, "#!/bin/sh\necho v1\n")
+	binDir := filepath.Join(t.TempDir(), "opt", "cni", "bin") // missing: created
+	inst := &cniinstall.Installer{Source: src, DestDir: binDir}
+	dest := filepath.Join(binDir, "fastpath")
+
+	res, err := inst.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(cniinstall.Result{Path: dest, SHA256: sum("#!/bin/sh\necho v1\n"), Installed: true}))
+	g.Expect(res.String()).To(Equal(dest + " sha256:" + sum("#!/bin/sh\necho v1\n")))
+	g.Expect(os.ReadFile(dest)).To(Equal([]byte("#!/bin/sh\necho v1\n")))
+	fi, err := os.Stat(dest)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o755)))
+	ino := inode(t, dest)
+
+	// Same content, also for a new Installer (agent restart): nothing written.
+	for _, i := range []*cniinstall.Installer{inst, {Source: src, DestDir: binDir}} {
+		res, err = i.Ensure()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Installed).To(BeFalse())
+		g.Expect(inode(t, dest)).To(Equal(ino))
+	}
+
+	// A new agent image ships a new plugin: replaced by rename (new inode),
+	// so a process executing the old binary is not disturbed.
+	writeFile(t, src, "#!/bin/sh\necho v2\n")
+	res, err = inst.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Installed).To(BeTrue())
+	g.Expect(res.SHA256).To(Equal(sum("#!/bin/sh\necho v2\n")))
+	g.Expect(os.ReadFile(dest)).To(Equal([]byte("#!/bin/sh\necho v2\n")))
+	g.Expect(inode(t, dest)).NotTo(Equal(ino))
+
+	// Someone overwrote the installed binary in place: restored.
+	writeFile(t, dest, "tampered")
+	res, err = inst.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Installed).To(BeTrue())
+	g.Expect(os.ReadFile(dest)).To(Equal([]byte("#!/bin/sh\necho v2\n")))
+
+	entries, err := os.ReadDir(binDir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(HaveLen(1), "no temporary files left")
+}
+
+func TestEnsureRemovesTemporaryFilesOfAKilledAgent(t *testing.T) {
+	g := NewWithT(t)
+	src := filepath.Join(t.TempDir(), "fastpath")
+	writeFile(t, src, "v1")
+	binDir := t.TempDir()
+	writeFile(t, filepath.Join(binDir, ".fastpath.tmp-123"), "half a bin")
+	writeFile(t, filepath.Join(binDir, "host-local"), "another plugin")
+
+	_, err := (&cniinstall.Installer{Source: src, DestDir: binDir}).Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	var names []string
+	entries, err := os.ReadDir(binDir)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	g.Expect(names).To(ConsistOf("fastpath", "host-local"))
+}
+
+func TestEnsureFailsWithoutSourceAndKeepsTheInstalledBinary(t *testing.T) {
+	g := NewWithT(t)
+	binDir := t.TempDir()
+	writeFile(t, filepath.Join(binDir, "fastpath"), "old")
+	_, err := (&cniinstall.Installer{Source: filepath.Join(t.TempDir(), "missing"), DestDir: binDir}).Ensure()
+	g.Expect(err).To(MatchError(ContainSubstring("failed to read the CNI binary to install")))
+	g.Expect(os.ReadFile(filepath.Join(binDir, "fastpath"))).To(Equal([]byte("old")))
+}

@@ -1,0 +1,318 @@
+package domainhook
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+)
+
+// AliasPrefix is the prefix KubeVirt puts before user-defined device aliases
+// (kubevirt pkg/virt-launcher/virtwrap/api/schema.go, UserAliasPrefix): the
+// interface of VM network N has <alias name='ua-N'/>.
+const AliasPrefix = "ua-"
+
+// VhostTxQueueSize is the only tx ring size (descriptors) vhost-net takes:
+// QEMU grows the tx ring beyond 256 only for vhost-user peers
+// (hw/net/virtio-net.c, virtio_net_max_tx_queue_size; DESIGN §4.2).
+const VhostTxQueueSize = 256
+
+// defaultVCPUs is libvirt's vCPU count for a domain without <vcpu>.
+const defaultVCPUs = 1
+
+// offloadTarget is one libvirt attribute an offload sets: <driver><Elem Attr=.../>.
+type offloadTarget struct {
+	Elem string // "host" or "guest"
+	Attr string
+}
+
+// offloadMap is the mapping from the tuning's offloads to libvirt's <driver>
+// sub-elements, in the order they are written. See the package documentation
+// for the reasoning; sources: libvirt formatdomain "Setting NIC
+// driver-specific options", QEMU virtio_net_properties, virtio 1.2 §5.1.3.
+var offloadMap = []struct {
+	Field   string // the tuning's JSON name
+	State   func(tuning.Offloads) v1alpha1.OffloadState
+	Targets []offloadTarget
+}{
+	{"txChecksum", func(o tuning.Offloads) v1alpha1.OffloadState { return o.TXChecksum },
+		[]offloadTarget{{"host", "csum"}, {"guest", "csum"}}},
+	{"gso", func(o tuning.Offloads) v1alpha1.OffloadState { return o.GSO },
+		[]offloadTarget{{"host", "gso"}}},
+	{"tso", func(o tuning.Offloads) v1alpha1.OffloadState { return o.TSO },
+		[]offloadTarget{{"host", "tso4"}, {"host", "tso6"}, {"host", "ecn"}}},
+	{"gro", func(o tuning.Offloads) v1alpha1.OffloadState { return o.GRO },
+		[]offloadTarget{{"guest", "tso4"}, {"guest", "tso6"}, {"guest", "ecn"}}},
+}
+
+// Apply edits the interfaces of domainXML whose alias is "ua-<network>" for a
+// network in a, and keeps everything else of the document: unknown elements and
+// attributes, attribute order, comments, processing instructions, namespace
+// prefixes (qemu:commandline) and whitespace. The document is edited as a tree
+// with github.com/beevik/etree, never decoded into a schema struct, and written
+// back with explicit end tags (<x></x>) as KubeVirt's encoding/xml output has,
+// so untouched parts of a KubeVirt domain come back byte for byte. New
+// elements are indented like their siblings.
+//
+// When a names no interface of the domain, Result.Domain is domainXML itself.
+// Errors (nothing is returned then): a fails Validate; a txQueueSize other
+// than VhostTxQueueSize; domainXML is not well-formed or its root is not
+// <domain>; two interfaces share an alias; a tuned interface's model is not
+// virtio; the <vcpu> count is not a number.
+func Apply(domainXML []byte, a tuning.Annotation) (Result, error) {
+	if err := validateForVhost(a); err != nil {
+		return Result{}, err
+	}
+	doc := etree.NewDocument()
+	// etree's ReadSettings.ValidateInput would also reject the newline after
+	// the root element that virsh writes, so the document level is checked by
+	// checkDocument instead; etree itself rejects syntax errors, unclosed and
+	// mismatched tags.
+	doc.ReadSettings = etree.ReadSettings{PreserveCData: true, PreserveDuplicateAttrs: true}
+	doc.WriteSettings = writeStyle(domainXML)
+	if err := doc.ReadFromBytes(domainXML); err != nil {
+		return Result{}, fmt.Errorf("failed to parse domain XML: %w", err)
+	}
+	if err := checkDocument(doc); err != nil {
+		return Result{}, fmt.Errorf("failed to parse domain XML: %w", err)
+	}
+	root := doc.Root()
+	vcpus, err := domainVCPUs(root)
+	if err != nil {
+		return Result{}, err
+	}
+
+	ed := &editor{}
+	tuned := map[string]bool{}
+	if devices := root.SelectElement("devices"); devices != nil {
+		for _, iface := range devices.SelectElements("interface") {
+			alias := ""
+			if el := iface.SelectElement("alias"); el != nil {
+				alias = el.SelectAttrValue("name", "")
+			}
+			network, ok := strings.CutPrefix(alias, AliasPrefix)
+			if !ok {
+				continue
+			}
+			t, ok := a.Interfaces[network]
+			if !ok {
+				continue
+			}
+			if tuned[network] {
+				return Result{}, fmt.Errorf("failed to tune interface %s: the domain has two interfaces with this alias", alias)
+			}
+			tuned[network] = true
+			if err := ed.tuneInterface(iface, network, t, vcpus); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	for _, network := range sortedNetworks(a) {
+		if !tuned[network] {
+			ed.warnf("Tuning for network %s has no domain interface with alias %s%s; nothing applied for it", network, AliasPrefix, network)
+		}
+	}
+
+	if len(ed.changes) == 0 {
+		return Result{Domain: domainXML, Warnings: ed.warnings}, nil
+	}
+	out, err := doc.WriteToBytes()
+	if err != nil {
+		return Result{}, fmt.Errorf("failed to write domain XML: %w", err)
+	}
+	return Result{Domain: out, Changes: ed.changes, Warnings: ed.warnings}, nil
+}
+
+// checkDocument checks what etree's parser lets through at the document
+// level: the document must hold exactly one element, <domain>, and no text
+// outside it.
+func checkDocument(doc *etree.Document) error {
+	elements := 0
+	for _, t := range doc.Child {
+		switch t := t.(type) {
+		case *etree.Element:
+			elements++
+		case *etree.CharData:
+			if !isBlank(t) {
+				return fmt.Errorf("text outside the root element")
+			}
+		}
+	}
+	if elements != 1 {
+		return fmt.Errorf("the document has %d root elements, want 1", elements)
+	}
+	if root := doc.Root(); root.Space != "" || root.Tag != "domain" {
+		return fmt.Errorf("the root element is <%s>, not <domain>", root.FullTag())
+	}
+	return nil
+}
+
+// writeStyle returns etree settings that write XML the way domainXML is
+// written: explicit end tags (<x></x>, KubeVirt's encoding/xml output) unless
+// the input has self-closing tags (virsh dumpxml), and the quote character of
+// the root element's first attribute (" by default, ' for libvirt's output).
+func writeStyle(domainXML []byte) etree.WriteSettings {
+	s := etree.WriteSettings{CanonicalEndTags: !bytes.Contains(domainXML, []byte("/>"))}
+	if i := bytes.Index(domainXML, []byte("<domain")); i >= 0 {
+		tag := domainXML[i:]
+		if end := bytes.IndexByte(tag, '>'); end >= 0 {
+			tag = tag[:end]
+		}
+		if eq := bytes.IndexByte(tag, '='); eq >= 0 {
+			s.AttrSingleQuote = bytes.HasPrefix(bytes.TrimLeft(tag[eq+1:], " \t\r\n"), []byte("'"))
+		}
+	}
+	return s
+}
+
+// validateForVhost checks a with tuning's limits and the vhost-net limit on
+// the tx ring.
+func validateForVhost(a tuning.Annotation) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("failed to validate tuning annotation %s: %w", tuning.AnnotationKey, err)
+	}
+	for _, network := range sortedNetworks(a) {
+		if tx := a.Interfaces[network].TxQueueSize; tx != 0 && tx != VhostTxQueueSize {
+			return fmt.Errorf("failed to validate tuning annotation %s: interfaces[%q].txQueueSize %d is invalid: must be %d with the vhost driver (larger tx rings need vhost-user)",
+				tuning.AnnotationKey, network, tx, VhostTxQueueSize)
+		}
+	}
+	return nil
+}
+
+func sortedNetworks(a tuning.Annotation) []string {
+	names := make([]string, 0, len(a.Interfaces))
+	for n := range a.Interfaces {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// domainVCPUs returns the vCPUs the domain starts with: <vcpu current='N'>
+// when set, else the <vcpu> text, else libvirt's default of 1.
+func domainVCPUs(root *etree.Element) (int, error) {
+	el := root.SelectElement("vcpu")
+	if el == nil {
+		return defaultVCPUs, nil
+	}
+	value := strings.TrimSpace(el.SelectAttrValue("current", el.Text()))
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("failed to read the vCPU count of the domain %q: not a positive integer", value)
+	}
+	return n, nil
+}
+
+// editor applies tunings and records what it did.
+type editor struct {
+	changes  []Change
+	warnings []string
+}
+
+func (ed *editor) warnf(format string, args ...any) {
+	ed.warnings = append(ed.warnings, fmt.Sprintf(format, args...))
+}
+
+// set sets attr of el (at path below <interface>) to value, recording a Change
+// when it differs. An existing attribute keeps its position.
+func (ed *editor) set(network string, el *etree.Element, path, attr, value string) {
+	from := ""
+	if old := el.SelectAttr(attr); old != nil {
+		if old.Value == value {
+			return
+		}
+		from = old.Value
+	}
+	el.CreateAttr(attr, value)
+	ed.changes = append(ed.changes, Change{Network: network, Element: path, Attr: attr, From: from, To: value})
+}
+
+// tuneInterface applies t to one <interface> element.
+func (ed *editor) tuneInterface(iface *etree.Element, network string, t tuning.Interface, vcpus int) error {
+	alias := AliasPrefix + network
+	field := fmt.Sprintf("interfaces[%q]", network)
+	if t.Queues != 0 || t.RxQueueSize != 0 || t.TxQueueSize != 0 || t.Offloads != (tuning.Offloads{}) {
+		model := ""
+		if el := iface.SelectElement("model"); el != nil {
+			model = el.SelectAttrValue("type", "")
+		}
+		if !strings.HasPrefix(model, "virtio") {
+			return fmt.Errorf("failed to tune interface %s: its model %q is not virtio, and %s sets virtio driver options", alias, model, field)
+		}
+		driver := childOrNew(iface, "driver")
+		if name := driver.SelectAttrValue("name", ""); name != "" && name != "vhost" {
+			ed.warnf("Interface %s: driver name %q replaced by \"vhost\"; libvirt refuses to start the domain if /dev/vhost-net is missing", alias, name)
+		}
+		ed.set(network, driver, "driver", "name", "vhost")
+		if t.Queues != 0 {
+			queues := int(t.Queues)
+			if queues > vcpus {
+				ed.warnf("Interface %s: %s.queues %d capped at the domain's %d vCPUs", alias, field, queues, vcpus)
+				queues = vcpus
+			}
+			ed.set(network, driver, "driver", "queues", strconv.Itoa(queues))
+		}
+		if t.RxQueueSize != 0 {
+			ed.set(network, driver, "driver", "rx_queue_size", strconv.Itoa(int(t.RxQueueSize)))
+		}
+		if t.TxQueueSize != 0 {
+			ed.set(network, driver, "driver", "tx_queue_size", strconv.Itoa(int(t.TxQueueSize)))
+		}
+		for _, o := range offloadMap {
+			state := o.State(t.Offloads)
+			if state == "" {
+				continue
+			}
+			value := "off"
+			if state == v1alpha1.OffloadOn {
+				value = "on"
+			}
+			for _, target := range o.Targets {
+				ed.set(network, childOrNew(driver, target.Elem), "driver/"+target.Elem, target.Attr, value)
+			}
+		}
+		ed.warnOffloadDependencies(alias, field, t.Offloads)
+	}
+	if t.MTU != 0 {
+		mtu := int(t.MTU)
+		el := iface.SelectElement("mtu")
+		if el != nil {
+			if pod, err := strconv.Atoi(el.SelectAttrValue("size", "")); err == nil && pod > 0 && pod < mtu {
+				ed.warnf("Interface %s: %s.mtu %d lowered to %d, the MTU KubeVirt copied from the pod interface; the tap device would drop larger frames",
+					alias, field, mtu, pod)
+				mtu = pod
+			}
+		} else {
+			el = childOrNew(iface, "mtu")
+		}
+		ed.set(network, el, "mtu", "size", strconv.Itoa(mtu))
+	}
+	return nil
+}
+
+// warnOffloadDependencies reports offload combinations the virtio feature
+// rules (virtio 1.2 §5.1.3.1) make ineffective in the guest.
+func (ed *editor) warnOffloadDependencies(alias, field string, o tuning.Offloads) {
+	on, off := v1alpha1.OffloadOn, v1alpha1.OffloadOff
+	if o.TXChecksum == off {
+		for _, d := range []struct {
+			name  string
+			state v1alpha1.OffloadState
+			needs string
+		}{{"tso", o.TSO, "HOST_TSO4/6 need CSUM"}, {"gso", o.GSO, "GSO needs CSUM"}, {"gro", o.GRO, "GUEST_TSO4/6 need GUEST_CSUM"}} {
+			if d.state == on {
+				ed.warnf("Interface %s: %s.offloads.%s On has no effect with txChecksum Off (virtio: %s)", alias, field, d.name, d.needs)
+			}
+		}
+	}
+	if o.GSO == on && o.TSO == off {
+		ed.warnf("Interface %s: %s.offloads.gso On with tso Off lets a legacy (transitional) virtio driver use TSO through the GSO bit", alias, field)
+	}
+}

@@ -1,0 +1,82 @@
+package domainhook
+
+import (
+	"encoding/json"
+	"fmt"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+)
+
+// HookName is the hook point this package implements and the executable name
+// the sidecar-shim runs for it (cmd/sidecars/sidecar_shim.go onDefineDomainBin).
+const HookName = "onDefineDomain"
+
+// Result is what OnDefineDomain and Apply return.
+type Result struct {
+	// Domain is the domain XML to print on stdout: the input bytes unchanged
+	// when nothing was changed, otherwise the edited document.
+	Domain []byte
+	// Changes lists every attribute the hook set, in document order.
+	Changes []Change
+	// Warnings are findings that did not stop the edit (values capped, tuning
+	// without a matching interface, offload combinations the guest ignores).
+	Warnings []string
+}
+
+// Changed reports whether the domain differs from the input.
+func (r Result) Changed() bool { return len(r.Changes) > 0 }
+
+// Change is one attribute the hook set.
+type Change struct {
+	// Network is the VM network name the tuning is keyed by (alias "ua-<Network>").
+	Network string
+	// Element is the path of the element below <interface>: "driver",
+	// "driver/host", "driver/guest" or "mtu".
+	Element string
+	// Attr is the attribute name, e.g. "rx_queue_size".
+	Attr string
+	// From is the previous value, "" when the attribute was absent.
+	From string
+	// To is the new value.
+	To string
+}
+
+// OnDefineDomain runs the hook: it reads the fastpath.io/tuning annotation from
+// the VMI (JSON, as the sidecar-shim passes it with --vmi) and applies it to
+// domainXML (--domain). A VMI without the annotation, or a tuning that names
+// no interface of the domain, gives the domain back byte for byte. Errors: a
+// VMI that is not JSON, an annotation that tuning.Parse rejects, and every
+// error of Apply.
+func OnDefineDomain(vmiJSON, domainXML []byte) (Result, error) {
+	a, found, err := TuningFromVMI(vmiJSON)
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		return Result{Domain: domainXML}, nil
+	}
+	return Apply(domainXML, a)
+}
+
+// TuningFromVMI decodes a VirtualMachineInstance (JSON) and parses its
+// fastpath.io/tuning annotation. found is false when the annotation is absent.
+// The error of a bad annotation names the field and its allowed values, e.g.
+// `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`.
+func TuningFromVMI(vmiJSON []byte) (a tuning.Annotation, found bool, err error) {
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := json.Unmarshal(vmiJSON, &vmi); err != nil {
+		return tuning.Annotation{}, false, fmt.Errorf("failed to decode VMI JSON: %w", err)
+	}
+	value, ok := vmi.Annotations[tuning.AnnotationKey]
+	if !ok {
+		return tuning.Annotation{}, false, nil
+	}
+	a, err = tuning.Parse(value)
+	if err != nil {
+		return tuning.Annotation{}, true, fmt.Errorf("failed to read annotation %s of VMI %s/%s: %w",
+			tuning.AnnotationKey, vmi.Namespace, vmi.Name, err)
+	}
+	return a, true, nil
+}
