@@ -7,11 +7,12 @@ import (
 	"net"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/go-logr/stdr"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/linuxbridge"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
 // errBridgeMissing is wrapped by datapath.bridgeMTU when the bridge does not exist.
@@ -50,13 +51,19 @@ func openDatapath(ctx context.Context, conf *netconf.NetConf) (datapath, error) 
 	case netconf.DatapathLinuxBridge:
 		return &linuxBridgeDatapath{bridge: conf.Bridge}, nil
 	case netconf.DatapathOVS:
-		c, err := ovs.Connect(ctx, conf.OVS.Socket)
+		c, err := connectOVS(ctx, conf.OVS.Socket)
 		if err != nil {
 			return nil, fmt.Errorf("%w (is Open vSwitch running? the node agent fastpath-agent reports it in the FastPathNode status)", err)
 		}
 		return &ovsDatapath{c: c, bridge: conf.Bridge}, nil
 	}
 	return nil, fmt.Errorf("failed to open datapath %q: unknown datapath", conf.Datapath)
+}
+
+// connectOVS connects to OVSDB at socket (internal/datapath/ovsdb, the
+// client the node agent uses too); libovsdb logs to stderr like the plugin.
+func connectOVS(ctx context.Context, socket string) (*ovsdb.Client, error) {
+	return ovsdb.Connect(ctx, socket, stdr.New(logger))
 }
 
 // bridgeMissingError is the error for a bridge that does not exist: the
@@ -140,13 +147,13 @@ func (d *linuxBridgeDatapath) status(context.Context) error {
 func (d *linuxBridgeDatapath) close() {}
 
 type ovsDatapath struct {
-	c      *ovs.Client
+	c      *ovsdb.Client
 	bridge string
 }
 
 func (d *ovsDatapath) bridgeMTU(ctx context.Context) (int, error) {
 	mtu, err := d.c.BridgeMTU(ctx, d.bridge)
-	if errors.Is(err, ovs.ErrBridgeNotFound) {
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 		return 0, fmt.Errorf("%w: %w", errBridgeMissing, err)
 	}
 	return mtu, err
@@ -163,7 +170,7 @@ func (d *ovsDatapath) preflight(ctx context.Context, conf *netconf.NetConf) erro
 	if !*conf.Offloads.TXChecksum && !*conf.Offloads.TSO && !*conf.Offloads.GRO {
 		return nil
 	}
-	br, err := d.c.Bridge(ctx, d.bridge)
+	br, err := d.c.RequireBridge(ctx, d.bridge)
 	if err != nil {
 		return err
 	}
@@ -185,18 +192,18 @@ func (d *ovsDatapath) preflight(ctx context.Context, conf *netconf.NetConf) erro
 
 func (d *ovsDatapath) attach(ctx context.Context, a *state.Attachment, pod string) error {
 	portIDs := map[string]string{
-		ovs.KeyOwner:       ovs.Owner,
-		ovs.KeyNetwork:     a.Network,
-		ovs.KeyContainerID: a.ContainerID,
-		ovs.KeyIfName:      a.IfName,
-		ovs.KeyNetns:       a.Netns,
+		ovsdb.KeyOwner:       ovsdb.Owner,
+		ovsdb.KeyNetwork:     a.Network,
+		ovsdb.KeyContainerID: a.ContainerID,
+		ovsdb.KeyIfName:      a.IfName,
+		ovsdb.KeyNetns:       a.Netns,
 	}
 	if pod != "" {
-		portIDs[ovs.KeyPod] = pod
+		portIDs[ovsdb.KeyPod] = pod
 	}
-	ifaceIDs := map[string]string{ovs.KeyOwner: ovs.Owner}
+	ifaceIDs := map[string]string{ovsdb.KeyOwner: ovsdb.Owner}
 	if a.MAC != "" {
-		ifaceIDs[ovs.KeyAttachedMAC] = a.MAC
+		ifaceIDs[ovsdb.KeyAttachedMAC] = a.MAC
 	}
 	return d.c.AddPort(ctx, d.bridge, a.HostIfName, portIDs, ifaceIDs)
 }
@@ -229,7 +236,7 @@ func (d *ovsDatapath) verify(ctx context.Context, hostIf string) error {
 
 func (d *ovsDatapath) ports(ctx context.Context) ([]bridgePort, error) {
 	ports, err := d.c.Ports(ctx, d.bridge)
-	if errors.Is(err, ovs.ErrBridgeNotFound) {
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -237,8 +244,8 @@ func (d *ovsDatapath) ports(ctx context.Context) ([]bridgePort, error) {
 	}
 	out := make([]bridgePort, 0, len(ports))
 	for _, p := range ports {
-		out = append(out, bridgePort{hostIf: p.Name, network: p.ExternalIDs[ovs.KeyNetwork],
-			containerID: p.ExternalIDs[ovs.KeyContainerID], ifName: p.ExternalIDs[ovs.KeyIfName]})
+		out = append(out, bridgePort{hostIf: p.Name, network: p.ExternalIDs[ovsdb.KeyNetwork],
+			containerID: p.ExternalIDs[ovsdb.KeyContainerID], ifName: p.ExternalIDs[ovsdb.KeyIfName]})
 	}
 	return out, nil
 }
@@ -247,8 +254,8 @@ func (d *ovsDatapath) status(ctx context.Context) error {
 	if err := d.c.Echo(ctx); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
-	if _, err := d.c.Bridge(ctx, d.bridge); err != nil {
-		if errors.Is(err, ovs.ErrBridgeNotFound) {
+	if _, err := d.c.RequireBridge(ctx, d.bridge); err != nil {
+		if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 			return bridgeMissingError(&netconf.NetConf{Bridge: d.bridge, Datapath: netconf.DatapathOVS}, types.ErrPluginNotAvailable)
 		}
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")

@@ -24,8 +24,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/offload"
-	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
 // VersionInfo lists the CNI specification versions the plugin supports.
@@ -58,7 +58,7 @@ func keepContext(f func(*skel.CmdArgs) error) func(*skel.CmdArgs) error {
 }
 
 // opTimeout bounds the OVSDB and netlink work of one invocation; the OVS
-// attach wait (ovs.AttachTimeout) is part of it.
+// attach wait (ovsdb.AttachTimeout) is part of it.
 const opTimeout = 60 * time.Second
 
 // logger writes to stderr: stdout carries only the CNI result.
@@ -461,7 +461,7 @@ func CmdDel(args *skel.CmdArgs) error {
 }
 
 // ovsClients caches one OVSDB connection per endpoint during a GC.
-type ovsClients map[string]*ovs.Client
+type ovsClients map[string]*ovsdb.Client
 
 func (m ovsClients) close() {
 	for _, c := range m {
@@ -487,7 +487,7 @@ func teardown(ctx context.Context, att *state.Attachment, alias string, clients 
 	if c == nil {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		c, err = ovs.Connect(dctx, socket)
+		c, err = connectOVS(dctx, socket)
 		if err != nil {
 			logger.Printf("Keeping state for GC: cannot remove OVS port port=%s error=%q", att.HostIfName, err)
 			return true, nil

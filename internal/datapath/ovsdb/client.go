@@ -13,17 +13,20 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrUnreachable is wrapped by Connect (and Conn.Client) when ovsdb-server
 // cannot be reached.
 var ErrUnreachable = errors.New("OVSDB unreachable")
 
-// pollInterval is how often WaitInterface looks at the cache.
-const pollInterval = 10 * time.Millisecond
+// pollInterval is how often WaitInterface and WaitBridge look at the cache.
+// Reading the cache is cheap; a short interval keeps the CNI ADD, which
+// waits for ovs-vswitchd to open the new port, quick.
+const pollInterval = 2 * time.Millisecond
 
-// Client is the node agent's connection to ovsdb-server, with a monitored
-// cache of the columns it uses. Reads come from the cache, which
+// Client is a connection to ovsdb-server, with a monitored cache of the
+// columns the node agent and the CNI plugin use; both use this one client. Reads come from the cache, which
 // ovsdb-server updates asynchronously: a write is visible to reads shortly
 // after it commits.
 type Client struct {
@@ -53,20 +56,22 @@ type BridgeSpec struct {
 	ExternalIDs map[string]string
 }
 
-// Connect dials endpoint (unix:<path>, tcp:<host>:<port>) and monitors the
-// columns the agent uses (see Dial); ctx bounds the dial and the initial
-// monitor. Errors of the connect and monitor steps wrap ErrUnreachable. Close
-// the client when done.
+// Connect dials endpoint (unix:<path>, tcp:<host>:<port>, ssl:<host>:<port>)
+// and monitors the columns of the model that the node agent and the CNI
+// plugin use; ctx bounds the dial and the initial monitor. libovsdb's own
+// log lines go to log (named "libovsdb"). Errors read "failed to connect to
+// OVSDB at <endpoint>: OVSDB unreachable: …" (or "failed to monitor …"),
+// wrapping ErrUnreachable. Close the client when done.
 func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Client, error) {
 	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
-	c, err := Dial(ctx, endpoint, DialOptions{
+	c, err := dial(ctx, endpoint, dialOptions{
 		Log:         log.WithName("libovsdb"),
 		Unreachable: ErrUnreachable,
 		Tables: []client.MonitorOption{
-			client.WithTable(o, &o.Bridges, &o.OVSVersion, &o.DatapathTypes),
+			client.WithTable(o, &o.Bridges, &o.OtherConfig, &o.OVSVersion, &o.DatapathTypes),
 			client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType, &b.ExternalIDs),
-			client.WithTable(p, &p.Name, &p.Interfaces),
-			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Error),
+			client.WithTable(p, &p.Name, &p.Interfaces, &p.ExternalIDs),
+			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Ofport, &i.Error, &i.ExternalIDs),
 		},
 	})
 	if err != nil {
@@ -83,6 +88,14 @@ func (c *Client) Connected() bool { return c.c.Connected() }
 
 // Endpoint returns the OVSDB endpoint.
 func (c *Client) Endpoint() string { return c.endpoint }
+
+// Echo checks that ovsdb-server answers (RFC 7047 "echo").
+func (c *Client) Echo(ctx context.Context) error {
+	if err := c.c.Echo(ctx); err != nil {
+		return fmt.Errorf("failed to reach OVSDB at %s: %w", c.endpoint, err)
+	}
+	return nil
+}
 
 func (c *Client) root(ctx context.Context) (*OpenvSwitch, error) {
 	var rows []OpenvSwitch
@@ -110,7 +123,20 @@ func (c *Client) System(ctx context.Context) (System, error) {
 
 // Bridge returns the bridge row name, or nil when there is none.
 func (c *Client) Bridge(ctx context.Context, name string) (*Bridge, error) {
-	return LookupBridge(ctx, c.c, name)
+	return lookupBridge(ctx, c.c, name)
+}
+
+// RequireBridge returns the bridge row name; the error wraps
+// ErrBridgeNotFound when there is none.
+func (c *Client) RequireBridge(ctx context.Context, name string) (*Bridge, error) {
+	b, err := c.Bridge(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("failed to find OVS bridge %s: %w", name, ErrBridgeNotFound)
+	}
+	return b, nil
 }
 
 // Bridges returns every bridge for which keep returns true, sorted by name.
@@ -125,7 +151,7 @@ func (c *Client) Bridges(ctx context.Context, keep func(*Bridge) bool) ([]Bridge
 
 // Interface returns the interface row name, or nil when there is none.
 func (c *Client) Interface(ctx context.Context, name string) (*Interface, error) {
-	return LookupInterface(ctx, c.c, name)
+	return lookupInterface(ctx, c.c, name)
 }
 
 // PortNames returns the names of b's ports other than its internal port (the
@@ -174,7 +200,7 @@ func (c *Client) CreateBridge(ctx context.Context, spec BridgeSpec) error {
 	if err != nil {
 		return fmt.Errorf("failed to build mutation of the Open_vSwitch row for bridge %s: %w", spec.Name, err)
 	}
-	return c.transact(ctx, "create OVS bridge "+spec.Name, append(ops, mut...))
+	return c.run(ctx, "create OVS bridge "+spec.Name, append(ops, mut...))
 }
 
 // SetDatapathType sets the datapath_type of bridge name.
@@ -184,7 +210,7 @@ func (c *Client) SetDatapathType(ctx context.Context, name, datapathType string)
 	if err != nil {
 		return fmt.Errorf("failed to build update of OVS bridge %s: %w", name, err)
 	}
-	return c.transact(ctx, fmt.Sprintf("set datapath_type %s on OVS bridge %s", datapathType, name), ops)
+	return c.run(ctx, fmt.Sprintf("set datapath_type %s on OVS bridge %s", datapathType, name), ops)
 }
 
 // SetMTURequest sets mtu_request (bytes) of interface name.
@@ -194,51 +220,56 @@ func (c *Client) SetMTURequest(ctx context.Context, name string, mtu int) error 
 	if err != nil {
 		return fmt.Errorf("failed to build update of OVS interface %s: %w", name, err)
 	}
-	return c.transact(ctx, fmt.Sprintf("set mtu_request %d on OVS interface %s", mtu, name), ops)
+	return c.run(ctx, fmt.Sprintf("set mtu_request %d on OVS interface %s", mtu, name), ops)
 }
 
-// WaitInterface polls the cache until interface name exists and done(it)
-// is true, or ctx ends. It returns the last row seen (nil when none) and,
-// when ctx ended first, ctx's error.
+// WaitInterface polls the cache every pollInterval until interface name
+// exists and done(it) is true, or ctx ends. It returns the last row seen (nil
+// when none) and, when ctx ended first, ctx's error; a failed read ends the
+// wait with that error and no row.
 func (c *Client) WaitInterface(ctx context.Context, name string, done func(*Interface) bool) (*Interface, error) {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		i, err := c.Interface(ctx, name)
-		if err != nil {
-			return nil, err
+	var (
+		last    *Interface
+		readErr error
+	)
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		last, readErr = c.Interface(ctx, name)
+		if readErr != nil {
+			return false, readErr
 		}
-		if i != nil && done(i) {
-			return i, nil
-		}
-		select {
-		case <-ctx.Done():
-			return i, ctx.Err()
-		case <-tick.C:
-		}
+		return last != nil && done(last), nil
+	})
+	if readErr != nil {
+		return nil, readErr
 	}
+	return last, err
 }
 
-// WaitBridge polls the cache until bridge name exists or ctx ends (a bridge
-// just created becomes visible when ovsdb-server's update arrives).
+// WaitBridge polls the cache every pollInterval until bridge name exists or
+// ctx ends (a bridge just created becomes visible when ovsdb-server's update
+// arrives). Errors read "failed to see OVS bridge <name> in the OVSDB cache:
+// <ctx error>" or are the failed read's.
 func (c *Client) WaitBridge(ctx context.Context, name string) (*Bridge, error) {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		b, err := c.Bridge(ctx, name)
-		if err != nil || b != nil {
-			return b, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("failed to see OVS bridge %s in the OVSDB cache: %w", name, ctx.Err())
-		case <-tick.C:
-		}
+	var (
+		b       *Bridge
+		readErr error
+	)
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		b, readErr = c.Bridge(ctx, name)
+		return b != nil, readErr
+	})
+	switch {
+	case readErr != nil:
+		return nil, readErr
+	case err != nil:
+		return nil, fmt.Errorf("failed to see OVS bridge %s in the OVSDB cache: %w", name, err)
 	}
+	return b, nil
 }
 
-func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation) error {
-	_, err := Transact(ctx, c.c, what, ops)
+// run runs ops in one transaction (see transact) and drops the results.
+func (c *Client) run(ctx context.Context, what string, ops []ovsdb.Operation) error {
+	_, err := transact(ctx, c.c, what, ops)
 	return err
 }
 

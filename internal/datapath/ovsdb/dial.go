@@ -10,8 +10,8 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
 
-// DialOptions says how Dial logs and what it monitors.
-type DialOptions struct {
+// dialOptions says how dial logs and what it monitors.
+type dialOptions struct {
 	// Log receives libovsdb's own log lines.
 	Log logr.Logger
 	// Tables are the monitored tables and columns: client.WithTable over rows
@@ -25,14 +25,13 @@ type DialOptions struct {
 	Unreachable error
 }
 
-// Dial builds the model of ClientDBModel, connects to endpoint (unix:<path>,
+// dial builds the model of ClientDBModel, connects to endpoint (unix:<path>,
 // tcp:<host>:<port>, ssl:<host>:<port>) and monitors opts.Tables; ctx bounds
 // the dial and the initial monitor. Errors read "failed to build OVSDB
 // model: …", "failed to create OVSDB client for <endpoint>: …", "failed to
 // connect to OVSDB at <endpoint>: …" or "failed to monitor OVSDB at
-// <endpoint>: …". Close the returned client when done. It is what the node
-// agent's Connect and the CNI plugin's cni/pkg/ovs share.
-func Dial(ctx context.Context, endpoint string, opts DialOptions) (client.Client, error) {
+// <endpoint>: …". Close the returned client when done.
+func dial(ctx context.Context, endpoint string, opts dialOptions) (client.Client, error) {
 	dbModel, err := ClientDBModel()
 	if err != nil {
 		return nil, fmt.Errorf("failed to build OVSDB model: %w", err)
@@ -52,28 +51,28 @@ func Dial(ctx context.Context, endpoint string, opts DialOptions) (client.Client
 	return c, nil
 }
 
-func (o DialOptions) wrap(err error) error {
+func (o dialOptions) wrap(err error) error {
 	if o.Unreachable == nil {
 		return err
 	}
 	return fmt.Errorf("%w: %w", o.Unreachable, err)
 }
 
-// LookupBridge returns the Bridge row name from c's cache, or nil when there
+// lookupBridge returns the Bridge row name from c's cache, or nil when there
 // is none.
-func LookupBridge(ctx context.Context, c client.Client, name string) (*Bridge, error) {
+func lookupBridge(ctx context.Context, c client.Client, name string) (*Bridge, error) {
 	return lookup(ctx, c, "bridge", &Bridge{Name: name}, name)
 }
 
-// LookupPort returns the Port row name from c's cache, or nil when there is
+// lookupPort returns the Port row name from c's cache, or nil when there is
 // none.
-func LookupPort(ctx context.Context, c client.Client, name string) (*Port, error) {
+func lookupPort(ctx context.Context, c client.Client, name string) (*Port, error) {
 	return lookup(ctx, c, "port", &Port{Name: name}, name)
 }
 
-// LookupInterface returns the Interface row name from c's cache, or nil when
+// lookupInterface returns the Interface row name from c's cache, or nil when
 // there is none.
-func LookupInterface(ctx context.Context, c client.Client, name string) (*Interface, error) {
+func lookupInterface(ctx context.Context, c client.Client, name string) (*Interface, error) {
 	return lookup(ctx, c, "interface", &Interface{Name: name}, name)
 }
 
@@ -89,10 +88,10 @@ func lookup[T any](ctx context.Context, c client.Client, kind string, row *T, na
 	return row, nil
 }
 
-// Transact runs ops in one transaction and checks each operation's result.
+// transact runs ops in one transaction and checks each operation's result.
 // It returns the results (one per operation, in order); errors read "failed
 // to <what>: …".
-func Transact(ctx context.Context, c client.Client, what string, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+func transact(ctx context.Context, c client.Client, what string, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
 	res, err := c.Transact(ctx, ops...)
 	if err != nil {
 		return nil, fmt.Errorf("failed to %s: %w", what, err)

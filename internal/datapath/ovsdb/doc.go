@@ -1,17 +1,21 @@
-// Package ovsdb is fastpath's one model of the Open vSwitch database
-// (vswitch.ovsschema, RFC 7047) for libovsdb, and the node agent's client of
-// it.
+// Package ovsdb is fastpath's one client of the Open vSwitch database
+// (vswitch.ovsschema, RFC 7047), built on libovsdb. The node agent
+// (fastpath-agent, through internal/datapath/bridge) and the CNI plugin
+// (cni/pkg/plugin) both use it.
 //
-// model.go holds the Open_vSwitch, Bridge, Port and Interface columns that
-// the node agent and the CNI plugin (cni/pkg/ovs) use. dial.go holds what
-// both share: Dial connects and monitors the columns its caller names (each
-// monitors only its own), LookupBridge, LookupPort and LookupInterface read
-// a row by name from the cache, and Transact runs and checks a transaction.
+// model.go holds the Open_vSwitch, Bridge, Port and Interface columns the
+// two use. dial.go connects and monitors them, reads a row by name from the
+// cache and runs a checked transaction. client.go is what the agent needs:
+// read the switch's version and datapath types, create a bridge with its
+// internal interface in one transaction, set a bridge's datapath_type and
+// its internal interface's mtu_request, wait (polling the cache with
+// apimachinery's wait package) for what ovs-vswitchd applies, and (Conn)
+// connect lazily and reconnect. ports.go is what the plugin needs: add the
+// host end of an attachment's veth pair as a port with external_ids naming
+// the attachment (the Key* constants), wait for ovs-vswitchd to open it,
+// and find and remove such ports again. The plugin never creates bridges.
 //
-// client.go is the agent's client on top of these: read the switch's
-// version and datapath types, create a bridge with its internal interface
-// in one transaction, set a bridge's datapath_type and its internal
-// interface's mtu_request, read back what ovs-vswitchd applied, and (Conn)
-// connect lazily and reconnect. Port management stays in cni/pkg/ovs: the
-// plugin adds and removes ports and never creates bridges.
+// On a kernel without the openvswitch module a bridge uses the userspace
+// datapath (datapath_type=netdev), whose veth ports OVS drives through
+// AF_PACKET.
 package ovsdb

@@ -25,10 +25,9 @@ const (
 // (the one named like the bridge).
 const InterfaceTypeInternal = "internal"
 
-// The model below holds the columns that the node agent (Client) and the CNI
-// plugin (cni/pkg/ovs) read or write, the union of both. Each monitors only
-// the columns it uses (see Dial); the others stay at their zero value in its
-// cache, and libovsdb leaves zero-valued columns out of the rows it inserts.
+// The model below holds the columns that the node agent and the CNI plugin
+// read or write through Client; Connect monitors all of them. libovsdb leaves
+// zero-valued columns out of the rows it inserts.
 
 // OpenvSwitch is the single row of the Open_vSwitch table.
 type OpenvSwitch struct {

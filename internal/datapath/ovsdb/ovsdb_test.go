@@ -32,7 +32,7 @@ func TestDialErrors(t *testing.T) {
 			defer cancel()
 			endpoint := "unix:" + t.TempDir() + "/db.sock"
 			b := &Bridge{}
-			_, err := Dial(ctx, endpoint, DialOptions{Log: testr.New(t), Unreachable: tc.unreachable,
+			_, err := dial(ctx, endpoint, dialOptions{Log: testr.New(t), Unreachable: tc.unreachable,
 				Tables: []client.MonitorOption{client.WithTable(b, &b.Name)}})
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(HavePrefix(tc.wantPrefix, endpoint))
@@ -50,9 +50,8 @@ func TestConnectWrapsUnreachable(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("failed to connect to OVSDB at unix:")))
 }
 
-// TestSharedHelpersAgainstOVS checks Dial, the Lookup functions and Transact
-// against a real ovsdb-server with the columns the CNI plugin monitors, which
-// differ from the agent's.
+// TestSharedHelpersAgainstOVS checks dial, the lookup functions and transact
+// against a real ovsdb-server, monitoring fewer columns than Connect does.
 func TestSharedHelpersAgainstOVS(t *testing.T) {
 	testutil.RequireRoot(t)
 	// Start waits for other test binaries that use OVS; ctx starts after it.
@@ -63,7 +62,7 @@ func TestSharedHelpersAgainstOVS(t *testing.T) {
 	g := NewWithT(t)
 
 	o, b, p, i := &OpenvSwitch{}, &Bridge{}, &Port{}, &Interface{}
-	c, err := Dial(ctx, socket, DialOptions{Log: testr.New(t), Tables: []client.MonitorOption{
+	c, err := dial(ctx, socket, dialOptions{Log: testr.New(t), Tables: []client.MonitorOption{
 		client.WithTable(o, &o.Bridges, &o.OtherConfig),
 		client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType),
 		client.WithTable(p, &p.Name, &p.Interfaces, &p.ExternalIDs),
@@ -72,16 +71,16 @@ func TestSharedHelpersAgainstOVS(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer c.Close()
 
-	br, err := LookupBridge(ctx, c, name)
+	br, err := lookupBridge(ctx, c, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(br).NotTo(BeNil())
 	g.Expect(br.DatapathType).To(Equal(DatapathNetdev))
 	g.Expect(br.Ports).To(HaveLen(1))
-	port, err := LookupPort(ctx, c, name)
+	port, err := lookupPort(ctx, c, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(port).NotTo(BeNil())
 	g.Expect(br.Ports).To(ConsistOf(port.UUID))
-	iface, err := LookupInterface(ctx, c, name)
+	iface, err := lookupInterface(ctx, c, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(iface.Type).To(Equal(InterfaceTypeInternal))
 	g.Expect(iface.MTU).To(HaveValue(Equal(1600)))
@@ -89,25 +88,25 @@ func TestSharedHelpersAgainstOVS(t *testing.T) {
 
 	missing := name + "x"
 	for _, lookup := range []func() (any, error){
-		func() (any, error) { return LookupBridge(ctx, c, missing) },
-		func() (any, error) { return LookupPort(ctx, c, missing) },
-		func() (any, error) { return LookupInterface(ctx, c, missing) },
+		func() (any, error) { return lookupBridge(ctx, c, missing) },
+		func() (any, error) { return lookupPort(ctx, c, missing) },
+		func() (any, error) { return lookupInterface(ctx, c, missing) },
 	} {
 		row, err := lookup()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(row).To(BeNil())
 	}
 
-	// Transact returns one result per operation and names what failed.
+	// transact returns one result per operation and names what failed.
 	ids := map[string]string{"fastpath.io/test": "1"}
 	ops, err := c.Where(port).Mutate(port, model.Mutation{Field: &port.ExternalIDs, Mutator: libovsdb.MutateOperationInsert, Value: ids})
 	g.Expect(err).NotTo(HaveOccurred())
-	res, err := Transact(ctx, c, "mark port "+name, ops)
+	res, err := transact(ctx, c, "mark port "+name, ops)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res).To(HaveLen(1))
 	g.Expect(res[0].Count).To(Equal(1))
 	g.Eventually(func() (map[string]string, error) {
-		p, err := LookupPort(ctx, c, name)
+		p, err := lookupPort(ctx, c, name)
 		if p == nil {
 			return nil, err
 		}
@@ -118,9 +117,9 @@ func TestSharedHelpersAgainstOVS(t *testing.T) {
 	// refuses the mutation and the transaction.
 	ops, err = c.Where(port).Mutate(port, model.Mutation{Field: &port.Interfaces, Mutator: libovsdb.MutateOperationDelete, Value: port.Interfaces})
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = Transact(ctx, c, "empty port "+name, ops)
+	_, err = transact(ctx, c, "empty port "+name, ops)
 	g.Expect(err).To(MatchError(HavePrefix("failed to empty port " + name + ": ")))
-	port, err = LookupPort(ctx, c, name)
+	port, err = lookupPort(ctx, c, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(port.Interfaces).To(HaveLen(1))
 }
