@@ -7,12 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/containernetworking/cni/libcni"
-	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
@@ -59,7 +55,7 @@ func CleanupLeftovers(ctx context.Context, opts Options, out io.Writer) error {
 		errs = append(errs, err)
 	}
 	for _, n := range names {
-		if killed, err := killProcessesIn(filepath.Join(topology.NetNSDir, n)); err != nil {
+		if killed, err := topology.KillProcessesIn(filepath.Join(topology.NetNSDir, n)); err != nil {
 			errs = append(errs, err)
 		} else if killed > 0 {
 			log.printf("cleanup", "killed %d leftover process(es) in network namespace %s", killed, n)
@@ -87,36 +83,4 @@ func CleanupLeftovers(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// killProcessesIn SIGKILLs every process whose network namespace is the one
-// bind-mounted at path, and returns how many it signalled.
-func killProcessesIn(path string) (int, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("failed to stat network namespace %s: %w", path, err)
-	}
-	want := "net:[" + strconv.FormatUint(st.Ino, 10) + "]"
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, fmt.Errorf("failed to list /proc: %w", err)
-	}
-	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net"))
-		if err != nil || strings.TrimSpace(link) != want {
-			continue
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
@@ -211,7 +209,7 @@ func removeAll(l Leftovers) error {
 		}
 	}
 	for _, n := range l.NetNS {
-		if err := killProcessesIn(filepath.Join(topology.NetNSDir, n)); err != nil {
+		if _, err := topology.KillProcessesIn(filepath.Join(topology.NetNSDir, n)); err != nil {
 			errs = append(errs, err)
 		}
 		if err := topology.DeleteNetNS(n); err != nil {
@@ -229,37 +227,4 @@ func removeAll(l Leftovers) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// killProcessesIn kills (SIGKILL) every process whose network namespace is
-// the one bind-mounted at nsPath, except this process, and returns the
-// first error. A namespace that is gone has no processes.
-func killProcessesIn(nsPath string) error {
-	var want unix.Stat_t
-	if err := unix.Stat(nsPath, &want); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("failed to stat network namespace %s: %w", nsPath, err)
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return fmt.Errorf("failed to list /proc: %w", err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st); err != nil {
-			continue
-		}
-		if st.Dev == want.Dev && st.Ino == want.Ino {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				return fmt.Errorf("failed to kill process %d in network namespace %s: %w", pid, nsPath, err)
-			}
-		}
-	}
-	return nil
 }

@@ -284,7 +284,8 @@ func (s *Setup) newNS(v variant, role string) (*topology.NetNS, error) {
 		return nil, err
 	}
 	s.onClose("network namespace "+n.Name, func() error {
-		return errors.Join(killProcessesIn(n.Path), n.Delete())
+		_, err := topology.KillProcessesIn(n.Path)
+		return errors.Join(err, n.Delete())
 	})
 	return n, nil
 }

@@ -187,7 +187,7 @@ func TestCleanLeftovers(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(LockDir, dead+".lock"), []byte("pid 1\n"), 0o644)).To(gomega.Succeed())
 	n, err := topology.NewNetNS(dead + "-x-client")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	t.Cleanup(func() { _ = killProcessesIn(n.Path); _ = n.Delete() })
+	t.Cleanup(func() { _, _ = topology.KillProcessesIn(n.Path); _ = n.Delete() })
 	sleeper := exec.Command("sleep", "60")
 	g.Expect(netperf.NetNS{Path: n.Path}.Start(sleeper)).To(gomega.Succeed())
 	exited := make(chan error, 1)

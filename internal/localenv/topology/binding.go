@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/safchain/ethtool"
+	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 )
 
 // addGuest builds the guest side of the full masquerade shape: the veth
@@ -24,7 +26,7 @@ func (m *Masquerade) addGuest(guestBits int) error {
 	}
 	m.GuestMAC = mac
 	if err := m.NetNS.Do(func() error {
-		if err := writeSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
+		if err := setSysctl("net/ipv4/ip_forward", "1"); err != nil {
 			return err
 		}
 		return txChecksumOff(MasqueradeBridge)
@@ -101,37 +103,20 @@ func addTap(launcher, guest *NetNS, tapName, guestIf, bridge string, mtu int, ma
 	return guestMAC, nil
 }
 
-// txChecksumOff turns off every active TX checksum offload of ifName in the
-// calling thread's namespace, as virt-launcher does on its in-pod bridges.
-// Without TX checksumming the kernel also segments in software.
+// txChecksumOff turns off TX checksum offload of ifName in the calling
+// thread's namespace (cni/pkg/offload, the plugin's own helper), as
+// virt-launcher does on its in-pod bridges. Without TX checksumming the
+// kernel also segments in software.
 func txChecksumOff(ifName string) error {
-	e, err := ethtool.NewEthtool()
-	if err != nil {
-		return fmt.Errorf("failed to open ethtool socket: %w", err)
-	}
-	defer e.Close()
-	states, err := e.FeaturesWithState(ifName)
-	if err != nil {
-		return fmt.Errorf("failed to read the offloads of %s: %w", ifName, err)
-	}
-	off := map[string]bool{}
-	for name, st := range states {
-		if strings.HasPrefix(name, "tx-checksum") && st.Available && st.Active {
-			off[name] = false
-		}
-	}
-	if len(off) == 0 {
-		return nil
-	}
-	if err := e.Change(ifName, off); err != nil {
-		return fmt.Errorf("failed to turn off TX checksum offload of %s: %w", ifName, err)
-	}
-	return nil
+	return offload.Apply(ifName, map[string]bool{"txChecksum": false})
 }
 
-func writeSysctl(path, value string) error {
-	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("failed to set %s to %s: %w", path, value, err)
+// setSysctl writes the sysctl name ("net/ipv4/ip_forward", slash-separated
+// so that link names with dots stay intact) in the calling thread's network
+// namespace, through containernetworking/plugins' sysctl package.
+func setSysctl(name, value string) error {
+	if _, err := sysctl.Sysctl(name, value); err != nil {
+		return fmt.Errorf("failed to set %s to %s: %w", name, value, err)
 	}
 	return nil
 }

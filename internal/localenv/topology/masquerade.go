@@ -192,7 +192,7 @@ func (m *Masquerade) addVeth(guestBits int) error {
 	if err := netlink.LinkSetUp(host); err != nil {
 		return fmt.Errorf("failed to bring up %s: %w", m.HostIfName, err)
 	}
-	if err := setLinkSysctl(m.HostIfName, "forwarding", "1"); err != nil {
+	if err := setSysctl("net/ipv4/conf/"+m.HostIfName+"/forwarding", "1"); err != nil {
 		return err
 	}
 	if err := netlink.RouteAdd(&netlink.Route{
@@ -366,15 +366,6 @@ func ListHostLinks(prefix string) ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// setLinkSysctl writes net.ipv4.conf.<link>.<key> of the host namespace.
-func setLinkSysctl(link, key, value string) error {
-	p := fmt.Sprintf("/proc/sys/net/ipv4/conf/%s/%s", link, key)
-	if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("failed to set %s to %s: %w", p, value, err)
-	}
-	return nil
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -41,7 +42,7 @@ func NewNetNS(name string) (*NetNS, error) {
 		return nil, fmt.Errorf("failed to create %s: %w", NetNSDir, err)
 	}
 	path := filepath.Join(NetNSDir, name)
-	if err := createNamed(path); err != nil {
+	if err := createNamed(name); err != nil {
 		return nil, fmt.Errorf("failed to create network namespace %s: %w", name, err)
 	}
 	n := &NetNS{Name: name, Path: path}
@@ -58,17 +59,19 @@ func NewNetNS(name string) (*NetNS, error) {
 	return n, nil
 }
 
-// createNamed unshares a new network namespace on a locked OS thread,
-// bind-mounts it at path and switches the thread back. A thread that cannot
-// be switched back stays locked, so the Go runtime retires it with the
+// createNamed creates the named namespace with vishvananda/netns.NewNamed
+// (unshare, then bind-mount at NetNSDir/<name>; it fails when the file
+// exists) on a locked OS thread, and switches the thread back. A thread that
+// cannot be switched back stays locked, so the Go runtime retires it with the
 // goroutine instead of reusing it in the wrong namespace.
-func createNamed(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return err
-	}
-	_ = f.Close()
-
+//
+// containernetworking/plugins' testutils.NewNS does not fit: it picks a
+// random "cnitest-…" name (the benchmark and the emulation name namespaces
+// after their run ID, find leftovers by that prefix and print
+// `ip netns exec <name>` lines), uses XDG_RUNTIME_DIR/netns for some users,
+// and lives in a test helper package; its ns package opens namespaces but
+// does not create them.
+func createNamed(name string) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -79,27 +82,24 @@ func createNamed(path string) error {
 			return
 		}
 		defer origin.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("failed to unshare the network namespace: %w", err)
-			return
+		created, newErr := netns.NewNamed(name)
+		if newErr == nil {
+			created.Close()
 		}
-		src := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		mountErr := unix.Mount(src, path, "none", unix.MS_BIND, "")
+		// NewNamed may have unshared before it failed: always switch back.
 		if err := netns.Set(origin); err != nil {
 			// Leave the thread locked: it dies with this goroutine.
-			errc <- errors.Join(mountErr, fmt.Errorf("failed to switch back to the original network namespace: %w", err))
+			errc <- errors.Join(newErr, fmt.Errorf("failed to switch back to the original network namespace: %w", err))
 			return
 		}
 		runtime.UnlockOSThread()
-		if mountErr != nil {
-			errc <- fmt.Errorf("failed to bind-mount %s: %w", src, mountErr)
-			return
-		}
-		errc <- nil
+		errc <- newErr
 	}()
 	if err := <-errc; err != nil {
-		_ = os.Remove(path)
+		if !errors.Is(err, os.ErrExist) {
+			// NewNamed leaves its mount point behind when the bind mount fails.
+			_ = os.Remove(filepath.Join(NetNSDir, name))
+		}
 		return err
 	}
 	return nil
@@ -121,6 +121,48 @@ func DeleteNetNS(name string) error {
 		return fmt.Errorf("failed to remove network namespace %s: %w", path, err)
 	}
 	return nil
+}
+
+// KillProcessesIn SIGKILLs every process, except this one, whose network
+// namespace is the one bind-mounted at nsPath (its /proc/<pid>/ns/net has
+// the same device and inode), and returns how many it signalled. A namespace
+// that is gone has no processes. Errors read "failed to stat network
+// namespace <path>: …", "failed to list /proc: …" or "failed to kill
+// process <pid> in network namespace <path>: …" (a process that exits first
+// is not an error).
+func KillProcessesIn(nsPath string) (int, error) {
+	var want unix.Stat_t
+	if err := unix.Stat(nsPath, &want); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("failed to stat network namespace %s: %w", nsPath, err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("failed to list /proc: %w", err)
+	}
+	killed := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st); err != nil {
+			continue
+		}
+		if st.Dev != want.Dev || st.Ino != want.Ino {
+			continue
+		}
+		switch err := unix.Kill(pid, unix.SIGKILL); {
+		case err == nil:
+			killed++
+		case !errors.Is(err, unix.ESRCH):
+			return killed, fmt.Errorf("failed to kill process %d in network namespace %s: %w", pid, nsPath, err)
+		}
+	}
+	return killed, nil
 }
 
 // Delete removes the namespace (see DeleteNetNS).
