@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
@@ -281,14 +282,13 @@ func (d *demo) applySamples(ctx context.Context) error {
 func (d *demo) waitAttachment(ctx context.Context) error {
 	d.header("KubeVirt and Multus emulated on this node; the operator wires the VMs, the agent the node")
 	last := map[string]string{}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		if err := d.stack.CheckProcesses(); err != nil {
-			return err
+			return false, err
 		}
 		list := &fastpathv1alpha1.FastPathAttachmentList{}
 		if err := d.stack.Client.List(ctx, list, clientInNamespace(Namespace)); err != nil {
-			return fmt.Errorf("failed to list FastPathAttachments: %w", err)
+			return false, fmt.Errorf("failed to list FastPathAttachments: %w", err)
 		}
 		ready := len(list.Items) > 0
 		for _, a := range list.Items {
@@ -309,18 +309,12 @@ func (d *demo) waitAttachment(ctx context.Context) error {
 				ready = false
 			}
 		}
-		if ready {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("failed to see the attachments Ready within 3m: see %s and %s", d.rel(d.stack.OperatorLog), d.rel(d.stack.AgentLog))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		return ready, nil
+	})
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return fmt.Errorf("failed to see the attachments Ready within 3m: see %s and %s", d.rel(d.stack.OperatorLog), d.rel(d.stack.AgentLog))
 	}
+	return err
 }
 
 // showVSOCK plays a guest service in the target VM of every vsock service,
@@ -473,16 +467,15 @@ func benchTimeout(spec fastpathv1alpha1.FastPathBenchmarkSpec) time.Duration {
 
 func (d *demo) waitBenchmark(ctx context.Context, name string, timeout time.Duration) error {
 	fmt.Fprintf(d.out, "waiting for FastPathBenchmark %s (at most %s)\n", name, timeout.Round(time.Second))
-	deadline := time.Now().Add(timeout)
 	var lastPhase fastpathv1alpha1.BenchmarkPhase
 	lastCond := map[string]string{}
-	for {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		if err := d.stack.CheckProcesses(); err != nil {
-			return err
+			return false, err
 		}
 		b := &fastpathv1alpha1.FastPathBenchmark{}
 		if err := d.stack.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: name}, b); err != nil {
-			return fmt.Errorf("failed to get FastPathBenchmark %s: %w", name, err)
+			return false, fmt.Errorf("failed to get FastPathBenchmark %s: %w", name, err)
 		}
 		if b.Status.Phase != lastPhase {
 			lastPhase = b.Status.Phase
@@ -497,20 +490,17 @@ func (d *demo) waitBenchmark(ctx context.Context, name string, timeout time.Dura
 		}
 		switch b.Status.Phase {
 		case fastpathv1alpha1.BenchmarkSucceeded:
-			return d.results(ctx, b)
+			return true, d.results(ctx, b)
 		case fastpathv1alpha1.BenchmarkFailed:
 			_ = d.results(ctx, b)
-			return fmt.Errorf("failed: FastPathBenchmark %s ended Failed (see its conditions above)", name)
+			return false, fmt.Errorf("failed: FastPathBenchmark %s ended Failed (see its conditions above)", name)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("failed to see FastPathBenchmark %s finish within %s", name, timeout.Round(time.Second))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return fmt.Errorf("failed to see FastPathBenchmark %s finish within %s", name, timeout.Round(time.Second))
 	}
+	return err
 }
 
 // results reads the benchmark's results ConfigMap, prints the table and the

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -29,17 +31,36 @@ const PodIfName = "net1"
 // BridgeMarker marks the bridges the benchmark makes (bridge.Manager.Marker).
 const BridgeMarker = "fastpath-bench-local"
 
-// cniRunner executes the fastpath CNI binary the way a runtime does
-// (containernetworking's invoke package: CNI_* environment, netconf on
-// stdin, result on stdout).
+// cniRunner executes the fastpath CNI binary the way a runtime does, through
+// libcni (as the emulation's Multus does): the netconf's "type" is looked up
+// in a directory holding only a link to the binary, then in the IPAM
+// plugins' directories, which libcni also passes as CNI_PATH; results are
+// cached for DEL under the run's temporary directory.
 type cniRunner struct {
-	plugin  string
-	cniPath string
-	dir     string
+	plugin string
+	cni    *libcni.CNIConfig
 }
 
-func (c *cniRunner) args(command, containerID, netns string) *invoke.Args {
-	return &invoke.Args{Command: command, ContainerID: containerID, NetNS: netns, IfName: PodIfName, Path: c.cniPath}
+// newCNIRunner links plugin as <dir>/bin/fastpath (netconf.PluginType) and
+// returns a runner that finds it there and the IPAM plugins in cniPath.
+func newCNIRunner(plugin string, cniPath []string, dir string) (*cniRunner, error) {
+	abs, err := filepath.Abs(plugin)
+	if err != nil {
+		return nil, fmt.Errorf("failed to resolve the fastpath CNI binary %s: %w", plugin, err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", bin, err)
+	}
+	if err := os.Symlink(abs, filepath.Join(bin, netconf.PluginType)); err != nil {
+		return nil, fmt.Errorf("failed to link the fastpath CNI binary into %s: %w", bin, err)
+	}
+	path := append([]string{bin}, cniPath...)
+	return &cniRunner{plugin: abs, cni: libcni.NewCNIConfigWithCacheDir(path, filepath.Join(dir, "cni-cache"), nil)}, nil
+}
+
+func (c *cniRunner) rt(containerID, netns string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: containerID, NetNS: netns, IfName: PodIfName}
 }
 
 // cniTimeout bounds one plugin execution (the plugin bounds its own OVSDB
@@ -51,7 +72,11 @@ const cniTimeout = 2 * time.Minute
 func (c *cniRunner) add(ctx context.Context, conf []byte, containerID, netns string) (*current.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	r, err := invoke.ExecPluginWithResult(ctx, c.plugin, conf, c.args("ADD", containerID, netns), nil)
+	pc, err := libcni.NetworkPluginConfFromBytes(conf)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load the netconf for %s: %w", containerID, err)
+	}
+	r, err := c.cni.AddNetwork(ctx, pc, c.rt(containerID, netns))
 	if err != nil {
 		return nil, fmt.Errorf("failed to run CNI ADD of %s for %s in %s: %w", c.plugin, containerID, netns, err)
 	}
@@ -69,7 +94,11 @@ func (c *cniRunner) add(ctx context.Context, conf []byte, containerID, netns str
 func (c *cniRunner) del(ctx context.Context, conf []byte, containerID, netns string) error {
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	if err := invoke.ExecPluginWithoutResult(ctx, c.plugin, conf, c.args("DEL", containerID, netns), nil); err != nil {
+	pc, err := libcni.NetworkPluginConfFromBytes(conf)
+	if err != nil {
+		return fmt.Errorf("failed to load the netconf for %s: %w", containerID, err)
+	}
+	if err := c.cni.DelNetwork(ctx, pc, c.rt(containerID, netns)); err != nil {
 		return fmt.Errorf("failed to run CNI DEL of %s for %s in %s: %w", c.plugin, containerID, netns, err)
 	}
 	return nil
@@ -116,7 +145,7 @@ func (s *Setup) netConf(v variant, br string) ([]byte, error) {
 
 // buildFastPath makes the node bridge the agent would make (internal/datapath/bridge,
 // with v's MTU) and wires both namespaces to it by executing the fastpath
-// CNI binary. It returns the server's address.
+// CNI binary (through libcni). It returns the server's address.
 func (s *Setup) buildFastPath(ctx context.Context, v variant, cni *cniRunner, client, server *topology.NetNS) (string, error) {
 	mgr := &bridge.Manager{Marker: BridgeMarker, Log: s.log}
 	spec := bridge.Spec{MTU: v.mtu}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
@@ -193,7 +192,12 @@ func Build(ctx context.Context, opts Options) (out *Setup, err error) {
 		return s, fmt.Errorf("failed to create a temporary directory: %w", err)
 	}
 	s.onClose("temporary directory "+s.tmp, func() error { return os.RemoveAll(s.tmp) })
-	cni := &cniRunner{plugin: opts.Plugin, cniPath: strings.Join(opts.CNIPath, string(os.PathListSeparator)), dir: s.tmp}
+	var cni *cniRunner
+	if opts.Plugin != "" {
+		if cni, err = newCNIRunner(opts.Plugin, opts.CNIPath, s.tmp); err != nil {
+			return s, err
+		}
+	}
 
 	vs := opts.variants()
 	var ovs *ovsSession

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Paths of Debian's openvswitch-switch package, and the lock.
@@ -115,26 +116,25 @@ func lock(ctx context.Context, log logr.Logger) (*os.File, error) {
 		return nil, fmt.Errorf("failed to open %s: %w", LockPath, err)
 	}
 	logged := false
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	err = wait.PollUntilContextCancel(ctx, lockPoll, true, func(context.Context) (bool, error) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return f, nil
+			return true, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("failed to lock %s: %w", LockPath, err)
+			return false, err
 		}
 		if !logged {
 			log.Info("Waiting for the Open vSwitch lock (another test or benchmark uses OVS)", "lock", LockPath)
 			logged = true
 		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("failed to lock %s: %w", LockPath, ctx.Err())
-		case <-time.After(lockPoll):
-		}
+		return false, nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("failed to lock %s: %w", LockPath, err)
 	}
+	return f, nil
 }
 
 // Started reports whether Start started ovs-vswitchd (and maybe
