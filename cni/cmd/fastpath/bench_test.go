@@ -13,7 +13,6 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -34,7 +33,7 @@ const (
 // under `make bench`, to $FASTPATH_BENCH_DIR/cni-latency.json.
 func BenchmarkCNILatency(b *testing.B) {
 	testutil.RequireRoot(b)
-	ovstest.Start(b)
+	testutil.StartOVS(b)
 	samples := map[string][]time.Duration{}
 	for range b.N {
 		for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {

@@ -22,7 +22,6 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -83,7 +82,7 @@ func containerID() string {
 // result.
 func TestBinaryLikeMultus(t *testing.T) {
 	testutil.RequireRoot(t)
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {
 			g := NewWithT(t)
@@ -177,7 +176,7 @@ func TestBinaryErrorsAndVersions(t *testing.T) {
 // is left behind.
 func TestConcurrentAddDel(t *testing.T) {
 	testutil.RequireRoot(t)
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	const pairs = 50
 	for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {

@@ -17,7 +17,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -104,7 +103,7 @@ type Bridge struct {
 
 // NewBridge makes a bridge of the datapath with mtu bytes: a Linux bridge
 // (set up, like the node agent leaves it) or an OVS bridge with the
-// userspace datapath (ovstest.Start must have been called for OVS). It is
+// userspace datapath (testutil.Start must have been called for OVS). It is
 // deleted at cleanup.
 func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 	tb.Helper()
@@ -132,8 +131,8 @@ func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 		return &Bridge{Datapath: datapath, Name: name}
 	case netconf.DatapathOVS:
 		name := testutil.UniqueName("fpco")
-		ovstest.AddBridge(tb, ovstest.Socket, name, mtu)
-		return &Bridge{Datapath: datapath, Name: name, OVSSocket: ovstest.Socket}
+		testutil.AddOVSBridge(tb, testutil.OVSSocket, name, mtu)
+		return &Bridge{Datapath: datapath, Name: name, OVSSocket: testutil.OVSSocket}
 	}
 	tb.Fatalf("unknown datapath %q", datapath)
 	return nil

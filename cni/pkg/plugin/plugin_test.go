@@ -25,7 +25,6 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -44,7 +43,7 @@ func TestLinuxBridge(t *testing.T) {
 
 func TestOVS(t *testing.T) {
 	testutil.RequireRoot(t)
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	runSuite(t, netconf.DatapathOVS)
 }
 

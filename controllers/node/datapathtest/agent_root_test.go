@@ -26,7 +26,6 @@ import (
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
@@ -60,7 +59,7 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	testutil.RequireRoot(t)
-	return &node{t: t, name: testutil.UniqueName("node-"), socket: ovstest.Start(t), marker: testutil.UniqueName("test-")}
+	return &node{t: t, name: testutil.UniqueName("node-"), socket: testutil.StartOVS(t), marker: testutil.UniqueName("test-")}
 }
 
 // newInstance returns a reconciler with its own OVSDB connection, bridge

@@ -17,7 +17,6 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -168,7 +167,7 @@ func ovsManager(t *testing.T, socket string) *bridge.Manager {
 func TestOVSBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	socket := ovstest.Start(t)
+	socket := testutil.StartOVS(t)
 	m := ovsManager(t, socket)
 	name := testutil.UniqueName("fpbro")
 	deleteOVSBridgeAtCleanup(t, socket, name)
@@ -222,7 +221,7 @@ func TestOVSBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 func TestOVSBridgeNameTakenByLinuxBridge(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	socket := ovstest.Start(t)
+	socket := testutil.StartOVS(t)
 	name := testutil.UniqueName("fpbrl")
 	deleteLinkAtCleanup(t, name)
 	deleteOVSBridgeAtCleanup(t, socket, name)

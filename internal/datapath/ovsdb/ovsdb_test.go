@@ -13,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -55,8 +54,8 @@ func TestConnectWrapsUnreachable(t *testing.T) {
 func TestSharedHelpersAgainstOVS(t *testing.T) {
 	testutil.RequireRoot(t)
 	// Start waits for other test binaries that use OVS; ctx starts after it.
-	socket, name := ovstest.Start(t), testutil.UniqueName("fpdb")
-	ovstest.AddBridge(t, socket, name, 1600)
+	socket, name := testutil.StartOVS(t), testutil.UniqueName("fpdb")
+	testutil.AddOVSBridge(t, socket, name, 1600)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g := NewWithT(t)

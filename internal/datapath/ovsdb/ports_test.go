@@ -10,16 +10,15 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 func TestPortsAgainstOVS(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	socket := ovstest.Start(t)
+	socket := testutil.StartOVS(t)
 	bridge := testutil.UniqueName("fpob")
-	ovstest.AddBridge(t, socket, bridge, 9000)
+	testutil.AddOVSBridge(t, socket, bridge, 9000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

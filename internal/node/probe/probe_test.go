@@ -16,7 +16,6 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -82,7 +81,7 @@ func TestProbeOVSUnreachable(t *testing.T) {
 func TestProbeOVSReachable(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	conn := ovsdb.NewConn(ovstest.Start(t), testr.New(t))
+	conn := ovsdb.NewConn(testutil.StartOVS(t), testr.New(t))
 	t.Cleanup(conn.Close)
 	got := (&probe.Host{OVS: conn}).Probe(context.Background())
 	g.Expect(got.OVS).NotTo(BeNil())

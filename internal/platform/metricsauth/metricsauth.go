@@ -1,14 +1,3 @@
-// Package metricsauth holds the metrics endpoint flags of fastpath-operator
-// and fastpath-agent. By default the endpoint serves HTTPS and admits only
-// callers that the API server authenticates (TokenReview of the bearer
-// token) and authorizes for GET on the non-resource URL /metrics
-// (SubjectAccessReview), through controller-runtime's
-// filters.WithAuthenticationAndAuthorization, as kubebuilder's scaffold
-// does. The agent runs on the host network, so without this any process
-// that reaches a node could read its relay metrics.
-//
-// Prometheus needs a ClusterRole with nonResourceURLs ["/metrics"] and verb
-// get (the chart's fastpath-metrics-reader) bound to its ServiceAccount.
 package metricsauth
 
 import (

@@ -1,6 +1,3 @@
-// Package scheme builds the runtime.Scheme every Fastpath binary and test uses:
-// the Kubernetes built-in types, fastpath.io/v1alpha1, KubeVirt's kubevirt.io/v1
-// and Multus's k8s.cni.cncf.io/v1.
 package scheme
 
 import (

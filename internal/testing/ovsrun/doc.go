@@ -1,6 +1,6 @@
 // Package ovsrun starts Open vSwitch on this machine for programs and tests
 // that need a real ovsdb-server and ovs-vswitchd: the OVS-using tests (through
-// internal/testing/ovstest) and the local node benchmark
+// internal/testing/testutil.StartOVS) and the local node benchmark
 // (internal/localenv/localbench).
 //
 // Start takes a machine-wide flock(2) on LockPath, so that at most one of

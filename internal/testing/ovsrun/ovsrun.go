@@ -44,7 +44,7 @@ var ErrNotInstalled = errors.New("open vswitch is not installed (install openvsw
 
 // Session is one holder's use of Open vSwitch: the lock on LockPath and what
 // Start started. It is not safe for concurrent use; share one Session per
-// process (as ovstest does) or take one per run (as localbench does).
+// process (as testutil.StartOVS does) or take one per run (as localbench does).
 type Session struct {
 	lock            *os.File
 	startedDB       bool

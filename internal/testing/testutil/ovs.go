@@ -1,4 +1,4 @@
-package ovstest
+package testutil
 
 import (
 	"context"
@@ -15,42 +15,32 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
 )
 
-// Paths of Debian's openvswitch-switch package, as ovsrun names them.
-const (
-	// LockPath is the flock(2) target that serialises OVS-using test
-	// binaries and the local node benchmark.
-	LockPath = ovsrun.LockPath
-	// OVSCtl is the init script helper that starts and stops ovsdb-server and ovs-vswitchd.
-	OVSCtl = ovsrun.OVSCtl
-	// SocketPath is where ovsdb-server listens.
-	SocketPath = ovsrun.SocketPath
-	// Socket is SocketPath as an OVSDB endpoint.
-	Socket = ovsrun.Socket
-)
+// OVSSocket is the OVSDB endpoint StartOVS returns (ovsrun.Socket).
+const OVSSocket = ovsrun.Socket
 
 var (
-	mu      sync.Mutex
-	users   int             // tests of this process between Start and cleanup
-	session *ovsrun.Session // held while users > 0
+	ovsMu      sync.Mutex
+	ovsUsers   int             // tests of this process between StartOVS and cleanup
+	ovsSession *ovsrun.Session // held while ovsUsers > 0
 )
 
-// Start makes sure ovsdb-server and ovs-vswitchd run and returns the OVSDB
-// endpoint ("unix:/var/run/openvswitch/db.sock"). The first Start of a
-// process calls ovsrun.Start: it takes an exclusive flock on LockPath
-// (waiting for other test binaries and the local node benchmark), starts OVS
+// StartOVS makes sure ovsdb-server and ovs-vswitchd run and returns the OVSDB
+// endpoint ("unix:/var/run/openvswitch/db.sock"). The first StartOVS of a
+// process calls ovsrun.Start: it takes an exclusive flock
+// (ovsrun.LockPath; waiting for other test binaries and the local node benchmark), starts OVS
 // with `ovs-ctl start --system-id=random` unless it already runs, and
 // enables userspace TSO before ovs-vswitchd starts: without it TCP from
 // veths with checksum offload or GRO stalls on a netdev bridge. An OVS that
 // already runs without userspace TSO is used with a warning in the test
 // log. The last cleanup of the process stops what this process started
 // (nothing when OVS was already running) and releases the lock. Concurrent
-// tests of one process share one start. Start fails tb when OVS cannot be
+// tests of one process share one start. StartOVS fails tb when OVS cannot be
 // started.
-func Start(tb testing.TB) string {
+func StartOVS(tb testing.TB) string {
 	tb.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if users == 0 {
+	ovsMu.Lock()
+	defer ovsMu.Unlock()
+	if ovsUsers == 0 {
 		s, err := ovsrun.Start(context.Background(), testr.NewWithInterface(tb, testr.Options{}))
 		if err != nil {
 			tb.Fatalf("failed to start Open vSwitch: %v", err)
@@ -58,55 +48,55 @@ func Start(tb testing.TB) string {
 		if !s.UserspaceTSO() {
 			tb.Logf("WARNING: Open_vSwitch has no other_config:userspace-tso-enable=true: TCP from veths with checksum offload or GRO stalls on netdev bridges")
 		}
-		session = s
+		ovsSession = s
 	}
-	users++
-	tb.Cleanup(release)
-	return Socket
+	ovsUsers++
+	tb.Cleanup(releaseOVS)
+	return OVSSocket
 }
 
-// release ends one test's use; the last one stops the shared session. It
+// releaseOVS ends one test's use; the last one stops the shared ovsSession. It
 // reports to stderr, as the test that started OVS may be over by then.
-func release() {
-	mu.Lock()
-	defer mu.Unlock()
-	users--
-	if users > 0 {
+func releaseOVS() {
+	ovsMu.Lock()
+	defer ovsMu.Unlock()
+	ovsUsers--
+	if ovsUsers > 0 {
 		return
 	}
-	if err := session.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "ovstest: %v\n", err)
+	if err := ovsSession.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: %v\n", err)
 	}
-	session = nil
+	ovsSession = nil
 }
 
-func run(name string, args ...string) (string, error) {
+func runOVSCmd(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ovsrun.CmdTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(out), err
 }
 
-// AddBridge creates the OVS bridge name with the userspace datapath
+// AddOVSBridge creates the OVS bridge name with the userspace datapath
 // (datapath_type=netdev), its internal interface's mtu_request set to mtu
 // bytes (without it OVS gives the internal interface the smallest MTU of the
 // other ports, 1500 when there are none), and deletes it at cleanup.
-// socket is the OVSDB endpoint Start returned.
-func AddBridge(tb testing.TB, socket, name string, mtu int) {
+// socket is the OVSDB endpoint StartOVS returned.
+func AddOVSBridge(tb testing.TB, socket, name string, mtu int) {
 	tb.Helper()
 	args := []string{"--db=" + socket, "--timeout=30", "add-br", name,
 		"--", "set", "Bridge", name, "datapath_type=netdev",
 		"--", "set", "Interface", name, "mtu_request=" + strconv.Itoa(mtu)}
-	if out, err := run("ovs-vsctl", args...); err != nil {
+	if out, err := runOVSCmd("ovs-vsctl", args...); err != nil {
 		tb.Fatalf("failed to add OVS bridge %s: %v: %s", name, err, out)
 	}
 	tb.Cleanup(func() {
-		if out, err := run("ovs-vsctl", "--db="+socket, "--timeout=30", "--if-exists", "del-br", name); err != nil {
+		if out, err := runOVSCmd("ovs-vsctl", "--db="+socket, "--timeout=30", "--if-exists", "del-br", name); err != nil {
 			tb.Errorf("failed to delete OVS bridge %s: %v: %s", name, err, out)
 		}
 	})
 	// ovs-vsctl waited for ovs-vswitchd to reconfigure; check the MTU took.
-	out, err := run("ovs-vsctl", "--db="+socket, "get", "Interface", name, "mtu")
+	out, err := runOVSCmd("ovs-vsctl", "--db="+socket, "get", "Interface", name, "mtu")
 	if err != nil || strings.TrimSpace(out) != strconv.Itoa(mtu) {
 		tb.Fatalf("failed to set MTU %d on OVS bridge %s: mtu is %q (%v)", mtu, name, strings.TrimSpace(out), err)
 	}

@@ -1,4 +1,4 @@
-package ovstest
+package testutil
 
 import (
 	"os/exec"
@@ -8,23 +8,22 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
-	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
-func TestStartAndAddBridge(t *testing.T) {
-	testutil.RequireRoot(t)
+func TestStartOVSAndAddOVSBridge(t *testing.T) {
+	RequireRoot(t)
 	g := NewWithT(t)
-	socket := Start(t)
-	g.Expect(socket).To(Equal(Socket))
+	socket := StartOVS(t)
+	g.Expect(socket).To(Equal(OVSSocket))
 	g.Expect(ovsrun.Answers()).To(BeTrue())
 	g.Expect(ovsrun.VswitchdRuns()).To(BeTrue())
 	// A second Start in the same process shares the first.
-	g.Expect(Start(t)).To(Equal(Socket))
+	g.Expect(StartOVS(t)).To(Equal(OVSSocket))
 
-	name := testutil.UniqueName("fpovt")
+	name := UniqueName("fpovt")
 	t.Run("bridge", func(t *testing.T) {
 		g := NewWithT(t)
-		AddBridge(t, socket, name, 9000)
+		AddOVSBridge(t, socket, name, 9000)
 		out, err := exec.Command("ovs-vsctl", "--db="+socket, "get", "Bridge", name, "datapath_type").CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
 		g.Expect(strings.TrimSpace(string(out))).To(Equal("netdev"))
