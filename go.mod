@@ -19,6 +19,7 @@ require (
 	github.com/safchain/ethtool v0.7.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	github.com/yuin/goldmark v1.8.7
 	golang.org/x/sys v0.38.0
 	gonum.org/v1/plot v0.15.2
 	k8s.io/api v0.34.1
