@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
@@ -153,7 +154,7 @@ func (b *Bridge) Ports(tb testing.TB) []string {
 	if err != nil {
 		tb.Fatalf("failed to look up bridge %s: %v", b.Name, err)
 	}
-	links, err := netlink.LinkList()
+	links, err := netlinksafe.LinkList()
 	if err != nil {
 		tb.Fatalf("failed to list links: %v", err)
 	}
@@ -237,7 +238,7 @@ func Links(tb testing.TB, netns ns.NetNS) []string {
 	tb.Helper()
 	var names []string
 	err := netns.Do(func(ns.NetNS) error {
-		links, err := netlink.LinkList()
+		links, err := netlinksafe.LinkList()
 		for _, l := range links {
 			names = append(names, l.Attrs().Name)
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -86,7 +87,7 @@ func (m *Manager) inspectLinux(link netlink.Link) (State, error) {
 		Up:       a.Flags&net.FlagUp != 0,
 		Managed:  a.Alias == m.linuxAlias(),
 	}
-	links, err := netlink.LinkList()
+	links, err := netlinksafe.LinkList()
 	if err != nil {
 		return st, fmt.Errorf("failed to list the ports of Linux bridge %s: %w", a.Name, err)
 	}
@@ -100,7 +101,7 @@ func (m *Manager) inspectLinux(link netlink.Link) (State, error) {
 }
 
 func (m *Manager) managedLinux() ([]State, error) {
-	links, err := netlink.LinkList()
+	links, err := netlinksafe.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("failed to list links: %w", err)
 	}

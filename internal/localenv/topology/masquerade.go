@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -355,7 +356,7 @@ func DeleteHostLink(name string) error {
 // ListHostLinks returns the names of host links starting with prefix (for
 // cleaning up leftovers of an earlier run).
 func ListHostLinks(prefix string) ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := netlinksafe.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("failed to list host links: %w", err)
 	}
