@@ -9,7 +9,7 @@ import (
 // Defaults of the fastpath.io/v1alpha1 API. They are applied in code (not by the
 // CRD), by the Default* functions below, so a stored object keeps exactly what
 // the user wrote and a later release can change a default in one place.
-// Sources: DESIGN.md §1 and §2 (MTU 9000 jumbo frames and offloads on from the
+// Sources: docs/design.md §1 and §2 (MTU 9000 jumbo frames and offloads on from the
 // ESX networking talk, rx ring 1024 from the VMXNET3 paper, tx ring 256 because
 // vhost-net accepts no other size) and §5.1 (the papers' netperf matrix).
 const (
@@ -80,7 +80,7 @@ func DefaultAttachmentSpec(spec FastPathAttachmentSpec) FastPathAttachmentSpec {
 }
 
 // DefaultBenchmarkSpec returns a copy of spec with every unset field set to its
-// default (DESIGN §5.1 matrix). It never mutates its argument.
+// default (docs/design.md §5.1 matrix). It never mutates its argument.
 func DefaultBenchmarkSpec(spec FastPathBenchmarkSpec) FastPathBenchmarkSpec {
 	out := *spec.DeepCopy()
 	if out.Mode == "" {

@@ -16,7 +16,7 @@ const (
 	AttachmentLabel = "fastpath.io/attachment"
 
 	// TuningAnnotation on a VM template carries the domain hook's tuning (JSON,
-	// DESIGN §3.1): {"interfaces": {"<network name>": {...}}}.
+	// docs/design.md §3.1): {"interfaces": {"<network name>": {...}}}.
 	TuningAnnotation = "fastpath.io/tuning"
 
 	// WiringRecordAnnotation on a VM's own metadata holds the record of what the

@@ -1,4 +1,4 @@
-// Command fastpath-agent is the Fastpath node agent (DESIGN §3): one per node
+// Command fastpath-agent is the Fastpath node agent (docs/design.md §3): one per node
 // (a DaemonSet with host network; a plain process in tests and the demo). It
 // installs the fastpath CNI binary, ensures the node bridges and their MTU,
 // optionally raises socket-buffer sysctls, probes the node's capabilities,

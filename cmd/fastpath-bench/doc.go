@@ -1,4 +1,4 @@
-// Command fastpath-bench runs the Fastpath benchmarks (issue 6, DESIGN §5)
+// Command fastpath-bench runs the Fastpath benchmarks (issue 6, docs/design.md §5)
 // and renders their reports.
 //
 //	fastpath-bench run --path fastpath=10.250.0.3 --path baseline=10.244.1.7 > results.json
@@ -25,7 +25,7 @@
 // SSH, starts vsock-server in the server VM (--ssh-servers,
 // --vsock-server-port) and runs vsock-client in the client VM (guest.go).
 //
-// local builds the datapaths of DESIGN §5.2 between network namespaces on
+// local builds the datapaths of docs/design.md §5.2 between network namespaces on
 // this machine (internal/localenv/localbench), measures them, writes results.json and
 // the report, and prints the ratio lines and the issue's targets.
 //

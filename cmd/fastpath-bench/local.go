@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	register("local", "benchmark this node's datapaths between network namespaces (DESIGN §5.2; root)", localCmd)
+	register("local", "benchmark this node's datapaths between network namespaces (docs/design.md §5.2; root)", localCmd)
 }
 
 // defaultPlugin is the fastpath CNI binary next to this executable

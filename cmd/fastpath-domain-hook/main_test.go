@@ -43,7 +43,7 @@ func vmiWithTuning(t *testing.T, value string) string {
 	return string(b)
 }
 
-// wantTuned is the fixture domain with the DESIGN §3.1 tuning applied by the
+// wantTuned is the fixture domain with the docs/design.md §3.1 tuning applied by the
 // library; the tests below check that the program prints exactly that.
 func wantTuned(t *testing.T, vmi, domain string) []byte {
 	t.Helper()

@@ -1,4 +1,4 @@
-// Command fastpath-operator runs the Fastpath controllers (DESIGN §3): the
+// Command fastpath-operator runs the Fastpath controllers (docs/design.md §3): the
 // FastPathAttachment reconciler (package controllers/attachment) and the
 // FastPathBenchmark reconciler (package controllers/benchmark). It only parses flags and
 // wires dependencies; the logic lives in the controller packages.

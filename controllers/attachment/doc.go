@@ -1,5 +1,5 @@
 // Package attachment is the FastPathAttachment reconciler of fastpath-operator
-// (issue 3, DESIGN §3): it turns an attachment into a Multus
+// (issue 3, docs/design.md §3): it turns an attachment into a Multus
 // NetworkAttachmentDefinition, wires the selected KubeVirt VirtualMachines'
 // templates to it, allocates vsock relay ports and reports what the VMIs,
 // their nodes and the node agents say in the attachment's status.

@@ -8,7 +8,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
-// NetConfCNIVersion is the cniVersion of the rendered netconf (DESIGN §3.1);
+// NetConfCNIVersion is the cniVersion of the rendered netconf (docs/design.md §3.1);
 // Multus and the fastpath plugin both speak it.
 const NetConfCNIVersion = "1.0.0"
 
@@ -16,7 +16,7 @@ const NetConfCNIVersion = "1.0.0"
 // per-node allocation fits a network that never leaves one node.
 const IPAMPlugin = "host-local"
 
-// RenderNetConf returns the fastpath CNI netconf (DESIGN §3.1) of an
+// RenderNetConf returns the fastpath CNI netconf (docs/design.md §3.1) of an
 // attachment: the JSON of netconf.NetConf with the spec's defaults applied
 // (v1alpha1.DefaultAttachmentSpec), e.g.
 //

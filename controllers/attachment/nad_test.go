@@ -19,7 +19,7 @@ func TestRenderNetConf(t *testing.T) {
 		want    string
 	}{
 		{
-			name:    "defaults are the DESIGN §3.1 example",
+			name:    "defaults are the docs/design.md §3.1 example",
 			network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
 			want:    `{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},"ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}`,
 		},

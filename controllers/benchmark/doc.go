@@ -1,4 +1,4 @@
-// Package benchmark is the FastPathBenchmark controller (DESIGN §5.1).
+// Package benchmark is the FastPathBenchmark controller (docs/design.md §5.1).
 //
 // For a benchmark it creates, all owned by the benchmark:
 //   - the results ConfigMap <benchmark>-results (empty) and the runner's

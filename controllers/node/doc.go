@@ -1,4 +1,4 @@
-// Package node (imported as agent) is the node agent's reconciler (fastpath-agent, DESIGN §3):
+// Package node (imported as agent) is the node agent's reconciler (fastpath-agent, docs/design.md §3):
 // it prepares one node for the fast paths and reports what the node can do.
 //
 // Every FastPathAttachment in the cluster and this node's FastPathNode map to

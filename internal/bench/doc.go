@@ -1,4 +1,4 @@
-// Package bench runs a benchmark matrix (DESIGN §5) over several datapaths
+// Package bench runs a benchmark matrix (docs/design.md §5) over several datapaths
 // and turns the sessions into a results.Document.
 //
 // For every point of the matrix (test × socket size × message size ×

@@ -8,7 +8,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
-// Matrix is the set of points a benchmark measures (DESIGN §3.1
+// Matrix is the set of points a benchmark measures (docs/design.md §3.1
 // FastPathBenchmark spec, §5.1).
 type Matrix struct {
 	// Tests are test names: results.TCPStream, results.TCPRR, and whatever
@@ -31,7 +31,7 @@ type Matrix struct {
 	Repetitions int
 }
 
-// DefaultMatrix is the papers' matrix (DESIGN §1 and §5.1, from the VMCI
+// DefaultMatrix is the papers' matrix (docs/design.md §1 and §5.1, from the VMCI
 // and multi-VM papers): TCP_STREAM × socket {64 KiB, 256 KiB} × message
 // {512 B, 4 KiB, 16 KiB, 64 KiB} × sessions {1, 5}, plus TCP_RR with 1-byte
 // messages, 60 s runs, 3 repetitions, one pair.

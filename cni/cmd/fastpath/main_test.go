@@ -64,7 +64,7 @@ func (i invocation) run() (stdout []byte, err error) {
 }
 
 // kubevirtIfName is KubeVirt's pod interface name for a secondary network:
-// "pod" + the first 11 hex digits of sha256(network name) (DESIGN §4.1).
+// "pod" + the first 11 hex digits of sha256(network name) (docs/design.md §4.1).
 func kubevirtIfName(network string) string {
 	sum := sha256.Sum256([]byte(network))
 	return "pod" + hex.EncodeToString(sum[:])[:11]

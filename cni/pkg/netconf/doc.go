@@ -1,5 +1,5 @@
 // Package netconf parses, defaults and validates the network configuration of
-// the fastpath CNI plugin (DESIGN §3.1). The operator imports NetConf to render
+// the fastpath CNI plugin (docs/design.md §3.1). The operator imports NetConf to render
 // the configuration it writes into a NetworkAttachmentDefinition, and the
 // plugin calls LoadNetConf on the bytes the runtime (Multus) passes on stdin.
 //

@@ -19,7 +19,7 @@ import (
 const PluginType = "fastpath"
 
 // Datapath names (the "datapath" field). The values are the API enum of
-// FastPathAttachment.spec.network.datapath (DESIGN §3.1).
+// FastPathAttachment.spec.network.datapath (docs/design.md §3.1).
 const (
 	// DatapathLinuxBridge enslaves the host end of a veth pair to a Linux bridge.
 	DatapathLinuxBridge = "LinuxBridge"
@@ -32,7 +32,7 @@ const (
 	// DefaultBridge is the node bridge the node agent (fastpath-agent) creates.
 	DefaultBridge = "fastpath0"
 	// DefaultMTU in bytes: jumbo frames, which the ESX networking study found to
-	// give up to 2x throughput (DESIGN §1).
+	// give up to 2x throughput (docs/design.md §1).
 	DefaultMTU = 9000
 	// DefaultOVSSocket is where Debian's and upstream's ovsdb-server listen.
 	DefaultOVSSocket = "unix:/var/run/openvswitch/db.sock"
@@ -43,7 +43,7 @@ const (
 // MTU bounds in bytes. MinMTU is the IPv6 minimum link MTU (RFC 8200 §5);
 // MaxMTU is the largest MTU a veth accepts (ETH_MAX_MTU, Linux
 // include/uapi/linux/if_ether.h); same-node frames never touch a wire, so
-// super-jumbo values are legal (DESIGN §2).
+// super-jumbo values are legal (docs/design.md §2).
 const (
 	MinMTU = 1280
 	MaxMTU = 65535

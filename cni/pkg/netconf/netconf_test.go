@@ -46,7 +46,7 @@ func TestLoadNetConfFullConfig(t *testing.T) {
 }
 
 // TestNetConfMarshalKeepsContractKeys guards the JSON keys the operator
-// renders into NetworkAttachmentDefinitions (DESIGN §3.1).
+// renders into NetworkAttachmentDefinitions (docs/design.md §3.1).
 func TestNetConfMarshalKeepsContractKeys(t *testing.T) {
 	g := NewWithT(t)
 	on, off := true, false

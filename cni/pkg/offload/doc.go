@@ -2,7 +2,7 @@
 // offloads of a network interface through the ethtool ioctl
 // (github.com/safchain/ethtool), the way `ethtool -K` does. Both veth ends of
 // a fastpath attachment get the netconf "offloads"; the ESX networking study
-// measured TSO alone as worth up to 2x throughput (DESIGN §1).
+// measured TSO alone as worth up to 2x throughput (docs/design.md §1).
 //
 // The ioctl acts on the network namespace of the calling thread: call these
 // functions inside ns.Do for a container interface.

@@ -82,7 +82,7 @@ const (
 const NetserverPort = 12865
 
 // RRMessageBytes is the request and response size of TCP_RR in bytes: the
-// papers measure latency with 1-byte transactions (DESIGN §5.1).
+// papers measure latency with 1-byte transactions (docs/design.md §5.1).
 const RRMessageBytes = 1
 
 // SSHKeyDir is where the runner Job mounts the Secret of spec.sshKeySecretRef

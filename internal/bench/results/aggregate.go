@@ -141,7 +141,7 @@ func FormatBytes(n int) string {
 
 // IsReference is the default rule for which paths others are compared
 // against: baselines (names starting with "baseline") and the "ceiling"
-// path of the local node benchmark (DESIGN §5.2).
+// path of the local node benchmark (docs/design.md §5.2).
 func IsReference(path string) bool {
 	return strings.HasPrefix(path, "baseline") || path == "ceiling"
 }

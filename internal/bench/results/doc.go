@@ -7,7 +7,7 @@
 //	  "samples": [...]}]}
 //
 // The field names of Document, Machine and Run are a public contract
-// (issue 6, DESIGN §5); add fields freely, rename none. Units are part of the
+// (issue 6, docs/design.md §5); add fields freely, rename none. Units are part of the
 // names: Mbps is 10^6 bit/s, Us is microseconds, Bytes is bytes.
 //
 // The package has no dependencies beyond the standard library so that the

@@ -1,5 +1,5 @@
 // Package bridge ensures the node bridges the fast virtio-net path switches in
-// (DESIGN §2, §3): a Linux bridge through netlink, or an Open vSwitch bridge
+// (docs/design.md §2, §3): a Linux bridge through netlink, or an Open vSwitch bridge
 // through OVSDB with a configurable datapath_type ("system" on real nodes,
 // "netdev", the userspace datapath, where the openvswitch kernel module is
 // missing). Ensure is level-based and idempotent: it creates a missing bridge,

@@ -1,5 +1,5 @@
 // Package localbench builds the datapaths of the local node benchmark
-// (DESIGN §5.2, issue 6) between network namespaces on this machine, so
+// (docs/design.md §5.2, issue 6) between network namespaces on this machine, so
 // that internal/bench can measure them with netperf, alternating paths
 // point by point:
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
-// Path names of DESIGN §5.2. results.IsReference treats the baselines and
+// Path names of docs/design.md §5.2. results.IsReference treats the baselines and
 // the ceiling as the references the fast paths are compared with.
 const (
 	PathBaselineUntuned     = "baseline-untuned"
@@ -26,7 +26,7 @@ var AllPaths = []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPat
 // MTUs of the paths in bytes.
 const (
 	// BaselineMTU is the common cluster MTU without an overlay; both
-	// baselines use it (DESIGN §5.2).
+	// baselines use it (docs/design.md §5.2).
 	BaselineMTU = 1500
 	// CeilingMTU is the largest MTU a veth takes (ETH_MAX_MTU, Linux
 	// include/uapi/linux/if_ether.h).
@@ -34,7 +34,7 @@ const (
 )
 
 // DefaultFastPathMTUs are the MTUs each fast path is measured at: jumbo
-// frames and the "super-jumbo" 65520 of DESIGN §5.2 (same-node frames never
+// frames and the "super-jumbo" 65520 of docs/design.md §5.2 (same-node frames never
 // touch a wire; 65520 is also the largest MTU of a Linux tap device, which
 // OVS's userspace datapath uses for its bridge port).
 var DefaultFastPathMTUs = []int{9000, 65520}

@@ -2,7 +2,7 @@
 // named network namespaces that stand in for KubeVirt virt-launcher pods, and
 // a default pod-network interface shaped like KubeVirt's masquerade binding.
 // The demo's emulation (internal/localenv/emulation), the e2e suite and the local node
-// benchmark (the baseline-masquerade path of DESIGN §5.2) share it.
+// benchmark (the baseline-masquerade path of docs/design.md §5.2) share it.
 //
 // The masquerade shape (AddMasquerade) of one endpoint, KubeVirt's default
 // pod network binding, with a launcher and a guest namespace:

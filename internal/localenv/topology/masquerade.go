@@ -21,7 +21,7 @@ const (
 	// DefaultPodIfName is the pod interface of the cluster network.
 	DefaultPodIfName = "eth0"
 	// DefaultPodMTU in bytes: the common cluster MTU without an overlay, and
-	// the baseline of DESIGN §5.2 (baseline-masquerade).
+	// the baseline of docs/design.md §5.2 (baseline-masquerade).
 	DefaultPodMTU = 1500
 	// MasqueradeBridge is virt-launcher's in-pod bridge for the masquerade binding.
 	MasqueradeBridge = "k6t-eth0"

@@ -1,4 +1,4 @@
-// Package probe finds out what a node offers the fast paths (DESIGN §3, §4):
+// Package probe finds out what a node offers the fast paths (docs/design.md §3, §4):
 // the kernel devices /dev/vhost-net (in-kernel virtio-net backend),
 // /dev/vhost-vsock (virtio-vsock backend) and /dev/net/tun, the kernel
 // release, and whether Open vSwitch answers on OVSDB, with its version and

@@ -14,7 +14,7 @@ import (
 )
 
 // SocketBuffer is the VMCI paper's socket buffer size in bytes (256 KB, "best
-// at 4 KB-64 KB messages with 256 KB socket buffers"; DESIGN §1).
+// at 4 KB-64 KB messages with 256 KB socket buffers"; docs/design.md §1).
 const SocketBuffer = 256 << 10
 
 // Setting is one sysctl and the minimum the tuning wants for each of its

@@ -1,6 +1,6 @@
 // Package domainhook is the logic of fastpath-domain-hook, the KubeVirt
 // onDefineDomain hook that applies a fast-path interface's virtio tuning to the
-// libvirt domain XML before virt-launcher defines the domain (DESIGN §3).
+// libvirt domain XML before virt-launcher defines the domain (docs/design.md §3).
 //
 // # The sidecar-shim contract
 //

@@ -20,7 +20,7 @@ const AliasPrefix = "ua-"
 
 // VhostTxQueueSize is the only tx ring size (descriptors) vhost-net takes:
 // QEMU grows the tx ring beyond 256 only for vhost-user peers
-// (hw/net/virtio-net.c, virtio_net_max_tx_queue_size; DESIGN §4.2).
+// (hw/net/virtio-net.c, virtio_net_max_tx_queue_size; docs/design.md §4.2).
 const VhostTxQueueSize = 256
 
 // defaultVCPUs is libvirt's vCPU count for a domain without <vcpu>.

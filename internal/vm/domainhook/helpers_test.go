@@ -28,7 +28,7 @@ import (
 //     two-space indent, XML declaration) with a bridge interface and an
 //     e1000e interface.
 //   - vmi.json: the VMI of domain-kubevirt.xml as the sidecar-shim passes it,
-//     annotated with DESIGN §3.1's tuning.
+//     annotated with docs/design.md §3.1's tuning.
 
 const (
 	fixtureKubeVirt = "domain-kubevirt.xml"
@@ -46,7 +46,7 @@ func readFixture(t testing.TB, name string) []byte {
 	return b
 }
 
-// designTuning is the tuning of DESIGN §3.1 for network fp-db-link.
+// designTuning is the tuning of docs/design.md §3.1 for network fp-db-link.
 func designTuning() tuning.Interface {
 	return tuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
 		Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}}

@@ -5,9 +5,9 @@
 // libvirt domain: vhost driver queues, rx/tx virtio queue sizes, host and guest
 // offloads and MTU.
 //
-// KubeVirt has no API for virtio queue sizes or a multiqueue cap (DESIGN §4.1),
+// KubeVirt has no API for virtio queue sizes or a multiqueue cap (docs/design.md §4.1),
 // so the annotation is the only channel between the operator and the hook. The
-// JSON shape is part of the public contract (DESIGN §3.1), keyed by the VM
+// JSON shape is part of the public contract (docs/design.md §3.1), keyed by the VM
 // network name ("fp-<attachment>"; the domain interface alias is "ua-<name>"):
 //
 //	{"interfaces": {"fp-db-link": {"mtu": 9000, "queues": 4, "rxQueueSize": 1024,

@@ -8,7 +8,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
-// designExample is the annotation of DESIGN §3.1, compacted.
+// designExample is the annotation of docs/design.md §3.1, compacted.
 const designExample = `{"interfaces":{"fp-db-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On"}}}}`
 
 func ptr[T any](v T) *T { return &v }

@@ -4,7 +4,7 @@
 //
 // # What is wired
 //
-// Under spec.template of a VM selected by attachment <a> (DESIGN §3.1, issue 3):
+// Under spec.template of a VM selected by attachment <a> (docs/design.md §3.1, issue 3):
 //
 //   - spec.networks[]: {"name": "fp-<a>", "multus": {"networkName": "<nad>"}}
 //   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "bridge": {}, "model": "virtio"}

@@ -1,4 +1,4 @@
-// Package relay is the vsock sibling relay run by the node agent (DESIGN §2).
+// Package relay is the vsock sibling relay run by the node agent (docs/design.md §2).
 //
 // Kernel vhost-vsock connects a guest only to its host (CID 2), never to
 // another guest. To let VM A reach a service in VM B on the same node, the
