@@ -6,8 +6,9 @@
 //	baseline-untuned       veth -> Linux bridge -> veth, MTU 1500, TSO/GSO/GRO/TX checksum off
 //	baseline-masquerade    KubeVirt's default shape (internal/localenv/topology): MTU 1500, NAT in each
 //	                       endpoint's namespace, routed through the host
-//	fastpath-linux-bridge  wired by EXECUTING the fastpath CNI binary (ADD/DEL, host-local IPAM)
-//	                       on a Linux bridge, at each fast-path MTU (9000, 65520), offloads on
+//	fastpath-linux-bridge  wired by EXECUTING the fastpath CNI binary through libcni (ADD/DEL,
+//	                       host-local IPAM) on a Linux bridge, at each fast-path MTU (9000, 65520),
+//	                       offloads on
 //	fastpath-ovs           the same on an Open vSwitch bridge with the USERSPACE datapath
 //	                       (datapath_type=netdev): this machine has no openvswitch kernel
 //	                       module, while a real node uses the kernel datapath
