@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vm/tuning"
 )
@@ -98,7 +100,7 @@ func checkConflicts(tpl map[string]any, rec *Record, w wants) error {
 		if e.value == nil || slices.Contains(rec.Added, e.item) {
 			continue
 		}
-		v, found, err := lookup(tpl, e.path)
+		v, found, err := nested(tpl, e.path)
 		if err != nil {
 			return err
 		}
@@ -187,7 +189,7 @@ func (w *editor) listEntry(e entry) error {
 	}
 	if !owned && !e.byName {
 		// An equal entry the user already has does the job; it stays theirs.
-		if v, found, err := lookup(w.tpl, e.path); err != nil {
+		if v, found, err := nested(w.tpl, e.path); err != nil {
 			return err
 		} else if l, ok := v.([]any); found && ok && slices.IndexFunc(l, e.match) >= 0 {
 			return nil
@@ -227,7 +229,7 @@ func (w *editor) mapEntry(e entry) error {
 			return nil
 		}
 		w.disown(e.item)
-		v, found, err := lookup(w.tpl, e.path)
+		v, found, err := nested(w.tpl, e.path)
 		if err != nil || !found {
 			return err
 		}
@@ -239,7 +241,7 @@ func (w *editor) mapEntry(e entry) error {
 		return nil
 	}
 	if !owned {
-		if v, found, err := lookup(w.tpl, e.path); err != nil {
+		if v, found, err := nested(w.tpl, e.path); err != nil {
 			return err
 		} else if m, ok := v.(map[string]any); found && ok && m[e.key] == e.value {
 			return nil // the user's own equal value; it stays theirs
@@ -296,7 +298,7 @@ func (w *editor) scalars(want map[string]bool) error {
 		path := strings.Split(f, ".")
 		if !slices.ContainsFunc(w.rec.Scalars, func(s Scalar) bool { return s.Field == f }) {
 			s := Scalar{Field: f}
-			v, found, err := lookup(w.tpl, path)
+			v, found, err := nested(w.tpl, path)
 			if err != nil {
 				return err
 			}
@@ -382,7 +384,7 @@ func (w *editor) ensureMap(path []string) (map[string]any, error) {
 // parentOf returns the map holding the last element of path and that key;
 // found is false when the path does not exist.
 func (w *editor) parentOf(path []string) (map[string]any, string, bool, error) {
-	v, found, err := lookup(w.tpl, path[:len(path)-1])
+	v, found, err := nested(w.tpl, path[:len(path)-1])
 	if err != nil || !found {
 		return nil, "", false, err
 	}
@@ -407,19 +409,22 @@ func template(vm map[string]any) (map[string]any, error) {
 	return tpl, nil
 }
 
-func lookup(m map[string]any, path []string) (any, bool, error) {
-	var cur any = m
-	for i, k := range path {
-		cm, ok := cur.(map[string]any)
-		if !ok {
+// nested returns the value at path below the template without copying it
+// (unstructured.NestedFieldNoCopy: a JSON null on the way reads as absent). A
+// value on the way that is not a map is an error naming that value's path.
+func nested(tpl map[string]any, path []string) (any, bool, error) {
+	v, found, err := unstructured.NestedFieldNoCopy(tpl, path...)
+	if err == nil {
+		return v, found, nil
+	}
+	// NestedFieldNoCopy names the field it could not read; name the value
+	// that is not a map, as every other shape error does.
+	for i := 1; i < len(path); i++ {
+		if _, _, err := unstructured.NestedFieldNoCopy(tpl, path[:i+1]...); err != nil {
 			return nil, false, shapeError(path[:i], "a map")
 		}
-		cur, ok = cm[k]
-		if !ok {
-			return nil, false, nil
-		}
 	}
-	return cur, true, nil
+	return nil, false, fmt.Errorf("failed to wire VM: %w", err)
 }
 
 func shapeError(path []string, want string) error {
@@ -435,18 +440,4 @@ func jsonEqual(a, b any) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
-func deepCopy(m map[string]any) (map[string]any, error) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode VM: %w", err)
-	}
-	out := map[string]any{}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("failed to decode VM: %w", err)
-	}
-	return out, nil
 }

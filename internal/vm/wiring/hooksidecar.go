@@ -192,7 +192,7 @@ func entryImage(entry json.RawMessage) (string, error) {
 
 // hookAnnotation returns the template's HookSidecarsAnnotation value.
 func hookAnnotation(tpl map[string]any) (value string, present bool, err error) {
-	v, found, err := lookup(tpl, pathAnnotations)
+	v, found, err := nested(tpl, pathAnnotations)
 	if err != nil || !found {
 		return "", false, err
 	}
@@ -287,7 +287,7 @@ func (w *editor) removeHookSidecar(rec *HookSidecarRecord) error {
 	if err != nil || !present {
 		return err
 	}
-	v, _, err := lookup(w.tpl, pathAnnotations)
+	v, _, err := nested(w.tpl, pathAnnotations)
 	if err != nil {
 		return err
 	}

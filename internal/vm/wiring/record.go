@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
@@ -40,9 +42,9 @@ type Scalar struct {
 // ReadRecord returns the Record on a VM, or nil when the VM carries none. A
 // malformed record is an error.
 func ReadRecord(vm map[string]any) (*Record, error) {
-	raw, ok := nestedString(vm, "metadata", "annotations", RecordAnnotation)
-	if !ok {
-		return nil, nil
+	raw, found, err := unstructured.NestedString(vm, "metadata", "annotations", RecordAnnotation)
+	if err != nil || !found {
+		return nil, nil // no annotations map, or a value that is not a string: no record
 	}
 	rec := &Record{}
 	if err := json.Unmarshal([]byte(raw), rec); err != nil {
@@ -103,13 +105,4 @@ func removeRecord(vm map[string]any) {
 		// The API server drops an empty metadata.annotations map anyway.
 		delete(meta, "annotations")
 	}
-}
-
-func nestedString(m map[string]any, path ...string) (string, bool) {
-	v, found, err := lookup(m, path)
-	if err != nil || !found {
-		return "", false
-	}
-	s, ok := v.(string)
-	return s, ok
 }

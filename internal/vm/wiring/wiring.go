@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vm/tuning"
 )
@@ -201,12 +203,10 @@ func Unwire(vm map[string]any) (bool, error) {
 }
 
 // IsWired reports whether the VM already carries exactly d (Wire would change
-// nothing).
+// nothing). vm holds JSON values as the unstructured decoder makes them
+// (string, int64, float64, bool, nil, maps and lists of those):
+// runtime.DeepCopyJSON copies it and panics on any other type.
 func IsWired(vm map[string]any, d Desired) bool {
-	cp, err := deepCopy(vm)
-	if err != nil {
-		return false
-	}
-	changed, err := Wire(cp, d)
+	changed, err := Wire(runtime.DeepCopyJSON(vm), d)
 	return err == nil && !changed
 }
