@@ -1,0 +1,221 @@
+package attachment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
+)
+
+// maxVMPatchAttempts bounds the re-read-and-retry loop of one VM patch.
+const maxVMPatchAttempts = 4
+
+// reconcileWiring wires the VMs this attachment owns and unwires the ones it
+// released.
+func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
+	var jobs []func(context.Context)
+	for _, st := range s.vms {
+		if st.conflict != "" {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) {
+			tookOver := false
+			changed, err := r.patchVM(ctx, st.vm, func(obj map[string]any) (bool, error) {
+				unwired := false
+				if owner := wiring.Owner(obj); owner != "" && owner == st.staleOwner {
+					var err error
+					if unwired, err = wiring.Unwire(obj); err != nil {
+						return false, err
+					}
+				}
+				tookOver = unwired
+				wired, err := wiring.Wire(obj, s.desired)
+				return unwired || wired, err
+			})
+			if err == nil && changed && tookOver {
+				r.recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+					"Replaced the wiring of FastPathAttachment %s, which no longer exists, with that of %s", st.staleOwner, s.att.Name)
+			}
+			var conflict *wiring.ConflictError
+			switch {
+			case errors.As(err, &conflict):
+				st.conflict = fmt.Sprintf("VM %s: %v", st.name, conflict)
+			case err != nil:
+				st.wireErr = err
+			default:
+				st.wired = true
+				if changed {
+					ctrl.LoggerFrom(ctx).V(1).Info("Wired VM", "vm", klog.KObj(st.vm))
+				}
+			}
+		})
+	}
+	var releaseErrs []error
+	var mu sync.Mutex
+	for _, vm := range s.release {
+		jobs = append(jobs, func(ctx context.Context) {
+			if _, err := r.unwireVM(ctx, vm, s.att.Name); err != nil {
+				mu.Lock()
+				releaseErrs = append(releaseErrs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	runBounded(ctx, r.opts.WiringWorkers, jobs)
+
+	wired := 0
+	var failed []error
+	var conflicts []string
+	for _, st := range s.vms {
+		switch {
+		case st.wireErr != nil:
+			failed = append(failed, st.wireErr)
+		case st.conflict != "":
+			conflicts = append(conflicts, st.conflict)
+		case st.wired:
+			wired++
+		}
+	}
+	s.att.Status.WiredVMs = int32(wired)
+	failed = append(failed, releaseErrs...)
+	switch {
+	case len(failed) > 0:
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(failed)))
+		return errors.Join(failed...)
+	case len(conflicts) > 0:
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonVMConflict, summarize(conflicts))
+	case len(s.vms) == 0:
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonNoVMsSelected,
+			fmt.Sprintf("spec.vmSelector matches no VirtualMachine in namespace %s", s.att.Namespace))
+	default:
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionTrue, v1alpha1.ReasonWired,
+			fmt.Sprintf("%d of %d selected VMs wired%s", wired, len(s.vms), domainHookNote(s.desired)))
+	}
+	return nil
+}
+
+// domainHookNote says in the VMsWired message whether the wired VMs carry the
+// domain hook sidecar, so an operator without --domain-hook-image is visible.
+func domainHookNote(d wiring.Desired) string {
+	switch {
+	case d.Network == nil:
+		return ""
+	case d.DomainHookImage == "":
+		return "; no domain hook sidecar (fastpath-operator runs without --domain-hook-image): rx/tx ring sizes, the queue cap and offloads of " +
+			v1alpha1.TuningAnnotation + " have no effect"
+	default:
+		return fmt.Sprintf(", with the domain hook sidecar %s in %s", d.DomainHookImage, wiring.HookSidecarsAnnotation)
+	}
+}
+
+// unwireVM removes attachment's wiring from a VM if the VM still carries it.
+func (r *Reconciler) unwireVM(ctx context.Context, vm *unstructured.Unstructured, attachment string) (bool, error) {
+	return r.patchVM(ctx, vm, func(obj map[string]any) (bool, error) {
+		if wiring.Owner(obj) != attachment {
+			return false, nil
+		}
+		return wiring.Unwire(obj)
+	})
+}
+
+// patchVM applies mutate to a copy of vm and, when it changed something,
+// sends the difference as a JSON merge patch guarded by the resourceVersion
+// read. On 409 Conflict it re-reads the VM live and tries again (at most
+// maxVMPatchAttempts times). A VM that is gone is not an error.
+func (r *Reconciler) patchVM(ctx context.Context, vm *unstructured.Unstructured, mutate func(map[string]any) (bool, error)) (bool, error) {
+	cur := vm
+	key := client.ObjectKeyFromObject(vm)
+	for attempt := 1; ; attempt++ {
+		mod := cur.DeepCopy()
+		changed, err := mutate(mod.Object)
+		if err != nil || !changed {
+			return false, err
+		}
+		err = r.client.Patch(ctx, mod, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager))
+		vmPatches.WithLabelValues(patchResult(err)).Inc()
+		if err == nil {
+			return true, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= maxVMPatchAttempts {
+			return false, fmt.Errorf("failed to patch VirtualMachine %s: %w", key, err)
+		}
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+		if err := r.live.Get(ctx, key, fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("failed to get VirtualMachine %s: %w", key, err)
+		}
+		cur = fresh
+	}
+}
+
+// unwireOwned removes attachment's wiring from every VM of vms that carries
+// its record, at most Options.WiringWorkers at a time, calls unwired (when
+// not nil) for each VM it changed, and returns the errors.
+func (r *Reconciler) unwireOwned(ctx context.Context, vms []unstructured.Unstructured, attachment string, unwired func(*unstructured.Unstructured)) []error {
+	var jobs []func(context.Context)
+	var mu sync.Mutex
+	var errs []error
+	for i := range vms {
+		vm := &vms[i]
+		if wiring.Owner(vm.Object) != attachment {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) {
+			changed, err := r.unwireVM(ctx, vm, attachment)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case changed && unwired != nil:
+				unwired(vm)
+			}
+		})
+	}
+	runBounded(ctx, r.opts.WiringWorkers, jobs)
+	return errs
+}
+
+// runBounded runs jobs with at most n at a time and waits for all.
+func runBounded(ctx context.Context, n int, jobs []func(context.Context)) {
+	sem := make(chan struct{}, max(n, 1))
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			job(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func patchResult(err error) string {
+	switch {
+	case err == nil:
+		return "success"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	default:
+		return "error"
+	}
+}
