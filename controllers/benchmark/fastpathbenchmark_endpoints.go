@@ -1,0 +1,209 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+)
+
+// maxReasons bounds how many waiting endpoints a Pending message lists.
+const maxReasons = 3
+
+// reconcileEndpoints finds every server address (and in VM mode every client
+// address and the SSH key), creating the netserver pods in Pod mode. Missing
+// ones keep the benchmark Pending with the reason and what is missing.
+func (r *Reconciler) reconcileEndpoints(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.job != nil {
+		return ctrl.Result{}, nil
+	}
+	var (
+		waiting []string
+		res     ctrl.Result
+		err     error
+	)
+	reason := fastpathv1alpha1.ReasonEndpointNotFound
+	if s.spec.Mode == fastpathv1alpha1.BenchmarkModePod {
+		waiting, err = r.podEndpoints(ctx, s)
+	} else {
+		waiting, err = r.vmEndpoints(ctx, s)
+		if err == nil && len(waiting) == 0 {
+			reason, waiting, err = r.sshKey(ctx, s)
+			if len(waiting) > 0 {
+				res.RequeueAfter = r.sshKeyRetry()
+			}
+		}
+	}
+	if err != nil || s.stop {
+		return ctrl.Result{}, err
+	}
+	if len(waiting) > 0 {
+		if len(waiting) > maxReasons {
+			waiting = append(waiting[:maxReasons], fmt.Sprintf("and %d more", len(waiting)-maxReasons))
+		}
+		setPending(s.bench, reason, "Waiting for endpoints: "+strings.Join(waiting, "; "))
+		s.stop = true
+	}
+	return res, nil
+}
+
+func (r *Reconciler) sshKeyRetry() time.Duration {
+	if r.SSHKeyRetry > 0 {
+		return r.SSHKeyRetry
+	}
+	return DefaultSSHKeyRetry
+}
+
+// podEndpoints ensures the netserver pods and reads their addresses. A failed
+// netserver pod fails the benchmark (NetserverUnreachable).
+func (r *Reconciler) podEndpoints(ctx context.Context, s *scope) ([]string, error) {
+	want, err := benchjob.ServerPods(s.params)
+	if err != nil { // reconcileSpec has rejected such specs already
+		return nil, fmt.Errorf("failed to render the netserver pods of FastPathBenchmark %s: %w", klog.KObj(s.bench), err)
+	}
+	var waiting []string
+	s.endpoints = benchjob.Endpoints{}
+	for _, pod := range want {
+		if err := controllerutil.SetControllerReference(s.bench, pod, r.Scheme); err != nil {
+			return nil, fmt.Errorf("failed to own Pod %s: %w", klog.KObj(pod), err)
+		}
+		got := &corev1.Pod{}
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		switch {
+		case apierrors.IsNotFound(err):
+			if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+				return nil, fmt.Errorf("failed to create netserver Pod %s: %w", klog.KObj(pod), err)
+			}
+			log.FromContext(ctx).Info("Created netserver pod", "pod", klog.KObj(pod))
+			waiting = append(waiting, fmt.Sprintf("pod %s created", pod.Name))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("failed to get netserver Pod %s: %w", klog.KObj(pod), err)
+		case !got.DeletionTimestamp.IsZero() || got.Labels[benchjob.LabelGeneration] != pod.Labels[benchjob.LabelGeneration]:
+			waiting = append(waiting, fmt.Sprintf("pod %s of an earlier run is terminating", got.Name))
+			continue
+		case got.Status.Phase == corev1.PodFailed || got.Status.Phase == corev1.PodSucceeded:
+			setFailed(s.bench, fastpathv1alpha1.ReasonNetserverUnreachable, fmt.Sprintf("netserver pod %s ended (phase %s): %s", got.Name, got.Status.Phase, got.Status.Message))
+			s.stop = true
+			return nil, nil
+		}
+		path := got.Labels[benchjob.LabelPath]
+		addr, why := benchjob.ServerAddress(got, path, s.params.NetworkAttachment)
+		if addr == "" {
+			waiting = append(waiting, why)
+			continue
+		}
+		if path == benchjob.PathFastPath {
+			s.endpoints.FastPath = append(s.endpoints.FastPath, addr)
+		} else {
+			s.endpoints.Baseline = append(s.endpoints.Baseline, addr)
+		}
+	}
+	return waiting, nil
+}
+
+// vmEndpoints reads the server VMs' fast-path and pod-network addresses and the
+// client VMs' pod-network addresses from their VMIs. Each VM must be selected
+// by the attachment (status.vms).
+func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error) {
+	selected := map[string]bool{}
+	for _, vm := range s.attachment.Status.VMs {
+		selected[vm.Name] = true
+	}
+	network := fastpathv1alpha1.NetworkName(s.attachment.Name)
+	ip, vs := benchjob.HasIPTests(s.spec), benchjob.HasVSockTests(s.spec)
+	baseline := ip && s.spec.Baseline != fastpathv1alpha1.BaselineNone
+	var waiting []string
+	s.endpoints = benchjob.Endpoints{}
+	if vs {
+		s.endpoints.VSock = &benchjob.RunnerVSock{}
+		// reconcileSpec allows one pair with vsock tests: its server VM.
+		server := s.spec.Server.VM
+		i := slices.IndexFunc(s.attachment.Status.VSOCKServices, func(v fastpathv1alpha1.VSOCKServiceStatus) bool { return v.VM == server && v.RelayPort > 0 })
+		if i < 0 {
+			waiting = append(waiting, fmt.Sprintf("no vsock service of FastPathAttachment %s with a relay port targets the server VM %s (add one to its spec.vsock.services)", s.attachment.Name, server))
+		} else {
+			svc := s.attachment.Status.VSOCKServices[i]
+			s.endpoints.VSock.RelayPort, s.endpoints.VSock.ServicePort = svc.RelayPort, svc.Port
+		}
+	}
+	for i, p := range vmPairs(s.spec)[:benchjob.MaxPairs(s.spec)] {
+		for _, side := range []struct {
+			vm     string
+			server bool
+		}{{p.Client, false}, {p.Server, true}} {
+			role := fmt.Sprintf("client of pair %d", i+1)
+			if side.server {
+				role = fmt.Sprintf("server of pair %d", i+1)
+			}
+			if !selected[side.vm] {
+				waiting = append(waiting, fmt.Sprintf("VM %s (%s) is not selected by FastPathAttachment %s", side.vm, role, s.attachment.Name))
+				continue
+			}
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.bench.Namespace, Name: side.vm}, vmi); err != nil {
+				if apierrors.IsNotFound(err) {
+					waiting = append(waiting, fmt.Sprintf("VM %s (%s) has no VirtualMachineInstance: it is not running", side.vm, role))
+					continue
+				}
+				return nil, fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.bench.Namespace, side.vm, err)
+			}
+			fast, pod := benchjob.VMIAddresses(vmi, network)
+			if ip && side.server && fast == "" {
+				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no address on interface %s", side.vm, role, network))
+			}
+			if (!side.server || baseline || vs) && pod == "" {
+				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no pod-network address (interface %s)", side.vm, role, benchjob.PodNetworkInterface))
+			}
+			switch {
+			case !side.server:
+				s.endpoints.SSHClients = append(s.endpoints.SSHClients, pod)
+			default:
+				if ip {
+					s.endpoints.FastPath = append(s.endpoints.FastPath, fast)
+				}
+				if baseline {
+					s.endpoints.Baseline = append(s.endpoints.Baseline, pod)
+				}
+				if vs {
+					s.endpoints.VSock.Servers = append(s.endpoints.VSock.Servers, pod)
+				}
+			}
+		}
+	}
+	return waiting, nil
+}
+
+// sshKey checks (uncached) that the Secret of spec.sshKeySecretRef exists with
+// key ssh-privatekey.
+func (r *Reconciler) sshKey(ctx context.Context, s *scope) (string, []string, error) {
+	ref := s.spec.SSHKeySecretRef
+	if ref == nil { // the CRD requires it in VM mode
+		return fastpathv1alpha1.ReasonSSHKeyMissing, []string{"spec.sshKeySecretRef is not set"}, nil
+	}
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.bench.Namespace, Name: ref.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fastpathv1alpha1.ReasonSSHKeyMissing, []string{fmt.Sprintf("Secret %s (spec.sshKeySecretRef) not found", ref.Name)}, nil
+		}
+		return "", nil, fmt.Errorf("failed to get Secret %s/%s: %w", s.bench.Namespace, ref.Name, err)
+	}
+	if len(sec.Data[benchjob.SSHKeyFile]) == 0 {
+		return fastpathv1alpha1.ReasonSSHKeyMissing, []string{fmt.Sprintf("Secret %s has no key %s", ref.Name, benchjob.SSHKeyFile)}, nil
+	}
+	return "", nil, nil
+}

@@ -1,0 +1,55 @@
+package benchmark
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Field indexes on FastPathBenchmark, so attachment and VMI events find the
+// benchmarks that wait for them.
+const (
+	indexAttachment = "spec.attachmentRef.name"
+	indexVM         = "spec.vms"
+)
+
+// mapBy maps an attachment or VMI to the benchmarks in its namespace whose
+// index field holds its name.
+func (r *Reconciler) mapBy(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list fastpathv1alpha1.FastPathBenchmarkList
+		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "Failed to list FastPathBenchmarks", "index", index, "object", klog.KObj(o))
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, b := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+		}
+		return reqs
+	}
+}
+
+// benchmarkVMs lists every VM a spec names: client and server of each pair.
+func benchmarkVMs(spec fastpathv1alpha1.FastPathBenchmarkSpec) []string {
+	var vms []string
+	for _, p := range vmPairs(spec) {
+		vms = append(vms, p.Client, p.Server)
+	}
+	return vms
+}
+
+// vmPairs is pair 1 (spec.client/spec.server) followed by spec.additionalPairs.
+func vmPairs(spec fastpathv1alpha1.FastPathBenchmarkSpec) []fastpathv1alpha1.BenchmarkPair {
+	if spec.Mode != fastpathv1alpha1.BenchmarkModeVM && spec.Mode != "" {
+		return nil
+	}
+	return append([]fastpathv1alpha1.BenchmarkPair{{Client: spec.Client.VM, Server: spec.Server.VM}}, spec.AdditionalPairs...)
+}
