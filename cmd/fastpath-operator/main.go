@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -88,8 +89,9 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
+	ctx := ctrl.SetupSignalHandler()
 	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage}
-	if err := setupControllers(mgr, f, attOpts); err != nil {
+	if err := setupControllers(ctx, mgr, f, attOpts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -103,15 +105,15 @@ func run(f flags) error {
 	}
 	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
 		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
 	return nil
 }
 
 // setupControllers registers every controller of the operator with mgr.
-func setupControllers(mgr ctrl.Manager, f flags, attOpts attachment.Options) error {
-	if err := attachment.New(mgr, attOpts).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.concurrency}); err != nil {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts attachment.Options) error {
+	if err := (&attachment.Reconciler{Options: attOpts}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: f.concurrency}); err != nil {
 		return err
 	}
 

@@ -256,7 +256,7 @@ func startBenchManager(cfg *rest.Config) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := attachment.New(mgr, attachment.Options{}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+	if err := (&attachment.Reconciler{}).SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,18 +57,27 @@ type Options struct {
 	DomainHookImage string
 }
 
-// Reconciler reconciles FastPathAttachments. Create it with New.
+// Reconciler reconciles FastPathAttachments. Fill in what the defaults do not
+// give and call SetupWithManager, which fills the rest:
+//
+//	(&attachment.Reconciler{Options: opts}).SetupWithManager(ctx, mgr, controller.Options{})
 type Reconciler struct {
-	// client writes; reader reads from the informer cache (typed and
-	// unstructured objects alike); live reads VMs past the cache after a
-	// conflict and on deletion.
-	client   client.Client
-	reader   client.Reader
-	live     client.Reader
-	recorder record.EventRecorder
-	opts     Options
-	ports    *portAllocator
-	metrics  *metricsRecorder
+	// Client writes; nil: the manager's client.
+	Client client.Client
+	// Cache reads from the informer cache, typed and unstructured objects
+	// alike (the manager's client reads unstructured objects past the
+	// cache); nil: the manager's cache.
+	Cache client.Reader
+	// APIReader reads VMs past the cache after a conflict and on deletion;
+	// nil: the manager's API reader.
+	APIReader client.Reader
+	// Recorder records Events; nil: the manager's recorder named ControllerName.
+	Recorder record.EventRecorder
+	// Options are the operator's settings of this controller.
+	Options
+
+	ports   *portAllocator
+	metrics *metricsRecorder
 }
 
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathattachments,verbs=get;list;watch;update;patch
@@ -82,30 +90,33 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// New returns a reconciler using the manager's client, cache, API reader and
-// an event recorder named ControllerName.
-func New(mgr ctrl.Manager, opts Options) *Reconciler {
-	if opts.RelayPorts == (PortRange{}) {
-		opts.RelayPorts = DefaultRelayPortRange
-	}
-	if opts.WiringWorkers <= 0 {
-		opts.WiringWorkers = DefaultWiringWorkers
-	}
-	return &Reconciler{
-		client:   mgr.GetClient(),
-		reader:   mgr.GetCache(),
-		live:     mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorderFor(ControllerName),
-		opts:     opts,
-		ports:    newPortAllocator(opts.RelayPorts),
-		metrics:  newMetricsRecorder(),
-	}
-}
-
-// SetupWithManager registers the controller and its watches with mgr.
-// copts are passed to the controller (e.g. MaxConcurrentReconciles, or
+// SetupWithManager fills the Reconciler's unset clients from mgr and its
+// unset options with the defaults (DefaultRelayPortRange,
+// DefaultWiringWorkers), and registers the controller and its watches.
+// options are passed to the controller (e.g. MaxConcurrentReconciles, or
 // SkipNameValidation for tests that start several managers in one process).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, copts controller.Options) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.Cache == nil {
+		r.Cache = mgr.GetCache()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor(ControllerName)
+	}
+	if r.RelayPorts == (PortRange{}) {
+		r.RelayPorts = DefaultRelayPortRange
+	}
+	if r.WiringWorkers <= 0 {
+		r.WiringWorkers = DefaultWiringWorkers
+	}
+	r.ports = newPortAllocator(r.RelayPorts)
+	r.metrics = newMetricsRecorder()
+
 	vm := &unstructured.Unstructured{}
 	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -119,7 +130,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, copts controller.Options
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI)).
 		Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
-		WithOptions(copts).
+		WithOptions(options).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", ControllerName, err)
@@ -127,15 +138,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, copts controller.Options
 	return nil
 }
 
-// phase is one step of a reconcile. It records what it found in the scope and
-// the attachment's status; an error stops the remaining phases.
-type phase func(context.Context, *scope) error
-
 // Reconcile brings one FastPathAttachment's NAD, VM wiring and status in line
-// with its spec.
+// with its spec: get it, ensure the finalizer, defer the one status patch,
+// then delete or run the phases.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	att := &v1alpha1.FastPathAttachment{}
-	if err := r.reader.Get(ctx, req.NamespacedName, att); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, att); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ports.release(req.String())
 			r.metrics.forget(req.NamespacedName)
@@ -146,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if att.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(att, v1alpha1.Finalizer) {
 		base := att.DeepCopy()
 		controllerutil.AddFinalizer(att, v1alpha1.Finalizer)
-		if err := r.client.Patch(ctx, att, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Patch(ctx, att, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to add finalizer to FastPathAttachment %s: %w", req, err)
 		}
 	}
@@ -154,28 +162,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	s := newScope(att)
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
+			retErr = errors.Join(retErr, err)
 		}
 	}()
 
 	if !att.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+		return r.reconcileDelete(ctx, s)
 	}
-	for _, p := range []phase{r.reconcileSpec, r.reconcileSelection, r.reconcileNetwork,
-		r.reconcileWiring, r.reconcileObservation, r.reconcileVSOCK, r.reconcileNodes} {
-		if err := p(ctx, s); err != nil {
-			if errors.Is(err, errHalt) {
-				break
-			}
-			return ctrl.Result{}, err
-		}
-	}
-	return ctrl.Result{}, nil
+	return runPhases(ctx, s, []phase{
+		r.reconcileSpec,
+		r.reconcileSelection,
+		r.reconcileNetwork,
+		r.reconcileWiring,
+		r.reconcileObservation,
+		r.reconcileVSOCK,
+		r.reconcileNodes,
+	})
 }
 
-// errHalt stops the phases without an error: the status says why, and a watch
-// brings the attachment back when that changes.
-var errHalt = errors.New("halt")
+// phase is one step of a reconcile. It records what it found in the scope and
+// the attachment's status; an error, or s.stop, ends the reconcile after it.
+type phase func(context.Context, *scope) (ctrl.Result, error)
+
+// runPhases runs phases in order until one fails or sets s.stop, and returns
+// the soonest requeue any of them asked for.
+func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
+	var res ctrl.Result
+	for _, p := range phases {
+		r, err := p(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
+			res = r
+		}
+		if s.stop {
+			break
+		}
+	}
+	return res, nil
+}
 
 func sameName(_ context.Context, obj client.Object) []ctrl.Request {
 	return []ctrl.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}

@@ -2,11 +2,11 @@ package attachment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -16,52 +16,54 @@ import (
 )
 
 // reconcileNetwork ensures the NetworkAttachmentDefinition.
-func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(s.att)
 	nad := &nadv1.NetworkAttachmentDefinition{}
-	err := r.reader.Get(ctx, key, nad)
+	err := r.Cache.Get(ctx, key, nad)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
+		return ctrl.Result{}, fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
 	}
 	found := err == nil
 	if s.spec.Network == nil {
 		s.att.Status.NetworkAttachmentDefinition = ""
 		if found && metav1.IsControlledBy(nad, s.att) {
-			if err := r.client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("failed to delete NetworkAttachmentDefinition %s: %w", key, err)
+			if err := r.Client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete NetworkAttachmentDefinition %s: %w", key, err)
 			}
 		}
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNotRequested, "spec.network is not set")
-		return nil
+		return ctrl.Result{}, nil
 	}
 	config, err := RenderNetConf(s.att)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if err := r.ensureNAD(ctx, s, nad, found, config); err != nil {
-		if errors.Is(err, errHalt) {
-			return err
-		}
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNADFailed, err.Error())
-		return err
+		return ctrl.Result{}, err
+	}
+	if s.stop {
+		return ctrl.Result{}, nil
 	}
 	s.att.Status.NetworkAttachmentDefinition = key.String()
 	n := s.spec.Network
 	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNADCreated,
 		fmt.Sprintf("NetworkAttachmentDefinition %s: datapath %s, bridge %s, MTU %d", key, n.Datapath, n.Bridge, *n.MTU))
-	return nil
+	return ctrl.Result{}, nil
 }
 
+// ensureNAD creates or updates the NAD of the attachment. A NAD of that name
+// that the attachment does not control is NADConflict and stops the reconcile.
 func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.NetworkAttachmentDefinition, found bool, config string) error {
 	key := client.ObjectKeyFromObject(s.att)
 	if !found {
 		nad = &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
 		nad.Labels = map[string]string{v1alpha1.AttachmentLabel: s.att.Name}
 		nad.Spec.Config = config
-		if err := controllerutil.SetControllerReference(s.att, nad, r.client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(s.att, nad, r.Client.Scheme()); err != nil {
 			return fmt.Errorf("failed to set owner of NetworkAttachmentDefinition %s: %w", key, err)
 		}
-		err := r.client.Create(ctx, nad, client.FieldOwner(v1alpha1.FieldManager))
+		err := r.Client.Create(ctx, nad, client.FieldOwner(v1alpha1.FieldManager))
 		if err == nil {
 			return nil
 		}
@@ -70,14 +72,15 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 		}
 		// The cache was behind; compare with the live object.
 		nad = &nadv1.NetworkAttachmentDefinition{}
-		if err := r.live.Get(ctx, key, nad); err != nil {
+		if err := r.APIReader.Get(ctx, key, nad); err != nil {
 			return fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
 		}
 	}
 	if !metav1.IsControlledBy(nad, s.att) {
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNADConflict,
 			fmt.Sprintf("NetworkAttachmentDefinition %s exists and is not owned by this attachment: delete or rename it", key))
-		return errHalt
+		s.stop = true
+		return nil
 	}
 	if nad.Spec.Config == config && nad.Labels[v1alpha1.AttachmentLabel] == s.att.Name {
 		return nil
@@ -88,7 +91,7 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 		nad.Labels = map[string]string{}
 	}
 	nad.Labels[v1alpha1.AttachmentLabel] = s.att.Name
-	if err := r.client.Patch(ctx, nad, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.Client.Patch(ctx, nad, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("failed to update NetworkAttachmentDefinition %s: %w", key, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vm/tuning"
@@ -18,14 +19,14 @@ import (
 )
 
 // reconcileObservation fills the per-VM status from the VMIs and sets Colocated.
-func (r *Reconciler) reconcileObservation(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileObservation(ctx context.Context, s *scope) (ctrl.Result, error) {
 	netName := v1alpha1.NetworkName(s.att.Name)
 	var restart []string
 	for _, st := range s.vms {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
-		if err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.att.Namespace, Name: st.name}, vmi); err != nil {
+		if err := r.Cache.Get(ctx, types.NamespacedName{Namespace: s.att.Namespace, Name: st.name}, vmi); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.att.Namespace, st.name, err)
+				return ctrl.Result{}, fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.att.Namespace, st.name, err)
 			}
 			vmi = nil
 		}
@@ -71,7 +72,7 @@ func (r *Reconciler) reconcileObservation(ctx context.Context, s *scope) error {
 	s.restart = restart
 	s.observed = true
 	s.setColocated()
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // missingWiring lists what the desired wiring adds that the running VMI's spec lacks.
@@ -122,18 +123,18 @@ func tuningDiff(annotation, name string, want tuning.Interface) string {
 }
 
 // reconcileNodes sets NodesReady from the FastPathNodes of the member VMs' nodes.
-func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope) (ctrl.Result, error) {
 	nodes := s.memberNodes()
 	if len(nodes) == 0 {
 		s.setCondition(v1alpha1.NodesReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNoRunningVMs, "no selected VM is running")
-		return nil
+		return ctrl.Result{}, nil
 	}
 	var notReady, unknown []string
 	for _, node := range nodes {
 		fpn := &v1alpha1.FastPathNode{}
-		if err := r.reader.Get(ctx, types.NamespacedName{Name: node}, fpn); err != nil {
+		if err := r.Cache.Get(ctx, types.NamespacedName{Name: node}, fpn); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("failed to get FastPathNode %s: %w", node, err)
+				return ctrl.Result{}, fmt.Errorf("failed to get FastPathNode %s: %w", node, err)
 			}
 			unknown = append(unknown, fmt.Sprintf("node %s has no FastPathNode (is fastpath-agent running there?)", node))
 			continue
@@ -154,5 +155,5 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope) error {
 	default:
 		s.setCondition(v1alpha1.NodesReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNodesReady, "FastPathNode Ready on "+strings.Join(nodes, ", "))
 	}
-	return nil
+	return ctrl.Result{}, nil
 }

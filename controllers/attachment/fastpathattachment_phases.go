@@ -51,6 +51,10 @@ type scope struct {
 	// deleting: the attachment is being deleted; deleted: its finalizer is
 	// gone, so there is no status to write.
 	deleting, deleted bool
+	// stop ends the reconcile after the current phase without an error: the
+	// status says why, and a watch brings the attachment back when that
+	// changes.
+	stop bool
 }
 
 // vmState is one selected VM.
@@ -85,89 +89,89 @@ func (s *scope) invalidSpec(format string, args ...any) error {
 }
 
 // reconcileSpec applies defaults and checks what the CRD cannot.
-func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) error {
+func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) (ctrl.Result, error) {
 	s.spec = v1alpha1.DefaultAttachmentSpec(s.att.Spec)
 	s.desired = wiring.ForAttachment(s.att)
-	s.desired.DomainHookImage = r.opts.DomainHookImage
+	s.desired.DomainHookImage = r.DomainHookImage
 	st := &s.att.Status
 	st.Datapath, st.MTU = "", 0
 	sel, err := metav1.LabelSelectorAsSelector(&s.att.Spec.VMSelector)
 	if err != nil {
-		return s.invalidSpec("spec.vmSelector is invalid: %v", err)
+		return ctrl.Result{}, s.invalidSpec("spec.vmSelector is invalid: %v", err)
 	}
 	s.selector = sel
 	n := s.spec.Network
 	if n == nil {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	st.Datapath, st.MTU = n.Datapath, *n.MTU
 	subnet, err := netip.ParsePrefix(n.IPAM.Subnet)
 	if err != nil {
-		return s.invalidSpec("spec.network.ipam.subnet %q is not a CIDR: %v", n.IPAM.Subnet, err)
+		return ctrl.Result{}, s.invalidSpec("spec.network.ipam.subnet %q is not a CIDR: %v", n.IPAM.Subnet, err)
 	}
-	for _, pod := range r.opts.PodNetworkCIDRs {
+	for _, pod := range r.PodNetworkCIDRs {
 		if subnet.Masked().Overlaps(pod) {
-			return s.invalidSpec("spec.network.ipam.subnet %s overlaps the pod network %s (--pod-network-cidr): choose a range the cluster does not route", n.IPAM.Subnet, pod)
+			return ctrl.Result{}, s.invalidSpec("spec.network.ipam.subnet %s overlaps the pod network %s (--pod-network-cidr): choose a range the cluster does not route", n.IPAM.Subnet, pod)
 		}
 	}
 	if n.IPAM.RangeStart != "" && n.IPAM.RangeEnd != "" {
 		start, err1 := netip.ParseAddr(n.IPAM.RangeStart)
 		end, err2 := netip.ParseAddr(n.IPAM.RangeEnd)
 		if err1 == nil && err2 == nil && start.Compare(end) > 0 {
-			return s.invalidSpec("spec.network.ipam.rangeStart %s is after spec.network.ipam.rangeEnd %s", start, end)
+			return ctrl.Result{}, s.invalidSpec("spec.network.ipam.rangeStart %s is after spec.network.ipam.rangeEnd %s", start, end)
 		}
 	}
 	if n.Offloads.TSO.On() && !n.Offloads.TXChecksum.On() {
-		return s.invalidSpec("spec.network.offloads.tso On requires spec.network.offloads.txChecksum On: the kernel turns TSO off without TX checksum offload")
+		return ctrl.Result{}, s.invalidSpec("spec.network.offloads.tso On requires spec.network.offloads.txChecksum On: the kernel turns TSO off without TX checksum offload")
 	}
 	conf, err := RenderNetConf(s.att)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if _, _, err := netconf.LoadNetConf([]byte(conf)); err != nil {
-		return s.invalidSpec("spec.network renders a netconf the fastpath plugin rejects: %v", err)
+		return ctrl.Result{}, s.invalidSpec("spec.network renders a netconf the fastpath plugin rejects: %v", err)
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // reconcileDelete removes the wiring from every VM that carries this
 // attachment's record, deletes the NAD and releases the finalizer.
-func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.att, v1alpha1.Finalizer) {
 		s.deleted = true
-		return nil
+		return ctrl.Result{}, nil
 	}
 	// A live list: the cache may not show a VM wired a moment ago.
-	vms, err := r.listVMs(ctx, r.live, s.att.Namespace)
+	vms, err := r.listVMs(ctx, r.APIReader, s.att.Namespace)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if errs := r.unwireOwned(ctx, vms, s.att.Name, nil); len(errs) > 0 {
 		// Say why the finalizer stays (e.g. a hook sidecar annotation the
 		// user made unreadable); fixing the VM brings the attachment back.
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(errs)))
-		return errors.Join(errs...)
+		return ctrl.Result{}, errors.Join(errs...)
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}
 	key := client.ObjectKeyFromObject(s.att)
-	if err := r.reader.Get(ctx, key, nad); err == nil && metav1.IsControlledBy(nad, s.att) {
+	if err := r.Cache.Get(ctx, key, nad); err == nil && metav1.IsControlledBy(nad, s.att) {
 		// Garbage collection would do this through the ownerReference; deleting
 		// it here also works where no garbage collector runs (envtest, the demo).
-		if err := r.client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("failed to delete NetworkAttachmentDefinition %s: %w", key, err)
+		if err := r.Client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to delete NetworkAttachmentDefinition %s: %w", key, err)
 		}
 	} else if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
+		return ctrl.Result{}, fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
 	}
 	base := s.att.DeepCopy()
 	controllerutil.RemoveFinalizer(s.att, v1alpha1.Finalizer)
-	if err := r.client.Patch(ctx, s.att, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("failed to remove finalizer from FastPathAttachment %s: %w", key, err)
+	if err := r.Client.Patch(ctx, s.att, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to remove finalizer from FastPathAttachment %s: %w", key, err)
 	}
 	r.ports.release(s.key())
 	r.metrics.forget(key)
 	s.deleted = true
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // unwireOrphans removes the wiring of attachment key, which does not
@@ -177,7 +181,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 // every change of the VM and for every VM when the operator starts, so the
 // wiring goes even if the VM changes no more. Each VM gets an Event.
 func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName) error {
-	vms, err := r.listVMs(ctx, r.reader, key.Namespace)
+	vms, err := r.listVMs(ctx, r.Cache, key.Namespace)
 	if err != nil {
 		return err
 	}
@@ -185,14 +189,14 @@ func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName
 		return nil
 	}
 	// The cache may not show an attachment of that name created a moment ago.
-	if err := r.live.Get(ctx, key, &v1alpha1.FastPathAttachment{}); err == nil {
+	if err := r.APIReader.Get(ctx, key, &v1alpha1.FastPathAttachment{}); err == nil {
 		return nil
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to get FastPathAttachment %s: %w", key, err)
 	}
 	return errors.Join(r.unwireOwned(ctx, vms, key.Name, func(vm *unstructured.Unstructured) {
 		ctrl.LoggerFrom(ctx).Info("Removed the wiring of a FastPathAttachment that no longer exists", "VirtualMachine", klog.KObj(vm))
-		r.recorder.Eventf(vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+		r.Recorder.Eventf(vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
 			"Removed the wiring of FastPathAttachment %s, which no longer exists (deleted without its finalizer)", key.Name)
 	})...)
 }
@@ -203,7 +207,7 @@ func (r *Reconciler) listVMs(ctx context.Context, reader client.Reader, namespac
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(vmListGVK)
 	opts := []client.ListOption{client.InNamespace(namespace)}
-	if reader == r.reader {
+	if reader == r.Cache {
 		opts = append(opts, client.UnsafeDisableDeepCopy)
 	}
 	if err := reader.List(ctx, list, opts...); err != nil {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -17,14 +18,14 @@ import (
 
 // reconcileSelection finds the selected VMs, who owns each and which VMs
 // carry our wiring without being ours any more.
-func (r *Reconciler) reconcileSelection(ctx context.Context, s *scope) error {
-	vms, err := r.listVMs(ctx, r.reader, s.att.Namespace)
+func (r *Reconciler) reconcileSelection(ctx context.Context, s *scope) (ctrl.Result, error) {
+	vms, err := r.listVMs(ctx, r.Cache, s.att.Namespace)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	atts := &v1alpha1.FastPathAttachmentList{}
-	if err := r.reader.List(ctx, atts, client.InNamespace(s.att.Namespace)); err != nil {
-		return fmt.Errorf("failed to list FastPathAttachments in %s: %w", s.att.Namespace, err)
+	if err := r.Cache.List(ctx, atts, client.InNamespace(s.att.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list FastPathAttachments in %s: %w", s.att.Namespace, err)
 	}
 	exists := map[string]bool{}
 	var rivals []rival
@@ -76,11 +77,11 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, s *scope) error {
 			// attachment back when the VM is created. A VM that exists and is
 			// not selected is an error only the spec can fix.
 			if slices.ContainsFunc(vms, func(vm unstructured.Unstructured) bool { return vm.GetName() == svc.VM }) {
-				return s.invalidSpec("spec.vsock.services[%d].vm %q is not a VirtualMachine selected by spec.vmSelector", i, svc.VM)
+				return ctrl.Result{}, s.invalidSpec("spec.vsock.services[%d].vm %q is not a VirtualMachine selected by spec.vmSelector", i, svc.VM)
 			}
 		}
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // rival is another live attachment in the namespace.

@@ -141,7 +141,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.base.Status, s.att.Status) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, s.att, client.MergeFrom(s.base)); err != nil {
+	if err := r.Client.Status().Patch(ctx, s.att, client.MergeFrom(s.base)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -163,7 +163,7 @@ func (r *Reconciler) emitTransitions(att *v1alpha1.FastPathAttachment, before []
 		if c.Status != metav1.ConditionTrue {
 			eventType = corev1.EventTypeWarning
 		}
-		r.recorder.Event(att, eventType, c.Reason, fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message))
+		r.Recorder.Event(att, eventType, c.Reason, fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message))
 	}
 }
 

@@ -6,21 +6,22 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
 // reconcileVSOCK allocates relay ports and computes the relay routes.
-func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.spec.VSOCK == nil {
 		r.ports.release(s.key())
 		s.att.Status.VSOCKServices = nil
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNotRequested, "spec.vsock is not set")
-		return nil
+		return ctrl.Result{}, nil
 	}
 	all := &v1alpha1.FastPathAttachmentList{}
-	if err := r.reader.List(ctx, all); err != nil {
-		return fmt.Errorf("failed to list FastPathAttachments: %w", err)
+	if err := r.Cache.List(ctx, all); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list FastPathAttachments: %w", err)
 	}
 	pairs := map[string]int64{}
 	for _, a := range all.Items {
@@ -104,5 +105,5 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) error {
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonVSOCKReady,
 			fmt.Sprintf("%d relay routes with target CIDs", len(services)))
 	}
-	return nil
+	return ctrl.Result{}, nil
 }

@@ -62,7 +62,7 @@ func (r *Reconciler) attachmentsForVMI(ctx context.Context, obj client.Object) [
 	var vmLabels map[string]string
 	vm := &unstructured.Unstructured{}
 	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
-	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(obj), vm); err == nil {
+	if err := r.Cache.Get(ctx, client.ObjectKeyFromObject(obj), vm); err == nil {
 		vmLabels = vm.GetLabels()
 	}
 	label := obj.GetLabels()[v1alpha1.AttachmentLabel]
@@ -92,7 +92,7 @@ func (r *Reconciler) attachmentsIn(ctx context.Context, namespace string) []v1al
 	if namespace != "" {
 		opts = append(opts, client.InNamespace(namespace))
 	}
-	if err := r.reader.List(ctx, list, opts...); err != nil {
+	if err := r.Cache.List(ctx, list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list FastPathAttachments", "namespace", klog.KRef("", namespace))
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,9 +24,17 @@ import (
 // maxVMPatchAttempts bounds the re-read-and-retry loop of one VM patch.
 const maxVMPatchAttempts = 4
 
+// vmPatchBackoff paces the attempts of one VM patch after a 409 Conflict:
+// retry.DefaultRetry (10ms apart, 10% jitter) cut to maxVMPatchAttempts.
+var vmPatchBackoff = func() wait.Backoff {
+	b := retry.DefaultRetry
+	b.Steps = maxVMPatchAttempts
+	return b
+}()
+
 // reconcileWiring wires the VMs this attachment owns and unwires the ones it
 // released.
-func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var jobs []func(context.Context)
 	for _, st := range s.vms {
 		if st.conflict != "" {
@@ -45,7 +55,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 				return unwired || wired, err
 			})
 			if err == nil && changed && tookOver {
-				r.recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+				r.Recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
 					"Replaced the wiring of FastPathAttachment %s, which no longer exists, with that of %s", st.staleOwner, s.att.Name)
 			}
 			var conflict *wiring.ConflictError
@@ -73,7 +83,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 			}
 		})
 	}
-	runBounded(ctx, r.opts.WiringWorkers, jobs)
+	runBounded(ctx, r.WiringWorkers, jobs)
 
 	wired := 0
 	var failed []error
@@ -93,7 +103,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 	switch {
 	case len(failed) > 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(failed)))
-		return errors.Join(failed...)
+		return ctrl.Result{}, errors.Join(failed...)
 	case len(conflicts) > 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonVMConflict, summarize(conflicts))
 	case len(s.vms) == 0:
@@ -103,7 +113,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) error {
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionTrue, v1alpha1.ReasonWired,
 			fmt.Sprintf("%d of %d selected VMs wired%s", wired, len(s.vms), domainHookNote(s.desired)))
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // domainHookNote says in the VMsWired message whether the wired VMs carry the
@@ -132,38 +142,40 @@ func (r *Reconciler) unwireVM(ctx context.Context, vm *unstructured.Unstructured
 
 // patchVM applies mutate to a copy of vm and, when it changed something,
 // sends the difference as a JSON merge patch guarded by the resourceVersion
-// read. On 409 Conflict it re-reads the VM live and tries again (at most
-// maxVMPatchAttempts times). A VM that is gone is not an error.
+// read. On 409 Conflict it re-reads the VM live and tries again
+// (retry.RetryOnConflict with vmPatchBackoff: at most maxVMPatchAttempts
+// attempts). It reports whether the VM was patched; a VM that is gone is not
+// an error. mutate's own errors are returned as they are.
 func (r *Reconciler) patchVM(ctx context.Context, vm *unstructured.Unstructured, mutate func(map[string]any) (bool, error)) (bool, error) {
-	cur := vm
 	key := client.ObjectKeyFromObject(vm)
-	for attempt := 1; ; attempt++ {
+	cur, patched := vm, false
+	err := retry.RetryOnConflict(vmPatchBackoff, func() error {
+		if cur == nil {
+			fresh := &unstructured.Unstructured{}
+			fresh.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+			if err := r.APIReader.Get(ctx, key, fresh); err != nil {
+				return fmt.Errorf("failed to get VirtualMachine %s: %w", key, err)
+			}
+			cur = fresh
+		}
 		mod := cur.DeepCopy()
 		changed, err := mutate(mod.Object)
 		if err != nil || !changed {
-			return false, err
+			return err
 		}
-		err = r.client.Patch(ctx, mod, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager))
+		err = r.Client.Patch(ctx, mod, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager))
 		vmPatches.WithLabelValues(patchResult(err)).Inc()
-		if err == nil {
-			return true, nil
+		if err != nil {
+			cur = nil // after a conflict the next attempt reads the VM live
+			return fmt.Errorf("failed to patch VirtualMachine %s: %w", key, err)
 		}
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if !apierrors.IsConflict(err) || attempt >= maxVMPatchAttempts {
-			return false, fmt.Errorf("failed to patch VirtualMachine %s: %w", key, err)
-		}
-		fresh := &unstructured.Unstructured{}
-		fresh.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
-		if err := r.live.Get(ctx, key, fresh); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("failed to get VirtualMachine %s: %w", key, err)
-		}
-		cur = fresh
+		patched = true
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
 	}
+	return patched, err
 }
 
 // unwireOwned removes attachment's wiring from every VM of vms that carries
@@ -190,7 +202,7 @@ func (r *Reconciler) unwireOwned(ctx context.Context, vms []unstructured.Unstruc
 			}
 		})
 	}
-	runBounded(ctx, r.opts.WiringWorkers, jobs)
+	runBounded(ctx, r.WiringWorkers, jobs)
 	return errs
 }
 

@@ -109,8 +109,8 @@ func startManagerWith(cfg *rest.Config, opts attachment.Options) func() {
 		Controller: config.Controller{SkipNameValidation: ptr(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	r := attachment.New(mgr, opts)
-	Expect(r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
+	r := &attachment.Reconciler{Options: opts}
+	Expect(r.SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
