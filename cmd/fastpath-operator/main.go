@@ -123,7 +123,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts at
 		ctrl.Log.WithName("setup").Info("FastPathBenchmark controller disabled: --runner-image is empty")
 		return nil
 	}
-	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(mgr); err != nil {
+	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}
 

@@ -32,5 +32,5 @@
 //
 // Register it in the operator with
 //
-//	(&benchmark.Reconciler{RunnerImage: image}).SetupWithManager(mgr)
+//	(&benchmark.Reconciler{RunnerImage: image}).SetupWithManager(ctx, mgr, controller.Options{})
 package benchmark

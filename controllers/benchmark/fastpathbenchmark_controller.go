@@ -11,12 +11,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -32,17 +32,20 @@ const DefaultSSHKeyRetry = 30 * time.Second
 // (the source of its Events).
 const ControllerName = "fastpathbenchmark"
 
-// Reconciler reconciles FastPathBenchmark objects.
+// Reconciler reconciles FastPathBenchmark objects. Fill in RunnerImage (and
+// what the defaults do not give) and call SetupWithManager, which fills the
+// rest:
+//
+//	(&benchmark.Reconciler{RunnerImage: image}).SetupWithManager(ctx, mgr, controller.Options{})
 type Reconciler struct {
-	// Client is the manager's cached client; SetupWithManager fills it when nil.
+	// Client reads from the cache and writes; its scheme sets owner
+	// references. nil: the manager's client.
 	Client client.Client
 	// APIReader reads uncached: the SSH key Secret, and the results ConfigMap
 	// once the Job has ended (so a lagging cache is not taken for "no results").
-	// SetupWithManager fills it when nil.
+	// nil: the manager's API reader.
 	APIReader client.Reader
-	// Scheme sets owner references; SetupWithManager fills it when nil.
-	Scheme *runtime.Scheme
-	// Recorder records Events; SetupWithManager fills it when nil.
+	// Recorder records Events; nil: the manager's recorder named ControllerName.
 	Recorder record.EventRecorder
 	// RunnerImage is the image of the runner Job and the netserver pods: it has
 	// fastpath-bench, netperf, netserver and an OpenSSH client (the operator's
@@ -70,9 +73,10 @@ type Reconciler struct {
 // SetupWithManager fills the Reconciler's unset fields from mgr, registers
 // the field indexes it needs and the controller "fastpathbenchmark", which
 // watches FastPathBenchmarks, the Jobs, Pods, ConfigMaps, ServiceAccounts,
-// Roles and RoleBindings they own, FastPathAttachments and VMIs. It fails
-// when RunnerImage is empty or an index cannot be registered.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// Roles and RoleBindings they own, FastPathAttachments and VMIs. options are
+// passed to the controller. It fails when RunnerImage is empty or an index
+// cannot be registered.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	if r.RunnerImage == "" {
 		return fmt.Errorf("failed to set up the FastPathBenchmark controller: no runner image")
 	}
@@ -82,23 +86,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if r.Scheme == nil {
-		r.Scheme = mgr.GetScheme()
-	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor(ControllerName)
 	}
-	ctx := context.Background()
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, indexAttachment, func(o client.Object) []string {
-		return []string{o.(*fastpathv1alpha1.FastPathBenchmark).Spec.AttachmentRef.Name}
-	}); err != nil {
-		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexAttachment, err)
-	}
-	if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, indexVM, func(o client.Object) []string {
-		return benchmarkVMs(o.(*fastpathv1alpha1.FastPathBenchmark).Spec)
-	}); err != nil {
-		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexVM, err)
+	if err := indexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -111,12 +103,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.RoleBinding{}).
 		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment))).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexVM))).
+		WithOptions(options).
 		Complete(r)
 }
 
 // scope is what the phases of one reconcile share.
 type scope struct {
+	// bench is the benchmark whose status the phases fill; base is it as read.
 	bench *fastpathv1alpha1.FastPathBenchmark
+	base  *fastpathv1alpha1.FastPathBenchmark
 	// spec is bench.Spec after DefaultBenchmarkSpec.
 	spec       fastpathv1alpha1.FastPathBenchmarkSpec
 	params     benchjob.Params
@@ -125,16 +120,25 @@ type scope struct {
 	configMap  *corev1.ConfigMap
 	// job is the runner Job of the current generation, nil until created.
 	job *batchv1.Job
-	// stop ends the reconcile after the current phase.
+	// stop ends the reconcile after the current phase without an error: the
+	// status says why, and a watch (or RequeueAfter) brings the benchmark back.
 	stop bool
 }
 
-type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
+func (r *Reconciler) newScope(b *fastpathv1alpha1.FastPathBenchmark) *scope {
+	s := &scope{bench: b, base: b.DeepCopy(), spec: fastpathv1alpha1.DefaultBenchmarkSpec(b.Spec)}
+	s.params = benchjob.Params{
+		Name: b.Name, Namespace: b.Namespace, Generation: b.Generation, Spec: s.spec,
+		Image: r.RunnerImage, PullPolicy: r.RunnerPullPolicy,
+	}
+	return s
+}
 
 // Reconcile runs the phases of a benchmark in order until one stops, and
 // writes the status once at the end (skipped when unchanged), recording an
-// Event when the phase or its reason changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+// Event when the phase or its reason changed. A benchmark has no finalizer:
+// everything it made is owned by it and garbage-collected.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	b := &fastpathv1alpha1.FastPathBenchmark{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -143,26 +147,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get FastPathBenchmark %s: %w", req, err)
 	}
+
+	s := r.newScope(b)
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
 	if !b.DeletionTimestamp.IsZero() {
-		// Everything the benchmark made is owned by it and garbage-collected.
 		forget(b.Namespace, b.Name)
 		return ctrl.Result{}, nil
 	}
-	before := b.DeepCopy()
-	defer func() {
-		if perr := r.patchStatus(ctx, before, b); perr != nil {
-			err = errors.Join(err, perr)
-			return
-		}
-		recordTransition(r.Recorder, b, &before.Status)
-	}()
-
-	s := &scope{bench: b, spec: fastpathv1alpha1.DefaultBenchmarkSpec(b.Spec)}
-	s.params = benchjob.Params{
-		Name: b.Name, Namespace: b.Namespace, Generation: b.Generation, Spec: s.spec,
-		Image: r.RunnerImage, PullPolicy: r.RunnerPullPolicy,
-	}
-	for _, p := range []phase{
+	return runPhases(ctx, s, []phase{
 		r.reconcileGeneration,
 		r.reconcileStaleChildren,
 		r.reconcileFinished,
@@ -173,22 +170,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.reconcileEndpoints,
 		r.reconcileJob,
 		r.reconcileResults,
-	} {
-		res, err = p(ctx, s)
-		if err != nil || s.stop {
-			return res, err
+	})
+}
+
+// phase is one step of a reconcile. It records what it found in the scope and
+// the benchmark's status; an error, or s.stop, ends the reconcile after it.
+type phase func(context.Context, *scope) (ctrl.Result, error)
+
+// runPhases runs phases in order until one fails or sets s.stop, and returns
+// the soonest requeue any of them asked for.
+func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
+	var res ctrl.Result
+	for _, p := range phases {
+		r, err := p(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
+			res = r
+		}
+		if s.stop {
+			break
 		}
 	}
 	return res, nil
 }
 
-// patchStatus writes b's status when it differs from before's.
-func (r *Reconciler) patchStatus(ctx context.Context, before, b *fastpathv1alpha1.FastPathBenchmark) error {
-	if equality.Semantic.DeepEqual(before.Status, b.Status) {
+// patchStatus writes the benchmark's status once, when it changed, and
+// records an Event when the phase or its deciding reason changed.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	b := s.bench
+	if equality.Semantic.DeepEqual(s.base.Status, b.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(s.base)); err != nil {
 		return fmt.Errorf("failed to patch status of FastPathBenchmark %s: %w", klog.KObj(b), err)
 	}
+	recordTransition(r.Recorder, b, &s.base.Status)
 	return nil
 }

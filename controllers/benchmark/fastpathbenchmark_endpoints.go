@@ -78,7 +78,7 @@ func (r *Reconciler) podEndpoints(ctx context.Context, s *scope) ([]string, erro
 	var waiting []string
 	s.endpoints = benchjob.Endpoints{}
 	for _, pod := range want {
-		if err := controllerutil.SetControllerReference(s.bench, pod, r.Scheme); err != nil {
+		if err := controllerutil.SetControllerReference(s.bench, pod, r.Client.Scheme()); err != nil {
 			return nil, fmt.Errorf("failed to own Pod %s: %w", klog.KObj(pod), err)
 		}
 		got := &corev1.Pod{}

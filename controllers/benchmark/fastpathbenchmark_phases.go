@@ -161,7 +161,7 @@ func (r *Reconciler) ensure(ctx context.Context, b *fastpathv1alpha1.FastPathBen
 	want := obj.DeepCopyObject().(client.Object)
 	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, obj, func() error {
 		mutate(obj, want)
-		return controllerutil.SetControllerReference(b, obj, r.Scheme)
+		return controllerutil.SetControllerReference(b, obj, r.Client.Scheme())
 	})
 	if err != nil {
 		return fmt.Errorf("failed to ensure %T %s: %w", obj, klog.KObj(obj), err)
@@ -252,7 +252,7 @@ func (r *Reconciler) reconcileJob(ctx context.Context, s *scope) (ctrl.Result, e
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to render the runner Job of FastPathBenchmark %s: %w", klog.KObj(b), err)
 		}
-		if err := controllerutil.SetControllerReference(b, job, r.Scheme); err != nil {
+		if err := controllerutil.SetControllerReference(b, job, r.Client.Scheme()); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to own Job %s: %w", klog.KObj(job), err)
 		}
 		if err := r.clearResults(ctx, s.configMap, job.Name); err != nil {

@@ -2,6 +2,7 @@ package benchmark
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -19,6 +20,22 @@ const (
 	indexAttachment = "spec.attachmentRef.name"
 	indexVM         = "spec.vms"
 )
+
+// indexFields registers the field indexes indexAttachment and indexVM on
+// FastPathBenchmarks with idx.
+func indexFields(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, indexAttachment, func(o client.Object) []string {
+		return []string{o.(*fastpathv1alpha1.FastPathBenchmark).Spec.AttachmentRef.Name}
+	}); err != nil {
+		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexAttachment, err)
+	}
+	if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, indexVM, func(o client.Object) []string {
+		return benchmarkVMs(o.(*fastpathv1alpha1.FastPathBenchmark).Spec)
+	}); err != nil {
+		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexVM, err)
+	}
+	return nil
+}
 
 // mapBy maps an attachment or VMI to the benchmarks in its namespace whose
 // index field holds its name.

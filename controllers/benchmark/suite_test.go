@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -50,7 +51,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&benchmark.Reconciler{RunnerImage: runnerImage, SSHKeyRetry: 300 * time.Millisecond}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&benchmark.Reconciler{RunnerImage: runnerImage, SSHKeyRetry: 300 * time.Millisecond}).SetupWithManager(suiteCtx, mgr, controller.Options{})).To(Succeed())
 
 	var mgrCtx context.Context
 	mgrCtx, stopMgr = context.WithCancel(suiteCtx)
