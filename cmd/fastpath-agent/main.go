@@ -19,6 +19,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -124,8 +125,6 @@ func run(f flags) error {
 	ovs := ovsdb.NewConn(f.ovsSocket, ctrl.Log.WithName("ovsdb"))
 	defer ovs.Close()
 	r := &agent.Reconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
 		NodeName:      f.nodeName,
 		Prober:        &probe.Host{OVS: ovs},
 		Bridges:       &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
@@ -136,7 +135,8 @@ func run(f flags) error {
 		AgentVersion:  agentVersion(),
 		ResyncPeriod:  f.resync,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -151,7 +151,7 @@ func run(f flags) error {
 	}
 	log.Info("Starting agent", "node", f.nodeName, "version", r.AgentVersion, "cniBinSource", f.cniBinSource, "cniBinDir", f.cniBinDir,
 		"ovsSocket", f.ovsSocket, "ovsDatapathType", f.ovsDatapathType, "vsockTransport", f.vsockTransport, "tuneSysctls", f.tuneSysctls)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
 	return nil

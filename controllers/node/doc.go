@@ -20,8 +20,13 @@
 //     relay ports and fills in CIDs);
 //  4. installs the CNI binary and (with --tune-sysctls) raises the socket
 //     buffer sysctls;
-//  5. probes capabilities and writes the FastPathNode named after the node
-//     (created when missing; its status patched only when it changed), with
-//     conditions Ready, BridgesReady and VSOCKRelayReady whose messages say
-//     what to fix.
+//  5. probes capabilities; the status patch deferred at the start (where the
+//     FastPathNode named after the node is created when missing) then writes
+//     the status, only when it changed, with conditions Ready, BridgesReady
+//     and VSOCKRelayReady whose messages say what to fix.
+//
+// The shape is that of the operator's two reconcilers (Cluster API style):
+// get the object, defer one status patch, run []phase with the signature
+// func(context.Context, *scope) (ctrl.Result, error); a phase that failed in a
+// way a retry may fix asks for RetryPeriod instead of ResyncPeriod.
 package node

@@ -66,14 +66,22 @@ type CNIInstaller interface {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconciler prepares one node and publishes its FastPathNode. Required
-// fields: Client, NodeName, Prober, Bridges, Relay.
+// Reconciler prepares one node and publishes its FastPathNode. Fill in
+// NodeName, Prober, Bridges and Relay (required) and what the defaults do not
+// give, and call SetupWithManager, which fills the rest:
+//
+//	(&agent.Reconciler{NodeName: node, Prober: p, Bridges: b, Relay: rl}).SetupWithManager(ctx, mgr, controller.Options{})
+//
+// Reconcile also works without a manager when Client is set (the datapath
+// tests drive it directly).
 type Reconciler struct {
-	// Client reads FastPathAttachments and writes the FastPathNode.
+	// Client reads FastPathAttachments and writes the FastPathNode; nil: the
+	// manager's client.
 	Client client.Client
 	// APIReader reads the Node object (uncached, once per FastPathNode
 	// creation) to make it the FastPathNode's owner, so the FastPathNode is
-	// garbage-collected with its node. Nil skips the owner reference.
+	// garbage-collected with its node; nil: the manager's API reader. Nil
+	// without a manager skips the owner reference.
 	APIReader client.Reader
 	// NodeName is this node's name and the FastPathNode's.
 	NodeName string
@@ -115,173 +123,107 @@ type observed struct {
 	cniErr     error
 }
 
-// retry reports whether something failed that a retry may fix.
-func (o *observed) retry() bool {
-	return len(o.bridgeErrs) > 0 || o.relayErr != nil || o.cniErr != nil || o.sysctlErr != nil
+// scope is what one reconcile knows about the node.
+type scope struct {
+	// fpn is this node's FastPathNode as read (or created).
+	fpn *fastpathv1alpha1.FastPathNode
+	// attachments are every FastPathAttachment of the cluster.
+	attachments []fastpathv1alpha1.FastPathAttachment
+	// observed is what the phases found and did; the status is computed from it.
+	observed
 }
 
-// Reconcile runs the phases and publishes the FastPathNode. Failures of a
-// phase land in the status (and cause a sooner retry); only apiserver
-// failures are returned as errors.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile prepares the node and publishes its FastPathNode: get (or create)
+// it, list the attachments, defer the one status patch and run the phases.
+// Failures of a phase land in the status and make the phase ask for a sooner
+// retry (RetryPeriod instead of ResyncPeriod); only apiserver failures are
+// returned as errors. There is no finalizer and no deletion branch: the
+// FastPathNode is owned by its Node and goes with it, and the bridges stay
+// (they may still carry VM traffic).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	if req.Name != r.NodeName {
 		return ctrl.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx)
+	fpn, err := r.get(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var list fastpathv1alpha1.FastPathAttachmentList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list FastPathAttachments: %w", err)
 	}
-	obs := &observed{}
-	for _, phase := range []func(context.Context, *observed, []fastpathv1alpha1.FastPathAttachment){
-		r.ensureBridges, r.programRelay, r.installCNI, r.tuneSysctls, r.probe,
-	} {
-		phase(ctx, obs, list.Items)
-	}
-	if err := r.publish(ctx, obs); err != nil {
+
+	s := &scope{fpn: fpn, attachments: list.Items}
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
+		}
+	}()
+
+	res, err = runPhases(ctx, s, []phase{
+		r.ensureBridges,
+		r.programRelay,
+		r.installCNI,
+		r.tuneSysctls,
+		r.probe,
+	})
+	switch {
+	case err != nil:
 		return ctrl.Result{}, err
-	}
-	if obs.retry() {
-		log.V(1).Info("Node not ready yet, retrying", "after", r.period(r.RetryPeriod, DefaultRetryPeriod))
-		return ctrl.Result{RequeueAfter: r.period(r.RetryPeriod, DefaultRetryPeriod)}, nil
+	case res.RequeueAfter > 0:
+		ctrl.LoggerFrom(ctx).V(1).Info("Node not ready yet, retrying", "after", res.RequeueAfter)
+		return res, nil
 	}
 	return ctrl.Result{RequeueAfter: r.period(r.ResyncPeriod, DefaultResyncPeriod)}, nil
 }
 
-func (r *Reconciler) period(p, def time.Duration) time.Duration {
-	if p > 0 {
-		return p
-	}
-	return def
-}
+// phase is one step of a reconcile. It records what it found in the scope; an
+// error ends the reconcile after it.
+type phase func(context.Context, *scope) (ctrl.Result, error)
 
-func (r *Reconciler) probe(ctx context.Context, obs *observed, _ []fastpathv1alpha1.FastPathAttachment) {
-	obs.caps = r.Prober.Probe(ctx)
-}
-
-func (r *Reconciler) installCNI(ctx context.Context, obs *observed, _ []fastpathv1alpha1.FastPathAttachment) {
-	if r.CNI == nil {
-		return
-	}
-	res, err := r.CNI.Ensure()
-	if err != nil {
-		obs.cniErr = err
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to install the CNI binary")
-		return
-	}
-	obs.cni = res.String()
-}
-
-func (r *Reconciler) tuneSysctls(ctx context.Context, obs *observed, _ []fastpathv1alpha1.FastPathAttachment) {
-	if r.Sysctls == nil {
-		return
-	}
-	obs.sysctls, obs.sysctlErr = r.Sysctls.Ensure()
-	if obs.sysctlErr != nil {
-		ctrl.LoggerFrom(ctx).Error(obs.sysctlErr, "Failed to tune sysctls")
-	}
-}
-
-// programRelay feeds the relay this node's routes and reads back its listeners.
-func (r *Reconciler) programRelay(ctx context.Context, obs *observed, atts []fastpathv1alpha1.FastPathAttachment) {
-	obs.routes, obs.routeProbs = RelayRoutes(atts, r.NodeName)
-	if err := r.Relay.Update(obs.routes); err != nil {
-		obs.relayErr = err
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to program the vsock relay")
-	}
-	for _, l := range r.Relay.Listeners() {
-		ls := fastpathv1alpha1.RelayListenerStatus{
-			Port:       int64(l.Port),
-			Attachment: l.Attachment.String(),
-			Service:    l.Service,
-			TargetCID:  int64(l.TargetCID),
-			TargetPort: int64(l.TargetPort),
+// runPhases runs phases in order until one fails, and returns the soonest
+// requeue any of them asked for.
+func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
+	var res ctrl.Result
+	for _, p := range phases {
+		r, err := p(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
 		}
-		for _, c := range l.AllowedCIDs {
-			ls.AllowedCIDs = append(ls.AllowedCIDs, int64(c))
-		}
-		obs.listeners = append(obs.listeners, ls)
-	}
-}
-
-// ensureBridges ensures every desired bridge and describes each wanted,
-// conflicting and no-longer-wanted bridge.
-func (r *Reconciler) ensureBridges(ctx context.Context, obs *observed, atts []fastpathv1alpha1.FastPathAttachment) {
-	log := ctrl.LoggerFrom(ctx)
-	obs.desired, obs.conflicts = DesiredBridges(atts)
-	listed := map[string]bool{}
-	for _, d := range obs.desired {
-		spec := bridge.Spec{Name: d.Name, Datapath: d.Datapath, MTU: int(d.MTU)}
-		st, err := r.Bridges.Ensure(ctx, spec)
-		bs := fastpathv1alpha1.BridgeStatus{
-			Name: d.Name, Datapath: d.Datapath, MTU: int32(st.MTU),
-			Ready: err == nil && st.Ready(spec), Attachments: d.Attachments, Message: st.Message,
-		}
-		switch {
-		case err != nil:
-			bs.Message = err.Error()
-			obs.bridgeErrs = append(obs.bridgeErrs, err)
-			log.Error(err, "Failed to ensure bridge", "bridge", d.Name, "datapath", d.Datapath)
-		case !bs.Ready:
-			err := fmt.Errorf("bridge %s is not ready: exists %t, up %t, MTU %d (want %d)", d.Name, st.Exists, st.Up, st.MTU, d.MTU)
-			bs.Message = err.Error()
-			obs.bridgeErrs = append(obs.bridgeErrs, err)
-		}
-		obs.bridges = append(obs.bridges, bs)
-		listed[d.Name] = true
-	}
-	for _, c := range obs.conflicts {
-		obs.bridges = append(obs.bridges, fastpathv1alpha1.BridgeStatus{Name: c.Name, Attachments: c.Attachments(), Message: c.Message()})
-		listed[c.Name] = true
-		log.Info("Bridge wanted with different datapaths; left unchanged", "bridge", c.Name, "attachments", c.Attachments())
-	}
-	managed, err := r.Bridges.Managed(ctx)
-	if err != nil && !(errors.Is(err, bridge.ErrOVSUnreachable) && !wantsOVS(obs.desired)) {
-		log.Error(err, "Failed to list the agent's bridges")
-	}
-	for _, m := range managed {
-		if listed[m.Name] {
-			continue
-		}
-		listed[m.Name] = true
-		obs.bridges = append(obs.bridges, fastpathv1alpha1.BridgeStatus{
-			Name: m.Name, Datapath: m.Datapath, MTU: int32(m.MTU), Ready: m.Exists && m.Up,
-			Message: fmt.Sprintf("no FastPathAttachment wants this bridge any more; left in place with %d ports (delete it by hand once it is idle)", len(m.Ports)),
-		})
-	}
-}
-
-func wantsOVS(ds []DesiredBridge) bool {
-	for _, d := range ds {
-		if d.Datapath == fastpathv1alpha1.DatapathOVS {
-			return true
+		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
+			res = r
 		}
 	}
-	return false
+	return res, nil
 }
 
-// publish creates the FastPathNode when it is missing and patches its status
-// when it differs from what obs yields.
-func (r *Reconciler) publish(ctx context.Context, obs *observed) error {
+// patchStatus writes the status computed from what the phases observed, once,
+// when it differs from the FastPathNode's.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	status := r.computeStatus(s.fpn, &s.observed)
+	if equality.Semantic.DeepEqual(s.fpn.Status, status) {
+		return nil
+	}
+	patch := client.MergeFrom(s.fpn.DeepCopy())
+	s.fpn.Status = status
+	if err := r.Client.Status().Patch(ctx, s.fpn, patch); err != nil {
+		return fmt.Errorf("failed to patch status of FastPathNode %s: %w", r.NodeName, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated FastPathNode status")
+	return nil
+}
+
+// get returns this node's FastPathNode, creating it when it is missing.
+func (r *Reconciler) get(ctx context.Context) (*fastpathv1alpha1.FastPathNode, error) {
 	fpn := &fastpathv1alpha1.FastPathNode{}
 	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, fpn)
 	if apierrors.IsNotFound(err) {
 		fpn, err = r.create(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get FastPathNode %s: %w", r.NodeName, err)
+		return nil, fmt.Errorf("failed to get FastPathNode %s: %w", r.NodeName, err)
 	}
-	status := r.computeStatus(fpn, obs)
-	if equality.Semantic.DeepEqual(fpn.Status, status) {
-		return nil
-	}
-	patch := client.MergeFrom(fpn.DeepCopy())
-	fpn.Status = status
-	if err := r.Client.Status().Patch(ctx, fpn, patch); err != nil {
-		return fmt.Errorf("failed to patch status of FastPathNode %s: %w", r.NodeName, err)
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Updated FastPathNode status")
-	return nil
+	return fpn, nil
 }
 
 // create creates the FastPathNode, owned by the Node when APIReader finds it

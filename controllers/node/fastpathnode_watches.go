@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -24,12 +25,19 @@ import (
 // ControllerName names the agent's controller in logs and metrics.
 const ControllerName = "fastpath-agent"
 
-// SetupWithManager registers the reconciler: the start of the controller,
-// every FastPathAttachment event that changes what the node needs (spec, or
+// SetupWithManager fills the Reconciler's unset clients from mgr and
+// registers the reconciler: the start of the controller, every
+// FastPathAttachment event that changes what the node needs (spec, or
 // status.vsockServices) and every event of this node's FastPathNode enqueue
-// the one request named after the node. It fails when a required field is
-// missing.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// the one request named after the node. options are passed to the
+// controller. It fails when a required field is missing.
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	if err := r.validate(); err != nil {
 		return err
 	}
@@ -54,6 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(atStart).
 		Watches(&fastpathv1alpha1.FastPathAttachment{}, toNode, builder.WithPredicates(attachmentChanged())).
 		Watches(&fastpathv1alpha1.FastPathNode{}, toNode, builder.WithPredicates(thisNode)).
+		WithOptions(options).
 		Complete(r)
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -188,7 +189,7 @@ func startAgent(node string, customise func(*agent.Reconciler)) *agentUnderTest 
 	if customise != nil {
 		customise(r)
 	}
-	Expect(r.SetupWithManager(mgr)).To(Succeed())
+	Expect(r.SetupWithManager(context.Background(), mgr, controller.Options{})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

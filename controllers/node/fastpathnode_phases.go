@@ -1,0 +1,146 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+)
+
+// probe reports the node's capabilities.
+func (r *Reconciler) probe(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.caps = r.Prober.Probe(ctx)
+	return ctrl.Result{}, nil
+}
+
+// installCNI installs the CNI binary when r.CNI is set.
+func (r *Reconciler) installCNI(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.CNI == nil {
+		return ctrl.Result{}, nil
+	}
+	res, err := r.CNI.Ensure()
+	if err != nil {
+		s.cniErr = err
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to install the CNI binary")
+		return r.retry(), nil
+	}
+	s.cni = res.String()
+	return ctrl.Result{}, nil
+}
+
+// tuneSysctls checks (and, when enabled, raises) the sysctls when r.Sysctls is set.
+func (r *Reconciler) tuneSysctls(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.Sysctls == nil {
+		return ctrl.Result{}, nil
+	}
+	s.sysctls, s.sysctlErr = r.Sysctls.Ensure()
+	if s.sysctlErr != nil {
+		ctrl.LoggerFrom(ctx).Error(s.sysctlErr, "Failed to tune sysctls")
+		return r.retry(), nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// programRelay feeds the relay this node's routes and reads back its listeners.
+func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.routes, s.routeProbs = RelayRoutes(s.attachments, r.NodeName)
+	if err := r.Relay.Update(s.routes); err != nil {
+		s.relayErr = err
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to program the vsock relay")
+	}
+	for _, l := range r.Relay.Listeners() {
+		ls := fastpathv1alpha1.RelayListenerStatus{
+			Port:       int64(l.Port),
+			Attachment: l.Attachment.String(),
+			Service:    l.Service,
+			TargetCID:  int64(l.TargetCID),
+			TargetPort: int64(l.TargetPort),
+		}
+		for _, c := range l.AllowedCIDs {
+			ls.AllowedCIDs = append(ls.AllowedCIDs, int64(c))
+		}
+		s.listeners = append(s.listeners, ls)
+	}
+	if s.relayErr != nil {
+		return r.retry(), nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureBridges ensures every desired bridge and describes each wanted,
+// conflicting and no-longer-wanted bridge.
+func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	s.desired, s.conflicts = DesiredBridges(s.attachments)
+	listed := map[string]bool{}
+	for _, d := range s.desired {
+		spec := bridge.Spec{Name: d.Name, Datapath: d.Datapath, MTU: int(d.MTU)}
+		st, err := r.Bridges.Ensure(ctx, spec)
+		bs := fastpathv1alpha1.BridgeStatus{
+			Name: d.Name, Datapath: d.Datapath, MTU: int32(st.MTU),
+			Ready: err == nil && st.Ready(spec), Attachments: d.Attachments, Message: st.Message,
+		}
+		switch {
+		case err != nil:
+			bs.Message = err.Error()
+			s.bridgeErrs = append(s.bridgeErrs, err)
+			log.Error(err, "Failed to ensure bridge", "bridge", d.Name, "datapath", d.Datapath)
+		case !bs.Ready:
+			err := fmt.Errorf("bridge %s is not ready: exists %t, up %t, MTU %d (want %d)", d.Name, st.Exists, st.Up, st.MTU, d.MTU)
+			bs.Message = err.Error()
+			s.bridgeErrs = append(s.bridgeErrs, err)
+		}
+		s.bridges = append(s.bridges, bs)
+		listed[d.Name] = true
+	}
+	for _, c := range s.conflicts {
+		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{Name: c.Name, Attachments: c.Attachments(), Message: c.Message()})
+		listed[c.Name] = true
+		log.Info("Bridge wanted with different datapaths; left unchanged", "bridge", c.Name, "attachments", c.Attachments())
+	}
+	managed, err := r.Bridges.Managed(ctx)
+	if err != nil && !(errors.Is(err, bridge.ErrOVSUnreachable) && !wantsOVS(s.desired)) {
+		log.Error(err, "Failed to list the agent's bridges")
+	}
+	for _, m := range managed {
+		if listed[m.Name] {
+			continue
+		}
+		listed[m.Name] = true
+		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{
+			Name: m.Name, Datapath: m.Datapath, MTU: int32(m.MTU), Ready: m.Exists && m.Up,
+			Message: fmt.Sprintf("no FastPathAttachment wants this bridge any more; left in place with %d ports (delete it by hand once it is idle)", len(m.Ports)),
+		})
+	}
+	if len(s.bridgeErrs) > 0 {
+		return r.retry(), nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func wantsOVS(ds []DesiredBridge) bool {
+	for _, d := range ds {
+		if d.Datapath == fastpathv1alpha1.DatapathOVS {
+			return true
+		}
+	}
+	return false
+}
+
+// retry is the result of a phase that failed in a way a retry may fix:
+// requeue after RetryPeriod (DefaultRetryPeriod) rather than the resync.
+func (r *Reconciler) retry() ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.period(r.RetryPeriod, DefaultRetryPeriod)}
+}
+
+func (r *Reconciler) period(p, def time.Duration) time.Duration {
+	if p > 0 {
+		return p
+	}
+	return def
+}
