@@ -8,7 +8,11 @@
 //
 // Reconcile gets the attachment, ensures the finalizer fastpath.io/finalizer,
 // defers one status patch (skipped when nothing changed; Events on condition
-// transitions; metrics) and runs short phases over a scope:
+// transitions; metrics), branches on deletion and runs short phases over a
+// scope, each a func(context.Context, *scope) (ctrl.Result, error) like those
+// of the benchmark and node reconcilers. An error ends the reconcile; so does
+// a phase that sets scope.stop, when the status says what blocks it and a
+// watch brings the attachment back (a NAD of its name it does not own):
 //
 //	spec       defaults, checks what the CRD cannot (subnet vs --pod-network-cidr,
 //	           tso without txChecksum, range order): InvalidSpec, TerminalError

@@ -144,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if req.Name != r.NodeName {
 		return ctrl.Result{}, nil
 	}
-	fpn, err := r.get(ctx)
+	fpn, err := r.getOrCreate(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -213,8 +213,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// get returns this node's FastPathNode, creating it when it is missing.
-func (r *Reconciler) get(ctx context.Context) (*fastpathv1alpha1.FastPathNode, error) {
+// getOrCreate returns this node's FastPathNode, creating it when it is missing.
+func (r *Reconciler) getOrCreate(ctx context.Context) (*fastpathv1alpha1.FastPathNode, error) {
 	fpn := &fastpathv1alpha1.FastPathNode{}
 	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, fpn)
 	if apierrors.IsNotFound(err) {
