@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
-	"github.com/fastpath-io/fastpath/internal/localenv/demo"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
@@ -254,7 +254,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 		Expect(speedup).To(BeNumerically(">=", min))
 		AddReportEntry("benchmark", fmt.Sprintf("best %s Gbit/s, speed-up %s (criterion %.2fx)", b.Status.BestGbps, b.Status.Speedup, min))
 
-		doc, err := demo.ReadResults(ctx, env.Client(), b)
+		doc, err := benchjob.ReadResults(ctx, env.Client(), b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(results.Paths(doc.Runs)).To(ConsistOf("fastpath", "baseline"))
 		for _, r := range doc.Runs {
@@ -279,7 +279,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 		}, 4*time.Minute).Should(Succeed())
 		Expect(b.Status.Phase).To(Equal(fastpathv1alpha1.BenchmarkSucceeded), "conditions: %+v", b.Status.Conditions)
 
-		doc, err := demo.ReadResults(ctx, env.Client(), b)
+		doc, err := benchjob.ReadResults(ctx, env.Client(), b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(results.Paths(doc.Runs)).To(ConsistOf("fastpath-vsock"))
 		Expect(doc.Runs).To(HaveLen(2))

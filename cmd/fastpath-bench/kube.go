@@ -7,6 +7,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 )
 
 // restConfig returns the API server configuration: from $KUBECONFIG when
@@ -28,8 +30,9 @@ func restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// coreClient returns a client of the core/v1 API group.
-func coreClient() (*corev1client.CoreV1Client, error) {
+// newSink returns the sink of the results ConfigMap ns/name for run runID,
+// with a core/v1 client of restConfig.
+func newSink(ns, name, runID string) (*benchjob.ConfigMapSink, error) {
 	cfg, err := restConfig()
 	if err != nil {
 		return nil, err
@@ -39,5 +42,5 @@ func coreClient() (*corev1client.CoreV1Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the Kubernetes client: %w", err)
 	}
-	return c, nil
+	return &benchjob.ConfigMapSink{Client: c, Namespace: ns, Name: name, RunID: runID}, nil
 }

@@ -2,39 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-
-	"github.com/fastpath-io/fastpath/internal/platform/cliflags"
+	"github.com/spf13/cobra"
 )
-
-// command is one subcommand: run parses args (everything after the
-// subcommand name) and does the work; stdout carries the result (JSON,
-// ratio lines), stderr logs and errors.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = map[string]command{}
-
-// register adds a subcommand; call it from an init function.
-func register(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
-	if _, dup := commands[name]; dup {
-		panic("fastpath-bench: subcommand " + name + " registered twice")
-	}
-	commands[name] = command{summary: summary, run: run}
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -43,68 +20,48 @@ func main() {
 }
 
 // Main runs the subcommand named by args[0] and returns the exit status:
-// 0 on success, 1 when the command failed, 2 for a usage error.
+// 0 on success (and for --help), 1 when the command failed, 2 when the
+// command line was rejected (flags, arguments or their validation, before
+// the command started its work).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
+	root := &cobra.Command{
+		Use:           "fastpath-bench",
+		Short:         "Run the Fastpath benchmarks and render their reports",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown subcommand %q", args[0])
+			}
+			return fmt.Errorf("a subcommand is required")
+		},
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	root.SetArgs(args)
+	root.SetOut(stderr)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newRunCmd(args, stdout, stderr), newReportCmd(stdout, stderr), newLocalCmd(stdout, stderr),
+		newVSockServerCmd(stderr), newVSockClientCmd(stdout))
+	started := false
+	for _, c := range root.Commands() {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { started = true; return run(cmd, args) }
 		}
+	}
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "fastpath-bench: unknown subcommand %q\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "fastpath-bench %s: %v\n", args[0], err)
-			return 2
-		}
-		fmt.Fprintf(stderr, "fastpath-bench %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	if started {
 		return 1
 	}
-	return 0
-}
-
-func usage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	if cmd == root {
+		_ = root.Usage()
 	}
-	sort.Strings(names)
-	fmt.Fprintln(w, "usage: fastpath-bench <subcommand> [flags]")
-	fmt.Fprintln(w, "subcommands:")
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "run 'fastpath-bench <subcommand> -h' for its flags")
+	return 2
 }
-
-// usageError marks bad flags or arguments (exit status 2).
-type usageError struct{ error }
-
-// parseFlags parses args with fs, allowing flags after positional
-// arguments ("report results.json -o dir"), and returns the positional ones.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := cliflags.Parse(fs, args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return nil, usageError{err}
-	}
-	return pos, err
-}
-
-// multiFlag is a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // newLogger logs key/value lines to w, or nothing when quiet.
 func newLogger(w io.Writer, quiet bool) logr.Logger {
@@ -112,4 +69,12 @@ func newLogger(w io.Writer, quiet bool) logr.Logger {
 		return logr.Discard()
 	}
 	return funcr.New(func(prefix, args string) { fmt.Fprintln(w, prefix, args) }, funcr.Options{})
+}
+
+// noArgs rejects positional arguments, as every subcommand but report does.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	return nil
 }

@@ -62,6 +62,11 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"run", "--path", "a=h", "--mtu", "a"}, `failed to parse "a"`},
 		{[]string{"run", "--path", "a=h", "stray"}, "unexpected arguments"},
 		{[]string{"report"}, "want one results file"},
+		// Command lines outside the runner contract (benchjob.ParseRunnerArgs
+		// rejects them) are usage errors too.
+		{[]string{"run", "--path", "a=h", "--results-configmap", "apps"}, `failed to parse --results-configmap "apps": want namespace/name`},
+		{[]string{"run", "--path", "a=h", "--ssh-user", "u"}, "need --ssh-clients"},
+		{[]string{"run", "--path", "a=h", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)

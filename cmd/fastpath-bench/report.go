@@ -1,58 +1,40 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/fastpath-io/fastpath/internal/bench/report"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
-func init() {
-	register("report", "render report.md, report.html and SVG charts from a results JSON file", reportCmd)
-}
-
-func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", ".", "directory to write report.md, report.html and the charts to")
-	title := fs.String("title", "", "report title (default \"Fastpath benchmark\")")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
+	var out, title string
+	cmd := &cobra.Command{
+		Use:   "report RESULTS.json",
+		Short: "render report.md, report.html and SVG charts from a results JSON file",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one results file (or - for stdin), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			r, files, err := report.RenderFile(args[0], out, report.Options{Title: title})
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				fmt.Fprintln(stderr, "wrote", f)
+			}
+			for _, l := range r.Lines {
+				fmt.Fprintln(stdout, l)
+			}
+			return nil
+		},
 	}
-	if len(pos) != 1 {
-		return usageError{fmt.Errorf("want one results file (or - for stdin), got %d arguments", len(pos))}
-	}
-	in := io.Reader(os.Stdin)
-	if pos[0] != "-" {
-		f, err := os.Open(pos[0])
-		if err != nil {
-			return fmt.Errorf("failed to open results %s: %w", pos[0], err)
-		}
-		defer f.Close()
-		in = f
-	}
-	doc, err := results.Decode(in)
-	if err != nil {
-		return fmt.Errorf("failed to read results %s: %w", pos[0], err)
-	}
-	r, err := report.Render(doc, report.Options{Title: *title})
-	if err != nil {
-		return err
-	}
-	files, err := r.WriteDir(*out)
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		fmt.Fprintln(stderr, "wrote", f)
-	}
-	for _, l := range r.Lines {
-		fmt.Fprintln(stdout, l)
-	}
-	return nil
+	cmd.Flags().StringVarP(&out, "out", "o", ".", "directory to write report.md, report.html and the charts to")
+	cmd.Flags().StringVar(&title, "title", "", "report title (default \"Fastpath benchmark\")")
+	return cmd
 }

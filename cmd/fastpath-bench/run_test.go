@@ -175,11 +175,11 @@ func TestRunWritesTheOutcomeToTheResultsConfigMap(t *testing.T) {
 	// A command line the runner rejects (the contract drifted): RunnerFailed.
 	code, _, stderr = run("run", "--path", "baseline="+n.Endpoint(), "--frobnicate", "1", "--results-configmap", cm, "--run-id", "quick-run-5")
 	g.Expect(code).To(gomega.Equal(2))
-	g.Expect(stderr).To(gomega.ContainSubstring("flag provided but not defined: -frobnicate"))
+	g.Expect(stderr).To(gomega.ContainSubstring("unknown flag: --frobnicate"))
 	data = getData(t, env.Client, ns, name)
 	g.Expect(data[benchjob.RunIDKey]).To(gomega.Equal("quick-run-5"))
 	g.Expect(data[benchjob.ErrorReasonKey]).To(gomega.Equal(benchjob.ErrorReasonRunnerFailed))
-	g.Expect(data[benchjob.ErrorKey]).To(gomega.ContainSubstring("runner rejected its command line: flag provided but not defined: -frobnicate"))
+	g.Expect(data[benchjob.ErrorKey]).To(gomega.ContainSubstring("runner rejected its command line: unknown flag: --frobnicate"))
 
 	// A ConfigMap that does not exist: the run fails, but stdout keeps the JSON.
 	code, stdout, stderr = run(append(append([]string(nil), quickStream...), "--path", "baseline="+n.Endpoint(), "--results-configmap", ns+"/missing", "--run-id", "quick-run-4")...)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/report"
 	"github.com/fastpath-io/fastpath/internal/localenv/demo"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
@@ -235,7 +236,7 @@ func benchReport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("failed to get FastPathBenchmark %s/%s: %w", *ns, pos[0], err)
 	}
 	writeBenchmarkHeader(stdout, b)
-	doc, err := demo.ReadResults(ctx, c, b)
+	doc, err := benchjob.ReadResults(ctx, c, b)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/benchresults"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // reconcileGeneration starts a new run when the spec changed since the status
@@ -314,16 +313,16 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		cm = fresh
 	}
-	data := cm.Data
+	doc, err := benchjob.ReadOutcome(cm.Data)
+	var runnerErr *benchjob.RunnerError
 	switch {
-	case data[benchjob.RunIDKey] != job.Name:
+	case cm.Data[benchjob.RunIDKey] != job.Name:
 		if !ended {
 			return ctrl.Result{}, nil
 		}
 		r.finish(ctx, s, fastpathv1alpha1.ReasonRunnerFailed, fmt.Sprintf("Job %s %s without writing results to ConfigMap %s; see `kubectl logs job/%s`", job.Name, endMsg, cm.Name, job.Name))
-	case data[benchjob.ErrorKey] != "" || data[benchjob.ErrorReasonKey] != "":
-		reason := data[benchjob.ErrorReasonKey]
-		msg := data[benchjob.ErrorKey]
+	case errors.As(err, &runnerErr):
+		reason, msg := runnerErr.Reason, runnerErr.Message
 		if reason != fastpathv1alpha1.ReasonNetserverUnreachable && reason != fastpathv1alpha1.ReasonRunnerFailed {
 			if reason != "" {
 				msg = reason + ": " + msg
@@ -331,14 +330,11 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 			reason = fastpathv1alpha1.ReasonRunnerFailed
 		}
 		r.finish(ctx, s, reason, fmt.Sprintf("Runner %s failed: %s", job.Name, msg))
-	case data[benchjob.ResultsKey] == "":
+	case errors.Is(err, benchjob.ErrNoOutcome):
 		r.finish(ctx, s, fastpathv1alpha1.ReasonResultsInvalid, fmt.Sprintf("Runner %s wrote neither %s nor %s to ConfigMap %s", job.Name, benchjob.ResultsKey, benchjob.ErrorKey, cm.Name))
+	case err != nil:
+		r.finish(ctx, s, fastpathv1alpha1.ReasonResultsInvalid, fmt.Sprintf("%s in ConfigMap %s: %v", benchjob.ResultsKey, cm.Name, err))
 	default:
-		doc, err := results.Decode(strings.NewReader(data[benchjob.ResultsKey]))
-		if err != nil {
-			r.finish(ctx, s, fastpathv1alpha1.ReasonResultsInvalid, fmt.Sprintf("%s in ConfigMap %s: %v", benchjob.ResultsKey, cm.Name, err))
-			break
-		}
 		sum := benchresults.Summarize(doc)
 		b.Status.BestGbps, b.Status.Speedup = sum.BestGbps, sum.Speedup
 		b.Status.Paths, b.Status.Points = sum.Paths, sum.Points

@@ -23,7 +23,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
@@ -292,8 +291,8 @@ func runnerClient(ns, benchmark string) *corev1client.CoreV1Client {
 // runnerSink is the runner's own ConfigMap writer (internal/bench), as
 // `fastpath-bench run --results-configmap <ns>/<benchmark>-results --run-id <runID>`
 // builds it, with the runner's permissions.
-func runnerSink(ns, benchmark, runID string) bench.ConfigMapSink {
-	return bench.ConfigMapSink{
+func runnerSink(ns, benchmark, runID string) benchjob.ConfigMapSink {
+	return benchjob.ConfigMapSink{
 		Client: runnerClient(ns, benchmark), Namespace: ns, Name: benchjob.ResultsConfigMapName(benchmark), RunID: runID,
 		Backoff: wait.Backoff{Steps: 1},
 	}

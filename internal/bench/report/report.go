@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,4 +117,32 @@ func inlineSVG(svg []byte) string {
 func fontFace() string {
 	return `@font-face { font-family: "Liberation Sans"; src: url(data:font/ttf;base64,` +
 		base64.StdEncoding.EncodeToString(liberationsansregular.TTF) + `) format("truetype"); }`
+}
+
+// RenderFile reads the results document in the file at path ("-" is
+// stdin), renders it and writes the report into dir (WriteDir). It returns
+// the report and the files written; errors name the file.
+func RenderFile(path, dir string, opts Options) (*Report, []string, error) {
+	in := io.Reader(os.Stdin)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to open results %s: %w", path, err)
+		}
+		defer f.Close()
+		in = f
+	}
+	doc, err := results.Decode(in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to read results %s: %w", path, err)
+	}
+	r, err := Render(doc, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := r.WriteDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, files, nil
 }

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -507,7 +506,7 @@ func (d *demo) waitBenchmark(ctx context.Context, name string, timeout time.Dura
 // ratios, and writes results.json, report.md and report.html (with the
 // charts) into _out/demo (the full benchmark's into _out/demo/<name>/).
 func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmark) error {
-	doc, err := ReadResults(ctx, d.stack.Client, b)
+	doc, err := benchjob.ReadResults(ctx, d.stack.Client, b)
 	if err != nil {
 		fmt.Fprintf(d.out, "no results: %v\n", err)
 		return err
@@ -554,26 +553,6 @@ func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmar
 	slices.Sort(rels)
 	fmt.Fprintf(d.out, "wrote %s\n", strings.Join(rels, ", "))
 	return nil
-}
-
-// ReadResults reads results.json from a benchmark's results ConfigMap.
-func ReadResults(ctx context.Context, c clientReader, b *fastpathv1alpha1.FastPathBenchmark) (results.Document, error) {
-	name := b.Status.ResultsConfigMap
-	if name == "" {
-		name = benchjob.ResultsConfigMapName(b.Name)
-	}
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: name}, cm); err != nil {
-		return results.Document{}, fmt.Errorf("failed to get results ConfigMap %s/%s: %w", b.Namespace, name, err)
-	}
-	data, ok := cm.Data[benchjob.ResultsKey]
-	if !ok {
-		if msg := cm.Data[benchjob.ErrorKey]; msg != "" {
-			return results.Document{}, fmt.Errorf("the runner failed (%s): %s", cm.Data[benchjob.ErrorReasonKey], msg)
-		}
-		return results.Document{}, fmt.Errorf("ConfigMap %s/%s has no %s", b.Namespace, name, benchjob.ResultsKey)
-	}
-	return results.Decode(strings.NewReader(data))
 }
 
 // showStatus prints what a user looks at: the attachments and nodes as

@@ -7,9 +7,6 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
-// clientReader is what ReadResults needs of a client.
-type clientReader = client.Reader
-
 type metaDuration = metav1.Duration
 
 func clientInNamespace(ns string) client.ListOption { return client.InNamespace(ns) }

@@ -1,4 +1,4 @@
-package bench_test
+package benchjob_test
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
@@ -45,7 +44,7 @@ func TestOutcomeData(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			data, err := bench.OutcomeData("run-7", tc.doc, tc.err)
+			data, err := benchjob.OutcomeData("run-7", tc.doc, tc.err)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(data).To(gomega.HaveKey(benchjob.RunIDKey))
 			g.Expect(*data[benchjob.RunIDKey]).To(gomega.Equal("run-7"))
@@ -60,7 +59,7 @@ func TestOutcomeData(t *testing.T) {
 			g.Expect(data[benchjob.ErrorKey]).To(gomega.BeNil())
 			g.Expect(data[benchjob.ErrorReasonKey]).To(gomega.BeNil())
 			js := *data[benchjob.ResultsKey]
-			g.Expect(len(js)).To(gomega.BeNumerically("<=", bench.MaxConfigMapBytes))
+			g.Expect(len(js)).To(gomega.BeNumerically("<=", benchjob.MaxConfigMapBytes))
 			doc, err := results.Decode(strings.NewReader(js))
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(doc.Runs[0].Samples).To(gomega.HaveLen(len(tc.doc.Runs[0].Samples)))

@@ -1,7 +1,6 @@
-package main
+package benchjob_test
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,9 +23,9 @@ func int32s(xs []int32) []int {
 }
 
 // The controller renders the runner's argv with benchjob.RunnerArgs.Args;
-// the runner must parse exactly that into the same matrix, paths, SSH
-// clients and outcome ConfigMap, so the contract cannot drift.
-func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
+// the runner (ParseRunnerArgs) must parse exactly that into the same matrix,
+// paths, SSH clients and outcome ConfigMap, so the contract cannot drift.
+func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		a    benchjob.RunnerArgs
@@ -64,9 +63,7 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 			argv, err := tc.a.Args()
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(argv[0]).To(gomega.Equal("run"))
-			_, registered := commands[argv[0]]
-			g.Expect(registered).To(gomega.BeTrue())
-			c, err := parseRunArgs(argv[1:], io.Discard)
+			c, err := benchjob.ParseRunnerArgs(argv[1:])
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 
 			g.Expect(c.Matrix.Tests).To(gomega.Equal(tc.a.Tests))
@@ -89,9 +86,9 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 				g.Expect(vp.Endpoints[0].Port).To(gomega.BeEquivalentTo(v.RelayPort))
 				g.Expect(c.SSHServers).To(gomega.Equal(v.Servers))
 				g.Expect(c.VSockServerPort).To(gomega.BeEquivalentTo(v.ServicePort))
-				r := c.runner()
+				r := c.Runner()
 				g.Expect(r.Tools["VSOCK_STREAM"]).To(gomega.Equal(bench.GuestVSock{Binary: "/tmp/fastpath-bench-vmb-run-1-client"}), "the vsock client runs in the client VM")
-				g.Expect(r.Paths[len(r.Paths)-1].Endpoints[0].Executor).To(gomega.Equal(c.ssh("cloud@10.244.1.5")))
+				g.Expect(r.Paths[len(r.Paths)-1].Endpoints[0].Executor).To(gomega.Equal(c.SSH("cloud@10.244.1.5")))
 			}
 			g.Expect(ipPaths).To(gomega.HaveLen(len(tc.a.Paths)))
 			for i, p := range tc.a.Paths {
@@ -109,10 +106,10 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 			g.Expect([]string{c.ResultsNamespace, c.ResultsName, c.RunID}).To(gomega.Equal([]string{ns, name, tc.a.RunID}))
 			g.Expect(netperf.DefaultControlPort).To(gomega.Equal(benchjob.NetserverPort))
 
-			r := c.runner()
+			r := c.Runner()
 			g.Expect(r.Validate()).To(gomega.Succeed())
 			if tc.a.SSH == nil {
-				g.Expect(c.vmMode()).To(gomega.BeFalse())
+				g.Expect(c.VMMode()).To(gomega.BeFalse())
 				for _, p := range r.Paths {
 					for _, ep := range p.Endpoints {
 						g.Expect(ep.Executor).To(gomega.BeNil(), "Pod mode: clients run in the runner pod")
@@ -137,7 +134,7 @@ func TestRunParsesTheArgsBenchjobRenders(t *testing.T) {
 	}
 }
 
-func TestRunRejectsArgsOutsideTheContract(t *testing.T) {
+func TestRunnerRejectsArgsOutsideTheContract(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "key")
 	g := gomega.NewWithT(t)
 	g.Expect(os.WriteFile(key, []byte("k"), 0o600)).To(gomega.Succeed())
@@ -160,9 +157,8 @@ func TestRunRejectsArgsOutsideTheContract(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			_, err := parseRunArgs(tc.args, io.Discard)
+			_, err := benchjob.ParseRunnerArgs(tc.args)
 			g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(tc.want)))
-			g.Expect(err).To(gomega.BeAssignableToTypeOf(usageError{}))
 		})
 	}
 }
@@ -179,7 +175,7 @@ func TestOutcomeTargetFromUnparsableArgs(t *testing.T) {
 		{[]string{"--results-configmap", "apps", "--run-id", "j"}, "apps", "", "j", false},
 	} {
 		g := gomega.NewWithT(t)
-		ns, name, run, ok := outcomeTarget(tc.args)
+		ns, name, run, ok := benchjob.OutcomeTarget(tc.args)
 		g.Expect([]any{ns, name, run, ok}).To(gomega.Equal([]any{tc.ns, tc.name, tc.run, tc.ok}), strings.Join(tc.args, " "))
 	}
 }

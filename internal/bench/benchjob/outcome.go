@@ -1,4 +1,4 @@
-package bench
+package benchjob
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
@@ -30,18 +29,18 @@ const MaxConfigMapBytes = 1 << 20
 const FieldManager = "fastpath-bench"
 
 // ErrorReason maps a runner error to the errorReason the controller reads
-// (benchjob.ErrorReason*): NetserverUnreachable when netperf could not open
+// (ErrorReason*): NetserverUnreachable when netperf could not open
 // its control connection or resolve the server (netperf.ErrNetserverUnreachable,
 // netperf.ErrHostUnresolvable), RunnerFailed for everything else.
 func ErrorReason(err error) string {
 	if errors.Is(err, netperf.ErrNetserverUnreachable) || errors.Is(err, netperf.ErrHostUnresolvable) {
-		return benchjob.ErrorReasonNetserverUnreachable
+		return ErrorReasonNetserverUnreachable
 	}
-	return benchjob.ErrorReasonRunnerFailed
+	return ErrorReasonRunnerFailed
 }
 
-// OutcomeData returns the ConfigMap data of one outcome, as the contract of
-// internal/bench/benchjob describes it: runID plus results.json (doc encoded, when
+// OutcomeData returns the ConfigMap data of one outcome, as the contract
+// (contract.go) describes it: runID plus results.json (doc encoded, when
 // runErr is nil) or error and errorReason (when it is not). Keys of the other
 // outcome map to nil, so that a JSON merge patch of {"data": ...} removes
 // what an earlier attempt left. When doc does not fit MaxConfigMapBytes its
@@ -52,7 +51,7 @@ func OutcomeData(runID string, doc results.Document, runErr error) (map[string]*
 	fail := func(err error) map[string]*string {
 		// One line: the controller shows it in a condition message.
 		msg := strings.Join(strings.Fields(err.Error()), " ")
-		return map[string]*string{benchjob.RunIDKey: str(runID), benchjob.ErrorKey: str(msg), benchjob.ErrorReasonKey: str(ErrorReason(err)), benchjob.ResultsKey: nil}
+		return map[string]*string{RunIDKey: str(runID), ErrorKey: str(msg), ErrorReasonKey: str(ErrorReason(err)), ResultsKey: nil}
 	}
 	if runErr != nil {
 		return fail(runErr), nil
@@ -66,7 +65,7 @@ func OutcomeData(runID string, doc results.Document, runErr error) (map[string]*
 		if err := results.Encode(&buf, d); err != nil {
 			return nil, err
 		}
-		data := map[string]*string{benchjob.RunIDKey: str(runID), benchjob.ResultsKey: str(buf.String()), benchjob.ErrorKey: nil, benchjob.ErrorReasonKey: nil}
+		data := map[string]*string{RunIDKey: str(runID), ResultsKey: str(buf.String()), ErrorKey: nil, ErrorReasonKey: nil}
 		if size(data) <= MaxConfigMapBytes {
 			return data, nil
 		}
@@ -99,7 +98,7 @@ func withoutSessions(doc results.Document) results.Document {
 }
 
 // ConfigMapSink writes a runner's outcome into the results ConfigMap the
-// FastPathBenchmark controller created (benchjob.ResultsConfigMapName).
+// FastPathBenchmark controller created (ResultsConfigMapName).
 type ConfigMapSink struct {
 	// Client reaches the API server; the runner's ServiceAccount may patch
 	// this one ConfigMap only.

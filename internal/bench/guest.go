@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,13 +16,13 @@ import (
 
 // VM mode with vsock tests: netperf has no AF_VSOCK, so the runner copies
 // itself into the guests over SSH, starts `vsock-server` in every server VM
-// and runs `vsock-client` in every client VM (bench.GuestVSock). The binary
+// and runs `vsock-client` in every client VM (GuestVSock). The binary
 // is static and needs nothing else in the guest; it must match the guest's
 // architecture (the runner image's).
 
-// guestBinary is where the runner puts itself in a guest of role "client"
+// GuestBinary is where the runner puts itself in a guest of role "client"
 // or "server": /tmp/fastpath-bench-<run ID>-<role>.
-func (c runConfig) guestBinary(role string) string {
+func (c RunConfig) GuestBinary(role string) string {
 	id := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
 			return r
@@ -38,11 +38,11 @@ func (c runConfig) guestBinary(role string) string {
 // guestStartTimeout bounds how long a vsock-server may take to listen.
 const guestStartTimeout = 15 * time.Second
 
-// provisionGuests copies this executable to every client and server VM and
-// starts vsock-server in each server VM on --vsock-server-port. cleanup
+// ProvisionGuests copies this executable to every client and server VM and
+// starts vsock-server in each server VM on VSockServerPort. cleanup
 // stops the servers and removes the copies (best effort, logged); call it
 // also when err is not nil.
-func (c runConfig) provisionGuests(ctx context.Context, log logr.Logger) (cleanup func(), err error) {
+func (c RunConfig) ProvisionGuests(ctx context.Context, log logr.Logger) (cleanup func(), err error) {
 	var undo []func(context.Context)
 	cleanup = func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -59,10 +59,10 @@ func (c runConfig) provisionGuests(ctx context.Context, log logr.Logger) (cleanu
 	type guest struct{ target, role string }
 	var guests []guest
 	for i := 0; i < pairs; i++ {
-		guests = append(guests, guest{c.sshTarget(i), "client"}, guest{c.withUser(c.SSHServers[i]), "server"})
+		guests = append(guests, guest{c.SSHTarget(i), "client"}, guest{c.WithUser(c.SSHServers[i]), "server"})
 	}
 	for _, g := range guests {
-		bin := c.guestBinary(g.role)
+		bin := c.GuestBinary(g.role)
 		if err := c.upload(ctx, g.target, self, bin); err != nil {
 			return cleanup, err
 		}
@@ -85,14 +85,14 @@ func (c runConfig) provisionGuests(ctx context.Context, log logr.Logger) (cleanu
 
 // upload writes the file at src to path dst in the guest (mode 0755), through
 // ssh's stdin.
-func (c runConfig) upload(ctx context.Context, target, src, dst string) error {
+func (c RunConfig) upload(ctx context.Context, target, src, dst string) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("failed to open %s to copy it into %s: %w", src, target, err)
 	}
 	defer f.Close()
 	script := fmt.Sprintf("cat > %[1]s.part && chmod 0755 %[1]s.part && mv -f %[1]s.part %[1]s", dst)
-	ssh := c.ssh(target)
+	ssh := c.SSH(target)
 	cmd := exec.CommandContext(ctx, ssh.Argv[0], append(append([]string(nil), ssh.Argv[1:]...), netperf.ShellJoin([]string{"sh", "-c", script}))...)
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stderr, cmd.WaitDelay = f, &stderr, 5*time.Second
@@ -104,7 +104,7 @@ func (c runConfig) upload(ctx context.Context, target, src, dst string) error {
 
 // startVSockServer starts bin vsock-server in the background in the guest
 // and waits until it logs that it is serving; it returns the server's PID.
-func (c runConfig) startVSockServer(ctx context.Context, target, bin string) (int, error) {
+func (c RunConfig) startVSockServer(ctx context.Context, target, bin string) (int, error) {
 	logFile := bin + ".log"
 	script := fmt.Sprintf(`nohup %[1]s vsock-server --port %[2]d </dev/null >%[3]s 2>&1 &
 pid=$!
@@ -117,7 +117,7 @@ done
 cat %[3]s >&2; kill $pid; exit 4`, bin, c.VSockServerPort, logFile, int(guestStartTimeout/(200*time.Millisecond)))
 	ctx, cancel := context.WithTimeout(ctx, guestStartTimeout+30*time.Second)
 	defer cancel()
-	stdout, stderr, err := c.ssh(target).Run(ctx, []string{"sh", "-c", script})
+	stdout, stderr, err := c.SSH(target).Run(ctx, []string{"sh", "-c", script})
 	if err != nil {
 		return 0, fmt.Errorf("failed to start vsock-server on port %d in %s: %w: %s", c.VSockServerPort, target, err, strings.TrimSpace(string(stderr)))
 	}
@@ -129,8 +129,8 @@ cat %[3]s >&2; kill $pid; exit 4`, bin, c.VSockServerPort, logFile, int(guestSta
 }
 
 // guestShell runs a cleanup command in a guest and logs a failure.
-func (c runConfig) guestShell(ctx context.Context, log logr.Logger, target, script string) {
-	if _, stderr, err := c.ssh(target).Run(ctx, []string{"sh", "-c", script}); err != nil {
+func (c RunConfig) guestShell(ctx context.Context, log logr.Logger, target, script string) {
+	if _, stderr, err := c.SSH(target).Run(ctx, []string{"sh", "-c", script}); err != nil {
 		log.Error(err, "Failed to clean up in the guest", "guest", target, "command", script, "stderr", strings.TrimSpace(string(stderr)))
 	}
 }
