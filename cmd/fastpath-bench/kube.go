@@ -11,29 +11,22 @@ import (
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 )
 
-// restConfig returns the API server configuration: from $KUBECONFIG when
-// it is set (a list of files, as kubectl reads it; the demo sets it), else
-// the in-cluster configuration of the runner Job's ServiceAccount.
-func restConfig() (*rest.Config, error) {
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("failed to load the kubeconfig from $%s: %w", clientcmd.RecommendedConfigPathEnvVar, err)
-		}
-		return cfg, nil
-	}
+// newSink returns the sink of the results ConfigMap ns/name for run runID.
+// The API server is found from $KUBECONFIG when it is set (a list of files,
+// as kubectl reads it; the demo sets it), else from the in-cluster
+// configuration of the runner Job's ServiceAccount.
+func newSink(ns, name, runID string) (*benchjob.ConfigMapSink, error) {
+	env := clientcmd.RecommendedConfigPathEnvVar
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
-		return nil, fmt.Errorf("failed to load the in-cluster configuration (set $%s outside a cluster): %w", clientcmd.RecommendedConfigPathEnvVar, err)
+		err = fmt.Errorf("failed to load the in-cluster configuration (set $%s outside a cluster): %w", env, err)
 	}
-	return cfg, nil
-}
-
-// newSink returns the sink of the results ConfigMap ns/name for run runID,
-// with a core/v1 client of restConfig.
-func newSink(ns, name, runID string) (*benchjob.ConfigMapSink, error) {
-	cfg, err := restConfig()
+	if os.Getenv(env) != "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig(); err != nil {
+			err = fmt.Errorf("failed to load the kubeconfig from $%s: %w", env, err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
