@@ -1,101 +1,95 @@
 // Command kubectl-fastpath is the Fastpath kubectl plugin (`kubectl fastpath
 // ...` when it is on PATH):
 //
-//	demo [--full]            Fastpath's whole job on this machine, no cluster needed (root)
-//	status [-n NS | -A]      attachments and nodes, with per-VM detail
+//	demo [--full]               Fastpath's whole job on this machine, no cluster needed (root; runs fastpath-demo)
+//	status [-n NS | -A]         attachments and nodes, with per-VM detail
 //	bench report NAME [-o DIR]  a FastPathBenchmark's results: table, ratios, report.md/html
-//	bench local [ARGS]       the local node benchmark (runs fastpath-bench local ARGS)
+//	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS)
 //
-// Like kubectl, it finds the cluster through --kubeconfig, $KUBECONFIG or
-// ~/.kube/config.
+// Like every kubectl plugin it takes kubectl's connection flags
+// (k8s.io/cli-runtime genericclioptions: --kubeconfig, --context, -n, ...)
+// and finds the cluster through them, $KUBECONFIG or ~/.kube/config. demo
+// and bench local replace this process with fastpath-demo and fastpath-bench
+// (beside this executable, else on PATH), so the plugin does not link the
+// local environment.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/fastpath-io/fastpath/internal/platform/cliflags"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		// A second Ctrl-C ends the process at once; the next run cleans up.
-		stop()
-	}()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	exec := func(path string, argv []string) error { return syscall.Exec(path, argv, os.Environ()) }
+	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr, exec))
 }
 
-// usageError is a command-line mistake (exit status 2).
-type usageError struct{ error }
+const overview = `Fastpath: fast same-node networking and vsock for KubeVirt VMs.
 
-const usage = `usage: kubectl fastpath <command> [flags]
-
-commands:
   demo [--full]               run Fastpath's whole job on this machine: embedded control plane,
                               operator, agent, emulated KubeVirt/Multus, benchmark (root)
   status [-n NS | -A]         FastPathAttachments and FastPathNodes with per-VM detail
   bench report NAME [-o DIR]  print a FastPathBenchmark's results and write report.md/report.html
-  bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS)
+  bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS)`
 
-global flags (before or after the command): --kubeconfig PATH
-`
-
-// Main runs the command in args and returns the exit status.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
+// Main runs the command in args and returns the exit status: 0 on success
+// and for --help, 1 when the command failed, 2 when the command line was
+// rejected. exec replaces the process with another program (argv[0] first),
+// for demo and bench local; it returns only on failure.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec func(path string, argv []string) error) int {
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{
+		Use:           "kubectl-fastpath",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fastpath"},
+		Short:         "Fastpath's kubectl plugin",
+		Long:          overview,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q", args[0])
+			}
+			return fmt.Errorf("a command is required")
+		},
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	kube.AddFlags(root.PersistentFlags())
+	root.SetArgs(args)
+	root.SetOut(stderr)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newDemoCmd(exec), newStatusCmd(kube, stdout), newBenchCmd(kube, stdout, stderr, exec))
+	started := false
+	var markStarted func(*cobra.Command)
+	markStarted = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if run := sub.RunE; run != nil {
+				sub.RunE = func(cmd *cobra.Command, args []string) error { started = true; return run(cmd, args) }
+			}
+			markStarted(sub)
 		}
+	}
+	markStarted(root)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	var err error
-	switch args[0] {
-	case "demo":
-		err = demoCmd(ctx, args[1:], stdout, stderr)
-	case "status":
-		err = statusCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		err = benchCmd(ctx, args[1:], stdout, stderr)
-	default:
-		err = usageError{fmt.Errorf("unknown command %q", args[0])}
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	if started {
+		return 1
 	}
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
+	fmt.Fprintf(stderr, "See '%s --help'.\n", cmd.CommandPath())
+	if cmd == root {
+		_ = root.Help()
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "kubectl fastpath: %v\n\n%s", err, usage)
-		return 2
-	}
-	fmt.Fprintf(stderr, "kubectl fastpath %s: %v\n", args[0], err)
-	return 1
-}
-
-// newFlags returns a flag set that reports errors as usage errors and knows
-// the global --kubeconfig.
-func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	return fs, kubeconfig
-}
-
-// parse parses flags wherever they are among args (flags may follow
-// positional arguments, as kubectl allows) and returns the positional ones.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := cliflags.Parse(fs, args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return nil, usageError{err}
-	}
-	return pos, err
+	return 2
 }

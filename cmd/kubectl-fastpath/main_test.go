@@ -3,13 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/onsi/gomega"
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
+
+// noExec fails the test if a command tries to replace the process.
+func noExec(t *testing.T) func(string, []string) error {
+	return func(path string, _ []string) error {
+		t.Errorf("unexpected exec of %s", path)
+		return nil
+	}
+}
 
 func TestMainUsage(t *testing.T) {
 	for _, tc := range []struct {
@@ -17,30 +29,79 @@ func TestMainUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "usage: kubectl fastpath"},
+		{nil, 2, "kubectl fastpath [command]"},
 		{[]string{"--help"}, 0, "bench report NAME"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"bench"}, 2, "bench needs a subcommand"},
 		{[]string{"bench", "report"}, 2, "needs one FastPathBenchmark name"},
-		{[]string{"demo", "extra"}, 2, "demo takes no arguments"},
-		{[]string{"status", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"status", "extra"}, 2, "status takes no arguments"},
+		{[]string{"status", "--bogus"}, 2, "unknown flag: --bogus"},
 	} {
 		g := gomega.NewWithT(t)
 		var out, errb bytes.Buffer
-		g.Expect(Main(context.Background(), tc.args, &out, &errb)).To(gomega.Equal(tc.code), "args %q", tc.args)
+		g.Expect(Main(context.Background(), tc.args, &out, &errb, noExec(t))).To(gomega.Equal(tc.code), "args %q", tc.args)
 		g.Expect(errb.String()).To(gomega.ContainSubstring(tc.want), "args %q", tc.args)
 	}
 }
 
+// Like every kubectl plugin, kubectl fastpath takes kubectl's connection
+// flags (genericclioptions).
+func TestHelpShowsKubectlConnectionFlags(t *testing.T) {
+	g := gomega.NewWithT(t)
+	var out, errb bytes.Buffer
+	g.Expect(Main(context.Background(), []string{"--help"}, &out, &errb, noExec(t))).To(gomega.Equal(0))
+	for _, f := range []string{"--kubeconfig string", "--context string", "-n, --namespace string"} {
+		g.Expect(errb.String()).To(gomega.ContainSubstring(f))
+	}
+}
+
+// Flags may stand anywhere among the arguments, as kubectl allows; "--"
+// ends them.
 func TestParseFlagsAnywhere(t *testing.T) {
 	g := gomega.NewWithT(t)
-	fs, kubeconfig := newFlags("x", &bytes.Buffer{})
-	ns := fs.String("n", "", "")
-	pos, err := parse(fs, []string{"name", "-n", "apps", "--kubeconfig", "/k", "--", "-literal"})
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{Use: "kubectl fastpath"}
+	kube.AddFlags(root.PersistentFlags())
+	root.AddCommand(newBenchCmd(kube, &bytes.Buffer{}, &bytes.Buffer{}, noExec(t)))
+	cmd, rest, err := root.Find([]string{"bench", "report", "name", "-n", "apps", "--kubeconfig", "/k", "--", "-literal"})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(pos).To(gomega.Equal([]string{"name", "-literal"}))
-	g.Expect(*ns).To(gomega.Equal("apps"))
-	g.Expect(*kubeconfig).To(gomega.Equal("/k"))
+	g.Expect(cmd.Name()).To(gomega.Equal("report"))
+	g.Expect(cmd.ParseFlags(rest)).To(gomega.Succeed())
+	g.Expect(cmd.Flags().Args()).To(gomega.Equal([]string{"name", "-literal"}))
+	g.Expect(*kube.Namespace).To(gomega.Equal("apps"))
+	g.Expect(*kube.KubeConfig).To(gomega.Equal("/k"))
+}
+
+// demo and bench local replace the process with fastpath-demo and
+// fastpath-bench local, found on PATH here, with the arguments as given.
+func TestDemoAndBenchLocalExecTheirPrograms(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fastpath-demo", "fastpath-bench"} {
+		gomega.NewWithT(t).Expect(os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755)).To(gomega.Succeed())
+	}
+	t.Setenv("PATH", dir)
+	for _, tc := range []struct {
+		args, argv []string
+	}{
+		{[]string{"demo", "--full", "extra"}, []string{filepath.Join(dir, "fastpath-demo"), "--full", "extra"}},
+		{[]string{"bench", "local", "--paths", "ceiling", "--help"}, []string{filepath.Join(dir, "fastpath-bench"), "local", "--paths", "ceiling", "--help"}},
+	} {
+		g := gomega.NewWithT(t)
+		var got []string
+		exec := func(path string, argv []string) error {
+			g.Expect(path).To(gomega.Equal(argv[0]))
+			got = argv
+			return nil
+		}
+		var out, errb bytes.Buffer
+		g.Expect(Main(context.Background(), tc.args, &out, &errb, exec)).To(gomega.Equal(0), errb.String())
+		g.Expect(got).To(gomega.Equal(tc.argv))
+	}
+	g := gomega.NewWithT(t)
+	t.Setenv("PATH", t.TempDir())
+	var errb bytes.Buffer
+	g.Expect(Main(context.Background(), []string{"demo"}, &bytes.Buffer{}, &errb, noExec(t))).To(gomega.Equal(1))
+	g.Expect(errb.String()).To(gomega.ContainSubstring("failed to find fastpath-demo next to kubectl-fastpath or on PATH"))
 }
 
 func TestWriteStatus(t *testing.T) {

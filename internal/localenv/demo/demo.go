@@ -534,7 +534,7 @@ func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmar
 		return err
 	}
 	fmt.Fprintf(d.out, "\nResults of %s (fast path beside the pod-network baseline; medians of %d runs):\n", b.Name, len(doc.Runs[0].Samples))
-	if err := WriteResultsTable(d.out, doc); err != nil {
+	if err := report.WriteResultsTable(d.out, doc); err != nil {
 		return err
 	}
 	for _, l := range r.Lines {
