@@ -11,6 +11,13 @@
 //   - a speed-up table (ratio of medians per point) and the headline ratio
 //     lines, e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93".
 //
+// The comparisons every display shares live here too (compare.go:
+// Speedups, Headline, LatencyHeadline, RatioLines, LatencyLines), with the
+// plain-text results table of `kubectl fastpath bench report` and the demo
+// (WriteResultsTable); results keeps the document, its aggregation (Best,
+// Paths) and the path and point naming (IsReference, Point.String,
+// FormatBytes) it needs itself.
+//
 // Bars are medians over repetitions, whiskers span min to max. The HTML
 // embeds every chart inline and the Liberation Sans font the charts were
 // laid out with as a data: URL, so it has no external references at all; the

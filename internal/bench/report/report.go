@@ -31,8 +31,8 @@ type Report struct {
 	HTML []byte
 	// Charts in the order they appear.
 	Charts []Chart
-	// Lines are the headline ratio lines (results.RatioLines, then
-	// results.LatencyLines), e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93".
+	// Lines are the headline ratio lines (RatioLines, then
+	// LatencyLines), e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93".
 	Lines []string
 }
 
@@ -60,7 +60,7 @@ func Render(doc results.Document, opts Options) (*Report, error) {
 		}
 		r.Charts = append(r.Charts, cs...)
 	}
-	r.Lines = append(results.RatioLines(doc.Runs, opts.IsReference), results.LatencyLines(doc.Runs, opts.IsReference)...)
+	r.Lines = append(RatioLines(doc.Runs, opts.IsReference), LatencyLines(doc.Runs, opts.IsReference)...)
 	v := newView(doc, opts, r)
 	md, err := markdown(v)
 	if err != nil {

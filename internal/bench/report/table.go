@@ -28,7 +28,7 @@ func WriteResultsTable(w io.Writer, doc results.Document) error {
 		}
 	}
 	speed := map[string][]string{}
-	for _, s := range results.Speedups(doc.Runs, nil) {
+	for _, s := range Speedups(doc.Runs, nil) {
 		k := s.Point.String() + "|" + s.Path
 		speed[k] = append(speed[k], fmt.Sprintf("%.2fx vs %s", s.Ratio, s.Reference))
 	}

@@ -36,10 +36,10 @@ type table struct {
 
 func newView(doc results.Document, opts Options, r *Report) view {
 	v := view{Title: opts.Title, Machine: doc.Machine, Emulated: doc.Machine.Emulated, Lines: r.Lines, Charts: r.Charts}
-	if hp, ok := results.Headline(doc.Runs); ok {
+	if hp, ok := Headline(doc.Runs); ok {
 		v.Headline = hp.String()
 	}
-	if lp, ok := results.LatencyHeadline(doc.Runs); ok {
+	if lp, ok := LatencyHeadline(doc.Runs); ok {
 		v.LatencyHeadline = lp.String()
 	}
 	for _, s := range []struct{ kind, title string }{{"throughput", "Throughput"}, {"latency", "Latency"}, {"scale-out", "Scale-out"}} {
@@ -61,7 +61,7 @@ func newView(doc results.Document, opts Options, r *Report) view {
 // speedupTable has one row per point and one column per (path, reference)
 // with the ratio of median throughputs, e.g. "2.93×".
 func speedupTable(runs []results.Run, isRef func(string) bool) table {
-	sp := results.Speedups(runs, isRef)
+	sp := Speedups(runs, isRef)
 	var cols []string
 	var points []results.Point
 	cell := map[results.Point]map[string]string{}
@@ -77,8 +77,8 @@ func speedupTable(runs []results.Run, isRef func(string) bool) table {
 		cell[s.Point][col] = fmt.Sprintf("%.2f×", s.Ratio)
 	}
 	t := table{Header: append([]string{"point"}, cols...)}
-	hp, _ := results.Headline(runs)
-	lp, _ := results.LatencyHeadline(runs)
+	hp, _ := Headline(runs)
+	lp, _ := LatencyHeadline(runs)
 	for _, p := range points {
 		row := []string{p.String()}
 		for _, c := range cols {

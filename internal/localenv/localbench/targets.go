@@ -3,6 +3,7 @@ package localbench
 import (
 	"fmt"
 
+	"github.com/fastpath-io/fastpath/internal/bench/report"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
@@ -37,14 +38,14 @@ var targets = []Target{
 }
 
 // CheckTargets judges the targets of issue 6 on runs: throughput targets at
-// results.Headline (single session, single pair TCP_STREAM with the largest
+// report.Headline (single session, single pair TCP_STREAM with the largest
 // socket and message size measured), the latency target at
-// results.LatencyHeadline (TCP_RR, 1-byte messages); each path at its best
+// report.LatencyHeadline (TCP_RR, 1-byte messages); each path at its best
 // MTU (results.Best).
 func CheckTargets(runs []results.Run) []Target {
 	best := results.Best(runs)
-	hp, hasStream := results.Headline(runs)
-	lp, hasRR := results.LatencyHeadline(runs)
+	hp, hasStream := report.Headline(runs)
+	lp, hasRR := report.LatencyHeadline(runs)
 	out := make([]Target, 0, len(targets))
 	for _, t := range targets {
 		pt, ok := hp, hasStream
