@@ -12,4 +12,12 @@
 // TCP_RR; VSock for VSOCK_STREAM and VSOCK_RR (internal/bench/vsockbench, since
 // netperf has no AF_VSOCK); others plug in through Runner.Tools. Where the client runs is the Executor of each
 // Endpoint (internal/bench/netperf: local, network namespace, SSH).
+//
+// RunConfig is one run of `fastpath-bench run` (parsed by
+// internal/bench/benchjob): it wires the Runner and, in VM mode with vsock
+// tests, provisions the guests over SSH (guest.go: the runner copies itself
+// into the client and server VMs and starts vsock-server there).
+// VSockServerOptions and VSockClientOptions are the vsock-server and
+// vsock-client commands; TransportOptions select real AF_VSOCK or its
+// UNIX-socket emulation.
 package bench

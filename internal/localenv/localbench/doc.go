@@ -29,4 +29,8 @@
 // /run/fastpath-bench-local/<prefix><id>.lock while it lives, so
 // CleanLeftovers removes what killed runs left behind without touching a
 // run that is still going.
+//
+// RunOptions is `fastpath-bench local`: build, measure, write results.json
+// and the report, print the medians, ratios, targets and other benchmarks'
+// figures (command.go, output.go).
 package localbench
