@@ -55,6 +55,7 @@ manifests: setup ## Generate CRDs and RBAC into config/, and copy the CRDs into 
 	$(CONTROLLER_GEN) rbac:roleName=fastpath-agent paths="{./controllers/node/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	cp config/rbac/role.yaml charts/fastpath/files/operator-role.yaml
 	cp config/rbac/agent/role.yaml charts/fastpath/files/agent-role.yaml
+	cp config/rbac/tenant/roles.yaml charts/fastpath/files/tenant-roles.yaml
 
 .PHONY: verify
 verify: generate manifests ## Regenerate code and manifests and fail if anything changed.

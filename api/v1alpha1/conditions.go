@@ -38,6 +38,10 @@ const (
 	ReasonNADCreated = "NetworkAttachmentDefinitionReconciled"
 	// ReasonNADFailed: creating or updating the NetworkAttachmentDefinition failed.
 	ReasonNADFailed = "NetworkAttachmentDefinitionFailed"
+	// ReasonNetworkRefused: the FastPathNetwork of spec.networkRef is missing,
+	// does not admit the namespace, or the spec is outside its bounds; the
+	// message names the field.
+	ReasonNetworkRefused = "NetworkRefused"
 	// ReasonNADConflict: a NetworkAttachmentDefinition of that name exists and is not ours.
 	ReasonNADConflict = "NetworkAttachmentDefinitionConflict"
 	// ReasonNoVMsSelected: the selector matches no VirtualMachine.

@@ -53,8 +53,18 @@ type FastPathAttachmentSpec struct {
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
 
+	// networkRef names the cluster-scoped FastPathNetwork (made by a cluster
+	// admin) that spec.network attaches to: its datapath and bridge, and the
+	// bounds spec.network.mtu and spec.network.offloads must respect. The
+	// network's namespaceSelector must select this attachment's namespace.
+	// Default: the FastPathNetwork annotated fastpath.io/default-network=true
+	// (exactly one may be).
+	// +optional
+	NetworkRef *NetworkReference `json:"networkRef,omitempty"`
+
 	// network is the fast virtio-net path: a node-local network with jumbo frames
-	// and offloads, delivered as a Multus NetworkAttachmentDefinition.
+	// and offloads, delivered as a Multus NetworkAttachmentDefinition, on the
+	// FastPathNetwork of spec.networkRef.
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
 
@@ -64,31 +74,49 @@ type FastPathAttachmentSpec struct {
 	VSOCK *VSOCKSpec `json:"vsock,omitempty"`
 }
 
+// NetworkReference names a cluster-scoped FastPathNetwork.
+type NetworkReference struct {
+	// name of the FastPathNetwork.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
 // NetworkSpec is the fast virtio-net path of an attachment.
 // +kubebuilder:validation:XValidation:rule="!has(self.txQueueSize) || self.txQueueSize == 256",message="spec.network.txQueueSize must be 256: vhost-net supports no larger tx queue (larger sizes need vhost-user)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bridge)",message="spec.network.bridge is not accepted: node bridges belong to cluster admins; name a FastPathNetwork in spec.networkRef",fieldPath=".bridge"
+// +kubebuilder:validation:XValidation:rule="!has(self.datapath)",message="spec.network.datapath is not accepted: the datapath is the FastPathNetwork's (spec.networkRef)",fieldPath=".datapath"
 type NetworkSpec struct {
-	// datapath is the node switch: LinuxBridge | OVS. Default LinuxBridge.
+	// datapath is refused by the API server: the datapath comes from the
+	// FastPathNetwork of spec.networkRef. Kept in the schema so an old
+	// manifest fails with a message naming the field instead of being pruned.
+	// The operator fills it in its in-memory view after resolving the network.
 	// +optional
 	Datapath Datapath `json:"datapath,omitempty"`
 
-	// bridge is the node bridge the node agent creates and the CNI plugin attaches
-	// to: 1-15 characters of [a-zA-Z0-9_.-] (Linux IFNAMSIZ). Default fastpath0.
+	// bridge is refused by the API server, like datapath: tenants do not
+	// choose node bridges (1-15 characters of [a-zA-Z0-9_.-] when filled in by
+	// the operator from the FastPathNetwork).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]{1,15}$`
 	Bridge string `json:"bridge,omitempty"`
 
-	// mtu is the MTU in bytes of the bridge, both veth ends and (through virtio
-	// host_mtu) the guest: 1280-65535. Same-node frames never touch a wire, so
-	// "super-jumbo" sizes are legal. Default 9000.
+	// mtu is the MTU in bytes of both veth ends and (through virtio host_mtu)
+	// the guest: 1280-65535, and inside the FastPathNetwork's spec.mtu bounds.
+	// Same-node frames never touch a wire, so "super-jumbo" sizes are legal.
+	// Default: the network's spec.mtu.default.
 	// +optional
 	// +kubebuilder:validation:Minimum=1280
 	// +kubebuilder:validation:Maximum=65535
 	MTU *int32 `json:"mtu,omitempty"`
 
 	// offloads turns TSO, GSO, GRO and TX checksum offload on or off on the pod
-	// interface and the guest NIC. Each defaults to On.
+	// interface and the guest NIC. Each defaults to the network's
+	// spec.offloads; under the network's offloadPolicy Fixed a different value
+	// is refused.
 	// +optional
 	Offloads *Offloads `json:"offloads,omitempty"`
 

@@ -93,6 +93,9 @@ type BridgeStatus struct {
 	// +optional
 	// +listType=atomic
 	Attachments []string `json:"attachments,omitempty"`
+	// network is the FastPathNetwork that owns the bridge.
+	// +optional
+	Network string `json:"network,omitempty"`
 	// message explains a bridge that is not ready (e.g. a datapath conflict).
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
@@ -130,6 +131,10 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI)).
 		Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
+		Watches(&v1alpha1.FastPathNetwork{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNetwork),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(options).
 		Complete(r)
 	if err != nil {

@@ -34,10 +34,15 @@ var _ = Describe("FastPathAttachment", func() {
 	It("renders the NetworkAttachmentDefinition from the spec and keeps it in line", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+		net := createNetwork("br-fast-"+ns, v1alpha1.FastPathNetworkSpec{
+			Datapath: v1alpha1.DatapathOVS, Bridge: "br-fast", MTU: &v1alpha1.MTURange{Max: ptr(int32(65535))},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		})
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{
 			VMSelector: selector("db"),
+			NetworkRef: &v1alpha1.NetworkReference{Name: net},
 			Network: &v1alpha1.NetworkSpec{
-				Datapath: v1alpha1.DatapathOVS, Bridge: "br-fast", MTU: ptr(int32(65000)),
+				MTU: ptr(int32(65000)),
 				Offloads: &v1alpha1.Offloads{GRO: v1alpha1.OffloadOff},
 				IPAM:     v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24", RangeStart: "10.250.0.10"},
 			},

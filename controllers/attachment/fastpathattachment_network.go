@@ -34,7 +34,7 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Resul
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNotRequested, "spec.network is not set")
 		return ctrl.Result{}, nil
 	}
-	config, err := RenderNetConf(s.att)
+	config, err := RenderNetConf(s.effective())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -48,7 +48,7 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Resul
 	s.att.Status.NetworkAttachmentDefinition = key.String()
 	n := s.spec.Network
 	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNADCreated,
-		fmt.Sprintf("NetworkAttachmentDefinition %s: datapath %s, bridge %s, MTU %d", key, n.Datapath, n.Bridge, *n.MTU))
+		fmt.Sprintf("NetworkAttachmentDefinition %s: FastPathNetwork %s, datapath %s, bridge %s, MTU %d", key, s.network, n.Datapath, n.Bridge, *n.MTU))
 	return ctrl.Result{}, nil
 }
 

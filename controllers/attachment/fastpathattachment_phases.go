@@ -40,6 +40,8 @@ type scope struct {
 	selector labels.Selector
 	// invalid is set when the spec is wrong in a way a retry cannot fix.
 	invalid error
+	// network is the FastPathNetwork spec.network resolved on.
+	network string
 	// vms are the selected VMs in name order; release are VMs that carry this
 	// attachment's wiring but are no longer its to wire.
 	vms     []*vmState
@@ -89,9 +91,13 @@ func (s *scope) invalidSpec(format string, args ...any) error {
 }
 
 // reconcileSpec applies defaults and checks what the CRD cannot.
-func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) (ctrl.Result, error) {
-	s.spec = v1alpha1.DefaultAttachmentSpec(s.att.Spec)
-	s.desired = wiring.ForAttachment(s.att)
+func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, error) {
+	spec, err := r.resolveNetwork(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.spec = spec
+	s.desired = wiring.ForAttachment(s.effective())
 	s.desired.DomainHookImage = r.DomainHookImage
 	st := &s.att.Status
 	st.Datapath, st.MTU = "", 0
@@ -124,7 +130,7 @@ func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) (ctrl.Result, er
 	if n.Offloads.TSO.On() && !n.Offloads.TXChecksum.On() {
 		return ctrl.Result{}, s.invalidSpec("spec.network.offloads.tso On requires spec.network.offloads.txChecksum On: the kernel turns TSO off without TX checksum offload")
 	}
-	conf, err := RenderNetConf(s.att)
+	conf, err := RenderNetConf(s.effective())
 	if err != nil {
 		return ctrl.Result{}, err
 	}

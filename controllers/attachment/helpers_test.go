@@ -121,6 +121,16 @@ func newAttachment(ns, name string, spec v1alpha1.FastPathAttachmentSpec) *v1alp
 	return att
 }
 
+// createNetwork creates a FastPathNetwork (as the cluster admin) that is
+// deleted when the test ends, and returns its name.
+func createNetwork(name string, spec v1alpha1.FastPathNetworkSpec) string {
+	GinkgoHelper()
+	net := &v1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	Expect(env.Client.Create(ctx, net)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(ctx, net))).To(Succeed()) })
+	return name
+}
+
 // getAttachment reads an attachment from the API server.
 func getAttachment(ns, name string) *v1alpha1.FastPathAttachment {
 	GinkgoHelper()

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 )
@@ -56,6 +57,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	bindOperatorRole()
+	createDefaultNetwork()
 	stopManager = startManager(env.Config)
 })
 
@@ -73,6 +75,18 @@ func bindOperatorRole() {
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"}},
+	})).To(Succeed())
+}
+
+// defaultNetwork is the suite's default FastPathNetwork: every namespace may
+// use it, so the tests that are not about networks need no spec.networkRef.
+const defaultNetwork = "suite-default"
+
+func createDefaultNetwork() {
+	GinkgoHelper()
+	Expect(env.Client.Create(ctx, &v1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: defaultNetwork, Annotations: map[string]string{v1alpha1.DefaultNetworkAnnotation: "true"}},
+		Spec:       v1alpha1.FastPathNetworkSpec{Bridge: "fastpath0", MTU: &v1alpha1.MTURange{Max: ptr(int32(65535)), Default: ptr(int32(9000))}},
 	})).To(Succeed())
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -34,6 +35,12 @@ func newNamespace(ctx context.Context) string {
 // so the next spec's agent (attachments are cluster-wide) does not see it.
 func createAttachment(ctx context.Context, ns, name string, network *fastpathv1alpha1.NetworkSpec, vsockSpec *fastpathv1alpha1.VSOCKSpec) *fastpathv1alpha1.FastPathAttachment {
 	GinkgoHelper()
+	return createAttachmentOn(ctx, ns, name, "", network, vsockSpec)
+}
+
+// createAttachmentOn is createAttachment with spec.networkRef set to net.
+func createAttachmentOn(ctx context.Context, ns, name, net string, network *fastpathv1alpha1.NetworkSpec, vsockSpec *fastpathv1alpha1.VSOCKSpec) *fastpathv1alpha1.FastPathAttachment {
+	GinkgoHelper()
 	a := &fastpathv1alpha1.FastPathAttachment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fastpathv1alpha1.FastPathAttachmentSpec{
@@ -42,6 +49,9 @@ func createAttachment(ctx context.Context, ns, name string, network *fastpathv1a
 			VSOCK:      vsockSpec,
 		},
 	}
+	if net != "" {
+		a.Spec.NetworkRef = &fastpathv1alpha1.NetworkReference{Name: net}
+	}
 	Expect(env.Client.Create(ctx, a)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(client.IgnoreNotFound(env.Client.Delete(ctx, a))).To(Succeed())
@@ -49,12 +59,27 @@ func createAttachment(ctx context.Context, ns, name string, network *fastpathv1a
 	return a
 }
 
-func bridgeNetwork(dp fastpathv1alpha1.Datapath, br string, mtu int32) *fastpathv1alpha1.NetworkSpec {
-	n := &fastpathv1alpha1.NetworkSpec{Datapath: dp, Bridge: br, IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}
-	if mtu > 0 {
-		n.MTU = ptr.To(mtu)
+// createNetwork creates a FastPathNetwork for every namespace (maxMTU 0: the
+// default) and deletes it when the spec ends; it returns the network.
+func createNetwork(ctx context.Context, dp fastpathv1alpha1.Datapath, br string, maxMTU int32) *fastpathv1alpha1.FastPathNetwork {
+	GinkgoHelper()
+	n := &fastpathv1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: testutil.UniqueName("net-")},
+		Spec:       fastpathv1alpha1.FastPathNetworkSpec{Datapath: dp, Bridge: br},
 	}
+	if maxMTU > 0 {
+		n.Spec.MTU = &fastpathv1alpha1.MTURange{Max: ptr.To(maxMTU)}
+	}
+	Expect(env.Client.Create(ctx, n)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(env.Client.Delete(ctx, n))).To(Succeed())
+	})
 	return n
+}
+
+// tenantNetwork is an attachment's spec.network (the bridge comes from its network).
+func tenantNetwork() *fastpathv1alpha1.NetworkSpec {
+	return &fastpathv1alpha1.NetworkSpec{IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}
 }
 
 var _ = Describe("FastPathNode status", func() {
@@ -107,57 +132,61 @@ var _ = Describe("FastPathNode status", func() {
 })
 
 var _ = Describe("Bridges", func() {
-	It("shows one bridge per name with the largest MTU asked, and keeps bridges no one wants", func(ctx SpecContext) {
+	It("shows one bridge per FastPathNetwork with its largest MTU, and keeps bridges no network names", func(ctx SpecContext) {
 		a := startAgent("", nil)
 		ns := newNamespace(ctx)
 		brL, brO := testutil.UniqueName("fpa"), testutil.UniqueName("fpa")
-		createAttachment(ctx, ns, "x", bridgeNetwork(fastpathv1alpha1.DatapathLinuxBridge, brL, 9000), nil)
-		y := createAttachment(ctx, ns, "y", bridgeNetwork(fastpathv1alpha1.DatapathLinuxBridge, brL, 65000), nil)
-		createAttachment(ctx, ns, "z", bridgeNetwork(fastpathv1alpha1.DatapathOVS, brO, 0), nil)
+		netL := createNetwork(ctx, fastpathv1alpha1.DatapathLinuxBridge, brL, 65000)
+		netO := createNetwork(ctx, fastpathv1alpha1.DatapathOVS, brO, 0)
+		createAttachmentOn(ctx, ns, "x", netL.Name, tenantNetwork(), nil)
+		createAttachmentOn(ctx, ns, "y", netL.Name, tenantNetwork(), nil)
+		createAttachmentOn(ctx, ns, "z", netO.Name, tenantNetwork(), nil)
 
 		Eventually(func(g Gomega) {
 			fpn := a.fpn(g)
 			g.Expect(bridgeStatus(fpn, brL)).To(Equal(&fastpathv1alpha1.BridgeStatus{
-				Name: brL, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 65000, Ready: true, Attachments: []string{ns + "/x", ns + "/y"}}))
+				Name: brL, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 65000, Ready: true, Network: netL.Name, Attachments: []string{ns + "/x", ns + "/y"}}))
 			g.Expect(bridgeStatus(fpn, brO)).To(Equal(&fastpathv1alpha1.BridgeStatus{
-				Name: brO, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000, Ready: true, Attachments: []string{ns + "/z"}}))
+				Name: brO, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000, Ready: true, Network: netO.Name, Attachments: []string{ns + "/z"}}))
 			c := condition(fpn, fastpathv1alpha1.BridgesReadyCondition)
 			g.Expect(c).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonBridgesReady))
 			g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("%s (LinuxBridge, MTU 65000)", brL)))
 		}).Should(Succeed())
 		Expect(a.bridges.ensured(brL)).To(HaveEach(HaveField("Datapath", fastpathv1alpha1.DatapathLinuxBridge)))
 
-		By("following the largest MTU down when it is changed")
-		y.Spec.Network.MTU = ptr.To[int32](9216)
-		Expect(env.Client.Update(ctx, y)).To(Succeed())
+		By("following the network's spec.mtu.max when an admin changes it")
+		netL.Spec.MTU.Max = ptr.To[int32](9216)
+		Expect(env.Client.Update(ctx, netL)).To(Succeed())
 		Eventually(func(g Gomega) *fastpathv1alpha1.BridgeStatus { return bridgeStatus(a.fpn(g), brL) }).
 			Should(HaveField("MTU", int32(9216)))
 
-		By("leaving a bridge in place when its attachments are gone")
-		for _, n := range []string{"x", "y"} {
-			Expect(env.Client.Delete(ctx, &fastpathv1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}})).To(Succeed())
-		}
+		By("leaving a bridge in place when its network is gone")
+		Expect(env.Client.Delete(ctx, netL)).To(Succeed())
 		Eventually(func(g Gomega) {
 			b := bridgeStatus(a.fpn(g), brL)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Attachments).To(BeEmpty())
 			g.Expect(b.Ready).To(BeTrue())
-			g.Expect(b.Message).To(HavePrefix("no FastPathAttachment wants this bridge any more; left in place"))
+			g.Expect(b.Message).To(HavePrefix("no FastPathNetwork names this bridge any more; left in place"))
 		}).Should(Succeed())
 	})
 
-	It("reports one bridge name wanted with two datapaths as a conflict and does not guess", func(ctx SpecContext) {
+	It("reports one bridge named by two FastPathNetworks as a conflict and touches it for neither", func(ctx SpecContext) {
 		a := startAgent("", nil)
 		ns := newNamespace(ctx)
 		br := testutil.UniqueName("fpa")
-		createAttachment(ctx, ns, "lb", bridgeNetwork(fastpathv1alpha1.DatapathLinuxBridge, br, 9000), nil)
-		ovs := createAttachment(ctx, ns, "ovs", bridgeNetwork(fastpathv1alpha1.DatapathOVS, br, 9000), nil)
+		netA := createNetwork(ctx, fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+		netB := createNetwork(ctx, fastpathv1alpha1.DatapathOVS, br, 9000)
+		createAttachmentOn(ctx, ns, "lb", netA.Name, tenantNetwork(), nil)
+		createAttachmentOn(ctx, ns, "ovs", netB.Name, tenantNetwork(), nil)
+		names := []string{netA.Name, netB.Name}
+		slices.Sort(names)
 
 		Eventually(func(g Gomega) {
 			fpn := a.fpn(g)
 			c := condition(fpn, fastpathv1alpha1.BridgesReadyCondition)
 			g.Expect(c).To(haveCondition(fpn, metav1.ConditionFalse, fastpathv1alpha1.ReasonBridgeConflict))
-			g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("bridge %s is wanted as LinuxBridge by %s/lb and as OVS by %s/ovs", br, ns, ns)))
+			g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("bridge %s is named by FastPathNetworks %s, %s", br, names[0], names[1])))
 			g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition)).To(haveCondition(fpn, metav1.ConditionFalse, fastpathv1alpha1.ReasonNotReady))
 			b := bridgeStatus(fpn, br)
 			g.Expect(b).NotTo(BeNil())
@@ -168,10 +197,10 @@ var _ = Describe("Bridges", func() {
 		Consistently(func() []bridge.Spec { return a.bridges.ensured(br) }, "1s", "100ms").Should(HaveLen(calls),
 			"a conflicting bridge is neither created nor changed")
 
-		By("resolving when one attachment moves to another bridge")
+		By("resolving when one network moves to another bridge")
 		other := testutil.UniqueName("fpa")
-		ovs.Spec.Network.Bridge = other
-		Expect(env.Client.Update(ctx, ovs)).To(Succeed())
+		netB.Spec.Bridge = other
+		Expect(env.Client.Update(ctx, netB)).To(Succeed())
 		Eventually(func(g Gomega) {
 			fpn := a.fpn(g)
 			g.Expect(condition(fpn, fastpathv1alpha1.BridgesReadyCondition)).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonBridgesReady))
@@ -188,7 +217,7 @@ var _ = Describe("Bridges", func() {
 		})
 		br := testutil.UniqueName("fpa")
 		a.bridges.setErr(br, fmt.Errorf("failed to ensure OVS bridge %s: %w", br, bridge.ErrOVSUnreachable))
-		createAttachment(ctx, newNamespace(ctx), "ovs", bridgeNetwork(fastpathv1alpha1.DatapathOVS, br, 9000), nil)
+		createAttachmentOn(ctx, newNamespace(ctx), "ovs", createNetwork(ctx, fastpathv1alpha1.DatapathOVS, br, 9000).Name, tenantNetwork(), nil)
 
 		Eventually(func(g Gomega) {
 			fpn := a.fpn(g)

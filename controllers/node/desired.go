@@ -13,94 +13,98 @@ import (
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
-// DesiredBridge is one node bridge the attachments want.
+// DesiredBridge is one node bridge a FastPathNetwork asks for.
 type DesiredBridge struct {
 	// Name of the bridge.
 	Name string
 	// Datapath is LinuxBridge or OVS.
 	Datapath fastpathv1alpha1.Datapath
-	// MTU is the largest spec.network.mtu (bytes, after defaulting) among
-	// Attachments.
+	// MTU is the network's largest allowed MTU (spec.mtu.max after
+	// defaulting), bytes: the CNI plugin refuses a pod MTU above the bridge's.
 	MTU int32
-	// Attachments are the namespace/name of the attachments that want it, sorted.
+	// Network is the FastPathNetwork that owns the bridge.
+	Network string
+	// Attachments are the namespace/name of the attachments with spec.network
+	// on that network (by spec.networkRef, or the default network), sorted.
 	Attachments []string
 }
 
-// BridgeConflict is one bridge name wanted with more than one datapath.
+// BridgeConflict is one bridge name claimed by more than one FastPathNetwork.
 type BridgeConflict struct {
 	// Name of the bridge.
 	Name string
-	// ByDatapath maps each wanted datapath to the attachments (namespace/name,
-	// sorted) that want it.
-	ByDatapath map[fastpathv1alpha1.Datapath][]string
+	// Networks are the FastPathNetworks naming it, sorted.
+	Networks []string
+	// ByNetwork maps each of Networks to the attachments (namespace/name,
+	// sorted) on it.
+	ByNetwork map[string][]string
 }
 
 // Attachments returns every attachment involved, sorted.
 func (c BridgeConflict) Attachments() []string {
 	var out []string
-	for _, as := range c.ByDatapath {
+	for _, as := range c.ByNetwork {
 		out = append(out, as...)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Message explains the conflict to an admin, naming the attachments, e.g.
-// "bridge fastpath0 is wanted as LinuxBridge by apps/a and as OVS by apps/b:
-// left unchanged until they agree (change spec.network.bridge or
-// spec.network.datapath of one of them)".
+// Message explains the conflict to an admin, e.g. "bridge fastpath0 is named
+// by FastPathNetworks a, b: left unchanged until only one names it (two
+// networks on one bridge would join their tenants in one L2 segment)".
 func (c BridgeConflict) Message() string {
-	dps := make([]string, 0, len(c.ByDatapath))
-	for dp := range c.ByDatapath {
-		dps = append(dps, string(dp))
-	}
-	slices.Sort(dps)
-	parts := make([]string, len(dps))
-	for i, dp := range dps {
-		parts[i] = fmt.Sprintf("as %s by %s", dp, strings.Join(c.ByDatapath[fastpathv1alpha1.Datapath(dp)], ", "))
-	}
-	return fmt.Sprintf("bridge %s is wanted %s: left unchanged until they agree (change spec.network.bridge or spec.network.datapath of one of them)",
-		c.Name, strings.Join(parts, " and "))
+	return fmt.Sprintf("bridge %s is named by FastPathNetworks %s: left unchanged until only one names it (two networks on one bridge would join their tenants in one L2 segment)",
+		c.Name, strings.Join(c.Networks, ", "))
 }
 
-// DesiredBridges returns the bridges the attachments' spec.network asks for
-// (after defaulting: LinuxBridge, fastpath0, 9000 bytes), one per bridge name
-// with the largest MTU asked, and the names wanted with different datapaths,
-// which are not in the first list. Both are sorted by name.
-func DesiredBridges(atts []fastpathv1alpha1.FastPathAttachment) ([]DesiredBridge, []BridgeConflict) {
-	type want struct {
-		mtu  int32
-		atts map[fastpathv1alpha1.Datapath][]string
+// DesiredBridges returns the bridges the FastPathNetworks ask for (after
+// defaulting, DefaultNetworkSpec), one per network, with the attachments on
+// each; and the bridge names more than one network claims, which are not in
+// the first list: the agent never lets two networks share an L2 segment.
+// Both are sorted by name.
+func DesiredBridges(nets []fastpathv1alpha1.FastPathNetwork, atts []fastpathv1alpha1.FastPathAttachment) ([]DesiredBridge, []BridgeConflict) {
+	var defaults []string
+	byNet := map[string][]string{}
+	byBridge := map[string][]*fastpathv1alpha1.FastPathNetwork{}
+	for i := range nets {
+		n := &nets[i]
+		if n.Annotations[fastpathv1alpha1.DefaultNetworkAnnotation] == "true" {
+			defaults = append(defaults, n.Name)
+		}
+		byBridge[n.Spec.Bridge] = append(byBridge[n.Spec.Bridge], n)
 	}
-	byName := map[string]*want{}
 	for i := range atts {
 		a := &atts[i]
 		if a.Spec.Network == nil {
 			continue
 		}
-		n := fastpathv1alpha1.DefaultAttachmentSpec(a.Spec).Network
-		w := byName[n.Bridge]
-		if w == nil {
-			w = &want{atts: map[fastpathv1alpha1.Datapath][]string{}}
-			byName[n.Bridge] = w
+		name := fastpathv1alpha1.NetworkRefName(&a.Spec)
+		if name == "" && len(defaults) == 1 {
+			name = defaults[0] // with none or several, the operator refuses it
 		}
-		w.mtu = max(w.mtu, *n.MTU)
-		w.atts[n.Datapath] = append(w.atts[n.Datapath], key(a.Namespace, a.Name))
+		byNet[name] = append(byNet[name], key(a.Namespace, a.Name))
+	}
+	for _, as := range byNet {
+		slices.Sort(as)
 	}
 
 	var bridges []DesiredBridge
 	var conflicts []BridgeConflict
-	for name, w := range byName {
-		for dp := range w.atts {
-			slices.Sort(w.atts[dp])
-		}
-		if len(w.atts) > 1 {
-			conflicts = append(conflicts, BridgeConflict{Name: name, ByDatapath: w.atts})
+	for name, ns := range byBridge {
+		if len(ns) > 1 {
+			c := BridgeConflict{Name: name, ByNetwork: map[string][]string{}}
+			for _, n := range ns {
+				c.Networks = append(c.Networks, n.Name)
+				c.ByNetwork[n.Name] = byNet[n.Name]
+			}
+			slices.Sort(c.Networks)
+			conflicts = append(conflicts, c)
 			continue
 		}
-		for dp, as := range w.atts {
-			bridges = append(bridges, DesiredBridge{Name: name, Datapath: dp, MTU: w.mtu, Attachments: as})
-		}
+		spec := fastpathv1alpha1.DefaultNetworkSpec(ns[0].Spec)
+		bridges = append(bridges, DesiredBridge{Name: name, Datapath: spec.Datapath, MTU: *spec.MTU.Max,
+			Network: ns[0].Name, Attachments: byNet[ns[0].Name]})
 	}
 	slices.SortFunc(bridges, func(a, b DesiredBridge) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(conflicts, func(a, b BridgeConflict) int { return cmp.Compare(a.Name, b.Name) })

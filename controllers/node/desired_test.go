@@ -21,56 +21,71 @@ func att(ns, name string, network *fastpathv1alpha1.NetworkSpec, svcs ...fastpat
 	}
 }
 
-func network(dp fastpathv1alpha1.Datapath, br string, mtu int32) *fastpathv1alpha1.NetworkSpec {
-	n := &fastpathv1alpha1.NetworkSpec{Datapath: dp, Bridge: br, IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}
-	if mtu > 0 {
-		n.MTU = ptr.To(mtu)
+func onNetwork(a fastpathv1alpha1.FastPathAttachment, net string) fastpathv1alpha1.FastPathAttachment {
+	a.Spec.Network = &fastpathv1alpha1.NetworkSpec{IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}
+	if net != "" {
+		a.Spec.NetworkRef = &fastpathv1alpha1.NetworkReference{Name: net}
+	}
+	return a
+}
+
+func fpnet(name string, dp fastpathv1alpha1.Datapath, br string, maxMTU int32, isDefault bool) fastpathv1alpha1.FastPathNetwork {
+	n := fastpathv1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Datapath: dp, Bridge: br}}
+	if maxMTU > 0 {
+		n.Spec.MTU = &fastpathv1alpha1.MTURange{Max: ptr.To(maxMTU)}
+	}
+	if isDefault {
+		n.Annotations = map[string]string{fastpathv1alpha1.DefaultNetworkAnnotation: "true"}
 	}
 	return n
 }
 
 func TestDesiredBridges(t *testing.T) {
+	lb, ovs := fastpathv1alpha1.DatapathLinuxBridge, fastpathv1alpha1.DatapathOVS
 	for _, tc := range []struct {
 		name      string
+		nets      []fastpathv1alpha1.FastPathNetwork
 		atts      []fastpathv1alpha1.FastPathAttachment
 		bridges   []agent.DesiredBridge
 		conflicts []string // names
 	}{
-		{name: "no network", atts: []fastpathv1alpha1.FastPathAttachment{att("a", "x", nil)}},
+		{name: "no network", atts: []fastpathv1alpha1.FastPathAttachment{onNetwork(att("a", "x", nil), "")}},
 		{
-			name: "defaults",
-			atts: []fastpathv1alpha1.FastPathAttachment{att("a", "x", network("", "", 0))},
-			bridges: []agent.DesiredBridge{{Name: "fastpath0", Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000,
-				Attachments: []string{"a/x"}}},
+			name:    "a network's bridge is wanted with no attachment, defaulted",
+			nets:    []fastpathv1alpha1.FastPathNetwork{fpnet("n", "", "fastpath0", 0, false)},
+			bridges: []agent.DesiredBridge{{Name: "fastpath0", Datapath: lb, MTU: 9000, Network: "n"}},
 		},
 		{
-			name: "largest MTU wins, one bridge per name",
+			name: "attachments by reference and by the default network; the MTU is the network's max",
+			nets: []fastpathv1alpha1.FastPathNetwork{fpnet("def", lb, "br0", 1500, true), fpnet("big", ovs, "br1", 65000, false)},
 			atts: []fastpathv1alpha1.FastPathAttachment{
-				att("b", "y", network(fastpathv1alpha1.DatapathOVS, "br1", 9000)),
-				att("a", "x", network(fastpathv1alpha1.DatapathOVS, "br1", 65000)),
-				att("a", "z", network(fastpathv1alpha1.DatapathLinuxBridge, "br0", 1500)),
+				onNetwork(att("b", "y", nil), "big"), onNetwork(att("a", "x", nil), "big"), onNetwork(att("a", "z", nil), ""),
+				att("a", "vsock-only", nil),
 			},
 			bridges: []agent.DesiredBridge{
-				{Name: "br0", Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 1500, Attachments: []string{"a/z"}},
-				{Name: "br1", Datapath: fastpathv1alpha1.DatapathOVS, MTU: 65000, Attachments: []string{"a/x", "b/y"}},
+				{Name: "br0", Datapath: lb, MTU: 1500, Network: "def", Attachments: []string{"a/z"}},
+				{Name: "br1", Datapath: ovs, MTU: 65000, Network: "big", Attachments: []string{"a/x", "b/y"}},
 			},
 		},
 		{
-			name: "one name, two datapaths: a conflict, not a bridge",
-			atts: []fastpathv1alpha1.FastPathAttachment{
-				att("a", "x", network(fastpathv1alpha1.DatapathLinuxBridge, "fp0", 9000)),
-				att("b", "y", network(fastpathv1alpha1.DatapathOVS, "fp0", 9000)),
-				att("c", "w", network(fastpathv1alpha1.DatapathLinuxBridge, "fp1", 9000)),
-			},
+			name: "two networks on one bridge, even with one datapath: a conflict, not a bridge",
+			nets: []fastpathv1alpha1.FastPathNetwork{fpnet("t1", lb, "fp0", 0, false), fpnet("t2", lb, "fp0", 0, false), fpnet("t3", lb, "fp1", 0, false)},
+			atts: []fastpathv1alpha1.FastPathAttachment{onNetwork(att("a", "x", nil), "t1"), onNetwork(att("b", "y", nil), "t2"), onNetwork(att("c", "w", nil), "t3")},
 			bridges: []agent.DesiredBridge{
-				{Name: "fp1", Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000, Attachments: []string{"c/w"}},
+				{Name: "fp1", Datapath: lb, MTU: 9000, Network: "t3", Attachments: []string{"c/w"}},
 			},
 			conflicts: []string{"fp0"},
+		},
+		{
+			name:    "two default networks: attachments without a reference are on neither",
+			nets:    []fastpathv1alpha1.FastPathNetwork{fpnet("d1", lb, "fp0", 0, true), fpnet("d2", lb, "fp1", 0, true)},
+			atts:    []fastpathv1alpha1.FastPathAttachment{onNetwork(att("a", "x", nil), "")},
+			bridges: []agent.DesiredBridge{{Name: "fp0", Datapath: lb, MTU: 9000, Network: "d1"}, {Name: "fp1", Datapath: lb, MTU: 9000, Network: "d2"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			bridges, conflicts := agent.DesiredBridges(tc.atts)
+			bridges, conflicts := agent.DesiredBridges(tc.nets, tc.atts)
 			g.Expect(bridges).To(Equal(tc.bridges))
 			var names []string
 			for _, c := range conflicts {
@@ -81,17 +96,15 @@ func TestDesiredBridges(t *testing.T) {
 	}
 }
 
-func TestBridgeConflictNamesBothAttachments(t *testing.T) {
+func TestBridgeConflictNamesBothNetworksAndTheirAttachments(t *testing.T) {
 	g := NewWithT(t)
-	_, conflicts := agent.DesiredBridges([]fastpathv1alpha1.FastPathAttachment{
-		att("apps", "b", network(fastpathv1alpha1.DatapathOVS, "fp0", 9000)),
-		att("apps", "a", network(fastpathv1alpha1.DatapathLinuxBridge, "fp0", 9000)),
-		att("web", "c", network(fastpathv1alpha1.DatapathOVS, "fp0", 1500)),
-	})
+	_, conflicts := agent.DesiredBridges(
+		[]fastpathv1alpha1.FastPathNetwork{fpnet("web", fastpathv1alpha1.DatapathOVS, "fp0", 0, false), fpnet("apps", fastpathv1alpha1.DatapathLinuxBridge, "fp0", 0, false)},
+		[]fastpathv1alpha1.FastPathAttachment{onNetwork(att("apps", "b", nil), "apps"), onNetwork(att("apps", "a", nil), "apps"), onNetwork(att("web", "c", nil), "web")})
 	g.Expect(conflicts).To(HaveLen(1))
 	g.Expect(conflicts[0].Attachments()).To(Equal([]string{"apps/a", "apps/b", "web/c"}))
-	g.Expect(conflicts[0].Message()).To(Equal("bridge fp0 is wanted as LinuxBridge by apps/a and as OVS by apps/b, web/c: " +
-		"left unchanged until they agree (change spec.network.bridge or spec.network.datapath of one of them)"))
+	g.Expect(conflicts[0].Message()).To(Equal("bridge fp0 is named by FastPathNetworks apps, web: left unchanged until only one names it " +
+		"(two networks on one bridge would join their tenants in one L2 segment)"))
 }
 
 func svc(name, node string, relayPort, port int64, target *int64, allowed ...int64) fastpathv1alpha1.VSOCKServiceStatus {

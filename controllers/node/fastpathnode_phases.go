@@ -76,14 +76,14 @@ func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, e
 // conflicting and no-longer-wanted bridge.
 func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	s.desired, s.conflicts = DesiredBridges(s.attachments)
+	s.desired, s.conflicts = DesiredBridges(s.networks, s.attachments)
 	listed := map[string]bool{}
 	for _, d := range s.desired {
 		spec := bridge.Spec{Name: d.Name, Datapath: d.Datapath, MTU: int(d.MTU)}
 		st, err := r.Bridges.Ensure(ctx, spec)
 		bs := fastpathv1alpha1.BridgeStatus{
 			Name: d.Name, Datapath: d.Datapath, MTU: int32(st.MTU),
-			Ready: err == nil && st.Ready(spec), Attachments: d.Attachments, Message: st.Message,
+			Network: d.Network, Ready: err == nil && st.Ready(spec), Attachments: d.Attachments, Message: st.Message,
 		}
 		switch {
 		case err != nil:
@@ -101,7 +101,7 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 	for _, c := range s.conflicts {
 		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{Name: c.Name, Attachments: c.Attachments(), Message: c.Message()})
 		listed[c.Name] = true
-		log.Info("Bridge wanted with different datapaths; left unchanged", "bridge", c.Name, "attachments", c.Attachments())
+		log.Info("Bridge named by several FastPathNetworks; left unchanged", "bridge", c.Name, "networks", c.Networks)
 	}
 	managed, err := r.Bridges.Managed(ctx)
 	if err != nil && !(errors.Is(err, bridge.ErrOVSUnreachable) && !wantsOVS(s.desired)) {
@@ -114,7 +114,7 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 		listed[m.Name] = true
 		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{
 			Name: m.Name, Datapath: m.Datapath, MTU: int32(m.MTU), Ready: m.Exists && m.Up,
-			Message: fmt.Sprintf("no FastPathAttachment wants this bridge any more; left in place with %d ports (delete it by hand once it is idle)", len(m.Ports)),
+			Message: fmt.Sprintf("no FastPathNetwork names this bridge any more; left in place with %d ports (delete it by hand once it is idle)", len(m.Ports)),
 		})
 	}
 	if len(s.bridgeErrs) > 0 {

@@ -76,8 +76,8 @@ func TestConditions(t *testing.T) {
 		{
 			name: "conflict wins over other failures",
 			obs: observed{caps: allGood(), bridgeErrs: []error{errors.New("boom")},
-				conflicts: []BridgeConflict{{Name: "fp1", ByDatapath: map[fastpathv1alpha1.Datapath][]string{"OVS": {"a/x"}, "LinuxBridge": {"a/y"}}}}},
-			bridges: wantCond{metav1.ConditionFalse, fastpathv1alpha1.ReasonBridgeConflict, "bridge fp1 is wanted as LinuxBridge by a/y and as OVS by a/x"},
+				conflicts: []BridgeConflict{{Name: "fp1", Networks: []string{"n1", "n2"}, ByNetwork: map[string][]string{"n1": {"a/x"}, "n2": {"a/y"}}}}},
+			bridges: wantCond{metav1.ConditionFalse, fastpathv1alpha1.ReasonBridgeConflict, "bridge fp1 is named by FastPathNetworks n1, n2"},
 			relay:   wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonNoRoutes, ""},
 			ready:   wantCond{metav1.ConditionFalse, fastpathv1alpha1.ReasonNotReady, "BridgeConflict"},
 		},

@@ -1,0 +1,128 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OffloadPolicy says who chooses a network's offloads.
+// +kubebuilder:validation:Enum=TenantChoice;Fixed
+type OffloadPolicy string
+
+const (
+	// OffloadPolicyTenantChoice lets each attachment set spec.network.offloads;
+	// unset keys take the network's spec.offloads.
+	OffloadPolicyTenantChoice OffloadPolicy = "TenantChoice"
+	// OffloadPolicyFixed applies the network's spec.offloads to every
+	// attachment; an attachment that sets a different value is refused.
+	OffloadPolicyFixed OffloadPolicy = "Fixed"
+)
+
+// MTURange bounds the MTU attachments may choose on a network, in bytes.
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="spec.mtu.min must not exceed spec.mtu.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.default) || ((!has(self.min) || self.min <= self.default) && (!has(self.max) || self.default <= self.max))",message="spec.mtu.default must lie within spec.mtu.min and spec.mtu.max"
+type MTURange struct {
+	// min is the smallest MTU an attachment may ask for, bytes: 1280-65535.
+	// Default 1280.
+	// +optional
+	// +kubebuilder:validation:Minimum=1280
+	// +kubebuilder:validation:Maximum=65535
+	Min *int32 `json:"min,omitempty"`
+	// max is the largest MTU an attachment may ask for, bytes: 1280-65535. It
+	// is also the MTU of the node bridge (a bridge's own MTU does not limit
+	// what it forwards between ports, but the CNI plugin refuses a pod MTU
+	// above it). Default 9000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1280
+	// +kubebuilder:validation:Maximum=65535
+	Max *int32 `json:"max,omitempty"`
+	// default is the MTU of attachments that set none, bytes. Default: max.
+	// +optional
+	// +kubebuilder:validation:Minimum=1280
+	// +kubebuilder:validation:Maximum=65535
+	Default *int32 `json:"default,omitempty"`
+}
+
+// FastPathNetworkSpec is a node-local L2 network a cluster admin offers to
+// tenants: which switch, which bridge, the limits attachments must respect,
+// and which namespaces may attach.
+type FastPathNetworkSpec struct {
+	// datapath is the node switch: LinuxBridge | OVS. Default LinuxBridge.
+	// +optional
+	Datapath Datapath `json:"datapath,omitempty"`
+
+	// bridge is the node bridge the node agent creates, marks as its own and
+	// tunes on every node: 1-15 characters of [a-zA-Z0-9_.-] (Linux IFNAMSIZ).
+	// The agent never adopts, changes or deletes a bridge of this name it did
+	// not create, and two FastPathNetworks naming one bridge are both refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]{1,15}$`
+	Bridge string `json:"bridge"`
+
+	// mtu bounds the MTU of the attachments, bytes. Defaults: min 1280, max
+	// 9000, default max.
+	// +optional
+	MTU *MTURange `json:"mtu,omitempty"`
+
+	// offloadPolicy: TenantChoice (attachments may set spec.network.offloads)
+	// | Fixed (spec.offloads applies to all). Default TenantChoice.
+	// +optional
+	OffloadPolicy OffloadPolicy `json:"offloadPolicy,omitempty"`
+
+	// offloads are the network's offloads: the defaults under TenantChoice,
+	// the only values under Fixed. Each defaults to On.
+	// +optional
+	Offloads *Offloads `json:"offloads,omitempty"`
+
+	// namespaceSelector selects the namespaces whose FastPathAttachments may
+	// use this network, by the namespaces' labels (e.g.
+	// kubernetes.io/metadata.name). {} selects every namespace: their VMs then
+	// share one L2 segment. Required, so that sharing is always a decision.
+	// +required
+	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
+}
+
+// FastPathNetworkStatus is reserved for a later network controller.
+type FastPathNetworkStatus struct {
+	// conditions of the network.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=fpnet,categories=fastpath
+// +kubebuilder:printcolumn:name="Datapath",type=string,JSONPath=`.spec.datapath`
+// +kubebuilder:printcolumn:name="Bridge",type=string,JSONPath=`.spec.bridge`
+// +kubebuilder:printcolumn:name="MaxMTU",type=integer,JSONPath=`.spec.mtu.max`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FastPathNetwork is a cluster-scoped, admin-owned node-local network that
+// FastPathAttachments name in spec.networkRef. Only cluster admins write it
+// (the chart aggregates no FastPathNetwork rights into admin or edit).
+type FastPathNetwork struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FastPathNetworkSpec `json:"spec"`
+	// +optional
+	Status FastPathNetworkStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// FastPathNetworkList is a list of FastPathNetwork.
+type FastPathNetworkList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FastPathNetwork `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FastPathNetwork{}, &FastPathNetworkList{})
+}

@@ -1,0 +1,164 @@
+package attachment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Admin-owned networks (issue 17): an attachment's spec.network lands on the
+// cluster-scoped FastPathNetwork of spec.networkRef (or the default network),
+// which must admit the attachment's namespace and whose bounds the spec must
+// respect.
+
+// +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnetworks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// resolveNetwork returns the attachment's spec resolved on its
+// FastPathNetwork (v1alpha1.ResolveNetwork). A refusal is a spec error naming
+// the field: the attachment's NetworkAttachmentDefinition, when it has one, is
+// deleted so that no new pod attaches, and the returned error is terminal (a
+// watch on FastPathNetworks and Namespaces brings the attachment back).
+func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.FastPathAttachmentSpec, error) {
+	spec := s.att.Spec
+	if spec.Network == nil {
+		return v1alpha1.DefaultAttachmentSpec(spec), nil
+	}
+	net, err := r.networkOf(ctx, &spec)
+	if err == nil {
+		ns := &corev1.Namespace{}
+		if gerr := r.Cache.Get(ctx, types.NamespacedName{Name: s.att.Namespace}, ns); gerr != nil {
+			return spec, fmt.Errorf("failed to get Namespace %s: %w", s.att.Namespace, gerr)
+		}
+		var resolved v1alpha1.FastPathAttachmentSpec
+		if resolved, err = v1alpha1.ResolveNetwork(spec, ns.Labels, net); err == nil {
+			s.network = net.Name
+			return resolved, nil
+		}
+	}
+	var ref refusal
+	if !errors.As(err, &ref) && !isResolveError(err) {
+		return spec, err
+	}
+	if derr := r.deleteOwnedNAD(ctx, s); derr != nil {
+		return spec, derr
+	}
+	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNetworkRefused, err.Error())
+	return spec, s.invalidSpec("%s", err.Error())
+}
+
+// refusal is a network lookup that failed for a reason the spec or the
+// admin must fix (not an apiserver failure).
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+// isResolveError reports whether err came from v1alpha1.ResolveNetwork (every
+// one of its errors names a spec field).
+func isResolveError(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "spec.")
+}
+
+// networkOf returns the FastPathNetwork named by spec.networkRef, or the one
+// annotated fastpath.io/default-network=true.
+func (r *Reconciler) networkOf(ctx context.Context, spec *v1alpha1.FastPathAttachmentSpec) (*v1alpha1.FastPathNetwork, error) {
+	if name := v1alpha1.NetworkRefName(spec); name != "" {
+		net := &v1alpha1.FastPathNetwork{}
+		err := r.Cache.Get(ctx, types.NamespacedName{Name: name}, net)
+		if apierrors.IsNotFound(err) {
+			return nil, refusal(fmt.Sprintf("spec.networkRef.name: FastPathNetwork %s does not exist (cluster admins create FastPathNetworks)", name))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to get FastPathNetwork %s: %w", name, err)
+		}
+		return net, nil
+	}
+	list := &v1alpha1.FastPathNetworkList{}
+	if err := r.Cache.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("failed to list FastPathNetworks: %w", err)
+	}
+	var defaults []*v1alpha1.FastPathNetwork
+	for i := range list.Items {
+		if list.Items[i].Annotations[v1alpha1.DefaultNetworkAnnotation] == "true" {
+			defaults = append(defaults, &list.Items[i])
+		}
+	}
+	switch len(defaults) {
+	case 1:
+		return defaults[0], nil
+	case 0:
+		return nil, refusal(fmt.Sprintf("spec.networkRef is required: no FastPathNetwork is annotated %s=true", v1alpha1.DefaultNetworkAnnotation))
+	default:
+		names := make([]string, len(defaults))
+		for i, d := range defaults {
+			names[i] = d.Name
+		}
+		return nil, refusal(fmt.Sprintf("spec.networkRef is required: FastPathNetworks %s are all annotated %s=true", strings.Join(names, ", "), v1alpha1.DefaultNetworkAnnotation))
+	}
+}
+
+// deleteOwnedNAD deletes the attachment's NetworkAttachmentDefinition when
+// the attachment controls it.
+func (r *Reconciler) deleteOwnedNAD(ctx context.Context, s *scope) error {
+	key := client.ObjectKeyFromObject(s.att)
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	if err := r.Cache.Get(ctx, key, nad); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(nad, s.att) {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete NetworkAttachmentDefinition %s: %w", key, err)
+	}
+	s.att.Status.NetworkAttachmentDefinition = ""
+	ctrl.LoggerFrom(ctx).Info("Deleted NetworkAttachmentDefinition of a refused network", "networkAttachmentDefinition", key)
+	return nil
+}
+
+// attachmentsForNetwork maps a FastPathNetwork to the attachments that name
+// it or use the default network.
+func (r *Reconciler) attachmentsForNetwork(ctx context.Context, obj client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, "") {
+		if a.Spec.Network == nil {
+			continue
+		}
+		if name := v1alpha1.NetworkRefName(&a.Spec); name == "" || name == obj.GetName() {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+// attachmentsForNamespace maps a Namespace (its labels decide which networks
+// admit it) to its attachments with spec.network.
+func (r *Reconciler) attachmentsForNamespace(ctx context.Context, obj client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, obj.GetName()) {
+		if a.Spec.Network != nil {
+			out = append(out, request(&a))
+		}
+	}
+	return out
+}
+
+// effective returns the attachment with its spec resolved on its network, for
+// renderers that take an attachment (RenderNetConf, wiring.ForAttachment).
+func (s *scope) effective() *v1alpha1.FastPathAttachment {
+	a := s.att.DeepCopy()
+	a.Spec = s.spec
+	return a
+}

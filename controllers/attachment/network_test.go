@@ -1,0 +1,226 @@
+package attachment_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+)
+
+// installTenantRoles installs config/rbac/tenant/roles.yaml, the aggregated
+// ClusterRoles the chart ships, once per suite.
+var tenantRolesInstalled bool
+
+func installTenantRoles() {
+	GinkgoHelper()
+	if tenantRolesInstalled {
+		return
+	}
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "tenant", "roles.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, doc := range strings.Split(string(data), "\n---") {
+		role := &rbacv1.ClusterRole{}
+		Expect(yaml.Unmarshal([]byte(doc), role)).To(Succeed())
+		if role.Name == "" {
+			continue
+		}
+		Expect(env.Client.Create(ctx, role)).To(Succeed())
+		n++
+	}
+	Expect(n).To(Equal(2))
+	for _, r := range []string{"admin", "edit", "view"} {
+		aggregate(r)
+	}
+	tenantRolesInstalled = true
+}
+
+// aggregate fills the rules of an aggregated ClusterRole (admin, edit, view)
+// from the ClusterRoles its aggregationRule selects. This emulates
+// kube-controller-manager's clusterrole-aggregation controller, which envtest
+// does not run; the selection itself (the labels of the roles) is the real one.
+func aggregate(name string) {
+	GinkgoHelper()
+	role := &rbacv1.ClusterRole{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, role)).To(Succeed())
+	Expect(role.AggregationRule).NotTo(BeNil(), "ClusterRole %s is not aggregated", name)
+	var rules []rbacv1.PolicyRule
+	for _, sel := range role.AggregationRule.ClusterRoleSelectors {
+		s, err := metav1.LabelSelectorAsSelector(&sel)
+		Expect(err).NotTo(HaveOccurred())
+		list := &rbacv1.ClusterRoleList{}
+		Expect(env.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: s})).To(Succeed())
+		for _, r := range list.Items {
+			if r.Name != name {
+				rules = append(rules, r.Rules...)
+			}
+		}
+	}
+	role.Rules = rules
+	Expect(env.Client.Update(ctx, role)).To(Succeed())
+}
+
+// tenantClient returns a client acting as ServiceAccount ns/tenant, bound to
+// the namespace's default `edit` ClusterRole (as a namespace admin would bind it).
+func tenantClient(ns string) (client.Client, string) {
+	GinkgoHelper()
+	installTenantRoles()
+	Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}},
+	})).To(Succeed())
+	user := "system:serviceaccount:" + ns + ":tenant"
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c, user
+}
+
+// canI is `kubectl auth can-i --as=<user>` through a SubjectAccessReview.
+func canI(user, verb, resource, subresource, ns string) bool {
+	GinkgoHelper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   user,
+		Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: resource, Subresource: subresource,
+		},
+	}}
+	Expect(env.Client.Create(ctx, sar)).To(Succeed())
+	return sar.Status.Allowed
+}
+
+var _ = Describe("Admin-owned FastPathNetworks", func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(timeout)
+		SetDefaultEventuallyPollingInterval(interval)
+	})
+
+	It("lets a tenant with the namespace's edit role manage attachments, never networks, nodes or status", func() {
+		ns := newNamespace()
+		tenant, user := tenantClient(ns)
+		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+
+		By("creating an attachment on the default network (aggregate-to-edit)")
+		Eventually(func() error {
+			return tenant.Create(ctx, &v1alpha1.FastPathAttachment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-link"},
+				Spec:       v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")},
+			})
+		}).Should(Succeed())
+		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+
+		By("being refused a FastPathNetwork")
+		err := tenant.Create(ctx, &v1alpha1.FastPathNetwork{
+			ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + ns},
+			Spec:       v1alpha1.FastPathNetworkSpec{Bridge: "cni0", NamespaceSelector: metav1.LabelSelector{}},
+		})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "tenant created a FastPathNetwork: %v", err)
+
+		By("being refused a bridge named in the attachment, with the field named")
+		err = tenant.Create(ctx, &v1alpha1.FastPathAttachment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own-bridge"},
+			Spec: v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: &v1alpha1.NetworkSpec{
+				Bridge: "cni0", IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}},
+		})
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.network.bridge"))
+
+		By("kubectl auth can-i --as=" + user)
+		Expect(canI(user, "create", "fastpathattachments", "", ns)).To(BeTrue())
+		Expect(canI(user, "create", "fastpathbenchmarks", "", ns)).To(BeTrue())
+		for _, r := range []struct{ verb, resource, sub, ns string }{
+			{"create", "fastpathnetworks", "", ""},
+			{"update", "fastpathnetworks", "", ""},
+			{"update", "fastpathnodes", "status", ""},
+			{"create", "fastpathnodes", "", ""},
+			{"update", "fastpathattachments", "status", ns},
+			{"patch", "fastpathbenchmarks", "status", ns},
+		} {
+			Expect(canI(user, r.verb, r.resource, r.sub, r.ns)).To(BeFalse(), "%s %s/%s", r.verb, r.resource, r.sub)
+		}
+	})
+
+	It("refuses an attachment on a network outside its namespace's reach, naming the field, and follows the admin's changes", func() {
+		ns := newNamespace()
+		tenant, _ := tenantClient(ns)
+		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+		net := createNetwork("team-"+ns, v1alpha1.FastPathNetworkSpec{
+			Bridge: "fp-team", MTU: &v1alpha1.MTURange{Max: ptr(int32(9000))},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": ns}},
+		})
+		Eventually(func() error {
+			return tenant.Create(ctx, &v1alpha1.FastPathAttachment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-link"},
+				Spec: v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
+					NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")},
+			})
+		}).Should(Succeed())
+
+		Eventually(conditionOf(ns, "db-link", v1alpha1.ReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonInvalidSpec))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.ReadyCondition)).To(And(ContainSubstring("spec.networkRef"), ContainSubstring(net)))
+		Expect(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)()).To(Equal("False/" + v1alpha1.ReasonNetworkRefused))
+		Eventually(eventReasons(ns, "db-link")).Should(ContainElements("Warning/"+v1alpha1.ReasonInvalidSpec, "Warning/"+v1alpha1.ReasonNetworkRefused))
+		_, err := getNAD(ns, "db-link")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused attachment has no NAD: %v", err)
+
+		By("the admin admitting the namespace")
+		nsObj := &corev1.Namespace{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels["team"] = ns
+		Expect(env.Client.Update(ctx, nsObj)).To(Succeed())
+		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		nad, err := getNAD(ns, "db-link")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nad.Spec.Config).To(And(ContainSubstring(`"bridge":"fp-team"`), ContainSubstring(`"mtu":9000`)))
+
+		By("an MTU outside the network's bounds: refused naming spec.network.mtu, and the NAD goes")
+		Eventually(func() error {
+			a := &v1alpha1.FastPathAttachment{}
+			if err := tenant.Get(ctx, types.NamespacedName{Namespace: ns, Name: "db-link"}, a); err != nil {
+				return err
+			}
+			a.Spec.Network.MTU = ptr(int32(65000))
+			return tenant.Update(ctx, a)
+		}).Should(Succeed())
+		Eventually(conditionOf(ns, "db-link", v1alpha1.ReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonInvalidSpec))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.ReadyCondition)).To(ContainSubstring("spec.network.mtu 65000"))
+		Eventually(isGone(&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-link"}})).Should(BeTrue())
+
+		By("a network that does not exist")
+		updateAttachment(ns, "db-link", func(a *v1alpha1.FastPathAttachment) {
+			a.Spec.Network.MTU = nil
+			a.Spec.NetworkRef.Name = "no-such-network"
+		})
+		Eventually(func() string { return getAttachment(ns, "db-link").Status.Conditions[0].Message }).Should(Not(BeEmpty()))
+		Eventually(func() string {
+			a := getAttachment(ns, "db-link")
+			for _, c := range a.Status.Conditions {
+				if c.Type == v1alpha1.ReadyCondition && c.ObservedGeneration == a.Generation {
+					return c.Message
+				}
+			}
+			return ""
+		}).Should(ContainSubstring("spec.networkRef.name: FastPathNetwork no-such-network does not exist"))
+	})
+})
