@@ -42,7 +42,7 @@ var _ = Describe("FastPathAttachment", func() {
 			VMSelector: selector("db"),
 			NetworkRef: &v1alpha1.NetworkReference{Name: net},
 			Network: &v1alpha1.NetworkSpec{
-				MTU: ptr(int32(65000)),
+				MTU:      ptr(int32(65000)),
 				Offloads: &v1alpha1.Offloads{GRO: v1alpha1.OffloadOff},
 				IPAM:     v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24", RangeStart: "10.250.0.10"},
 			},
