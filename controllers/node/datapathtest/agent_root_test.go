@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,14 +112,29 @@ func namespace(t *testing.T) string {
 	return ns
 }
 
-// attach creates an attachment wanting bridge br and deletes it at cleanup
-// (attachments are cluster-wide: the next test's agent must not see it).
-func attach(t *testing.T, ns, name string, dp fastpathv1alpha1.Datapath, br string, mtu int32) *fastpathv1alpha1.FastPathAttachment {
+// network creates a FastPathNetwork for every namespace with bridge br and
+// spec.mtu.max maxMTU, deleted at cleanup (networks are cluster-wide).
+func network(t *testing.T, dp fastpathv1alpha1.Datapath, br string, maxMTU int32) *fastpathv1alpha1.FastPathNetwork {
+	n := &fastpathv1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: testutil.UniqueName("net-")},
+		Spec:       fastpathv1alpha1.FastPathNetworkSpec{Datapath: dp, Bridge: br, MTU: &fastpathv1alpha1.MTURange{Max: ptr.To(maxMTU)}},
+	}
+	if err := env.Client.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(env.Client.Delete(context.Background(), n)) })
+	return n
+}
+
+// attach creates an attachment on FastPathNetwork net and deletes it at
+// cleanup (attachments are cluster-wide: the next test's agent must not see it).
+func attach(t *testing.T, ns, name, net string) *fastpathv1alpha1.FastPathAttachment {
 	a := &fastpathv1alpha1.FastPathAttachment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fastpathv1alpha1.FastPathAttachmentSpec{
 			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Network:    &fastpathv1alpha1.NetworkSpec{Datapath: dp, Bridge: br, MTU: ptr.To(mtu), IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+			NetworkRef: &fastpathv1alpha1.NetworkReference{Name: net},
+			Network:    &fastpathv1alpha1.NetworkSpec{IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
 		},
 	}
 	if err := env.Client.Create(context.Background(), a); err != nil {
@@ -190,8 +206,10 @@ func TestBridgesCreatedRaisedAndConvergedAfterRestart(t *testing.T) {
 	brL, brO := testutil.UniqueName("fpag"), testutil.UniqueName("fpag")
 	deleteLinuxBridgeAtCleanup(t, brL)
 	deleteOVSBridgeAtCleanup(t, n.socket, brO)
-	attach(t, ns, "lb", fastpathv1alpha1.DatapathLinuxBridge, brL, 9000)
-	ovsAtt := attach(t, ns, "ovs", fastpathv1alpha1.DatapathOVS, brO, 9000)
+	netL := network(t, fastpathv1alpha1.DatapathLinuxBridge, brL, 9000)
+	netO := network(t, fastpathv1alpha1.DatapathOVS, brO, 9000)
+	attach(t, ns, "lb", netL.Name)
+	attach(t, ns, "ovs", netO.Name)
 
 	r := n.newInstance()
 	reconcile(t, r)
@@ -205,17 +223,18 @@ func TestBridgesCreatedRaisedAndConvergedAfterRestart(t *testing.T) {
 	g.Expect(link(t, brO).Attrs().MTU).To(Equal(9000))
 
 	fpn := n.fpn()
-	g.Expect(bridgeStatus(fpn, brL)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brL, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000, Ready: true, Attachments: []string{ns + "/lb"}}))
-	g.Expect(bridgeStatus(fpn, brO)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brO, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000, Ready: true, Attachments: []string{ns + "/ovs"}}))
+	g.Expect(bridgeStatus(fpn, brL)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brL, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000, Ready: true, Network: netL.Name, Attachments: []string{ns + "/lb"}}))
+	g.Expect(bridgeStatus(fpn, brO)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: brO, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000, Ready: true, Network: netO.Name, Attachments: []string{ns + "/ovs"}}))
 	g.Expect(condition(fpn, fastpathv1alpha1.BridgesReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(fpn.Status.Capabilities.OVS).NotTo(BeNil())
 	g.Expect(fpn.Status.Capabilities.OVS.Reachable).To(BeTrue())
 	g.Expect(fpn.Status.Capabilities.OVS.DatapathTypes).To(ContainElement("netdev"))
 
-	t.Log("An attachment asks for more: the MTU is raised")
-	attach(t, ns, "jumbo", fastpathv1alpha1.DatapathLinuxBridge, brL, 65000)
-	ovsAtt.Spec.Network.MTU = ptr.To[int32](9216)
-	g.Expect(env.Client.Update(context.Background(), ovsAtt)).To(Succeed())
+	t.Log("The admin allows more: the MTU is raised")
+	netL.Spec.MTU.Max = ptr.To[int32](65000)
+	g.Expect(env.Client.Update(context.Background(), netL)).To(Succeed())
+	netO.Spec.MTU.Max = ptr.To[int32](9216)
+	g.Expect(env.Client.Update(context.Background(), netO)).To(Succeed())
 	reconcile(t, r)
 	g.Expect(link(t, brL).Attrs().MTU).To(Equal(65000))
 	g.Expect(vsctl(t, n.socket, "get", "Interface", brO, "mtu")).To(Equal("9216"))
@@ -251,19 +270,23 @@ func TestConflictIsReportedAndTheBridgeLeftAlone(t *testing.T) {
 	br := testutil.UniqueName("fpag")
 	deleteLinuxBridgeAtCleanup(t, br)
 	deleteOVSBridgeAtCleanup(t, n.socket, br)
-	attach(t, ns, "first", fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+	first := network(t, fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+	attach(t, ns, "first", first.Name)
 	r := n.newInstance()
 	reconcile(t, r)
 	before := link(t, br)
 	g.Expect(before.Type()).To(Equal("bridge"))
 
-	attach(t, ns, "second", fastpathv1alpha1.DatapathOVS, br, 65000)
+	second := network(t, fastpathv1alpha1.DatapathOVS, br, 65000)
+	attach(t, ns, "second", second.Name)
 	reconcile(t, r)
+	names := []string{first.Name, second.Name}
+	slices.Sort(names)
 
 	c := condition(n.fpn(), fastpathv1alpha1.BridgesReadyCondition)
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(c.Reason).To(Equal(fastpathv1alpha1.ReasonBridgeConflict))
-	g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("bridge %s is wanted as LinuxBridge by %s/first and as OVS by %s/second", br, ns, ns)))
+	g.Expect(c.Message).To(ContainSubstring(fmt.Sprintf("bridge %s is named by FastPathNetworks %s, %s", br, names[0], names[1])))
 	g.Expect(condition(n.fpn(), fastpathv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionFalse))
 	after := link(t, br)
 	g.Expect(after.Type()).To(Equal("bridge"))
@@ -278,11 +301,12 @@ func TestConvergesFromWhereAKilledAgentStopped(t *testing.T) {
 	ns := namespace(t)
 	br := testutil.UniqueName("fpag")
 	deleteLinuxBridgeAtCleanup(t, br)
-	attach(t, ns, "a", fastpathv1alpha1.DatapathLinuxBridge, br, 9000)
+	attach(t, ns, "a", network(t, fastpathv1alpha1.DatapathLinuxBridge, br, 9000).Name)
 
-	// Killed after creating the bridge (not yet marked, MTU 1500, down) and
+	// Killed after creating the bridge (marked, renamed, MTU 1500, down) and
 	// after creating the FastPathNode (status not yet written).
 	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br}})).To(Succeed())
+	g.Expect(netlink.LinkSetAlias(link(t, br), bridge.MarkerKey+"="+n.marker)).To(Succeed())
 	index := link(t, br).Attrs().Index
 	g.Expect(env.Client.Create(context.Background(), &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: n.name}})).To(Succeed())
 
@@ -294,4 +318,30 @@ func TestConvergesFromWhereAKilledAgentStopped(t *testing.T) {
 	fpn := n.fpn()
 	g.Expect(bridgeStatus(fpn, br)).To(HaveField("Ready", true))
 	g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), condition(fpn, fastpathv1alpha1.ReadyCondition).Message)
+}
+
+func TestABridgeTheAgentDidNotMakeIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	n := newNode(t)
+	ns := namespace(t)
+	br := testutil.UniqueName("fpag")
+	deleteLinuxBridgeAtCleanup(t, br)
+	// The node's own bridge (think cni0), with a port, MTU 1500, up.
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br, MTU: 1500}})).To(Succeed())
+	g.Expect(netlink.LinkSetUp(link(t, br))).To(Succeed())
+	before := link(t, br)
+	attach(t, ns, "a", network(t, fastpathv1alpha1.DatapathLinuxBridge, br, 9000).Name)
+
+	reconcile(t, n.newInstance())
+	after := link(t, br)
+	g.Expect(after.Attrs().Index).To(Equal(before.Attrs().Index))
+	g.Expect(after.Attrs().MTU).To(Equal(1500), "MTU unchanged")
+	g.Expect(after.Attrs().Alias).To(BeEmpty(), "not marked")
+	fpn := n.fpn()
+	b := bridgeStatus(fpn, br)
+	g.Expect(b.Ready).To(BeFalse())
+	g.Expect(b.Message).To(ContainSubstring("Linux bridge " + br + " exists without the alias " + bridge.MarkerKey))
+	c := condition(fpn, fastpathv1alpha1.BridgesReadyCondition)
+	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(c.Message).To(ContainSubstring(br))
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,7 +116,8 @@ func (m *Manager) mtuTimeout() time.Duration {
 
 // Ensure makes the bridge spec exist, up, with spec.MTU, creating it when it
 // is missing, and returns its state read back afterwards. It never deletes or
-// recreates a bridge. The MTU is set to exactly spec.MTU (raised or lowered:
+// recreates a bridge, and never touches one without its marker (the error
+// then wraps ErrNotMarked). The MTU is set to exactly spec.MTU (raised or lowered:
 // a bridge's own MTU does not limit the frames it forwards between ports).
 // It fails when a link of that name exists and is not a bridge of the wanted
 // datapath, when OVSDB is unreachable (wrapping ErrOVSUnreachable), or when
@@ -147,6 +149,10 @@ func (m *Manager) Managed(ctx context.Context) ([]State, error) {
 	ovs, err := m.managedOVS(ctx)
 	return append(out, ovs...), err
 }
+
+// ErrNotMarked is wrapped by Ensure when a bridge of the wanted name exists
+// without the agent's marker: the agent never adopts, changes or deletes it.
+var ErrNotMarked = errors.New("bridge not made by fastpath-agent")
 
 // errOVSNotConfigured is returned for OVS bridges when Manager.OVS is nil.
 var errOVSNotConfigured = fmt.Errorf("no OVSDB endpoint configured: %w", ErrOVSUnreachable)

@@ -95,35 +95,56 @@ func TestLinuxBridgeCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(managed[0].Ports).To(Equal([]string{veth}))
 }
 
-func TestLinuxBridgeExistingBridgeIsAdoptedUnlessAliased(t *testing.T) {
+func TestLinuxBridgeWithoutTheMarkerIsNeverAdopted(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
 	m := linuxManager(t)
-	plain, aliased := testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl")
-	deleteLinkAtCleanup(t, plain)
-	deleteLinkAtCleanup(t, aliased)
-	// plain: as left by an agent killed between creating and marking it.
-	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: plain}})).To(Succeed())
-	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: aliased}})).To(Succeed())
-	l, err := netlink.LinkByName(aliased)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(netlink.LinkSetAlias(l, "the admin's bridge")).To(Succeed())
+	plain, aliased, other := testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl")
+	// plain: e.g. the node's cni0; aliased: an admin's; other: another agent's marker.
+	for name, alias := range map[string]string{plain: "", aliased: "the admin's bridge", other: bridge.MarkerKey + "=someone-else"} {
+		deleteLinkAtCleanup(t, name)
+		g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}})).To(Succeed())
+		if alias != "" {
+			l, err := netlink.LinkByName(name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(netlink.LinkSetAlias(l, alias)).To(Succeed())
+		}
+		before, err := netlink.LinkByName(name)
+		g.Expect(err).NotTo(HaveOccurred())
 
-	for _, name := range []string{plain, aliased} {
 		spec := bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000}
 		st, err := m.Ensure(ctx(t), spec)
+		g.Expect(errors.Is(err, bridge.ErrNotMarked)).To(BeTrue(), "%s: %v", name, err)
+		g.Expect(err).To(MatchError(ContainSubstring("Linux bridge " + name + " exists without the alias")))
+		g.Expect(st.Managed).To(BeFalse())
+		after, err := netlink.LinkByName(name)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Created).To(BeFalse())
-		g.Expect(st.Managed).To(Equal(name == plain), "%s", name)
-		g.Expect(st.Ready(spec)).To(BeTrue(), "%+v", st)
+		g.Expect(after.Attrs().Index).To(Equal(before.Attrs().Index))
+		g.Expect(after.Attrs().MTU).To(Equal(1500), "MTU unchanged")
+		g.Expect(after.Attrs().Flags&net.FlagUp).To(BeZero(), "left down")
+		g.Expect(after.Attrs().Alias).To(Equal(alias), "not marked")
 	}
-	l, err = netlink.LinkByName(aliased)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(l.Attrs().Alias).To(Equal("the admin's bridge"))
 	managed, err := m.Managed(ctx(t))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(managed).To(HaveLen(1))
-	g.Expect(managed[0].Name).To(Equal(plain))
+	g.Expect(managed).To(BeEmpty())
+}
+
+func TestLinuxBridgeIsCreatedMarked(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	m := linuxManager(t)
+	name := testutil.UniqueName("fpbrl")
+	deleteLinkAtCleanup(t, name)
+	_, err := m.Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: 9000})
+	g.Expect(err).NotTo(HaveOccurred())
+	l, err := netlink.LinkByName(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + m.Marker))
+	links, err := netlink.LinkList()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, l := range links {
+		g.Expect(l.Attrs().Name).NotTo(HavePrefix("fpnew"), "no temporary bridge left behind")
+	}
 }
 
 func TestLinuxBridgeNameTakenByAnotherKind(t *testing.T) {
@@ -230,6 +251,21 @@ func TestOVSBridgeNameTakenByLinuxBridge(t *testing.T) {
 	_, err := ovsManager(t, socket).Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
 	g.Expect(err).To(MatchError(ContainSubstring("a Linux bridge of that name exists")))
 	g.Expect(vsctl(t, socket, "list-br")).NotTo(ContainSubstring(name))
+}
+
+func TestOVSBridgeWithoutTheMarkerIsNeverAdopted(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	socket := ovstest.Start(t)
+	name := testutil.UniqueName("fpbro")
+	deleteOVSBridgeAtCleanup(t, socket, name)
+	vsctl(t, socket, "add-br", name, "--", "set", "Bridge", name, "datapath_type=netdev")
+
+	_, err := ovsManager(t, socket).Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
+	g.Expect(errors.Is(err, bridge.ErrNotMarked)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("OVS bridge " + name + " exists without external_ids:" + bridge.MarkerKey)))
+	g.Expect(vsctl(t, socket, "get", "Interface", name, "mtu_request")).To(Equal("[]"), "mtu_request unchanged")
+	g.Expect(vsctl(t, socket, "get", "Bridge", name, "external_ids")).To(Equal("{}"), "not marked")
 }
 
 func TestOVSUnreachable(t *testing.T) {

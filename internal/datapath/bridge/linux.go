@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -8,7 +10,6 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
@@ -23,34 +24,22 @@ func (m *Manager) ensureLinux(spec Spec) (State, error) {
 		return st, fmt.Errorf("failed to look up link %s: %w", spec.Name, err)
 	}
 	if link == nil {
-		// Created with the default MTU and then set explicitly below: only an
-		// MTU set through ndo_change_mtu is "set by user" (BROPT_MTU_SET_BY_USER,
-		// net/bridge/br_device.c), which stops the kernel from lowering the
-		// bridge MTU to its smallest port's MTU when ports join.
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: spec.Name}}
-		if err := netlink.LinkAdd(br); err != nil && !errors.Is(err, unix.EEXIST) {
-			return st, fmt.Errorf("failed to create Linux bridge %s: %w", spec.Name, err)
-		} else if err == nil {
-			st.Created = true
-			m.Log.Info("Created Linux bridge", "bridge", spec.Name)
+		if link, err = m.createLinux(spec.Name); err != nil {
+			return st, err
 		}
-		if link, err = netlink.LinkByName(spec.Name); err != nil {
-			return st, fmt.Errorf("failed to look up Linux bridge %s after creating it: %w", spec.Name, err)
-		}
+		st.Created = true
 	}
 	if link.Type() != linkTypeBridge {
 		st.Exists = true
 		st.MTU = link.Attrs().MTU
-		return st, fmt.Errorf("failed to ensure Linux bridge %s: a link of that name exists and is a %q, not a Linux bridge (an OVS bridge of the same name?); rename it or the attachment's bridge", spec.Name, link.Type())
+		return st, fmt.Errorf("failed to ensure Linux bridge %s: a link of that name exists and is a %q, not a Linux bridge (an OVS bridge of the same name?); rename it or the FastPathNetwork's spec.bridge", spec.Name, link.Type())
 	}
-	// The kernel ignores IFLA_IFALIAS when creating a link, so the marker is
-	// set afterwards; doing it on every Ensure of a bridge without an alias
-	// also covers an agent killed between the two steps. A bridge whose alias
-	// an admin set is used but not marked.
-	if link.Attrs().Alias == "" {
-		if err := netlink.LinkSetAlias(link, m.linuxAlias()); err != nil {
-			return st, fmt.Errorf("failed to mark Linux bridge %s with alias %s: %w", spec.Name, m.linuxAlias(), err)
-		}
+	// Never adopt, change or delete a bridge the agent did not make: it may
+	// be the node's own (cni0, br-ex) and a tenant's VM would join it.
+	if link.Attrs().Alias != m.linuxAlias() {
+		st, _ = m.inspectLinux(link)
+		return st, fmt.Errorf("%w: Linux bridge %s exists without the alias %s (its alias is %q): left unchanged; delete it or name another bridge in the FastPathNetwork's spec.bridge",
+			ErrNotMarked, spec.Name, m.linuxAlias(), link.Attrs().Alias)
 	}
 	if link.Attrs().MTU != spec.MTU {
 		if err := netlink.LinkSetMTU(link, spec.MTU); err != nil {
@@ -74,6 +63,45 @@ func (m *Manager) ensureLinux(spec Spec) (State, error) {
 	st, err = m.inspectLinux(link)
 	st.Created = created
 	return st, err
+}
+
+// createLinux creates the Linux bridge name, marked, so that the name never
+// exists unmarked: the kernel ignores IFLA_IFALIAS in RTM_NEWLINK, so the
+// bridge is made under a temporary name, given the alias, and renamed (a
+// new link is down, and a down link may be renamed). An agent killed in
+// between leaves a marked bridge named fpnew<hex>, which Managed lists.
+// It is created with the default MTU, set explicitly by Ensure afterwards:
+// only an MTU set through ndo_change_mtu is "set by user"
+// (BROPT_MTU_SET_BY_USER, net/bridge/br_device.c), which stops the kernel
+// from lowering the bridge MTU to its smallest port's MTU when ports join.
+func (m *Manager) createLinux(name string) (netlink.Link, error) {
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("failed to create Linux bridge %s: %w", name, err)
+	}
+	tmp := "fpnew" + hex.EncodeToString(rnd[:])
+	if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: tmp}}); err != nil {
+		return nil, fmt.Errorf("failed to create Linux bridge %s (as %s): %w", name, tmp, err)
+	}
+	link, err := netlink.LinkByName(tmp)
+	if err == nil {
+		err = netlink.LinkSetAlias(link, m.linuxAlias())
+	}
+	if err == nil {
+		err = netlink.LinkSetName(link, name)
+	}
+	if err != nil {
+		if l, lerr := netlink.LinkByName(tmp); lerr == nil {
+			_ = netlink.LinkDel(l) // ours, unused, unmarked or misnamed
+		}
+		return nil, fmt.Errorf("failed to create Linux bridge %s (made as %s, marked, then renamed): %w", name, tmp, err)
+	}
+	m.Log.Info("Created Linux bridge", "bridge", name)
+	link, err = netlink.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("failed to look up Linux bridge %s after creating it: %w", name, err)
+	}
+	return link, nil
 }
 
 // inspectLinux describes an existing Linux bridge link.

@@ -63,6 +63,11 @@ func (m *Manager) ensureOVS(ctx context.Context, spec Spec) (State, error) {
 		}
 	}
 
+	if b.ExternalIDs[MarkerKey] != m.marker() {
+		st, _ = m.inspectOVS(ctx, c, spec.Name)
+		return st, fmt.Errorf("%w: OVS bridge %s exists without external_ids:%s=%s: left unchanged; delete it or name another bridge in the FastPathNetwork's spec.bridge",
+			ErrNotMarked, spec.Name, MarkerKey, m.marker())
+	}
 	if !sameDatapathType(b.DatapathType, m.datapathType()) {
 		ports, err := c.PortNames(ctx, b)
 		if err != nil {
