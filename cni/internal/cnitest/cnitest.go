@@ -95,6 +95,10 @@ func (b *Binaries) CNIPath(cniVersion string, extra ...string) string {
 	return strings.Join(dirs, string(os.PathListSeparator))
 }
 
+// BridgeMarker is the alias NewBridge gives a Linux bridge: the node agent's
+// marker (internal/datapath/bridge.MarkerKey) with a test value.
+const BridgeMarker = "fastpath.io/managed-by=cnitest"
+
 // Bridge is a node bridge made for one test.
 type Bridge struct {
 	Datapath  string
@@ -102,9 +106,9 @@ type Bridge struct {
 	OVSSocket string // OVSDB endpoint, OVS only
 }
 
-// NewBridge makes a bridge of the datapath with mtu bytes: a Linux bridge
-// (set up, like the node agent leaves it) or an OVS bridge with the
-// userspace datapath (testutil.Start must have been called for OVS). It is
+// NewBridge makes a bridge of the datapath with mtu bytes, marked as the node
+// agent's: a Linux bridge (set up, like the node agent leaves it) or an OVS bridge with the
+// userspace datapath (testutil.StartOVS must have been called for OVS). It is
 // deleted at cleanup.
 func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 	tb.Helper()
@@ -128,6 +132,11 @@ func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 		}
 		if err := netlink.LinkSetUp(br); err != nil {
 			tb.Fatalf("failed to set bridge %s up: %v", name, err)
+		}
+		// Marked as the node agent marks its bridges: the plugin attaches
+		// only to those.
+		if err := netlink.LinkSetAlias(br, BridgeMarker); err != nil {
+			tb.Fatalf("failed to mark bridge %s: %v", name, err)
 		}
 		return &Bridge{Datapath: datapath, Name: name}
 	case netconf.DatapathOVS:

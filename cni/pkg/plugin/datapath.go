@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/go-logr/stdr"
@@ -17,6 +18,21 @@ import (
 
 // errBridgeMissing is wrapped by datapath.bridgeMTU when the bridge does not exist.
 var errBridgeMissing = errors.New("bridge missing")
+
+// bridgeMarkerKey marks the bridges the node agent made: the prefix of a
+// Linux bridge's alias ("fastpath.io/managed-by=<agent>") and an OVS
+// bridge's external_ids key. It equals internal/datapath/bridge.MarkerKey
+// (TestBridgeMarkerKeyIsTheAgents); the plugin does not import the agent.
+const bridgeMarkerKey = "fastpath.io/managed-by"
+
+// notMarkedError refuses a bridge the node agent did not make, e.g. the
+// node's own cni0 or br-ex: a tenant's pod must never join it. Code 7
+// (ErrInvalidNetworkConfig): no retry makes it ours.
+func notMarkedError(bridge, datapath, what string) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+		"bridge %s (datapath %s) was not made by the node agent fastpath-agent (%s): refusing to attach to it; "+
+			"node bridges come from a FastPathNetwork, which the agent creates and marks", bridge, datapath, what), "")
+}
 
 // bridgePort is a port of the node bridge that names the attachment it belongs to.
 type bridgePort struct {
@@ -79,6 +95,7 @@ type linuxBridgeDatapath struct {
 	bridge string
 }
 
+// bridgeMTU also refuses (notMarkedError) a bridge without the agent's alias.
 func (d *linuxBridgeDatapath) bridgeMTU(context.Context) (int, error) {
 	br, err := linuxbridge.Bridge(d.bridge)
 	if errors.Is(err, linuxbridge.ErrBridgeNotFound) {
@@ -86,6 +103,9 @@ func (d *linuxBridgeDatapath) bridgeMTU(context.Context) (int, error) {
 	}
 	if err != nil {
 		return 0, err
+	}
+	if !strings.HasPrefix(br.Alias, bridgeMarkerKey+"=") {
+		return 0, notMarkedError(d.bridge, netconf.DatapathLinuxBridge, fmt.Sprintf("its alias is %q, not %s=<agent>", br.Alias, bridgeMarkerKey))
 	}
 	return br.MTU, nil
 }
@@ -151,7 +171,19 @@ type ovsDatapath struct {
 	bridge string
 }
 
+// bridgeMTU also refuses (notMarkedError) a bridge without the agent's
+// external_ids key.
 func (d *ovsDatapath) bridgeMTU(ctx context.Context) (int, error) {
+	br, err := d.c.RequireBridge(ctx, d.bridge)
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
+		return 0, fmt.Errorf("%w: %w", errBridgeMissing, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if br.ExternalIDs[bridgeMarkerKey] == "" {
+		return 0, notMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+bridgeMarkerKey)
+	}
 	mtu, err := d.c.BridgeMTU(ctx, d.bridge)
 	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 		return 0, fmt.Errorf("%w: %w", errBridgeMissing, err)

@@ -80,12 +80,14 @@ func runOVSCmd(name string, args ...string) (string, error) {
 // AddOVSBridge creates the OVS bridge name with the userspace datapath
 // (datapath_type=netdev), its internal interface's mtu_request set to mtu
 // bytes (without it OVS gives the internal interface the smallest MTU of the
-// other ports, 1500 when there are none), and deletes it at cleanup.
+// other ports, 1500 when there are none) and the node agent's marker
+// external_ids:fastpath.io/managed-by (the CNI plugin attaches only to marked
+// bridges), and deletes it at cleanup.
 // socket is the OVSDB endpoint StartOVS returned.
 func AddOVSBridge(tb testing.TB, socket, name string, mtu int) {
 	tb.Helper()
 	args := []string{"--db=" + socket, "--timeout=30", "add-br", name,
-		"--", "set", "Bridge", name, "datapath_type=netdev",
+		"--", "set", "Bridge", name, "datapath_type=netdev", `external_ids:"fastpath.io/managed-by"=ovstest`,
 		"--", "set", "Interface", name, "mtu_request=" + strconv.Itoa(mtu)}
 	if out, err := runOVSCmd("ovs-vsctl", args...); err != nil {
 		tb.Fatalf("failed to add OVS bridge %s: %v: %s", name, err, out)
