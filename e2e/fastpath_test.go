@@ -75,6 +75,9 @@ var _ = Describe("Fastpath", Ordered, func() {
 		for _, name := range vmNames() {
 			original[name] = vmSpecJSON(ctx, c, ns, name)
 		}
+		fpnet := objs.Network.DeepCopy()
+		Expect(c.Create(ctx, fpnet)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c.Delete(ctx, fpnet))).To(Succeed()) })
 		att = objs.Attachment.DeepCopy()
 		network = fastpathv1alpha1.NetworkName(att.Name)
 		Expect(c.Create(ctx, att)).To(Succeed())
@@ -115,12 +118,13 @@ var _ = Describe("Fastpath", Ordered, func() {
 		var got map[string]any
 		Expect(json.Unmarshal([]byte(nad.Spec.Config), &got)).To(Succeed())
 		n := att.Spec.Network
+		fn := objs.Network.Spec
 		Expect(got).To(And(
 			HaveKeyWithValue("cniVersion", "1.0.0"),
 			HaveKeyWithValue("name", network),
 			HaveKeyWithValue("type", "fastpath"),
-			HaveKeyWithValue("datapath", string(n.Datapath)),
-			HaveKeyWithValue("bridge", n.Bridge),
+			HaveKeyWithValue("datapath", string(fn.Datapath)),
+			HaveKeyWithValue("bridge", fn.Bridge),
 			HaveKeyWithValue("mtu", BeNumerically("==", *n.MTU)),
 			HaveKeyWithValue("offloads", Equal(map[string]any{"tso": true, "gso": true, "gro": true, "txChecksum": true})),
 			HaveKeyWithValue("ipam", And(HaveKeyWithValue("type", "host-local"), HaveKeyWithValue("subnet", n.IPAM.Subnet))),
@@ -308,7 +312,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 			cond := apimeta.FindStatusCondition(fpn.Status.Conditions, fastpathv1alpha1.ReadyCondition)
 			g.Expect(cond).NotTo(BeNil())
 			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
-			g.Expect(fpn.Status.Bridges).To(ContainElement(And(HaveField("Name", att.Spec.Network.Bridge), HaveField("MTU", BeEquivalentTo(9000)), HaveField("Ready", BeTrue()))))
+			g.Expect(fpn.Status.Bridges).To(ContainElement(And(HaveField("Name", objs.Network.Spec.Bridge), HaveField("MTU", BeEquivalentTo(9000)), HaveField("Ready", BeTrue()))))
 			g.Expect(fpn.Status.RelayListeners).To(ContainElement(HaveField("Port", a.Status.VSOCKServices[0].RelayPort)))
 		}, time.Minute).Should(Succeed())
 	})

@@ -21,6 +21,7 @@ import (
 type Objects struct {
 	VMs        []*kubevirtv1.VirtualMachine
 	Outsider   *kubevirtv1.VirtualMachine
+	Network    *fastpathv1alpha1.FastPathNetwork
 	Attachment *fastpathv1alpha1.FastPathAttachment
 	Benchmark  *fastpathv1alpha1.FastPathBenchmark
 	Secrets    []*corev1.Secret
@@ -50,6 +51,11 @@ func LoadSamples(root string) (Objects, error) {
 					return o, fmt.Errorf("failed to parse VirtualMachine in %s: %w", f, err)
 				}
 				o.VMs = append(o.VMs, vm)
+			case "FastPathNetwork":
+				o.Network = &fastpathv1alpha1.FastPathNetwork{}
+				if err := yaml.UnmarshalStrict([]byte(doc), o.Network); err != nil {
+					return o, fmt.Errorf("failed to parse FastPathNetwork in %s: %w", f, err)
+				}
 			case "FastPathAttachment":
 				o.Attachment = &fastpathv1alpha1.FastPathAttachment{}
 				if err := yaml.UnmarshalStrict([]byte(doc), o.Attachment); err != nil {
@@ -63,14 +69,14 @@ func LoadSamples(root string) (Objects, error) {
 			}
 		}
 	}
-	if len(o.VMs) < 2 || o.Attachment == nil || o.Benchmark == nil {
-		return o, fmt.Errorf("failed to find two VMs, a FastPathAttachment and a FastPathBenchmark in config/samples")
+	if len(o.VMs) < 2 || o.Network == nil || o.Attachment == nil || o.Benchmark == nil {
+		return o, fmt.Errorf("failed to find two VMs, a FastPathNetwork, a FastPathAttachment and a FastPathBenchmark in config/samples")
 	}
 	return o, nil
 }
 
-// Adapt puts the objects in namespace ns and makes them the suite's: the node
-// bridge and subnet given (so the suite does not collide with a demo on the
+// Adapt puts the objects in namespace ns and makes them the suite's: a
+// FastPathNetwork e2e-<ns> for ns only on the node bridge given, the subnet given (so the suite does not collide with a demo on the
 // same machine), cloud-init that also installs socat and ethtool (used on a
 // real cluster), a benchmark of 2-second runs, an outsider VM, and the SSH
 // key Secrets from the key pair given.
@@ -91,9 +97,15 @@ func (o *Objects) Adapt(ns, bridge, subnet string, privateKey, publicKey []byte)
 	out.Spec.Template.Spec.Domain.Devices.AutoattachVSOCK = &yes
 	o.Outsider = out
 
+	// The network is cluster-scoped: named after the suite's namespace and
+	// admitting only it.
+	o.Network.Name = "e2e-" + ns
+	o.Network.Spec.Bridge = bridge
+	o.Network.Spec.NamespaceSelector = metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+
 	a := o.Attachment
 	a.Namespace = ns
-	a.Spec.Network.Bridge = bridge
+	a.Spec.NetworkRef = &fastpathv1alpha1.NetworkReference{Name: o.Network.Name}
 	a.Spec.Network.IPAM.Subnet = subnet
 
 	b := o.Benchmark

@@ -57,7 +57,7 @@ func TestValidSamplesAreAccepted(t *testing.T) {
 
 	files, err := filepath.Glob("*.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(len(files)).To(BeNumerically(">=", 4), "attachment, benchmark and two VMs")
+	g.Expect(len(files)).To(BeNumerically(">=", 4), "network, attachment, benchmark and two VMs")
 	kinds := map[string]int{}
 	for _, f := range files {
 		obj, _ := load(t, f)
@@ -65,6 +65,7 @@ func TestValidSamplesAreAccepted(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, obj)).To(Succeed(), f)
 		kinds[obj.GetKind()]++
 	}
+	g.Expect(kinds).To(HaveKeyWithValue("FastPathNetwork", 1))
 	g.Expect(kinds).To(HaveKeyWithValue("FastPathAttachment", 1))
 	g.Expect(kinds).To(HaveKeyWithValue("FastPathBenchmark", 1))
 	g.Expect(kinds).To(HaveKeyWithValue("VirtualMachine", 2))

@@ -572,9 +572,9 @@ func (d *demo) showStatus(ctx context.Context) error {
 	return nil
 }
 
-// sampleBridges returns the network of every FastPathAttachment in the
-// samples directory (after defaulting), so the demo knows which node bridges
-// the agent will create.
+// sampleBridges returns the bridge of every FastPathNetwork in the samples
+// directory (after defaulting), so the demo knows which node bridges the
+// agent will create.
 func sampleBridges(dir string) ([]fastpathv1alpha1.NetworkSpec, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
@@ -587,13 +587,13 @@ func sampleBridges(dir string) ([]fastpathv1alpha1.NetworkSpec, error) {
 			return nil, fmt.Errorf("failed to read %s: %w", f, err)
 		}
 		for _, doc := range strings.Split(string(b), "\n---") {
-			var a fastpathv1alpha1.FastPathAttachment
-			if err := yaml.Unmarshal([]byte(doc), &a); err != nil || a.Kind != "FastPathAttachment" {
+			var n fastpathv1alpha1.FastPathNetwork
+			if err := yaml.Unmarshal([]byte(doc), &n); err != nil || n.Kind != "FastPathNetwork" {
 				continue
 			}
-			spec := fastpathv1alpha1.DefaultAttachmentSpec(a.Spec)
-			if spec.Network != nil && !slices.ContainsFunc(out, func(n fastpathv1alpha1.NetworkSpec) bool { return n.Bridge == spec.Network.Bridge }) {
-				out = append(out, *spec.Network)
+			spec := fastpathv1alpha1.DefaultNetworkSpec(n.Spec)
+			if !slices.ContainsFunc(out, func(b fastpathv1alpha1.NetworkSpec) bool { return b.Bridge == spec.Bridge }) {
+				out = append(out, fastpathv1alpha1.NetworkSpec{Datapath: spec.Datapath, Bridge: spec.Bridge, MTU: spec.MTU.Max})
 			}
 		}
 	}
