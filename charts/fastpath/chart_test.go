@@ -48,7 +48,9 @@ func TestChartRendersOperatorAgentAndRBAC(t *testing.T) {
 	}
 	g.Expect(kinds["Deployment"]).To(ConsistOf("fastpath-operator"))
 	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent"))
-	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent", "fastpath-metrics-reader"))
+	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent", "fastpath-metrics-reader", "fastpath-tenant-edit", "fastpath-tenant-view"))
+	g.Expect(kinds["ValidatingAdmissionPolicy"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-nad-owner"))
+	g.Expect(kinds["ValidatingAdmissionPolicyBinding"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-nad-owner"))
 	g.Expect(kinds["ServiceMonitor"]).To(HaveLen(1))
 	g.Expect(out).To(ContainSubstring("--pod-network-cidr=10.244.0.0/16"))
 	g.Expect(out).To(ContainSubstring("fastpathattachments"), "the operator ClusterRole carries the generated rules")
@@ -135,4 +137,119 @@ func TestChartPassesTheDomainHookImage(t *testing.T) {
 	g.Expect(operatorArgs(t, "operator.domainHookImage=registry.example.com/own/hook:1")).To(ContainElement(
 		"--domain-hook-image=registry.example.com/own/hook:1"))
 	g.Expect(operatorArgs(t, "operator.domainHook=false")).NotTo(ContainElement(HavePrefix("--domain-hook-image")))
+}
+
+// renderedObject is the part of a rendered object the least-privilege checks read.
+type renderedObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Rules []struct {
+		APIGroups       []string `json:"apiGroups"`
+		Resources       []string `json:"resources"`
+		Verbs           []string `json:"verbs"`
+		NonResourceURLs []string `json:"nonResourceURLs"`
+	} `json:"rules"`
+	Spec struct {
+		Template struct {
+			Spec struct {
+				HostNetwork  bool              `json:"hostNetwork"`
+				NodeSelector map[string]string `json:"nodeSelector"`
+				Tolerations  []map[string]any  `json:"tolerations"`
+				Containers   []struct {
+					Name            string         `json:"name"`
+					SecurityContext map[string]any `json:"securityContext"`
+					VolumeMounts    []struct {
+						Name      string `json:"name"`
+						MountPath string `json:"mountPath"`
+						ReadOnly  bool   `json:"readOnly"`
+					} `json:"volumeMounts"`
+				} `json:"containers"`
+				Volumes []struct {
+					Name     string `json:"name"`
+					HostPath *struct {
+						Path string `json:"path"`
+					} `json:"hostPath"`
+				} `json:"volumes"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+func render(t *testing.T, set ...string) []renderedObject {
+	t.Helper()
+	args := []string{"template", "fp", ".", "--namespace", "fastpath-system"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	var out []renderedObject
+	for _, doc := range strings.Split(helm(t, args...), "\n---") {
+		var o renderedObject
+		NewWithT(t).Expect(yaml.Unmarshal([]byte(doc), &o)).To(Succeed(), doc)
+		if o.Kind != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// The default install grants least privilege (issue 17): no privileged
+// container, no wildcard and no Secret read in any ClusterRole, tenant rights
+// only on the namespaced tenant kinds, an agent with NET_ADMIN only, no
+// writable /dev, on KubeVirt nodes only.
+func TestChartGrantsLeastPrivilege(t *testing.T) {
+	g := NewWithT(t)
+	out := helm(t, "template", "fp", ".", "--namespace", "fastpath-system")
+	g.Expect(out).NotTo(MatchRegexp(`privileged:\s*true`))
+	objs := render(t)
+	var agent *renderedObject
+	for i, o := range objs {
+		switch o.Kind {
+		case "ClusterRole", "Role":
+			for _, r := range o.Rules {
+				for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.NonResourceURLs} {
+					g.Expect(list).NotTo(ContainElement(ContainSubstring("*")), "%s %s: %+v", o.Kind, o.Metadata.Name, r)
+				}
+				if o.Kind == "ClusterRole" {
+					g.Expect(r.Resources).NotTo(ContainElement("secrets"), "ClusterRole %s reads Secrets cluster-wide", o.Metadata.Name)
+				}
+				if strings.HasPrefix(o.Metadata.Name, "fastpath-tenant-") {
+					g.Expect(r.Resources).To(ConsistOf("fastpathattachments", "fastpathbenchmarks"), "tenant roles cover the namespaced tenant kinds only")
+				}
+			}
+		case "DaemonSet":
+			agent = &objs[i]
+		}
+	}
+	g.Expect(agent).NotTo(BeNil())
+	ps := agent.Spec.Template.Spec
+	g.Expect(ps.NodeSelector).To(HaveKeyWithValue("kubevirt.io/schedulable", "true"))
+	g.Expect(ps.Tolerations).To(BeEmpty(), "no toleration of every taint")
+	g.Expect(ps.Containers).To(HaveLen(1))
+	sc := ps.Containers[0].SecurityContext
+	g.Expect(sc).To(HaveKeyWithValue("privileged", false))
+	g.Expect(sc).To(HaveKeyWithValue("allowPrivilegeEscalation", false))
+	g.Expect(sc).To(HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}, "add": []any{"NET_ADMIN"}})))
+	for _, m := range ps.Containers[0].VolumeMounts {
+		g.Expect(m.MountPath).NotTo(Equal("/dev"))
+		g.Expect(m.MountPath).NotTo(HavePrefix("/var/lib/cni"), "unused mount")
+		if m.Name == "dev" {
+			g.Expect(m.ReadOnly).To(BeTrue())
+		}
+	}
+
+	// Opt-ins are explicit and named.
+	objs = render(t, "agent.extraCapabilities={SYS_ADMIN}")
+	for _, o := range objs {
+		if o.Kind == "DaemonSet" {
+			g.Expect(o.Spec.Template.Spec.Containers[0].SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN", "SYS_ADMIN"})))
+		}
+	}
+	cmd := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.tuneSysctls=true")
+	b, err := cmd.CombinedOutput()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring("agent.tuneSysctls needs a writable /proc/sys"))
+	g.Expect(helm(t, "template", "fp", ".", "--set", "agent.tuneSysctls=true", "--set", "agent.privileged=true")).To(MatchRegexp(`privileged:\s*true`))
 }

@@ -47,6 +47,7 @@ type flags struct {
 	cniBinDir       string
 	cniBinSource    string
 	tuneSysctls     bool
+	devDir          string
 	ovsSocket       string
 	ovsDatapathType string
 	vsockTransport  string
@@ -61,6 +62,7 @@ func main() {
 	flag.StringVar(&f.cniBinDir, "cni-bin-dir", cniinstall.DefaultBinDir, "Directory the fastpath CNI binary is installed into.")
 	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable).")
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
+	flag.StringVar(&f.devDir, "dev-dir", "/dev", "Directory the device probe looks in for vhost-net, vhost-vsock and net/tun (the chart mounts the host's /dev read-only at /host/dev: the agent only stats them).")
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
 	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
@@ -126,7 +128,7 @@ func run(f flags) error {
 	defer ovs.Close()
 	r := &agent.Reconciler{
 		NodeName:      f.nodeName,
-		Prober:        &probe.Host{OVS: ovs},
+		Prober:        &probe.Host{OVS: ovs, DevDir: f.devDir},
 		Bridges:       &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
 		Relay:         rl,
 		RelayEmulated: emulatedRoot != "",

@@ -189,7 +189,9 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 }
 
 // sshKey checks (uncached) that the Secret of spec.sshKeySecretRef exists with
-// key ssh-privatekey.
+// key ssh-privatekey, when the operator may read it: the chart grants no
+// cluster-wide Secret read, so by default the kubelet reports a missing
+// Secret in the runner Pod's events instead.
 func (r *Reconciler) sshKey(ctx context.Context, s *scope) (string, []string, error) {
 	ref := s.spec.SSHKeySecretRef
 	if ref == nil { // the CRD requires it in VM mode
@@ -199,6 +201,13 @@ func (r *Reconciler) sshKey(ctx context.Context, s *scope) (string, []string, er
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.bench.Namespace, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fastpathv1alpha1.ReasonSSHKeyMissing, []string{fmt.Sprintf("Secret %s (spec.sshKeySecretRef) not found", ref.Name)}, nil
+		}
+		if apierrors.IsForbidden(err) {
+			// The operator has no cluster-wide read on Secrets (issue 17):
+			// a missing Secret or key then shows as the runner Pod's
+			// FailedMount event, from the kubelet.
+			ctrl.LoggerFrom(ctx).V(1).Info("Not allowed to read the SSH key Secret; leaving the check to the kubelet", "secret", ref.Name)
+			return "", nil, nil
 		}
 		return "", nil, fmt.Errorf("failed to get Secret %s/%s: %w", s.bench.Namespace, ref.Name, err)
 	}
