@@ -1,0 +1,122 @@
+package fastpath_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+)
+
+// The chart's ValidatingAdmissionPolicies, rendered by helm and enforced by a
+// real kube-apiserver (envtest), checked by impersonating the agent, the
+// operator and a tenant.
+func TestChartAdmissionPoliciesEnforce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env, err := testenv.Start(testenv.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+
+	for _, doc := range strings.Split(helm(t, "template", "fp", ".", "--namespace", "fastpath-system", "--show-only", "templates/admission.yaml"), "\n---") {
+		obj := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal([]byte(doc), &obj.Object)).To(Succeed())
+		if len(obj.Object) > 0 {
+			g.Expect(env.Client.Create(ctx, obj)).To(Succeed(), obj.GetName())
+		}
+	}
+	root, err := testenv.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	bindClusterRole(g, env, filepath.Join(root, "config", "rbac", "agent", "role.yaml"), "fastpath-agent")
+	bindClusterRole(g, env, filepath.Join(root, "config", "rbac", "role.yaml"), "fastpath-operator")
+
+	as := func(user string, extra map[string][]string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}, Extra: extra}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		g.Expect(err).NotTo(HaveOccurred())
+		return c
+	}
+	agentA := as("system:serviceaccount:fastpath-system:fastpath-agent", map[string][]string{"authentication.kubernetes.io/node-name": {"node-a"}})
+
+	t.Run("an agent writes only its own node's FastPathNode", func(t *testing.T) {
+		g := NewWithT(t)
+		// The policy takes effect asynchronously after creation.
+		g.Eventually(func() error {
+			return agentA.Create(ctx, &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}})
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("fastpath-agent may write only the FastPathNode of its own node, not node-b")))
+		g.Expect(agentA.Create(ctx, &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})).To(Succeed())
+
+		other := &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}
+		g.Expect(env.Client.Create(ctx, other)).To(Succeed(), "the admin may")
+		other.Status.AgentVersion = "forged"
+		g.Expect(agentA.Status().Update(ctx, other)).To(MatchError(ContainSubstring("not node-c")))
+		g.Expect(agentA.Delete(ctx, other)).To(HaveOccurred())
+
+		noNode := as("system:serviceaccount:fastpath-system:fastpath-agent", nil)
+		g.Expect(noNode.Create(ctx, &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: "node-d"}})).To(MatchError(ContainSubstring("own node")),
+			"a token without a node name writes nothing")
+	})
+
+	t.Run("only the operator writes fastpath NADs, each controlled by a FastPathAttachment", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(env.Client.Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"create", "update", "get"}}},
+		})).To(Succeed())
+		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nads"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}},
+		})).To(Succeed())
+		tenant := as("system:serviceaccount:"+ns+":tenant", nil)
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		nad := func(name, config string, owned bool) *nadv1.NetworkAttachmentDefinition {
+			n := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
+			if owned {
+				yes := true
+				n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "fastpath.io/v1alpha1", Kind: "FastPathAttachment", Name: name, UID: "0000", Controller: &yes}}
+			}
+			return n
+		}
+		fp := `{"cniVersion":"1.0.0","name":"x","type":"fastpath","bridge":"cni0","stateDir":"/etc/cni/net.d"}`
+		g.Eventually(func() error { return tenant.Create(ctx, nad("forged", fp, true)) }, 30*time.Second, 200*time.Millisecond).
+			Should(MatchError(ContainSubstring("only fastpath-operator writes NetworkAttachmentDefinitions for the fastpath plugin")))
+		escaped := `{"cniVersion":"1.0.0","name":"x","type":"\u0066astpath"}`
+		g.Expect(tenant.Create(ctx, nad("escaped", escaped, false))).To(MatchError(ContainSubstring("only fastpath-operator")))
+		g.Expect(tenant.Create(ctx, nad("bridge", `{"cniVersion":"1.0.0","name":"b","type":"bridge"}`, false))).To(Succeed(), "other plugins are not ours to police")
+
+		g.Expect(operator.Create(ctx, nad("unowned", fp, false))).To(MatchError(ContainSubstring("must be controlled by a FastPathAttachment")))
+		g.Expect(operator.Create(ctx, nad("owned", fp, true))).To(Succeed())
+	})
+}
+
+func bindClusterRole(g *WithT, env *testenv.Env, path, sa string) {
+	data, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	g.Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	g.Expect(env.Client.Create(context.Background(), role)).To(Succeed())
+	g.Expect(env.Client.Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s", role.Name, sa)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: sa}},
+	})).To(Succeed())
+}
