@@ -256,7 +256,7 @@ func TestOVSBridgeNameTakenByLinuxBridge(t *testing.T) {
 func TestOVSBridgeWithoutTheMarkerIsNeverAdopted(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	socket := ovstest.Start(t)
+	socket := testutil.StartOVS(t)
 	name := testutil.UniqueName("fpbro")
 	deleteOVSBridgeAtCleanup(t, socket, name)
 	vsctl(t, socket, "add-br", name, "--", "set", "Bridge", name, "datapath_type=netdev")
