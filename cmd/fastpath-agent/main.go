@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
@@ -48,6 +49,8 @@ type flags struct {
 	cniBinSource    string
 	tuneSysctls     bool
 	devDir          string
+	cniNodeConfig   string
+	cniStateDir     string
 	ovsSocket       string
 	ovsDatapathType string
 	vsockTransport  string
@@ -62,6 +65,8 @@ func main() {
 	flag.StringVar(&f.cniBinDir, "cni-bin-dir", cniinstall.DefaultBinDir, "Directory the fastpath CNI binary is installed into.")
 	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable).")
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
+	flag.StringVar(&f.cniNodeConfig, "cni-node-config", "", "Where to write the CNI plugin's node configuration (its state directory and OVSDB endpoint), e.g. "+netconf.DefaultNodeConfigPath+"; empty: none (the plugin then uses its defaults).")
+	flag.StringVar(&f.cniStateDir, "cni-state-dir", netconf.DefaultStateDir, "The CNI plugin's state directory, written into the node configuration.")
 	flag.StringVar(&f.devDir, "dev-dir", "/dev", "Directory the device probe looks in for vhost-net, vhost-vsock and net/tun (the chart mounts the host's /dev read-only at /host/dev: the agent only stats them).")
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
@@ -133,9 +138,10 @@ func run(f flags) error {
 		Relay:         rl,
 		RelayEmulated: emulatedRoot != "",
 		Sysctls:       &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
-		CNI:           &cniinstall.Installer{Source: f.cniBinSource, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install")},
-		AgentVersion:  agentVersion(),
-		ResyncPeriod:  f.resync,
+		CNI: &cniinstall.Installer{Source: f.cniBinSource, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
+			NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}}},
+		AgentVersion: agentVersion(),
+		ResyncPeriod: f.resync,
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {

@@ -47,6 +47,7 @@ func (i invocation) env() []string {
 		"CNI_IFNAME=" + i.ifName,
 		"CNI_ARGS=" + i.cniArgs,
 		"CNI_PATH=" + i.cniPath,
+		netconf.NodeConfigEnv + "=" + os.Getenv(netconf.NodeConfigEnv),
 	}
 }
 

@@ -188,7 +188,9 @@ type Conf struct {
 	Extra      map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
 }
 
-// NetConf renders a fastpath netconf for bridge b.
+// NetConf renders a fastpath netconf for bridge b, and writes c.StateDir and
+// b.OVSSocket into a node configuration that $FASTPATH_NODE_CONFIG names for
+// the rest of the test (tb.Setenv: not for parallel tests).
 func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 	tb.Helper()
 	if c.Name == "" {
@@ -203,10 +205,18 @@ func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 	}
 	m := map[string]any{
 		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
-		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "stateDir": c.StateDir, "ipam": ipam,
+		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "ipam": ipam,
 	}
-	if b.OVSSocket != "" {
-		m["ovs"] = map[string]any{"socket": b.OVSSocket}
+	// The state directory and the OVSDB endpoint come from the node
+	// configuration, as on a node: written for the test and named by
+	// $FASTPATH_NODE_CONFIG (inherited by plugin processes the test runs).
+	if c.StateDir != "" || b.OVSSocket != "" {
+		nc := netconf.NodeConfig{StateDir: c.StateDir, OVS: netconf.OVS{Socket: b.OVSSocket}}
+		path := filepath.Join(tb.TempDir(), "node.json")
+		if err := netconf.WriteNodeConfig(path, nc); err != nil {
+			tb.Fatalf("failed to write the node configuration: %v", err)
+		}
+		tb.Setenv(netconf.NodeConfigEnv, path)
 	}
 	if c.Offloads != nil {
 		m["offloads"] = c.Offloads

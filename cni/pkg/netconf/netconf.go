@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -94,11 +93,19 @@ type NetConf struct {
 	// IPAM is the delegated IPAM configuration, passed untouched to the IPAM
 	// plugin named by its "type" (required).
 	IPAM IPAM `json:"ipam,omitempty"`
-	// OVS configures the Open vSwitch datapath; ignored for LinuxBridge.
-	OVS *OVS `json:"ovs,omitempty"`
+	// OVS configures the Open vSwitch datapath (ignored for LinuxBridge):
+	// LoadNetConf fills it from the node configuration (NodeConfig), never
+	// from the input.
+	OVS *OVS `json:"-"`
 	// StateDir is an absolute directory for the per-attachment cache and the
-	// lock file; default DefaultStateDir.
-	StateDir string `json:"stateDir,omitempty"`
+	// lock file: LoadNetConf fills it from the node configuration.
+	StateDir string `json:"-"`
+	// InputOVS and InputStateDir catch "ovs" and "stateDir" in the input,
+	// which LoadNetConf refuses naming the field: they name host paths and
+	// addresses, which whoever writes NetworkAttachmentDefinitions must not
+	// choose for a plugin running as root.
+	InputOVS      json.RawMessage `json:"ovs,omitempty"`
+	InputStateDir json.RawMessage `json:"stateDir,omitempty"`
 
 	// RuntimeConfig carries capability arguments (set by the runtime).
 	RuntimeConfig *RuntimeConfig `json:"runtimeConfig,omitempty"`
@@ -283,23 +290,9 @@ func (c *NetConf) defaultAndValidate() error {
 		return invalid("ipam.type %q is invalid: must be a plugin name without a path", c.IPAM.Type())
 	}
 
-	if c.OVS == nil {
-		c.OVS = &OVS{}
+	if err := c.applyNodeConfig(); err != nil {
+		return err
 	}
-	if c.OVS.Socket == "" {
-		c.OVS.Socket = DefaultOVSSocket
-	}
-	if !strings.HasPrefix(c.OVS.Socket, "unix:/") && !strings.HasPrefix(c.OVS.Socket, "tcp:") && !strings.HasPrefix(c.OVS.Socket, "ssl:") {
-		return invalid("ovs.socket %q is invalid: must be unix:<absolute path>, tcp:<host>:<port> or ssl:<host>:<port>", c.OVS.Socket)
-	}
-
-	if c.StateDir == "" {
-		c.StateDir = DefaultStateDir
-	}
-	if !filepath.IsAbs(c.StateDir) {
-		return invalid("stateDir %q is invalid: must be an absolute path", c.StateDir)
-	}
-	c.StateDir = filepath.Clean(c.StateDir)
 
 	if c.RuntimeConfig != nil && c.RuntimeConfig.MAC != "" {
 		if _, err := ParseMAC("runtimeConfig.mac", c.RuntimeConfig.MAC); err != nil {

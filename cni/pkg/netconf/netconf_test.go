@@ -27,10 +27,11 @@ func TestLoadNetConfDefaults(t *testing.T) {
 
 func TestLoadNetConfFullConfig(t *testing.T) {
 	g := NewWithT(t)
+	nodeConfig(t, NodeConfig{StateDir: "/run/fp/../fp2/", OVS: OVS{Socket: "tcp:127.0.0.1:6640"}})
 	conf, _, err := LoadNetConf([]byte(`{"cniVersion": "1.1.0", "name": "fp", "type": "fastpath",
 		"datapath": "OVS", "bridge": "br-fast.1", "mtu": 65535,
 		"offloads": {"tso": false, "gso": false, "gro": true, "txChecksum": false},
-		"ipam": {"type": "static"}, "ovs": {"socket": "tcp:127.0.0.1:6640"}, "stateDir": "/run/fp/../fp2/",
+		"ipam": {"type": "static"},
 		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},
 		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}],
 		"someFutureKey": {"x": 1}}`))
@@ -60,8 +61,7 @@ func TestNetConfMarshalKeepsContractKeys(t *testing.T) {
 		"datapath": "OVS", "bridge": "fastpath0", "mtu": 9000,
 		"offloads": {"tso": true, "gso": true, "gro": false, "txChecksum": true},
 		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24"},
-		"ovs": {"socket": "unix:/var/run/openvswitch/db.sock"}, "stateDir": "/var/lib/cni/fastpath",
-		"runtimeConfig": {"mac": "02:00:00:00:00:01"}}`))
+		"runtimeConfig": {"mac": "02:00:00:00:00:01"}}`), "the node's stateDir and ovs.socket are never rendered")
 }
 
 func TestLoadNetConfRejects(t *testing.T) {
@@ -95,8 +95,8 @@ func TestLoadNetConfRejects(t *testing.T) {
 		{"empty ipam", `{` + base + `, "ipam": {}}`, types.ErrInvalidNetworkConfig, "ipam is required"},
 		{"ipam without type", `{` + base + `, "ipam": {"subnet": "10.0.0.0/24"}}`, types.ErrInvalidNetworkConfig, "ipam.type is required"},
 		{"ipam type path", `{` + base + `, "ipam": {"type": "../x"}}`, types.ErrInvalidNetworkConfig, `ipam.type "../x" is invalid`},
-		{"ovs socket", `{` + base + `, "ovs": {"socket": "/run/db.sock"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `ovs.socket "/run/db.sock" is invalid`},
-		{"relative state dir", `{` + base + `, "stateDir": "state", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `stateDir "state" is invalid: must be an absolute path`},
+		{"ovs socket", `{` + base + `, "ovs": {"socket": "/run/db.sock"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `ovs.socket is not accepted in a network configuration: host paths and addresses come from the node configuration`},
+		{"relative state dir", `{` + base + `, "stateDir": "state", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `stateDir is not accepted in a network configuration`},
 		{"bad mac", `{` + base + `, "runtimeConfig": {"mac": "zz"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `runtimeConfig.mac "zz" is invalid`},
 		{"multicast mac", `{` + base + `, "runtimeConfig": {"mac": "01:00:5e:00:00:01"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `must be a unicast address`},
 	} {

@@ -126,11 +126,19 @@ func (s *Setup) netConf(v variant, br string) ([]byte, error) {
 		MTU:        v.mtu,
 		Offloads:   &netconf.Offloads{TSO: &on, GSO: &on, GRO: &on, TXChecksum: &on},
 		IPAM:       netconf.IPAM{"type": "host-local", "subnet": v.subnet().String(), "dataDir": s.tmpPath("ipam")},
-		StateDir:   s.tmpPath("cni-state"),
 	}
 	if v.path == PathFastPathOVS {
 		conf.Datapath = netconf.DatapathOVS
-		conf.OVS = &netconf.OVS{Socket: OVSSocket}
+	}
+	// The state directory and the OVSDB endpoint come from a node
+	// configuration, as on a node (netconf.NodeConfig); this process's
+	// environment names it for the plugin processes libcni starts.
+	nodeConf := s.tmpPath("node.json")
+	if err := netconf.WriteNodeConfig(nodeConf, netconf.NodeConfig{StateDir: s.tmpPath("cni-state"), OVS: netconf.OVS{Socket: OVSSocket}}); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv(netconf.NodeConfigEnv, nodeConf); err != nil {
+		return nil, fmt.Errorf("failed to set %s: %w", netconf.NodeConfigEnv, err)
 	}
 	// The plugin validates it again; failing here names the generator.
 	data, err := json.Marshal(conf)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
 // Defaults.
@@ -49,6 +50,12 @@ type Installer struct {
 	DestDir string
 	// Name of the installed file; empty means DefaultName.
 	Name string
+	// NodeConfigPath, when set, is where Ensure keeps NodeConfig: the
+	// node configuration the plugin takes host paths and addresses from
+	// (netconf.NodeConfig), root-owned, in the CNI configuration directory.
+	NodeConfigPath string
+	// NodeConfig is the node configuration written to NodeConfigPath.
+	NodeConfig netconf.NodeConfig
 	// Log receives a line for every install.
 	Log logr.Logger
 
@@ -108,7 +115,7 @@ func (i *Installer) Ensure() (Result, error) {
 	}
 	res.SHA256 = srcSum
 	if destSum, err := i.sum(dest); err == nil && destSum == srcSum {
-		return res, nil
+		return res, i.ensureNodeConfig()
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, fmt.Errorf("failed to read the installed CNI binary %s: %w", dest, err)
 	}
@@ -117,7 +124,32 @@ func (i *Installer) Ensure() (Result, error) {
 	}
 	res.Installed = true
 	i.Log.Info("Installed CNI binary", "path", dest, "sha256", srcSum, "source", i.Source)
-	return res, nil
+	return res, i.ensureNodeConfig()
+}
+
+// ensureNodeConfig writes NodeConfig to NodeConfigPath unless the file
+// already holds it in a form the plugin accepts (root-owned, not writable
+// by others).
+func (i *Installer) ensureNodeConfig() error {
+	if i.NodeConfigPath == "" {
+		return nil
+	}
+	if got, err := netconf.LoadNodeConfig(i.NodeConfigPath); err == nil {
+		want := i.NodeConfig
+		if err := want.Validate(); err != nil {
+			return fmt.Errorf("failed to write the node configuration %s: %w", i.NodeConfigPath, err)
+		}
+		if got == want {
+			if _, serr := os.Stat(i.NodeConfigPath); serr == nil {
+				return nil
+			}
+		}
+	}
+	if err := netconf.WriteNodeConfig(i.NodeConfigPath, i.NodeConfig); err != nil {
+		return err
+	}
+	i.Log.Info("Wrote the CNI node configuration", "path", i.NodeConfigPath, "stateDir", i.NodeConfig.StateDir, "ovsSocket", i.NodeConfig.OVS.Socket)
+	return nil
 }
 
 // sum returns the sha256 of path, from the cache when the file is unchanged.

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 )
 
@@ -108,4 +109,37 @@ func TestEnsureFailsWithoutSourceAndKeepsTheInstalledBinary(t *testing.T) {
 	_, err := (&cniinstall.Installer{Source: filepath.Join(t.TempDir(), "missing"), DestDir: binDir}).Ensure()
 	g.Expect(err).To(MatchError(ContainSubstring("failed to read the CNI binary to install")))
 	g.Expect(os.ReadFile(filepath.Join(binDir, "fastpath"))).To(Equal([]byte("old")))
+}
+
+func TestEnsureKeepsTheNodeConfiguration(t *testing.T) {
+	g := NewWithT(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the plugin accepts only a root-owned node configuration: needs root")
+	}
+	src := filepath.Join(t.TempDir(), "fastpath")
+	writeFile(t, src, "#!/bin/sh\n")
+	conf := filepath.Join(t.TempDir(), "net.d", "fastpath.d", "node.json")
+	want := netconf.NodeConfig{StateDir: "/var/lib/cni/fastpath", OVS: netconf.OVS{Socket: "unix:/run/openvswitch/db.sock"}}
+	i := &cniinstall.Installer{Source: src, DestDir: t.TempDir(), NodeConfigPath: conf, NodeConfig: want}
+	_, err := i.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := netconf.LoadNodeConfig(conf)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(want))
+	ino := inode(t, conf)
+
+	_, err = i.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(inode(t, conf)).To(Equal(ino), "not rewritten when unchanged")
+
+	g.Expect(os.Chmod(conf, 0o666)).To(Succeed()) // someone loosened it
+	_, err = i.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = netconf.LoadNodeConfig(conf)
+	g.Expect(err).NotTo(HaveOccurred(), "rewritten in a form the plugin accepts")
+
+	g.Expect(os.Remove(conf)).To(Succeed())
+	_, err = i.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conf).To(BeAnExistingFile())
 }
