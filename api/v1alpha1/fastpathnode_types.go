@@ -21,6 +21,9 @@ type FastPathNodeStatus struct {
 	// +listMapKey=port
 	// +kubebuilder:validation:MaxItems=1024
 	RelayListeners []RelayListenerStatus `json:"relayListeners,omitempty"`
+	// relayLimits are the vsock relay's limits (agent flags --relay-*).
+	// +optional
+	RelayLimits *RelayLimits `json:"relayLimits,omitempty"`
 	// sysctls are the node tunings the agent checked (with --tune-sysctls, applied).
 	// +optional
 	// +listType=map
@@ -120,6 +123,22 @@ type RelayListenerStatus struct {
 	// +optional
 	// +listType=set
 	AllowedCIDs []int64 `json:"allowedCIDs,omitempty"`
+}
+
+// RelayLimits bound what guests can hold in the vsock relay.
+type RelayLimits struct {
+	// maxConns caps the relay's connections over all routes.
+	MaxConns int32 `json:"maxConns"`
+	// maxConnsPerCID caps one source CID's connections over all routes.
+	MaxConnsPerCID int32 `json:"maxConnsPerCID"`
+	// maxConnsPerRoute caps one route's connections.
+	MaxConnsPerRoute int32 `json:"maxConnsPerRoute"`
+	// idleTimeout closes a connection without payload in either direction
+	// for this long (0: never).
+	IdleTimeout metav1.Duration `json:"idleTimeout"`
+	// halfCloseTimeout closes a connection this long after one direction
+	// ended while the other has not (0: never).
+	HalfCloseTimeout metav1.Duration `json:"halfCloseTimeout"`
 }
 
 // SysctlStatus is one node sysctl.

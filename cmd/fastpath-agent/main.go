@@ -49,6 +49,7 @@ type flags struct {
 	cniBinSource    string
 	tuneSysctls     bool
 	devDir          string
+	relay           relay.Options
 	cniNodeConfig   string
 	cniStateDir     string
 	ovsSocket       string
@@ -67,6 +68,11 @@ func main() {
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
 	flag.StringVar(&f.cniNodeConfig, "cni-node-config", "", "Where to write the CNI plugin's node configuration (its state directory and OVSDB endpoint), e.g. "+netconf.DefaultNodeConfigPath+"; empty: none (the plugin then uses its defaults).")
 	flag.StringVar(&f.cniStateDir, "cni-state-dir", netconf.DefaultStateDir, "The CNI plugin's state directory, written into the node configuration.")
+	flag.IntVar(&f.relay.MaxTotalConns, "relay-max-conns", relay.DefaultMaxTotalConns, "vsock relay: connections over all routes.")
+	flag.IntVar(&f.relay.MaxConnsPerCID, "relay-max-conns-per-cid", relay.DefaultMaxConnsPerCID, "vsock relay: one source guest's connections over all routes.")
+	flag.IntVar(&f.relay.DefaultMaxConns, "relay-max-conns-per-route", relay.DefaultMaxConns, "vsock relay: one route's connections.")
+	flag.DurationVar(&f.relay.IdleTimeout, "relay-idle-timeout", relay.DefaultIdleTimeout, "vsock relay: close a connection without payload for this long (negative: never).")
+	flag.DurationVar(&f.relay.HalfCloseTimeout, "relay-half-close-timeout", relay.DefaultHalfCloseTimeout, "vsock relay: close a connection this long after one direction ended (negative: never).")
 	flag.StringVar(&f.devDir, "dev-dir", "/dev", "Directory the device probe looks in for vhost-net, vhost-vsock and net/tun (the chart mounts the host's /dev read-only at /host/dev: the agent only stats them).")
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
@@ -116,7 +122,9 @@ func run(f flags) error {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
 
-	rl, err := relay.New(relay.Options{Transport: transport, Registerer: ctrlmetrics.Registry, Logger: ctrl.Log.WithName("relay")})
+	rl, err := relay.New(relay.Options{Transport: transport, Registerer: ctrlmetrics.Registry, Logger: ctrl.Log.WithName("relay"),
+		MaxTotalConns: f.relay.MaxTotalConns, MaxConnsPerCID: f.relay.MaxConnsPerCID, DefaultMaxConns: f.relay.DefaultMaxConns,
+		IdleTimeout: f.relay.IdleTimeout, HalfCloseTimeout: f.relay.HalfCloseTimeout})
 	if err != nil {
 		return err
 	}

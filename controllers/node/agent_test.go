@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
 // newNamespace creates a namespace for one spec.
@@ -99,6 +100,9 @@ var _ = Describe("FastPathNode status", func() {
 			fpn := a.fpn(g)
 			g.Expect(fpn.Status.Capabilities).To(Equal(want))
 			g.Expect(fpn.Status.AgentVersion).To(Equal("v0.0.0-envtest"))
+			g.Expect(fpn.Status.RelayLimits).To(Equal(&fastpathv1alpha1.RelayLimits{
+				MaxConns: relay.DefaultMaxTotalConns, MaxConnsPerCID: relay.DefaultMaxConnsPerCID, MaxConnsPerRoute: relay.DefaultMaxConns,
+				IdleTimeout: metav1.Duration{Duration: relay.DefaultIdleTimeout}, HalfCloseTimeout: metav1.Duration{Duration: relay.DefaultHalfCloseTimeout}}))
 			g.Expect(fpn.OwnerReferences).To(ConsistOf(metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: name, UID: node.UID}))
 			g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition)).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonReady))
 			g.Expect(condition(fpn, fastpathv1alpha1.BridgesReadyCondition)).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonNoBridgesWanted))

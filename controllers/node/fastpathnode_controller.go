@@ -46,6 +46,8 @@ type RelayProgrammer interface {
 	Update(routes []relay.Route) error
 	// Listeners returns the open listeners.
 	Listeners() []relay.ListenerStatus
+	// Limits returns the relay's limits.
+	Limits() relay.Limits
 }
 
 // SysctlTuner checks (and, when enabled, raises) the node's sysctls;
@@ -118,6 +120,7 @@ type observed struct {
 	routeProbs []string
 	relayErr   error
 	listeners  []fastpathv1alpha1.RelayListenerStatus
+	relayLimit *fastpathv1alpha1.RelayLimits
 	sysctls    []fastpathv1alpha1.SysctlStatus
 	sysctlErr  error
 	cni        string

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -48,6 +50,11 @@ func (r *Reconciler) tuneSysctls(ctx context.Context, s *scope) (ctrl.Result, er
 
 // programRelay feeds the relay this node's routes and reads back its listeners.
 func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, error) {
+	lim := r.Relay.Limits()
+	s.relayLimit = &fastpathv1alpha1.RelayLimits{
+		MaxConns: clampInt32(lim.MaxTotalConns), MaxConnsPerCID: clampInt32(lim.MaxConnsPerCID), MaxConnsPerRoute: clampInt32(lim.DefaultMaxConns),
+		IdleTimeout: metav1.Duration{Duration: max(lim.IdleTimeout, 0)}, HalfCloseTimeout: metav1.Duration{Duration: max(lim.HalfCloseTimeout, 0)},
+	}
 	s.routes, s.routeProbs = RelayRoutes(s.attachments, r.NodeName)
 	if err := r.Relay.Update(s.routes); err != nil {
 		s.relayErr = err
@@ -144,3 +151,5 @@ func (r *Reconciler) period(p, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+func clampInt32(v int) int32 { return int32(min(v, math.MaxInt32)) }

@@ -39,6 +39,7 @@ func (r *Reconciler) computeStatus(fpn *fastpathv1alpha1.FastPathNode, obs *obse
 		Capabilities:   obs.caps,
 		Bridges:        capList(bridges, maxBridges),
 		RelayListeners: capList(obs.listeners, maxRelayListeners),
+		RelayLimits:    obs.relayLimit,
 		Sysctls:        capList(obs.sysctls, maxSysctls),
 		CNIBinary:      obs.cni,
 		AgentVersion:   r.AgentVersion,

@@ -72,7 +72,12 @@ func (l *listener) admit(c net.Conn) {
 		l.deny(c, ReasonConnectionLimit, cfg, "sourceCID", cid, "maxConns", cfg.maxConns)
 		return
 	}
-	p := &pipe{l: l, src: c, srcCID: cid}
+	if reason := l.relay.reserve(cid); reason != "" {
+		l.mu.Unlock()
+		l.deny(c, reason, cfg, "sourceCID", cid, "maxTotalConns", l.relay.opts.MaxTotalConns, "maxConnsPerCID", l.relay.opts.MaxConnsPerCID)
+		return
+	}
+	p := &pipe{l: l, src: c, srcCID: cid, targetCID: cfg.route.TargetCID, targetPort: cfg.route.TargetPort}
 	l.conns[p] = struct{}{}
 	l.active++
 	l.wg.Add(1)
@@ -97,6 +102,7 @@ func (l *listener) serve(p *pipe, cfg *config) {
 		delete(l.conns, p)
 		l.active--
 		l.mu.Unlock()
+		l.relay.release(p.srcCID)
 		l.m.active.Dec()
 		l.wg.Done()
 	}()
@@ -115,7 +121,28 @@ func (l *listener) serve(p *pipe, cfg *config) {
 		return // stopped while dialing
 	}
 	l.m.total.Inc()
-	p.run(l.relay.opts.IdleTimeout)
+	p.run(l.relay.opts.IdleTimeout, l.relay.opts.HalfCloseTimeout)
+}
+
+// revoke closes the established connections cfg no longer admits: a source
+// CID outside its allow-list, or a target other than its target. Each is
+// counted as a denial with reason ReasonRevoked and logged.
+func (l *listener) revoke(cfg *config) {
+	l.mu.Lock()
+	var revoked []*pipe
+	for p := range l.conns {
+		_, allowed := cfg.allowed[p.srcCID]
+		if !allowed || p.targetCID != cfg.route.TargetCID || p.targetPort != cfg.route.TargetPort {
+			revoked = append(revoked, p)
+		}
+	}
+	l.mu.Unlock()
+	for _, p := range revoked {
+		l.m.denials.WithLabelValues(ReasonRevoked).Inc()
+		l.log.Info("Revoked vsock relay connection", "reason", ReasonRevoked, "route", cfg.route.String(),
+			"sourceCID", p.srcCID, "targetCID", p.targetCID, "targetPort", p.targetPort)
+		p.close()
+	}
 }
 
 // stop closes the listener and every connection of the route, waits for
@@ -141,7 +168,9 @@ type pipe struct {
 	l      *listener
 	src    net.Conn
 	srcCID uint32
-	last   atomic.Int64 // monotonicNanos of the last payload in either direction
+	// targetCID and targetPort are where the pipe was admitted to go.
+	targetCID, targetPort uint32
+	last                  atomic.Int64 // monotonicNanos of the last payload in either direction
 
 	mu     sync.Mutex
 	dst    net.Conn
@@ -177,19 +206,33 @@ func (p *pipe) close() {
 
 // run copies both directions until each has ended (EOF propagated as
 // CloseWrite to the other side) or either fails, then closes both ends. With
-// idle > 0 a timer closes the pipe after idle without payload.
-func (p *pipe) run(idle time.Duration) {
+// idle > 0 a timer closes the pipe after idle without payload; with
+// halfClose > 0 the pipe is closed when one direction has ended and the
+// other has not within halfClose.
+func (p *pipe) run(idle, halfClose time.Duration) {
 	p.last.Store(monotonicNanos())
 	if idle > 0 {
 		done := make(chan struct{})
 		defer close(done)
 		go p.idleWatch(idle, done)
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); p.copy(p.dst, p.src, p.l.m.toTarget) }()
-	go func() { defer wg.Done(); p.copy(p.src, p.dst, p.l.m.toSource) }()
-	wg.Wait()
+	ended := make(chan struct{}, 2)
+	go func() { p.copy(p.dst, p.src, p.l.m.toTarget); ended <- struct{}{} }()
+	go func() { p.copy(p.src, p.dst, p.l.m.toSource); ended <- struct{}{} }()
+	<-ended
+	if halfClose > 0 {
+		t := time.NewTimer(halfClose)
+		select {
+		case <-ended:
+		case <-t.C:
+			p.l.log.V(1).Info("Closed half-closed vsock relay connection", "sourceCID", p.srcCID, "after", halfClose.String())
+			p.close()
+			<-ended
+		}
+		t.Stop()
+	} else {
+		<-ended
+	}
 	p.close()
 }
 
@@ -220,12 +263,23 @@ type counter interface{ Add(float64) }
 
 // copy moves bytes from src to dst. At src's EOF it half-closes dst so the
 // far side sees EOF while the other direction keeps flowing; on any other
-// error it closes the whole pipe.
+// error it closes the whole pipe. A quiet direction reads into its own
+// SmallBufferSize buffer; after a read fills it, the direction borrows a
+// BufferSize buffer from the relay's pool until a read returns less than
+// half of that, so idle connections do not pin 64 KiB buffers.
 func (p *pipe) copy(dst, src net.Conn, bytes counter) {
-	bp := p.l.relay.bufs.Get().(*[]byte)
-	defer p.l.relay.bufs.Put(bp)
-	buf := *bp
+	small := make([]byte, SmallBufferSize)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			p.l.relay.bufs.Put(big)
+		}
+	}()
 	for {
+		buf := small
+		if big != nil {
+			buf = *big
+		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			p.last.Store(monotonicNanos())
@@ -235,6 +289,13 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 				p.close()
 				return
 			}
+		}
+		switch {
+		case big == nil && n == len(small):
+			big = p.l.relay.bufs.Get().(*[]byte)
+		case big != nil && n < len(*big)/2:
+			p.l.relay.bufs.Put(big)
+			big = nil
 		}
 		if rerr == nil {
 			continue

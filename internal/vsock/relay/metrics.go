@@ -40,6 +40,15 @@ const (
 	ReasonUnknownPeer = "unknown_peer"
 	// ReasonTargetUnreachable: dialing the target CID and port failed.
 	ReasonTargetUnreachable = "target_unreachable"
+	// ReasonGlobalLimit: the relay already has Options.MaxTotalConns connections.
+	ReasonGlobalLimit = "global_limit"
+	// ReasonCIDLimit: the source CID already has Options.MaxConnsPerCID
+	// connections over all routes.
+	ReasonCIDLimit = "cid_limit"
+	// ReasonRevoked: an established connection closed by Update because the
+	// route's new allow-list no longer admits its source CID or its target
+	// changed.
+	ReasonRevoked = "revoked"
 )
 
 type metrics struct {

@@ -20,17 +20,30 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	// DefaultIdleTimeout closes connections with no traffic in either
-	// direction for an hour, the default idle_timeout of Envoy's TCP proxy.
-	DefaultIdleTimeout = time.Hour
+	// DefaultIdleTimeout closes connections with no payload in either
+	// direction for 5 minutes: long enough for a quiet database session,
+	// short enough that a guest cannot park connections for an hour.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultHalfCloseTimeout closes a connection whose one direction has
+	// ended (EOF, half-closed) when the other has not ended 30 s later.
+	DefaultHalfCloseTimeout = 30 * time.Second
 	// DefaultDialTimeout bounds the connect to the target guest.
 	DefaultDialTimeout = 5 * time.Second
 	// DefaultMaxConns is the per-route connection limit when Route.MaxConns is 0.
 	DefaultMaxConns = 1024
-	// DefaultBufferSize is the copy buffer per direction and connection, in
-	// bytes: 64 KiB, the largest message size the VMCI paper found best
-	// (4 KB-64 KB), and the unit of the relay benchmark's larger message.
+	// DefaultMaxTotalConns caps the relay's connections over all routes.
+	DefaultMaxTotalConns = 4096
+	// DefaultMaxConnsPerCID caps one source CID's connections over all
+	// routes, so one guest cannot take the other guests' share.
+	DefaultMaxConnsPerCID = 256
+	// DefaultBufferSize is the copy buffer per direction of a busy
+	// connection, in bytes: 64 KiB, the largest message size the VMCI paper
+	// found best (4 KB-64 KB), and the unit of the relay benchmark's larger
+	// message. It comes from a pool while data flows; an idle connection
+	// holds only SmallBufferSize per direction.
 	DefaultBufferSize = 64 << 10
+	// SmallBufferSize is the read buffer of a quiet direction, bytes.
+	SmallBufferSize = 2 << 10
 )
 
 // Options configure a Relay.
@@ -45,14 +58,30 @@ type Options struct {
 	// IdleTimeout closes a connection after this long without payload in
 	// either direction. 0 means DefaultIdleTimeout; negative disables it.
 	IdleTimeout time.Duration
+	// HalfCloseTimeout closes a connection this long after one direction
+	// ended while the other has not. 0 means DefaultHalfCloseTimeout;
+	// negative disables it.
+	HalfCloseTimeout time.Duration
 	// DialTimeout bounds the connect to the target. 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
 	// DefaultMaxConns is the connection limit of routes with MaxConns 0.
 	// 0 means DefaultMaxConns.
 	DefaultMaxConns int
-	// BufferSize is the copy buffer per direction and connection in bytes.
-	// 0 means DefaultBufferSize.
+	// MaxTotalConns caps the connections over all routes. 0 means
+	// DefaultMaxTotalConns.
+	MaxTotalConns int
+	// MaxConnsPerCID caps one source CID's connections over all routes. 0
+	// means DefaultMaxConnsPerCID.
+	MaxConnsPerCID int
+	// BufferSize is the copy buffer per direction of a busy connection in
+	// bytes. 0 means DefaultBufferSize.
 	BufferSize int
+}
+
+// Limits are the relay's effective limits, for the FastPathNode status.
+type Limits struct {
+	MaxTotalConns, MaxConnsPerCID, DefaultMaxConns int
+	IdleTimeout, HalfCloseTimeout                  time.Duration
 }
 
 // Relay forwards vsock connections from guests to sibling guests along
@@ -68,6 +97,42 @@ type Relay struct {
 	mu        sync.Mutex // serialises Update and Close; guards listeners and closed
 	listeners map[uint32]*listener
 	closed    bool
+
+	countMu sync.Mutex // guards total and perCID, the relay-wide connection counts
+	total   int
+	perCID  map[uint32]int
+}
+
+// Limits returns the relay's effective limits.
+func (r *Relay) Limits() Limits {
+	return Limits{MaxTotalConns: r.opts.MaxTotalConns, MaxConnsPerCID: r.opts.MaxConnsPerCID, DefaultMaxConns: r.opts.DefaultMaxConns,
+		IdleTimeout: r.opts.IdleTimeout, HalfCloseTimeout: r.opts.HalfCloseTimeout}
+}
+
+// reserve takes a relay-wide slot for a connection from cid; it returns the
+// denial reason when the global or per-CID cap is reached.
+func (r *Relay) reserve(cid uint32) string {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	switch {
+	case r.total >= r.opts.MaxTotalConns:
+		return ReasonGlobalLimit
+	case r.perCID[cid] >= r.opts.MaxConnsPerCID:
+		return ReasonCIDLimit
+	}
+	r.total++
+	r.perCID[cid]++
+	return ""
+}
+
+// release returns the slot reserve took.
+func (r *Relay) release(cid uint32) {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	r.total--
+	if r.perCID[cid]--; r.perCID[cid] <= 0 {
+		delete(r.perCID, cid)
+	}
 }
 
 // ListenerStatus describes one relay listener, for the FastPathNode status.
@@ -95,6 +160,15 @@ func New(opts Options) (*Relay, error) {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.HalfCloseTimeout == 0 {
+		opts.HalfCloseTimeout = DefaultHalfCloseTimeout
+	}
+	if opts.MaxTotalConns <= 0 {
+		opts.MaxTotalConns = DefaultMaxTotalConns
+	}
+	if opts.MaxConnsPerCID <= 0 {
+		opts.MaxConnsPerCID = DefaultMaxConnsPerCID
+	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
 	}
@@ -113,6 +187,7 @@ func New(opts Options) (*Relay, error) {
 		log:       opts.Logger,
 		metrics:   m,
 		listeners: map[uint32]*listener{},
+		perCID:    map[uint32]int{},
 	}
 	r.bufs.New = func() any { b := make([]byte, opts.BufferSize); return &b }
 	return r, nil
@@ -123,8 +198,10 @@ func New(opts Options) (*Relay, error) {
 //   - a route whose (attachment, service, listen port) is new gets a listener;
 //   - a route that is gone has its listener closed and its connections closed
 //     (the attachment that authorised them no longer does);
-//   - a route that stays takes its new target, allow-list and limit for new
-//     connections; its established connections are kept.
+//   - a route that stays takes its new target, allow-list and limit; its
+//     established connections whose source CID is no longer allowed, or
+//     that go to another target than the new one, are closed and counted
+//     (MetricDenials, reason ReasonRevoked); the others are kept.
 //
 // Invalid routes (see Route.Validate) and routes reusing another route's
 // listen port or (attachment, service) are skipped, as are routes whose
@@ -171,6 +248,7 @@ func (r *Relay) Update(routes []Route) error {
 		cfg := newConfig(rt, r.opts.DefaultMaxConns)
 		if l, ok := r.listeners[port]; ok {
 			l.cfg.Store(cfg)
+			l.revoke(cfg)
 			continue
 		}
 		l, err := r.startListener(cfg)

@@ -194,8 +194,13 @@ func TestRelayRouteUpdate(t *testing.T) {
 		e.route("cache", 4001, targetCID, client2CID),
 	})).To(Succeed())
 
-	// The established stream is untouched and still reaches the first target.
-	g.Expect(echoLine(established, "after update\n")).To(Succeed())
+	// The established stream goes to the old target: it is revoked, closed
+	// and counted.
+	expectClosedByPeer(g, established, 2*time.Second)
+	g.Eventually(func() float64 {
+		return e.metric(relay.MetricDenials, routeLabels("db", "reason", relay.ReasonRevoked))
+	}, 2*time.Second).Should(Equal(1.0))
+	g.Expect(e.logs.matching(`"msg"="Revoked vsock relay connection"`, `"sourceCID"=3`)).To(HaveLen(1))
 	g.Expect(first.accepted.Load()).To(Equal(int64(1)))
 	// New connections follow the new allow-list and target.
 	c2, err := e.dial(client2CID, 4000)
@@ -212,7 +217,7 @@ func TestRelayRouteUpdate(t *testing.T) {
 	))
 	g.Expect(e.relay.Listeners()[0]).To(And(
 		HaveField("Service", "db"), HaveField("TargetCID", target2CID),
-		HaveField("AllowedCIDs", []uint32{clientCID, client2CID}), HaveField("ActiveConns", 2)))
+		HaveField("AllowedCIDs", []uint32{clientCID, client2CID}), HaveField("ActiveConns", 1)))
 
 	// Removing "db" closes its listener and its connections; "cache" and
 	// its established stream are untouched.
