@@ -9,8 +9,19 @@
 
 ARG GO_VERSION=1.26
 ARG KUBEVIRT_VERSION=v1.6.0
+# Base images. Pin each by digest for a release, e.g.
+#   --build-arg STATIC_IMAGE=gcr.io/distroless/static-debian12@sha256:<digest>
+# (`crane digest <image>` or `docker buildx imagetools inspect <image>`). The
+# defaults are tags: the development machines cannot reach a registry, and no
+# authoritative digest for these tags could be checked from here, so none is
+# written down unverified (docs/security.md, Supply chain).
+ARG BUILD_IMAGE=golang:${GO_VERSION}-bookworm
+ARG STATIC_NONROOT_IMAGE=gcr.io/distroless/static-debian12:nonroot
+ARG STATIC_IMAGE=gcr.io/distroless/static-debian12
+ARG BENCH_BASE_IMAGE=debian:bookworm-slim
+ARG SIDECAR_SHIM_IMAGE=quay.io/kubevirt/sidecar-shim:${KUBEVIRT_VERSION}
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
@@ -23,7 +34,7 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     done; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath
 
-FROM gcr.io/distroless/static-debian12:nonroot AS operator
+FROM ${STATIC_NONROOT_IMAGE} AS operator
 COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
@@ -31,13 +42,13 @@ ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
 # The agent runs privileged on the host network: it needs NET_ADMIN for bridges and
 # sysctls, /opt/cni/bin to install the plugin, the OVSDB socket and /dev/vhost-vsock.
 # The CNI binary ships beside it and is copied to the host by the agent itself.
-FROM gcr.io/distroless/static-debian12 AS agent
+FROM ${STATIC_IMAGE} AS agent
 COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
 COPY --from=build /out/fastpath /usr/local/bin/fastpath
 ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
 
 # The runner needs netperf (Debian non-free) and an SSH client for VM mode.
-FROM debian:bookworm-slim AS bench
+FROM ${BENCH_BASE_IMAGE} AS bench
 RUN sed -i -E '/^Components:/{/non-free( |$)/!s/$/ non-free/}' /etc/apt/sources.list.d/debian.sources \
  && apt-get update \
  && apt-get install -y --no-install-recommends netperf openssh-client ca-certificates \
@@ -47,6 +58,6 @@ USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fastpath-bench"]
 
 # KubeVirt's sidecar-shim calls the executable named onDefineDomain on $PATH.
-FROM quay.io/kubevirt/sidecar-shim:${KUBEVIRT_VERSION} AS domain-hook
+FROM ${SIDECAR_SHIM_IMAGE} AS domain-hook
 COPY --from=build /out/fastpath-domain-hook /usr/bin/onDefineDomain
 ENTRYPOINT ["/sidecar-shim", "--version", "v1alpha3"]

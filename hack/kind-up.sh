@@ -44,22 +44,54 @@ arch() {
   esac
 }
 
-# fetch URL DEST: download once, fail loudly.
+# Checksums of downloads: hack/checksums.txt pins "<sha256>  <url>" lines and
+# wins; else the sha256 file the project publishes next to the artifact (SUMURL)
+# is used, which catches a corrupted or truncated download but not a
+# compromised origin. A download with neither is refused unless
+# FASTPATH_ALLOW_UNPINNED=1 (then it is used with a warning naming it).
+CHECKSUMS="$ROOT/hack/checksums.txt"
+
+# verify FILE URL [SUMURL]: check FILE's sha256, or die naming URL.
+verify() {
+  local want got
+  want=$(awk -v u="$2" '!/^#/ && $2 == u {print $1}' "$CHECKSUMS" 2>/dev/null | head -n1)
+  if [ -z "$want" ] && [ -n "${3:-}" ]; then
+    want=$(curl -fsSL --retry 3 "$3" | awk '{print $1; exit}') || die "failed to download the checksum $3"
+  fi
+  if [ -z "$want" ]; then
+    [ "${FASTPATH_ALLOW_UNPINNED:-0}" = 1 ] || die "no checksum for $2: add '<sha256>  $2' to hack/checksums.txt (or set FASTPATH_ALLOW_UNPINNED=1)"
+    log "WARNING: using $2 UNVERIFIED (FASTPATH_ALLOW_UNPINNED=1)"
+    return 0
+  fi
+  got=$(sha256sum "$1" | awk '{print $1}')
+  [ "$got" = "$want" ] || die "checksum mismatch for $2: got $got, want $want"
+}
+
+# fetch URL DEST [SUMURL]: download once, verify, fail loudly.
 fetch() {
   [ -s "$2" ] && return 0
   curl -fsSL --retry 3 -o "$2.tmp" "$1" || die "failed to download $1"
+  verify "$2.tmp" "$1" "${3:-}"
   mv "$2.tmp" "$2"
+}
+
+# apply_url URL: kubectl apply a downloaded, verified manifest.
+apply_url() {
+  local f; f="$OUT/$(basename "$1")"
+  rm -f "$f"
+  fetch "$1" "$f"
+  kubectl apply -f "$f"
 }
 
 install_tools() {
   local a; a=$(arch)
   command -v docker >/dev/null || die "docker is required"
-  fetch "https://kind.sigs.k8s.io/dl/${KIND_VERSION}/kind-linux-${a}" "$BIN/kind"
+  fetch "https://kind.sigs.k8s.io/dl/${KIND_VERSION}/kind-linux-${a}" "$BIN/kind" "https://kind.sigs.k8s.io/dl/${KIND_VERSION}/kind-linux-${a}.sha256sum"
   chmod +x "$BIN/kind"
   fetch "https://github.com/kubevirt/kubevirt/releases/download/${KUBEVIRT_VERSION}/virtctl-${KUBEVIRT_VERSION}-linux-${a}" "$BIN/virtctl"
   chmod +x "$BIN/virtctl"
   if ! command -v helm >/dev/null; then
-    fetch "https://get.helm.sh/helm-${HELM_VERSION}-linux-${a}.tar.gz" "$OUT/helm.tgz"
+    fetch "https://get.helm.sh/helm-${HELM_VERSION}-linux-${a}.tar.gz" "$OUT/helm.tgz" "https://get.helm.sh/helm-${HELM_VERSION}-linux-${a}.tar.gz.sha256sum"
     tar -xzf "$OUT/helm.tgz" -C "$OUT" "linux-${a}/helm"
     mv "$OUT/linux-${a}/helm" "$BIN/helm"
   fi
@@ -67,7 +99,7 @@ install_tools() {
     if [ -x "$ROOT/bin/kubectl" ]; then
       ln -sf "$ROOT/bin/kubectl" "$BIN/kubectl"
     else
-      fetch "https://dl.k8s.io/release/v1.34.1/bin/linux/${a}/kubectl" "$BIN/kubectl"
+      fetch "https://dl.k8s.io/release/v1.34.1/bin/linux/${a}/kubectl" "$BIN/kubectl" "https://dl.k8s.io/release/v1.34.1/bin/linux/${a}/kubectl.sha256"
       chmod +x "$BIN/kubectl"
     fi
   fi
@@ -127,14 +159,14 @@ install_ovs() {
 
 install_multus() {
   log "Installing Multus ${MULTUS_VERSION} (thick plugin)"
-  kubectl apply -f "https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/${MULTUS_VERSION}/deployments/multus-daemonset-thick.yml"
+  apply_url "https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/${MULTUS_VERSION}/deployments/multus-daemonset-thick.yml"
   kubectl -n kube-system rollout status daemonset/kube-multus-ds --timeout=5m
 }
 
 install_kubevirt() {
   log "Installing KubeVirt ${KUBEVIRT_VERSION} with the VSOCK and Sidecar feature gates"
-  kubectl apply -f "https://github.com/kubevirt/kubevirt/releases/download/${KUBEVIRT_VERSION}/kubevirt-operator.yaml"
-  kubectl apply -f "https://github.com/kubevirt/kubevirt/releases/download/${KUBEVIRT_VERSION}/kubevirt-cr.yaml"
+  apply_url "https://github.com/kubevirt/kubevirt/releases/download/${KUBEVIRT_VERSION}/kubevirt-operator.yaml"
+  apply_url "https://github.com/kubevirt/kubevirt/releases/download/${KUBEVIRT_VERSION}/kubevirt-cr.yaml"
   local emulation=false
   [ -e /dev/kvm ] || emulation=true
   kubectl -n kubevirt patch kubevirt kubevirt --type=merge -p "{\"spec\":{\"configuration\":{
