@@ -73,7 +73,8 @@ var bridgeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,15}$`)
 type NetConf struct {
 	// CNIVersion is the CNI specification version, one of SupportedVersions.
 	CNIVersion string `json:"cniVersion,omitempty"`
-	// Name is the network name; GC matches attachments by it.
+	// Name is the network name, 1-MaxNameLen (165) characters of [a-zA-Z0-9_.-]
+	// starting with a letter or digit; GC matches attachments by it.
 	Name string `json:"name,omitempty"`
 	// Type is the plugin binary name, PluginType.
 	Type string `json:"type,omitempty"`
@@ -167,6 +168,10 @@ func (o *Offloads) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&p); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
+			if typeErr.Field == "" {
+				return &unknownOffloadError{msg: fmt.Sprintf("offloads must be an object of booleans (keys %s), got JSON %s",
+					strings.Join(OffloadKeys, ", "), typeErr.Value)}
+			}
 			return &unknownOffloadError{msg: fmt.Sprintf("offloads.%s must be a boolean, got JSON %s", typeErr.Field, typeErr.Value)}
 		}
 		if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -195,11 +200,20 @@ func (o *Offloads) Map() map[string]bool {
 // Errors are *types.Error: ErrDecodingFailure (6) for malformed JSON,
 // ErrIncompatibleCNIVersion (1) for an unsupported cniVersion and
 // ErrInvalidNetworkConfig (7) for everything else, with a message naming the
-// field and the allowed values.
+// field and the allowed values: among others a configuration larger than
+// MaxNetConfBytes, a key that occurs twice in one object, and a key of the
+// plugin's own objects (top level, offloads, ovs, runtimeConfig) spelt in
+// another case ("TSO" for "tso"; keys are case-sensitive).
 func LoadNetConf(stdin []byte) (*NetConf, string, error) {
+	if len(stdin) > MaxNetConfBytes {
+		return nil, "", tooLarge()
+	}
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, "", decodeError(err)
+	}
+	if err := checkKeys(stdin); err != nil {
+		return nil, "", err
 	}
 	if err := conf.defaultAndValidate(); err != nil {
 		return nil, "", err
@@ -231,6 +245,9 @@ func invalid(format string, args ...any) *types.Error {
 func (c *NetConf) defaultAndValidate() error {
 	if c.Name == "" {
 		return invalid("name is required")
+	}
+	if len(c.Name) > MaxNameLen {
+		return invalid("name is %d characters long: must be at most %d", len(c.Name), MaxNameLen)
 	}
 	if err := utils.ValidateNetworkName(c.Name); err != nil {
 		return invalid("name %q is invalid: must be [a-zA-Z0-9] followed by [a-zA-Z0-9_.-]", c.Name)

@@ -3,6 +3,8 @@ package netconf
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -119,4 +121,54 @@ func TestParseMAC(t *testing.T) {
 	g.Expect(mac.String()).To(Equal("02:aa:bb:00:00:01"))
 	_, err = ParseMAC("CNI_ARGS MAC", "02:aa:bb:00:00:01:02:03")
 	g.Expect(err).To(MatchError(ContainSubstring(`CNI_ARGS MAC "02:aa:bb:00:00:01:02:03" is invalid: must be a 48-bit MAC address`)))
+}
+
+func TestLoadNetConfStrict(t *testing.T) {
+	base := `"cniVersion": "1.0.0", "name": "fp", "type": "fastpath"`
+	ipam := `"ipam": {"type": "host-local"}`
+	long := strings.Repeat("n", MaxNameLen+1)
+	for _, tc := range []struct {
+		name string
+		conf string
+		msg  string
+	}{
+		{"offload key in upper case", `{` + base + `, "offloads": {"TSO": true}, ` + ipam + `}`, `offloads has unknown key "TSO": keys are case-sensitive, the key is "tso"`},
+		{"top-level key in upper case", `{` + base + `, "MTU": 9000, ` + ipam + `}`, `network configuration has unknown key "MTU": keys are case-sensitive, the key is "mtu"`},
+		{"ovs key in other case", `{` + base + `, "ovs": {"Socket": "unix:/x"}, ` + ipam + `}`, `ovs has unknown key "Socket"`},
+		{"duplicate top-level key", `{` + base + `, "mtu": 9000, "mtu": 1500, ` + ipam + `}`, `network configuration has key "mtu" twice`},
+		{"duplicate offload key", `{` + base + `, "offloads": {"gro": true, "gro": false}, ` + ipam + `}`, `offloads has key "gro" twice`},
+		{"duplicate ipam key", `{` + base + `, "ipam": {"type": "host-local", "subnet": "10.0.0.0/24", "subnet": "10.1.0.0/24"}}`, `ipam has key "subnet" twice`},
+		{"duplicate key in array", `{` + base + `, ` + ipam + `, "cni.dev/valid-attachments": [{"containerID": "a", "containerID": "b"}]}`, `cni.dev/valid-attachments[0] has key "containerID" twice`},
+		{"offloads string", `{` + base + `, "offloads": "on", ` + ipam + `}`, `offloads must be an object of booleans (keys tso, gso, gro, txChecksum), got JSON string`},
+		{"name too long", `{"cniVersion": "1.0.0", "name": "` + long + `", ` + ipam + `}`, fmt.Sprintf("name is %d characters long: must be at most %d", MaxNameLen+1, MaxNameLen)},
+		{"too large", `{` + base + `, ` + ipam + `, "pad": "` + strings.Repeat("x", MaxNetConfBytes) + `"}`, "network configuration is larger than 1048576 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, _, err := LoadNetConf([]byte(tc.conf))
+			var cniErr *types.Error
+			g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v is not a *types.Error", err)
+			g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrInvalidNetworkConfig))
+			g.Expect(cniErr.Msg).To(ContainSubstring(tc.msg))
+		})
+	}
+	g := NewWithT(t)
+	_, _, err := LoadNetConf([]byte(`{"cniVersion": "1.0.0", "name": "` + long[1:] + `", ` + ipam + `, "unknownKey": {"TSO": 1}}`))
+	g.Expect(err).NotTo(HaveOccurred(), "a name of MaxNameLen passes; keys of objects the plugin does not decode are not checked")
+}
+
+func TestPreflight(t *testing.T) {
+	g := NewWithT(t)
+	for _, conf := range []string{`{"name": "fp"}`, `{"cniVersion": "", "name": "fp"}`, `{"cniVersion": null}`} {
+		err := Preflight([]byte(conf))
+		g.Expect(err).To(MatchError("cniVersion is required: must be one of 0.3.1, 0.4.0, 1.0.0, 1.1.0"), conf)
+	}
+	g.Expect(Preflight([]byte(`{"cniVersion": "1.0.0"}`))).To(Succeed())
+	g.Expect(Preflight([]byte(`{"name": `))).To(Succeed(), "malformed JSON is LoadNetConf's to report")
+	g.Expect(Preflight(make([]byte, MaxNetConfBytes+1))).To(MatchError(ContainSubstring("larger than 1048576 bytes")))
+	_, err := ReadStdin(strings.NewReader(strings.Repeat(" ", MaxNetConfBytes+1)))
+	g.Expect(err).To(MatchError(ContainSubstring("larger than 1048576 bytes")))
+	data, err := ReadStdin(strings.NewReader(`{}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(data)).To(Equal(`{}`))
 }
