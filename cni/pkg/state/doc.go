@@ -6,8 +6,11 @@
 // Layout under the state directory (netconf "stateDir", default
 // /var/lib/cni/fastpath):
 //
-//	lock                          flock(2) target, never removed
-//	<containerID>:<ifname>.json   one Attachment
+//	lock                                flock(2) target (node lock) and OFD
+//	                                    byte-range locks (one per attachment), never removed
+//	<containerID>:<ifname>.json         one Attachment
+//	.tmp-<containerID>:<ifname>.json    the same while Save writes it; removed by
+//	                                    Save, Delete, or SweepTemp when a kill stranded it
 //
 // Neither a CNI container ID ([a-zA-Z0-9_.-]) nor an interface name may
 // contain ':', so the file name is unambiguous.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +19,13 @@ import (
 
 // lockFile is the name of the flock(2) target inside the state directory.
 const lockFile = "lock"
+
+// TempPrefix starts the name of a state file being written. Save names it
+// after the attachment (".tmp-<containerID>:<ifname>.json"), so a writer
+// killed between create and rename strands at most one per attachment, the
+// next Save of that attachment reuses it, Delete removes it and SweepTemp
+// removes any that is left.
+const TempPrefix = ".tmp-"
 
 // Attachment is what ADD records about one attachment and DEL, CHECK and GC
 // read back. Created is set by Save when zero.
@@ -41,9 +50,15 @@ type Attachment struct {
 	// NetConf is the configuration ADD ran with; GC hands it to the IPAM
 	// plugin's DEL to release the addresses of a stale attachment.
 	NetConf json.RawMessage `json:"netConf"`
+	// Args is the CNI_ARGS of the ADD; with Netns and NetConf it identifies
+	// the request, so that a repeated ADD can be told from a different one.
+	Args string `json:"args,omitempty"`
 	// Complete is false while ADD is still wiring the attachment (or crashed
 	// doing so) and true once ADD succeeded.
 	Complete bool `json:"complete"`
+	// Result is the CNI result ADD printed, as a types/100 Result (JSON), set
+	// with Complete; a repeated identical ADD prints it again.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Created is when ADD first recorded the attachment.
 	Created time.Time `json:"created"`
 }
@@ -95,6 +110,35 @@ func (s *Store) Lock(exclusive bool) (unlock func(), err error) {
 	}, nil
 }
 
+// LockAttachment takes the lock of the attachment containerID/ifName: an
+// open-file-description lock (fcntl F_OFD_SETLKW) on one byte of the lock
+// file at an offset hashed from the key, independent of Lock's flock. It
+// serialises a runtime's retried ADD with one still running, and ADD with
+// DEL, of one attachment, without a file per attachment; a hash collision
+// only serialises two attachments. The kernel drops it when the holder
+// dies. Take it after Lock; it blocks until held.
+func (s *Store) LockAttachment(containerID, ifName string) (unlock func(), err error) {
+	path := filepath.Join(s.dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open lock file %s: %w", path, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(containerID + "\x00" + ifName))
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
+	for {
+		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("failed to lock attachment %s/%s in %s: %w", containerID, ifName, path, err)
+	}
+	return func() { f.Close() }, nil // closing the description drops its OFD locks
+}
+
 // Path returns the file that holds the attachment containerID/ifName, or an
 // error when either is not a valid CNI container ID or interface name (which
 // also keeps both out of other directories).
@@ -108,7 +152,13 @@ func (s *Store) Path(containerID, ifName string) (string, error) {
 	return filepath.Join(s.dir, containerID+":"+ifName+".json"), nil
 }
 
-// Save writes a atomically (temporary file, fsync, rename).
+// tempPath returns the temporary file Save writes path through.
+func tempPath(path string) string {
+	return filepath.Join(filepath.Dir(path), TempPrefix+filepath.Base(path))
+}
+
+// Save writes a atomically: TempPrefix file named after the attachment,
+// fsync, rename over the state file. The caller holds LockAttachment of a.
 func (s *Store) Save(a *Attachment) error {
 	path, err := s.Path(a.ContainerID, a.IfName)
 	if err != nil {
@@ -121,11 +171,11 @@ func (s *Store) Save(a *Attachment) error {
 	if err != nil {
 		return fmt.Errorf("failed to encode state %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	tmp, err := os.OpenFile(tempPath(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("failed to create temporary state file in %s: %w", s.dir, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmp.Name()) // no-op after the rename
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("failed to write state %s: %w", tmp.Name(), err)
@@ -165,16 +215,49 @@ func load(path string) (*Attachment, error) {
 	return a, nil
 }
 
-// Delete removes the attachment containerID/ifName; a missing one is not an error.
+// Delete removes the attachment containerID/ifName and a temporary file a
+// killed Save of it left; a missing one is not an error.
 func (s *Store) Delete(containerID, ifName string) error {
 	path, err := s.Path(containerID, ifName)
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("failed to remove state %s: %w", path, err)
+	for _, p := range []string{tempPath(path), path} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("failed to remove state %s: %w", p, err)
+		}
 	}
 	return nil
+}
+
+// SweepTemp removes the TempPrefix files in the store whose modification
+// time is at least minAge ago, and returns their names. Writers remove
+// their own; what is left was stranded by a killed writer (or by a plugin
+// version that named them randomly). With minAge 0 the caller must hold
+// Lock exclusively, so that no Save is under way.
+func (s *Store) SweepTemp(minAge time.Duration) ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list state directory %s: %w", s.dir, err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), TempPrefix) || e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < minAge {
+			continue // gone meanwhile, or young
+		}
+		p := filepath.Join(s.dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("failed to remove stale temporary state file %s: %w", p, err))
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
 }
 
 // List returns every attachment in the store, sorted by container ID and
@@ -192,7 +275,7 @@ func (s *Store) List() ([]*Attachment, error) {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".json") || !strings.Contains(name, ":") {
+		if e.IsDir() || strings.HasPrefix(name, TempPrefix) || !strings.HasSuffix(name, ".json") || !strings.Contains(name, ":") {
 			continue
 		}
 		a, err := load(filepath.Join(s.dir, name))

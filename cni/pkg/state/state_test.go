@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
@@ -77,4 +78,74 @@ func TestLockSharedAndExclusive(t *testing.T) {
 	g.Expect(probe(unix.LOCK_SH)).To(MatchError(unix.EWOULDBLOCK))
 	unlock()
 	g.Expect(probe(unix.LOCK_EX)).To(Succeed())
+}
+
+// TestTempFiles checks that Save's temporary file is named after the
+// attachment, that a stranded one (a Save killed before its rename) is
+// neither listed nor kept by Delete, and that SweepTemp removes stranded
+// ones by age.
+func TestTempFiles(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	stranded := filepath.Join(s.Dir(), TempPrefix+"c1:net1.json")
+	g.Expect(os.WriteFile(stranded, []byte(`{"containerID":"c1","ifname":"net1"}`), 0o600)).To(Succeed())
+	list, err := s.List()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list).To(BeEmpty(), "a temporary file is not an attachment")
+
+	g.Expect(s.Save(&Attachment{ContainerID: "c1", IfName: "net1"})).To(Succeed())
+	g.Expect(stranded).NotTo(BeAnExistingFile(), "Save reuses and renames the attachment's temporary file")
+	g.Expect(os.WriteFile(stranded, []byte("{"), 0o600)).To(Succeed())
+	g.Expect(s.Delete("c1", "net1")).To(Succeed())
+	g.Expect(stranded).NotTo(BeAnExistingFile(), "Delete removes the attachment's temporary file")
+
+	old := filepath.Join(s.Dir(), TempPrefix+"123456")
+	young := filepath.Join(s.Dir(), TempPrefix+"c2:net1.json")
+	for _, p := range []string{old, young} {
+		g.Expect(os.WriteFile(p, nil, 0o600)).To(Succeed())
+	}
+	past := time.Now().Add(-time.Hour)
+	g.Expect(os.Chtimes(old, past, past)).To(Succeed())
+	removed, err := s.SweepTemp(time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(ConsistOf(filepath.Base(old)))
+	g.Expect(young).To(BeAnExistingFile())
+	removed, err = s.SweepTemp(0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(ConsistOf(filepath.Base(young)))
+	entries, err := os.ReadDir(s.Dir())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(BeEmpty())
+}
+
+// TestLockAttachment checks that the attachment lock excludes a second
+// holder of the same key (another open of the lock file, as another
+// process would) and not one of another key, and that it is independent
+// of the node lock.
+func TestLockAttachment(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	unlockNode, err := s.Lock(false)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer unlockNode()
+	unlock, err := s.LockAttachment("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	other, err := s.LockAttachment("c2", "net1")
+	g.Expect(err).NotTo(HaveOccurred(), "another attachment is not blocked")
+	other()
+
+	got := make(chan struct{})
+	go func() {
+		u, err := s.LockAttachment("c1", "net1")
+		if err == nil {
+			u()
+		}
+		close(got)
+	}()
+	g.Consistently(got, 200*time.Millisecond).ShouldNot(BeClosed(), "the same attachment waits")
+	unlock()
+	g.Eventually(got, 5*time.Second).Should(BeClosed())
 }
