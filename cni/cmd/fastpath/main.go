@@ -3,8 +3,6 @@ package main
 import (
 	"runtime"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 )
 
@@ -15,5 +13,5 @@ func init() {
 }
 
 func main() {
-	skel.PluginMainFuncs(plugin.Funcs(), plugin.VersionInfo, plugin.About)
+	plugin.Main()
 }

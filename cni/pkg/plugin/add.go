@@ -1,0 +1,279 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/ipam"
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
+)
+
+// CmdAdd wires the attachment args.ContainerID/args.IfName: a veth pair with
+// the container end in args.Netns and the host end on the bridge, MTU and
+// offloads on both ends, addresses from the IPAM plugin. It prints the CNI
+// result in the netconf's version.
+//
+// A repeated ADD of an attachment that an earlier ADD completed never
+// touches it: the same request (netconf, CNI_NETNS and CNI_ARGS) gets the
+// recorded result again, a different one an error (see repeatAdd). What an
+// earlier ADD that died half-way left is reclaimed first (see reclaim). On
+// any failure it undoes what this invocation created (IPAM allocation,
+// bridge port, veth, state file) and nothing else.
+func CmdAdd(args *skel.CmdArgs) (err error) {
+	conf, cniVersion, err := netconf.LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	mac, pod, err := containerMAC(conf, args.Args)
+	if err != nil {
+		return err
+	}
+	store, unlock, err := lockedStore(conf.StateDir, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	unlockAtt, err := store.LockAttachment(args.ContainerID, args.IfName)
+	if err != nil {
+		return err
+	}
+	defer unlockAtt()
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	prior, err := store.Load(args.ContainerID, args.IfName)
+	switch {
+	case err == nil && prior.Complete:
+		return repeatAdd(prior, args, cniVersion)
+	case err == nil:
+		if err := reclaim(ctx, store, prior); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("failed to add attachment %s/%s: its state file exists but cannot be read (%w): DEL it before adding it again",
+			args.ContainerID, args.IfName, err)
+	}
+
+	dp, bridgeMTU, err := openBridge(ctx, conf)
+	if err != nil {
+		return err
+	}
+	defer dp.close()
+	if conf.MTU > bridgeMTU {
+		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+			"mtu %d is larger than the MTU %d of bridge %s: lower the attachment mtu to at most %d or raise the bridge MTU (the node agent fastpath-agent sets it)",
+			conf.MTU, bridgeMTU, conf.Bridge, bridgeMTU), "")
+	}
+	if err := dp.preflight(ctx, conf); err != nil {
+		return err
+	}
+
+	netns, err := openNetNS(args.Netns)
+	if err != nil {
+		return err
+	}
+	defer netns.Close()
+
+	hostIf := HostIfName(args.ContainerID, args.IfName)
+	alias := hostAlias(conf.Name, args.ContainerID, args.IfName)
+	att := &state.Attachment{
+		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, Network: conf.Name,
+		Datapath: conf.Datapath, Bridge: conf.Bridge, HostIfName: hostIf, MAC: mac,
+		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, Args: args.Args,
+	}
+	if conf.Datapath == netconf.DatapathOVS {
+		att.OVSSocket = conf.OVS.Socket
+	}
+	// Record the attachment before creating anything, so that DEL and GC
+	// find whatever a crash in the middle of this ADD leaves behind.
+	if err := store.Save(att); err != nil {
+		return err
+	}
+	// ipamTried: the IPAM plugin's DEL is run on failure even when its ADD
+	// failed (e.g. killed by the timeout half-way): no complete record of
+	// this attachment exists, so whatever it holds for it is stale.
+	var vethMade, ipamTried bool
+	defer func() {
+		if err == nil {
+			return
+		}
+		logger.Printf("Rolling back failed ADD container=%s ifname=%s error=%q", args.ContainerID, args.IfName, err)
+		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
+		defer rcancel()
+		if ipamTried {
+			if derr := ipamDel(rctx, conf.IPAM.Type(), args.StdinData); derr != nil {
+				logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
+			}
+		}
+		if vethMade {
+			if derr := dp.detach(rctx, hostIf); derr != nil {
+				logger.Printf("Rollback failed to detach port=%s error=%q", hostIf, derr)
+			}
+			if derr := deleteHostVeth(hostIf, alias); derr != nil {
+				logger.Printf("Rollback failed to delete veth=%s error=%q", hostIf, derr)
+			}
+		}
+		if derr := store.Delete(args.ContainerID, args.IfName); derr != nil {
+			logger.Printf("Rollback failed to remove state error=%q", derr)
+		}
+	}()
+
+	// No record of this attachment was complete, so a host veth of this name
+	// is a leftover of an earlier ADD of it that never got its DEL and whose
+	// record is gone: reclaim the name.
+	if err := deleteHostVeth(hostIf, alias); err != nil {
+		return err
+	}
+	var hostIface, contIface net.Interface
+	err = netns.Do(func(hostNS ns.NetNS) error {
+		var err error
+		hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostIf, conf.MTU, mac, hostNS)
+		if err != nil {
+			return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
+		}
+		vethMade = true
+		return offload.Apply(args.IfName, conf.Offloads.Map())
+	})
+	if err != nil {
+		return err
+	}
+	att.MAC = contIface.HardwareAddr.String()
+	if err := setUpHostEnd(hostIf, alias, conf); err != nil {
+		return err
+	}
+	if err := dp.attach(ctx, att, pod); err != nil {
+		return err
+	}
+
+	ipamTried = true
+	r, err := ipamAdd(ctx, conf.IPAM.Type(), args.StdinData)
+	if err != nil {
+		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	}
+	result, err := current.NewResultFromResult(r)
+	if err != nil {
+		return fmt.Errorf("failed to convert result of IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	}
+	if len(result.IPs) == 0 {
+		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: it returned no IP", conf.IPAM.Type())
+	}
+	result.Interfaces = []*current.Interface{
+		{Name: hostIf, Mac: hostIface.HardwareAddr.String(), Mtu: conf.MTU},
+		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
+	}
+	for _, ipc := range result.IPs {
+		ipc.Interface = current.Int(1)
+	}
+	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
+		return fmt.Errorf("failed to configure addresses on %s in %s: %w", args.IfName, args.Netns, err)
+	}
+
+	att.Result, err = json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", args.ContainerID, args.IfName, err)
+	}
+	att.Complete = true
+	if err := store.Save(att); err != nil {
+		return err
+	}
+	return types.PrintResult(result, cniVersion)
+}
+
+// repeatAdd answers an ADD of an attachment whose earlier ADD completed
+// (att), without touching it. The same request (netconf equal as JSON,
+// same CNI_NETNS and CNI_ARGS) whose host veth still exists gets the
+// recorded result, converted to cniVersion; anything else is an error that
+// says what differs and that DEL must come first.
+func repeatAdd(att *state.Attachment, args *skel.CmdArgs, cniVersion string) error {
+	key := att.ContainerID + "/" + att.IfName
+	var differs []string
+	if !sameJSON(att.NetConf, args.StdinData) {
+		differs = append(differs, "network configuration")
+	}
+	if att.Netns != args.Netns {
+		differs = append(differs, fmt.Sprintf("CNI_NETNS (%q, was %q)", args.Netns, att.Netns))
+	}
+	if att.Args != args.Args {
+		differs = append(differs, "CNI_ARGS")
+	}
+	if len(differs) > 0 {
+		return fmt.Errorf("attachment %s already exists (added %s) with another %s: left as it is; DEL it before adding it again",
+			key, att.Created.Format(time.RFC3339), strings.Join(differs, ", "))
+	}
+	if len(att.Result) == 0 {
+		return fmt.Errorf("attachment %s already exists (added %s) but its record holds no result to repeat: left as it is; DEL it before adding it again",
+			key, att.Created.Format(time.RFC3339))
+	}
+	if _, err := netlinksafe.LinkByName(att.HostIfName); err != nil {
+		return fmt.Errorf("attachment %s already exists (added %s) but its host veth %s is gone (%v), e.g. with its netns: left as it is; DEL it before adding it again",
+			key, att.Created.Format(time.RFC3339), att.HostIfName, err)
+	}
+	result, err := current.NewResult(att.Result)
+	if err != nil {
+		return fmt.Errorf("failed to decode the recorded result of attachment %s: %w", key, err)
+	}
+	logger.Printf("Repeated ADD, returning the recorded result container=%s ifname=%s", att.ContainerID, att.IfName)
+	return types.PrintResult(result, cniVersion)
+}
+
+// sameJSON reports whether a and b are the same JSON value (key order and
+// white space aside).
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// reclaim undoes what an ADD that died before completing left of att (its
+// record says Complete false): the addresses the IPAM plugin may hold for
+// it (released with that ADD's netconf), its veth and bridge port, and the
+// record. The caller holds the attachment's lock, so that ADD is not running.
+func reclaim(ctx context.Context, store *state.Store, att *state.Attachment) error {
+	logger.Printf("Reclaiming what an unfinished ADD left container=%s ifname=%s created=%s",
+		att.ContainerID, att.IfName, att.Created.Format(time.RFC3339Nano))
+	if err := releaseAddresses(ctx, att); err != nil {
+		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
+	}
+	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	if err != nil {
+		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
+	}
+	if kept {
+		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: OVSDB %s does not answer", att.ContainerID, att.IfName, att.OVSSocket)
+	}
+	return store.Delete(att.ContainerID, att.IfName)
+}
+
+// setUpHostEnd names the attachment in the host veth's alias and switches
+// its offloads. Its MTU came with the pair.
+func setUpHostEnd(hostIf, alias string, conf *netconf.NetConf) error {
+	link, err := netlinksafe.LinkByName(hostIf)
+	if err != nil {
+		return fmt.Errorf("failed to look up host veth %s: %w", hostIf, err)
+	}
+	if alias != "" {
+		if err := netlink.LinkSetAlias(link, alias); err != nil {
+			return fmt.Errorf("failed to set alias of host veth %s: %w", hostIf, err)
+		}
+	}
+	return offload.Apply(hostIf, conf.Offloads.Map())
+}

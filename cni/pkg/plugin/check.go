@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+)
+
+// CmdCheck verifies that the attachment is as ADD left it and as prevResult
+// says: both veth ends exist and are peers, MTU and offloads on both ends,
+// the container MAC, addresses and routes, the host end on the bridge, the
+// bridge MTU still large enough, and the IPAM plugin's own CHECK.
+func CmdCheck(args *skel.CmdArgs) error {
+	conf, _, err := netconf.LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	if conf.RawPrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "prevResult is required for CHECK", "")
+	}
+	pc := &types.PluginConf{CNIVersion: conf.CNIVersion, RawPrevResult: conf.RawPrevResult}
+	if err := version.ParsePrevResult(pc); err != nil {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to parse prevResult: %v", err), "")
+	}
+	prev, err := current.NewResultFromResult(pc.PrevResult)
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("failed to convert prevResult: %v", err), "")
+	}
+	var contIface *current.Interface
+	for _, i := range prev.Interfaces {
+		if i.Name == args.IfName && i.Sandbox != "" {
+			contIface = i
+		}
+	}
+	if contIface == nil {
+		return fmt.Errorf("failed to check %s: prevResult lists no interface %s in a sandbox", args.IfName, args.IfName)
+	}
+
+	store, unlock, err := lockedStore(conf.StateDir, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	att, err := store.Load(args.ContainerID, args.IfName)
+	if err != nil {
+		return fmt.Errorf("failed to check attachment %s/%s: %w", args.ContainerID, args.IfName, err)
+	}
+	if !att.Complete {
+		return fmt.Errorf("failed to check attachment %s/%s: its ADD did not complete", args.ContainerID, args.IfName)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	dp, bridgeMTU, err := openBridge(ctx, conf)
+	if err != nil {
+		return err
+	}
+	defer dp.close()
+	if conf.MTU > bridgeMTU {
+		return fmt.Errorf("failed to check attachment: mtu %d is larger than the MTU %d of bridge %s", conf.MTU, bridgeMTU, conf.Bridge)
+	}
+	if err := dp.verify(ctx, att.HostIfName); err != nil {
+		return err
+	}
+	if err := ipamCheck(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	}
+
+	want := conf.Offloads.Map()
+	netns, err := openNetNS(args.Netns)
+	if err != nil {
+		return err
+	}
+	defer netns.Close()
+	var peerIndex int
+	err = netns.Do(func(ns.NetNS) error {
+		link, peer, err := ip.GetVethPeerIfindex(args.IfName)
+		if err != nil {
+			return fmt.Errorf("failed to check %s: %w", args.IfName, err)
+		}
+		peerIndex = peer
+		if err := checkLink(link, conf.MTU, contIface.Mac); err != nil {
+			return err
+		}
+		if err := offload.Verify(args.IfName, want); err != nil {
+			return err
+		}
+		if err := ip.ValidateExpectedInterfaceIPs(args.IfName, prev.IPs); err != nil {
+			return fmt.Errorf("failed to check addresses of %s: %w", args.IfName, err)
+		}
+		if err := ip.ValidateExpectedRoute(prev.Routes); err != nil {
+			return fmt.Errorf("failed to check routes of %s: %w", args.IfName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	host, err := netlinksafe.LinkByName(att.HostIfName)
+	if err != nil {
+		return fmt.Errorf("failed to check host veth %s: %w", att.HostIfName, err)
+	}
+	if host.Attrs().Index != peerIndex {
+		return fmt.Errorf("failed to check host veth %s: its index %d is not the peer index %d of %s", att.HostIfName, host.Attrs().Index, peerIndex, args.IfName)
+	}
+	if err := checkLink(host, conf.MTU, ""); err != nil {
+		return err
+	}
+	return offload.Verify(att.HostIfName, want)
+}
+
+// checkLink checks that link is up with mtu and, when mac is not empty, that MAC.
+func checkLink(link netlink.Link, mtu int, mac string) error {
+	a := link.Attrs()
+	if a.MTU != mtu {
+		return fmt.Errorf("failed to check %s: MTU is %d, want %d", a.Name, a.MTU, mtu)
+	}
+	if a.Flags&net.FlagUp == 0 {
+		return fmt.Errorf("failed to check %s: it is down", a.Name)
+	}
+	if mac != "" && a.HardwareAddr.String() != mac {
+		return fmt.Errorf("failed to check %s: MAC is %s, want %s", a.Name, a.HardwareAddr, mac)
+	}
+	return nil
+}

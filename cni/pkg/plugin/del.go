@@ -1,0 +1,252 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+)
+
+// CmdDel undoes the attachment args.ContainerID/args.IfName: releases its
+// addresses, deletes the veth pair, removes the OVS port and the state file.
+// It is idempotent and succeeds when the netns, the veth or the state file is
+// already gone. When OVSDB does not answer it still succeeds (pod deletion
+// must not hang on Open vSwitch) and keeps the state file, so that GC removes
+// the port later.
+func CmdDel(args *skel.CmdArgs) error {
+	conf, _, err := netconf.LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	store, unlock, err := lockedStore(conf.StateDir, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	unlockAtt, err := store.LockAttachment(args.ContainerID, args.IfName)
+	if err != nil {
+		return err
+	}
+	defer unlockAtt()
+
+	att, err := store.Load(args.ContainerID, args.IfName)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			logger.Printf("Ignoring unreadable state, deleting by derived names container=%s ifname=%s error=%q", args.ContainerID, args.IfName, err)
+		}
+		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name,
+			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
+			HostIfName: HostIfName(args.ContainerID, args.IfName)}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := ipamDel(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	}
+	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	if err != nil {
+		return err
+	}
+	if kept {
+		return nil
+	}
+	return store.Delete(args.ContainerID, args.IfName) // with a temporary file a killed ADD left
+}
+
+// ovsClients caches one OVSDB connection per endpoint during a GC.
+type ovsClients map[string]*ovsdb.Client
+
+func (m ovsClients) close() {
+	for _, c := range m {
+		c.Close()
+	}
+}
+
+// teardown deletes the host veth of att and, for OVS, its port. It reports
+// kept=true when OVSDB could not be reached, in which case the caller keeps
+// the state file for a later GC. clients may be nil.
+func teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
+	if err := deleteHostVeth(att.HostIfName, alias); err != nil {
+		return false, err
+	}
+	if att.Datapath != netconf.DatapathOVS {
+		return false, nil
+	}
+	socket := att.OVSSocket
+	if socket == "" {
+		socket = netconf.DefaultOVSSocket
+	}
+	c := clients[socket]
+	if c == nil {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c, err = connectOVS(dctx, socket)
+		if err != nil {
+			logger.Printf("Keeping state for GC: cannot remove OVS port port=%s error=%q", att.HostIfName, err)
+			return true, nil
+		}
+		if clients != nil {
+			clients[socket] = c
+		} else {
+			defer c.Close()
+		}
+	}
+	if err := c.DeletePort(ctx, att.HostIfName); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// CmdGC (CNI 1.1) removes what belongs to attachments of this network that
+// are not in cni.dev/valid-attachments: recorded attachments (addresses
+// released through the IPAM plugin's DEL, veth, OVS port, state file), and
+// bridge ports and veths that name such an attachment but have no state file
+// (e.g. OVS ports that survived a reboot). It then delegates GC to the IPAM
+// plugin. It holds the node lock exclusively, so no ADD runs meanwhile.
+func CmdGC(args *skel.CmdArgs) error {
+	conf, _, err := netconf.LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	valid := map[types.GCAttachment]bool{}
+	for _, a := range conf.ValidAttachments {
+		valid[a] = true
+	}
+	store, unlock, err := lockedStore(conf.StateDir, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	clients := ovsClients{}
+	defer clients.close()
+
+	var errs []error
+	// The node lock is held exclusively: no Save is under way, so every
+	// temporary state file was stranded by a killed invocation.
+	swept, err := store.SweepTemp(0)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range swept {
+		logger.Printf("GC removed stranded temporary state file file=%s", name)
+	}
+	atts, err := store.List()
+	if err != nil {
+		logger.Printf("Skipping unreadable state files error=%q", err)
+	}
+	for _, a := range atts {
+		if a.Network != conf.Name || valid[types.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
+			continue
+		}
+		logger.Printf("GC removing stale attachment container=%s ifname=%s port=%s", a.ContainerID, a.IfName, a.HostIfName)
+		if err := releaseAddresses(ctx, a); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		kept, err := teardown(ctx, a, hostAlias(a.Network, a.ContainerID, a.IfName), clients)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !kept {
+			if err := store.Delete(a.ContainerID, a.IfName); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+
+	dp, err := openDatapath(ctx, conf)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	defer dp.close()
+	ports, err := dp.ports(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range ports {
+		if p.network != conf.Name || valid[types.GCAttachment{ContainerID: p.containerID, IfName: p.ifName}] {
+			continue
+		}
+		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", p.containerID, p.ifName, p.hostIf)
+		if err := deleteHostVeth(p.hostIf, hostAlias(p.network, p.containerID, p.ifName)); err != nil {
+			errs = append(errs, err)
+		}
+		if err := dp.detach(ctx, p.hostIf); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if err := delegateGC(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// delegateGC runs the IPAM plugin's GC when the plugin speaks CNI 1.1.0 or
+// later (GC is new in 1.1). An older plugin cannot collect garbage: it would
+// take GC for an unknown command and fail, e.g. Debian bookworm's
+// host-local v1.1.1 with "missing containerID". That is logged and not an
+// error: the plugin's own cleanup above released the addresses of every
+// recorded stale attachment through the IPAM plugin's DEL.
+func delegateGC(ctx context.Context, ipamType string, stdin []byte) error {
+	cniPath := os.Getenv("CNI_PATH")
+	pluginPath, err := invoke.FindInPath(ipamType, filepath.SplitList(cniPath))
+	if err != nil {
+		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", ipamType, cniPath, err)
+	}
+	info, err := invoke.GetVersionInfo(ctx, pluginPath, ipamExecer)
+	if err != nil {
+		return fmt.Errorf("failed to ask IPAM plugin %s for its CNI versions: %w", ipamType, err)
+	}
+	if !supportsGC(info.SupportedVersions()) {
+		logger.Printf("Skipping GC of IPAM plugin %s: it speaks CNI %s, GC needs 1.1.0", ipamType, strings.Join(info.SupportedVersions(), ", "))
+		return nil
+	}
+	if err := invoke.DelegateGC(ctx, ipamType, stdin, ipamExecer); err != nil {
+		return fmt.Errorf("failed to delegate GC to IPAM plugin %s: %w", ipamType, err)
+	}
+	return nil
+}
+
+// supportsGC reports whether one of versions is 1.1.0 or later.
+func supportsGC(versions []string) bool {
+	for _, v := range versions {
+		if ok, err := version.GreaterThanOrEqualTo(v, "1.1.0"); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseAddresses runs the IPAM plugin's DEL for a recorded attachment with
+// the configuration and identity of its ADD (GC has no CNI_CONTAINERID).
+func releaseAddresses(ctx context.Context, a *state.Attachment) error {
+	cniPath := os.Getenv("CNI_PATH")
+	pluginPath, err := invoke.FindInPath(a.IPAMType, filepath.SplitList(cniPath))
+	if err != nil {
+		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, cniPath, err)
+	}
+	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
+	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.NetConf, args, ipamExecer); err != nil {
+		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
+	}
+	return nil
+}
