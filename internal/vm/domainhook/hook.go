@@ -62,9 +62,15 @@ func OnDefineDomain(vmiJSON, domainXML []byte) (Result, error) {
 
 // TuningFromVMI decodes a VirtualMachineInstance (JSON) and parses its
 // fastpath.io/tuning annotation. found is false when the annotation is absent.
-// The error of a bad annotation names the field and its allowed values, e.g.
-// `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`.
+// Input that is not a JSON object (e.g. `null`) is an error. The error of a
+// bad annotation names the field and its allowed values, e.g.
+// `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`,
+// or the unknown key and where it is, e.g. `interfaces["fp-a"] has unknown
+// key "rxqueuesize"`.
 func TuningFromVMI(vmiJSON []byte) (a tuning.Annotation, found bool, err error) {
+	if err := checkVMIObject(vmiJSON); err != nil {
+		return tuning.Annotation{}, false, err
+	}
 	var vmi kubevirtv1.VirtualMachineInstance
 	if err := json.Unmarshal(vmiJSON, &vmi); err != nil {
 		return tuning.Annotation{}, false, fmt.Errorf("failed to decode VMI JSON: %w", err)
@@ -73,7 +79,10 @@ func TuningFromVMI(vmiJSON []byte) (a tuning.Annotation, found bool, err error) 
 	if !ok {
 		return tuning.Annotation{}, false, nil
 	}
-	a, err = tuning.Parse(value)
+	err = checkAnnotationKeys(value)
+	if err == nil {
+		a, err = tuning.Parse(value)
+	}
 	if err != nil {
 		return tuning.Annotation{}, true, fmt.Errorf("failed to read annotation %s of VMI %s/%s: %w",
 			tuning.AnnotationKey, vmi.Namespace, vmi.Name, err)

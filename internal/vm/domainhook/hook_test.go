@@ -31,6 +31,15 @@ func TestOnDefineDomain(t *testing.T) {
 		{name: "queues out of range", vmi: vmiWithAnnotation(t, `{"interfaces":{"fp-db-link":{"queues":1000}}}`, false),
 			wantErr: []string{`interfaces["fp-db-link"].queues 1000 is invalid: must be 1-256`}},
 		{name: "VMI is not JSON", vmi: []byte(`apiVersion: kubevirt.io/v1`), wantErr: []string{"failed to decode VMI JSON"}},
+		{name: "VMI is null", vmi: []byte(" null\n"), wantErr: []string{"failed to decode VMI JSON: must be a JSON object (a VirtualMachineInstance), got null"}},
+		{name: "VMI is empty", vmi: []byte(""), wantErr: []string{"must be a JSON object (a VirtualMachineInstance), got nothing"}},
+		{name: "VMI is an array", vmi: []byte(`[{}]`), wantErr: []string{"must be a JSON object"}},
+		{name: "unknown top-level tuning key", vmi: vmiWithAnnotation(t, `{"interfaces":{},"mtu":9000}`, false),
+			wantErr: []string{`failed to read annotation fastpath.io/tuning of VMI apps/db-0: the annotation has unknown key "mtu": allowed keys are interfaces (case-sensitive)`}},
+		{name: "unknown interface key", vmi: vmiWithAnnotation(t, `{"interfaces":{"fp-db-link":{"mtu":9000,"rxqueuesize":1024}}}`, false),
+			wantErr: []string{`interfaces["fp-db-link"] has unknown key "rxqueuesize": allowed keys are mtu, queues, rxQueueSize, txQueueSize, offloads (case-sensitive)`}},
+		{name: "unknown offload key", vmi: vmiWithAnnotation(t, `{"interfaces":{"fp-db-link":{"offloads":{"TSO":"Off"}}}}`, false),
+			wantErr: []string{`interfaces["fp-db-link"].offloads has unknown key "TSO": allowed keys are tso, gso, gro, txChecksum (case-sensitive)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
