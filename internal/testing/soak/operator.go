@@ -1,0 +1,413 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/testenv"
+)
+
+// OperatorOptions configures the operator part.
+type OperatorOptions struct {
+	// Binary is the path of fastpath-operator.
+	Binary string
+	// VMs is the number of VirtualMachines the attachment selects; default 300.
+	VMs int
+	// Rounds is the number of wire-and-unwire rounds with kills; a first
+	// round without kills measures the phases. Default 4.
+	Rounds int
+	// KillsPerPhase is the most kills per wiring or unwiring phase; a kill
+	// is sent only while the phase is still under way. Default 3.
+	KillsPerPhase int
+	// PhaseTimeout bounds each phase; default 5 minutes.
+	PhaseTimeout time.Duration
+	// Seed, Deadline and Log are set by Run.
+	Seed     uint64
+	Deadline time.Time
+	Log      logr.Logger
+	// WorkDir holds the kubeconfig and the operator's log.
+	WorkDir string
+}
+
+const soakAttachment = "soak"
+
+// operatorRun is the state of one operator part.
+type operatorRun struct {
+	o       OperatorOptions
+	env     *testenv.Env
+	ns      string
+	t       *tally
+	rng     *rand.Rand
+	op      *process
+	applied map[string]string // VM name -> its user view right after creation
+}
+
+// RunOperator runs the operator part on an embedded control plane
+// (kube-apiserver and etcd, package testenv; KubeVirt's CRDs, no KubeVirt):
+// o.VMs VMs with their own interfaces, networks, annotations and affinity,
+// one FastPathAttachment selecting all of them, created and deleted
+// o.Rounds+1 times while fastpath-operator runs as a separate process that
+// is SIGKILLed at random points of wiring and unwiring and started again.
+// After each wiring every VM carries the wiring exactly once and one NAD
+// exists; after each deletion every VM's labels, annotations and spec are
+// what the user created, byte for byte, and no NAD is left. Each round is a
+// cycle; each kill that landed while a phase was under way is a fault,
+// survived when the phase then completed with those checks passing.
+func RunOperator(ctx context.Context, o OperatorOptions) (Summary, error) {
+	if o.VMs <= 0 {
+		o.VMs = 300
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 4
+	}
+	if o.KillsPerPhase <= 0 {
+		o.KillsPerPhase = 3
+	}
+	if o.PhaseTimeout <= 0 {
+		o.PhaseTimeout = 5 * time.Minute
+	}
+	start := time.Now()
+	if o.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "fastpath-soak-operator-")
+		if err != nil {
+			return Summary{}, err
+		}
+		defer os.RemoveAll(dir)
+		o.WorkDir = dir
+	}
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		return Summary{}, err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			o.Log.Error(err, "Failed to stop the control plane")
+		}
+	}()
+	kubeconfig := filepath.Join(o.WorkDir, "kubeconfig")
+	if err := env.KubeconfigFile(kubeconfig); err != nil {
+		return Summary{}, err
+	}
+	r := &operatorRun{o: o, env: env, t: &tally{s: Summary{Part: "operator"}}, rng: rand.New(rand.NewPCG(o.Seed, 3)),
+		applied: map[string]string{}}
+	r.ns, err = env.NewNamespace(ctx, "soak")
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := r.createVMs(ctx); err != nil {
+		return Summary{}, err
+	}
+	r.op = &process{path: o.Binary, env: []string{"KUBECONFIG=" + kubeconfig},
+		args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, logPath: filepath.Join(o.WorkDir, "operator.log")}
+	if err := r.op.start(); err != nil {
+		return Summary{}, err
+	}
+	defer r.op.kill()
+
+	var wireTime, unwireTime time.Duration
+	kills := 0
+	for round := 0; round <= o.Rounds; round++ {
+		if round > 0 && (ctx.Err() != nil || (!o.Deadline.IsZero() && time.Now().After(o.Deadline))) {
+			r.t.mu.Lock()
+			r.t.s.Notes = append(r.t.s.Notes, fmt.Sprintf("stopped by the deadline after %d rounds", round-1))
+			r.t.mu.Unlock()
+			break
+		}
+		killsHere := o.KillsPerPhase
+		if round == 0 {
+			killsHere = 0 // measure the phases first
+		}
+		d, k, err := r.phase(ctx, "wire", killsHere, wireTime, r.createAttachment, r.wired)
+		if err != nil {
+			return r.t.summary(), err
+		}
+		kills += k
+		if round == 0 {
+			wireTime = d
+		}
+		d, k, err = r.phase(ctx, "unwire", killsHere, unwireTime, r.deleteAttachment, r.restored)
+		if err != nil {
+			return r.t.summary(), err
+		}
+		kills += k
+		if round == 0 {
+			unwireTime = d
+		}
+		r.t.cycle()
+		s := r.t.summary()
+		o.Log.Info(fmt.Sprintf("operator round %d: faults=%d survived=%d lost=%d leaked=%d", round, s.Faults, s.Survived, s.Lost, s.Leaked))
+	}
+	s := r.t.summary()
+	s.Duration = time.Since(start)
+	s.Notes = append(s.Notes, fmt.Sprintf("%d VMs", o.VMs), fmt.Sprintf("%d operator kills", kills),
+		fmt.Sprintf("wire %s, unwire %s without kills", wireTime.Round(100*time.Millisecond), unwireTime.Round(100*time.Millisecond)))
+	return s, nil
+}
+
+// phase starts an operation (act), SIGKILLs and restarts the operator up to
+// kills times at random points while done reports it unfinished, then waits
+// for done and runs its final check. base is the phase's time without
+// kills (0: unknown). It returns the phase's duration and the kills sent.
+func (r *operatorRun) phase(ctx context.Context, name string, kills int, base time.Duration,
+	act func(context.Context) error, done func(context.Context, bool) (bool, error)) (time.Duration, int, error) {
+	start := time.Now()
+	if err := act(ctx); err != nil {
+		return 0, 0, err
+	}
+	if base <= 0 {
+		base = 5 * time.Second
+	}
+	sent := 0
+	for range kills {
+		time.Sleep(time.Duration(float64(base) * (0.05 + 0.6*r.rng.Float64())))
+		if ok, _ := done(ctx, false); ok {
+			break
+		}
+		r.op.kill()
+		sent++
+		time.Sleep(time.Duration(r.rng.Int64N(int64(500 * time.Millisecond))))
+		if err := r.op.start(); err != nil {
+			return 0, sent, err
+		}
+	}
+	deadline := time.Now().Add(r.o.PhaseTimeout)
+	var finished bool
+	for time.Now().Before(deadline) {
+		ok, err := done(ctx, false)
+		if err != nil {
+			return 0, sent, err
+		}
+		if ok {
+			finished = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	passed := false
+	if finished {
+		passed, _ = done(ctx, true)
+	} else {
+		r.t.lost(fmt.Sprintf("%s did not finish within %s", name, r.o.PhaseTimeout))
+	}
+	for range sent {
+		r.t.fault(passed, fmt.Sprintf("%s after an operator kill", name))
+	}
+	return elapsed, sent, nil
+}
+
+func (r *operatorRun) createAttachment(ctx context.Context) error {
+	att := &v1alpha1.FastPathAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: soakAttachment},
+		Spec: v1alpha1.FastPathAttachmentSpec{
+			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "soak"}},
+			Network:    &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/22"}},
+		},
+	}
+	return r.env.Client.Create(ctx, att)
+}
+
+func (r *operatorRun) deleteAttachment(ctx context.Context) error {
+	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: soakAttachment}}
+	return r.env.Client.Delete(ctx, att)
+}
+
+// wired reports whether the attachment says every VM is wired; with final
+// it also checks every VM on the API server (wiring present exactly once)
+// and the NADs (exactly the attachment's), counting losses and leaks.
+func (r *operatorRun) wired(ctx context.Context, final bool) (bool, error) {
+	att := &v1alpha1.FastPathAttachment{}
+	if err := r.env.Client.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, att); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	c := meta.FindStatusCondition(att.Status.Conditions, v1alpha1.VMsWiredCondition)
+	ok := c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == att.Generation && int(att.Status.WiredVMs) == r.o.VMs
+	if !final || !ok {
+		return ok, nil
+	}
+	vms, err := r.listVMs(ctx)
+	if err != nil {
+		return false, err
+	}
+	bad := 0
+	name := v1alpha1.NetworkName(soakAttachment)
+	for _, vm := range vms {
+		labels, _, _ := unstructured.NestedStringMap(vm.Object, "spec", "template", "metadata", "labels")
+		ifaces, _, _ := unstructured.NestedSlice(vm.Object, "spec", "template", "spec", "domain", "devices", "interfaces")
+		nets, _, _ := unstructured.NestedSlice(vm.Object, "spec", "template", "spec", "networks")
+		if labels[v1alpha1.AttachmentLabel] != soakAttachment || countNamed(ifaces, name) != 1 || countNamed(nets, name) != 1 {
+			bad++
+			if bad <= 5 {
+				r.t.lost(fmt.Sprintf("VM %s after wiring: label %q, %d interfaces and %d networks named %s",
+					vm.GetName(), labels[v1alpha1.AttachmentLabel], countNamed(ifaces, name), countNamed(nets, name), name))
+			}
+		}
+	}
+	if bad > 5 {
+		r.t.mu.Lock()
+		r.t.s.Lost += bad - 5
+		r.t.mu.Unlock()
+	}
+	nads, err := r.listNADs(ctx)
+	if err != nil {
+		return false, err
+	}
+	if len(nads) != 1 || nads[0] != soakAttachment {
+		r.t.leaked(max(len(nads)-1, 0), fmt.Sprintf("NADs after wiring: %v, want [%s]", nads, soakAttachment))
+		if len(nads) == 0 {
+			r.t.lost("no NAD after wiring")
+		}
+		return false, nil
+	}
+	return bad == 0, nil
+}
+
+// restored reports whether the attachment is gone; with final it also
+// checks that every VM is byte for byte what the user created and that no
+// NAD is left.
+func (r *operatorRun) restored(ctx context.Context, final bool) (bool, error) {
+	err := r.env.Client.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, &v1alpha1.FastPathAttachment{})
+	if err == nil || client.IgnoreNotFound(err) != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !final {
+		return true, nil
+	}
+	vms, err := r.listVMs(ctx)
+	if err != nil {
+		return false, err
+	}
+	bad := 0
+	for _, vm := range vms {
+		if got := userView(vm); got != r.applied[vm.GetName()] {
+			bad++
+			if bad <= 5 {
+				r.t.lost(fmt.Sprintf("VM %s after unwiring differs from what the user created:\n got %s\nwant %s", vm.GetName(), got, r.applied[vm.GetName()]))
+			}
+		}
+	}
+	if bad > 5 {
+		r.t.mu.Lock()
+		r.t.s.Lost += bad - 5
+		r.t.mu.Unlock()
+	}
+	nads, err := r.listNADs(ctx)
+	if err != nil {
+		return false, err
+	}
+	r.t.leaked(len(nads), fmt.Sprintf("orphan NADs after deletion: %v", nads))
+	return bad == 0 && len(nads) == 0, nil
+}
+
+// userView is what the user wrote of a VM: labels, annotations and spec, as
+// canonical JSON.
+func userView(vm unstructured.Unstructured) string {
+	spec, _, _ := unstructured.NestedFieldNoCopy(vm.Object, "spec")
+	data, _ := json.Marshal(map[string]any{"labels": vm.GetLabels(), "annotations": vm.GetAnnotations(), "spec": spec})
+	return string(data)
+}
+
+func countNamed(list []any, name string) int {
+	n := 0
+	for _, item := range list {
+		if m, ok := item.(map[string]any); ok && m["name"] == name {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *operatorRun) listVMs(ctx context.Context) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("kubevirt.io/v1")
+	list.SetKind("VirtualMachineList")
+	if err := r.env.Client.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+		return nil, fmt.Errorf("failed to list VMs: %w", err)
+	}
+	if len(list.Items) != r.o.VMs {
+		return nil, fmt.Errorf("listed %d VMs, want %d", len(list.Items), r.o.VMs)
+	}
+	return list.Items, nil
+}
+
+func (r *operatorRun) listNADs(ctx context.Context) ([]string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("k8s.cni.cncf.io/v1")
+	list.SetKind("NetworkAttachmentDefinitionList")
+	if err := r.env.Client.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+		return nil, fmt.Errorf("failed to list NADs: %w", err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		names = append(names, n.GetName())
+	}
+	return names, nil
+}
+
+// createVMs creates o.VMs VMs as a user would write them (each with its
+// own interfaces, networks, annotations and affinity) and records their
+// user view.
+func (r *operatorRun) createVMs(ctx context.Context) error {
+	names := make(chan string)
+	errs := make(chan error, r.o.VMs)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				vm := &unstructured.Unstructured{}
+				if err := vm.UnmarshalJSON([]byte(fmt.Sprintf(userVM, name))); err != nil {
+					errs <- err
+					continue
+				}
+				vm.SetNamespace(r.ns)
+				if err := r.env.Client.Create(ctx, vm); err != nil {
+					errs <- fmt.Errorf("failed to create VM %s: %w", name, err)
+					continue
+				}
+				mu.Lock()
+				r.applied[name] = userView(*vm)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range r.o.VMs {
+		names <- fmt.Sprintf("vm-%03d", i)
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// userVM is a VM as a user writes it; %[1]s is its name.
+const userVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
+ "metadata":{"name":"%[1]s","labels":{"app":"soak"},"annotations":{"owner":"team-a"}},
+ "spec":{"runStrategy":"Halted","template":{
+  "metadata":{"labels":{"kubevirt.io/domain":"%[1]s"},"annotations":{"hooks.kubevirt.io/hookSidecars":"[]"}},
+  "spec":{
+   "domain":{"cpu":{"cores":4},"devices":{
+     "disks":[{"name":"root","disk":{"bus":"virtio"}}],
+     "interfaces":[{"name":"default","masquerade":{}},{"name":"storage","bridge":{},"macAddress":"02:00:00:00:00:01"}]},
+    "resources":{"requests":{"memory":"2Gi","cpu":"1500m"}}},
+   "networks":[{"name":"default","pod":{}},{"name":"storage","multus":{"networkName":"storage-net"}}],
+   "affinity":{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[
+     {"labelSelector":{"matchLabels":{"app":"cache"}},"topologyKey":"topology.kubernetes.io/zone"}]}},
+   "terminationGracePeriodSeconds":0,
+   "volumes":[{"name":"root","containerDisk":{"image":"quay.io/containerdisks/fedora:41"}}]}}}}`

@@ -1,0 +1,48 @@
+package soak
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// process is a program the soak starts, SIGKILLs and starts again; its
+// output is appended to logPath.
+type process struct {
+	path    string
+	args    []string
+	env     []string
+	logPath string
+	cmd     *exec.Cmd
+}
+
+// start starts the program (again).
+func (p *process) start() error {
+	logFile, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("failed to open log %s: %w", p.logPath, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so that a SIGINT to the soak does not reach it
+	// before the soak's own cleanup does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("failed to start %s: %w", p.path, err)
+	}
+	p.cmd = cmd
+	return nil
+}
+
+// kill SIGKILLs the program and reaps it; it is a no-op when not running.
+func (p *process) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
