@@ -82,6 +82,11 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e.
 	go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: soak
+soak: setup build ## Fault-injection soak: SIGKILLed plugin and operator, summary per part, exit 1 on any loss (root; SOAK_FLAGS).
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
+	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator $(SOAK_FLAGS)
+
 .PHONY: e2e
 e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster).
 	go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -45,16 +46,17 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	store, unlock, err := lockedStore(conf.StateDir, false)
+	store, nodeLock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	unlockAtt, err := store.LockAttachment(args.ContainerID, args.IfName)
+	defer nodeLock.Unlock()
+	attLock, err := store.LockAttachment(args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer unlockAtt()
+	defer attLock.Unlock()
+	ipamEx := newIPAMExec(nodeLock, attLock)
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -63,7 +65,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	case err == nil && prior.Complete:
 		return repeatAdd(prior, args, cniVersion)
 	case err == nil:
-		if err := reclaim(ctx, store, prior); err != nil {
+		if err := reclaim(ctx, ipamEx, store, prior); err != nil {
 			return err
 		}
 	case !errors.Is(err, fs.ErrNotExist):
@@ -118,7 +120,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
 		if ipamTried {
-			if derr := ipamDel(rctx, conf.IPAM.Type(), args.StdinData); derr != nil {
+			if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
 				logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 			}
 		}
@@ -163,7 +165,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	}
 
 	ipamTried = true
-	r, err := ipamAdd(ctx, conf.IPAM.Type(), args.StdinData)
+	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
 	if err != nil {
 		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
@@ -247,10 +249,10 @@ func sameJSON(a, b []byte) bool {
 // record says Complete false): the addresses the IPAM plugin may hold for
 // it (released with that ADD's netconf), its veth and bridge port, and the
 // record. The caller holds the attachment's lock, so that ADD is not running.
-func reclaim(ctx context.Context, store *state.Store, att *state.Attachment) error {
+func reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Store, att *state.Attachment) error {
 	logger.Printf("Reclaiming what an unfinished ADD left container=%s ifname=%s created=%s",
 		att.ContainerID, att.IfName, att.Created.Format(time.RFC3339Nano))
-	if err := releaseAddresses(ctx, att); err != nil {
+	if err := releaseAddresses(ctx, ipamEx, att); err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}
 	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)

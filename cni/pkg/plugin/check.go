@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -48,11 +49,11 @@ func CmdCheck(args *skel.CmdArgs) error {
 		return fmt.Errorf("failed to check %s: prevResult lists no interface %s in a sandbox", args.IfName, args.IfName)
 	}
 
-	store, unlock, err := lockedStore(conf.StateDir, false)
+	store, nodeLock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer nodeLock.Unlock()
 	att, err := store.Load(args.ContainerID, args.IfName)
 	if err != nil {
 		return fmt.Errorf("failed to check attachment %s/%s: %w", args.ContainerID, args.IfName, err)
@@ -74,7 +75,7 @@ func CmdCheck(args *skel.CmdArgs) error {
 	if err := dp.verify(ctx, att.HostIfName); err != nil {
 		return err
 	}
-	if err := ipamCheck(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 

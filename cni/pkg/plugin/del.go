@@ -31,16 +31,16 @@ func CmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	store, unlock, err := lockedStore(conf.StateDir, false)
+	store, nodeLock, err := lockedStore(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	unlockAtt, err := store.LockAttachment(args.ContainerID, args.IfName)
+	defer nodeLock.Unlock()
+	attLock, err := store.LockAttachment(args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer unlockAtt()
+	defer attLock.Unlock()
 
 	att, err := store.Load(args.ContainerID, args.IfName)
 	if err != nil {
@@ -54,7 +54,7 @@ func CmdDel(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := ipamDel(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock, attLock)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
@@ -126,11 +126,12 @@ func CmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a] = true
 	}
-	store, unlock, err := lockedStore(conf.StateDir, true)
+	store, nodeLock, err := lockedStore(conf.StateDir, true)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer nodeLock.Unlock()
+	ipamEx := newIPAMExec(nodeLock)
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -156,7 +157,7 @@ func CmdGC(args *skel.CmdArgs) error {
 			continue
 		}
 		logger.Printf("GC removing stale attachment container=%s ifname=%s port=%s", a.ContainerID, a.IfName, a.HostIfName)
-		if err := releaseAddresses(ctx, a); err != nil {
+		if err := releaseAddresses(ctx, ipamEx, a); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -194,7 +195,7 @@ func CmdGC(args *skel.CmdArgs) error {
 		}
 	}
 
-	if err := delegateGC(ctx, conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), args.StdinData); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -206,13 +207,13 @@ func CmdGC(args *skel.CmdArgs) error {
 // host-local v1.1.1 with "missing containerID". That is logged and not an
 // error: the plugin's own cleanup above released the addresses of every
 // recorded stale attachment through the IPAM plugin's DEL.
-func delegateGC(ctx context.Context, ipamType string, stdin []byte) error {
+func delegateGC(ctx context.Context, ipamEx *ipamExec, ipamType string, stdin []byte) error {
 	cniPath := os.Getenv("CNI_PATH")
 	pluginPath, err := invoke.FindInPath(ipamType, filepath.SplitList(cniPath))
 	if err != nil {
 		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", ipamType, cniPath, err)
 	}
-	info, err := invoke.GetVersionInfo(ctx, pluginPath, ipamExecer)
+	info, err := invoke.GetVersionInfo(ctx, pluginPath, ipamEx)
 	if err != nil {
 		return fmt.Errorf("failed to ask IPAM plugin %s for its CNI versions: %w", ipamType, err)
 	}
@@ -220,7 +221,7 @@ func delegateGC(ctx context.Context, ipamType string, stdin []byte) error {
 		logger.Printf("Skipping GC of IPAM plugin %s: it speaks CNI %s, GC needs 1.1.0", ipamType, strings.Join(info.SupportedVersions(), ", "))
 		return nil
 	}
-	if err := invoke.DelegateGC(ctx, ipamType, stdin, ipamExecer); err != nil {
+	if err := invoke.DelegateGC(ctx, ipamType, stdin, ipamEx); err != nil {
 		return fmt.Errorf("failed to delegate GC to IPAM plugin %s: %w", ipamType, err)
 	}
 	return nil
@@ -238,14 +239,14 @@ func supportsGC(versions []string) bool {
 
 // releaseAddresses runs the IPAM plugin's DEL for a recorded attachment with
 // the configuration and identity of its ADD (GC has no CNI_CONTAINERID).
-func releaseAddresses(ctx context.Context, a *state.Attachment) error {
+func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment) error {
 	cniPath := os.Getenv("CNI_PATH")
 	pluginPath, err := invoke.FindInPath(a.IPAMType, filepath.SplitList(cniPath))
 	if err != nil {
 		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, cniPath, err)
 	}
 	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
-	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.NetConf, args, ipamExecer); err != nil {
+	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.NetConf, args, ipamEx); err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	return nil

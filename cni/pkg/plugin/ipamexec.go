@@ -5,28 +5,38 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
-	"syscall"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
 // ipamExec runs delegated (IPAM) plugins like invoke.RawExec, except that
-// the child gets PR_SET_PDEATHSIG=SIGKILL: when the plugin is killed (a
-// runtime's timeout, a SIGKILL) its IPAM child dies with it instead of
-// finishing an allocation after the runtime's DEL has already released the
-// attachment's addresses, which would leak the address. The signal follows
-// the thread that started the child; CmdAdd, CmdDel and CmdGC run on the
-// main goroutine, which main locks to the main thread for the whole process.
+// the child inherits the invocation's lock files (state.Lock.File). When
+// the plugin is killed (a runtime's timeout, a SIGKILL) while its IPAM
+// plugin runs, the IPAM plugin is not killed half-way (host-local killed
+// between creating an allocation file and writing its owner leaves an
+// allocation no DEL can release), and it keeps the attachment's lock until
+// it exits: the runtime's DEL or retried ADD of the attachment waits for it,
+// so an allocation it finishes cannot slip in after the DEL released.
 type ipamExec struct {
 	invoke.RawExec
 	version.PluginDecoder
+	locks []*os.File
 }
 
-// ipamExecer is the invoke.Exec of every IPAM call of the plugin.
-var ipamExecer invoke.Exec = &ipamExec{}
+// newIPAMExec returns the invoke.Exec for IPAM calls made under locks.
+func newIPAMExec(locks ...*state.Lock) *ipamExec {
+	e := &ipamExec{}
+	for _, l := range locks {
+		e.locks = append(e.locks, l.File())
+	}
+	return e
+}
 
 // ExecPlugin runs pluginPath with stdinData and environ and returns its
 // stdout; a failure is a *types.Error with the plugin's own error when it
@@ -37,7 +47,7 @@ func (e *ipamExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 	c.Env = environ
 	c.Stdin = bytes.NewReader(stdinData)
 	c.Stdout, c.Stderr = &stdout, &stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.ExtraFiles = e.locks
 	if err := c.Run(); err != nil {
 		emsg := &types.Error{}
 		switch {
@@ -50,16 +60,4 @@ func (e *ipamExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData 
 		return nil, emsg
 	}
 	return stdout.Bytes(), nil
-}
-
-func ipamAdd(ctx context.Context, ipamType string, conf []byte) (types.Result, error) {
-	return invoke.DelegateAdd(ctx, ipamType, conf, ipamExecer)
-}
-
-func ipamDel(ctx context.Context, ipamType string, conf []byte) error {
-	return invoke.DelegateDel(ctx, ipamType, conf, ipamExecer)
-}
-
-func ipamCheck(ctx context.Context, ipamType string, conf []byte) error {
-	return invoke.DelegateCheck(ctx, ipamType, conf, ipamExecer)
 }

@@ -96,17 +96,17 @@ func containerMAC(conf *netconf.NetConf, rawArgs string) (mac, pod string, err e
 }
 
 // lockedStore opens the state store under dir and takes its node lock (shared
-// for ADD, CHECK and DEL; exclusive for GC). The caller must call unlock.
-func lockedStore(dir string, exclusive bool) (_ *state.Store, unlock func(), err error) {
+// for ADD, CHECK and DEL; exclusive for GC). The caller must unlock it.
+func lockedStore(dir string, exclusive bool) (_ *state.Store, lock *state.Lock, err error) {
 	store, err := state.New(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	unlock, err = store.Lock(exclusive)
+	lock, err = store.Lock(exclusive)
 	if err != nil {
 		return nil, nil, err
 	}
-	return store, unlock, nil
+	return store, lock, nil
 }
 
 // openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A

@@ -79,12 +79,32 @@ func New(dir string) (*Store, error) {
 // Dir returns the state directory.
 func (s *Store) Dir() string { return s.dir }
 
+// Lock is a held lock of the store; Unlock releases it.
+type Lock struct {
+	f     *os.File
+	flock bool
+}
+
+// File returns the open lock file that holds the lock. Both kinds of lock
+// belong to the open file description, so a child process that inherits
+// the file (exec.Cmd.ExtraFiles) keeps the lock held after this process is
+// killed, until the child exits too.
+func (l *Lock) File() *os.File { return l.f }
+
+// Unlock releases the lock (for the node lock also when a child still holds
+// the file) and closes the file.
+func (l *Lock) Unlock() {
+	if l.flock {
+		_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	}
+	l.f.Close() // closing the description drops its OFD locks
+}
+
 // Lock takes the node-wide lock: shared for ADD, CHECK and DEL (which only
 // touch their own attachment, and each of which the runtime never runs twice
 // at once for one attachment), exclusive for GC (which removes attachments it
-// did not create and must not race an ADD). It blocks until the lock is held
-// and returns the function that releases it.
-func (s *Store) Lock(exclusive bool) (unlock func(), err error) {
+// did not create and must not race an ADD). It blocks until the lock is held.
+func (s *Store) Lock(exclusive bool) (*Lock, error) {
 	path := filepath.Join(s.dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -104,10 +124,7 @@ func (s *Store) Lock(exclusive bool) (unlock func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("failed to lock %s: %w", path, err)
 	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}, nil
+	return &Lock{f: f, flock: true}, nil
 }
 
 // LockAttachment takes the lock of the attachment containerID/ifName: an
@@ -115,9 +132,9 @@ func (s *Store) Lock(exclusive bool) (unlock func(), err error) {
 // file at an offset hashed from the key, independent of Lock's flock. It
 // serialises a runtime's retried ADD with one still running, and ADD with
 // DEL, of one attachment, without a file per attachment; a hash collision
-// only serialises two attachments. The kernel drops it when the holder
-// dies. Take it after Lock; it blocks until held.
-func (s *Store) LockAttachment(containerID, ifName string) (unlock func(), err error) {
+// only serialises two attachments. The kernel drops it when the last holder
+// of the file (see Lock.File) exits. Take it after Lock; it blocks until held.
+func (s *Store) LockAttachment(containerID, ifName string) (*Lock, error) {
 	path := filepath.Join(s.dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -136,7 +153,7 @@ func (s *Store) LockAttachment(containerID, ifName string) (unlock func(), err e
 		f.Close()
 		return nil, fmt.Errorf("failed to lock attachment %s/%s in %s: %w", containerID, ifName, path, err)
 	}
-	return func() { f.Close() }, nil // closing the description drops its OFD locks
+	return &Lock{f: f}, nil
 }
 
 // Path returns the file that holds the attachment containerID/ifName, or an

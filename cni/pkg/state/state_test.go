@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -67,16 +68,16 @@ func TestLockSharedAndExclusive(t *testing.T) {
 		return unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 	}
 
-	unlock, err := s.Lock(false)
+	l, err := s.Lock(false)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(probe(unix.LOCK_SH)).To(Succeed(), "shared holders coexist")
 	g.Expect(probe(unix.LOCK_EX)).To(MatchError(unix.EWOULDBLOCK), "an exclusive holder waits for shared ones")
-	unlock()
+	l.Unlock()
 
-	unlock, err = s.Lock(true)
+	l, err = s.Lock(true)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(probe(unix.LOCK_SH)).To(MatchError(unix.EWOULDBLOCK))
-	unlock()
+	l.Unlock()
 	g.Expect(probe(unix.LOCK_EX)).To(Succeed())
 }
 
@@ -127,25 +128,46 @@ func TestLockAttachment(t *testing.T) {
 	g := NewWithT(t)
 	s, err := New(t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
-	unlockNode, err := s.Lock(false)
+	node, err := s.Lock(false)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer unlockNode()
-	unlock, err := s.LockAttachment("c1", "net1")
+	defer node.Unlock()
+	held, err := s.LockAttachment("c1", "net1")
 	g.Expect(err).NotTo(HaveOccurred())
 
 	other, err := s.LockAttachment("c2", "net1")
 	g.Expect(err).NotTo(HaveOccurred(), "another attachment is not blocked")
-	other()
+	other.Unlock()
 
 	got := make(chan struct{})
 	go func() {
-		u, err := s.LockAttachment("c1", "net1")
+		l, err := s.LockAttachment("c1", "net1")
 		if err == nil {
-			u()
+			l.Unlock()
 		}
 		close(got)
 	}()
 	g.Consistently(got, 200*time.Millisecond).ShouldNot(BeClosed(), "the same attachment waits")
-	unlock()
+	held.Unlock()
 	g.Eventually(got, 5*time.Second).Should(BeClosed())
+}
+
+// TestLockOutlivesKilledHolderThroughChild checks what the plugin relies on
+// when it is killed while its IPAM plugin runs: a child that inherited the
+// lock file keeps the attachment lock until the child exits.
+func TestLockOutlivesKilledHolderThroughChild(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	held, err := s.LockAttachment("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	child := exec.Command("sleep", "0.5")
+	child.ExtraFiles = []*os.File{held.File()}
+	g.Expect(child.Start()).To(Succeed())
+	started := time.Now()
+	held.Unlock() // as if this process died: only the child holds the file now
+	l, err := s.LockAttachment("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	l.Unlock()
+	g.Expect(time.Since(started)).To(BeNumerically(">=", 400*time.Millisecond), "the lock was held until the child exited")
+	g.Expect(child.Wait()).To(Succeed())
 }

@@ -102,7 +102,7 @@ func RunOperator(ctx context.Context, o OperatorOptions) (Summary, error) {
 	if err := env.KubeconfigFile(kubeconfig); err != nil {
 		return Summary{}, err
 	}
-	r := &operatorRun{o: o, env: env, t: &tally{s: Summary{Part: "operator"}}, rng: rand.New(rand.NewPCG(o.Seed, 3)),
+	r := &operatorRun{o: o, env: env, t: &tally{s: Summary{Part: "operator"}, logf: func(f string, a ...any) { o.Log.Info(fmt.Sprintf(f, a...)) }}, rng: rand.New(rand.NewPCG(o.Seed, 3)),
 		applied: map[string]string{}}
 	r.ns, err = env.NewNamespace(ctx, "soak")
 	if err != nil {

@@ -51,6 +51,13 @@ type attachment struct {
 	nsGone bool
 	hostIf string
 	rng    *rand.Rand
+	// history lists the steps taken, for problem reports.
+	history []string
+}
+
+// desc names a and the steps taken on it.
+func desc(a *attachment) string {
+	return short(a) + " [" + strings.Join(a.history, ", ") + "]"
 }
 
 // pluginRun is the state of one plugin part.
@@ -90,7 +97,7 @@ func RunPlugin(ctx context.Context, opts PluginOptions) (Summary, error) {
 		return Summary{}, err
 	}
 	defer n.close()
-	r := &pluginRun{n: n, t: &tally{s: Summary{Part: "plugin/" + opts.Datapath}}, addTime: 50 * time.Millisecond,
+	r := &pluginRun{n: n, t: &tally{s: Summary{Part: "plugin/" + opts.Datapath}, logf: opts.Logf}, addTime: 50 * time.Millisecond,
 		delTime: 30 * time.Millisecond, reported: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(opts.Seed, 18))
 	batches := 0
@@ -137,13 +144,16 @@ func (r *pluginRun) batch(ctx context.Context, size int, rng *rand.Rand) error {
 		}
 	}()
 
+	// A batch runs to its end once started: an interrupt of the soak stops
+	// it between batches, not in the middle of a runtime's recovery.
+	ctx = context.WithoutCancel(ctx)
 	parallel(atts, func(a *attachment) { r.addPhase(ctx, a) })
 	// Every attachment that reported success still passes CHECK after the
 	// whole batch was added around it.
 	parallel(atts, func(a *attachment) {
 		if a.result != nil {
 			if err := r.check(ctx, a); err != nil {
-				r.t.lost(fmt.Sprintf("attachment %s failed CHECK after its batch was added: %v", short(a), err))
+				r.t.lost(fmt.Sprintf("attachment %s failed CHECK after its batch was added: %v", desc(a), err))
 			}
 		}
 	})
@@ -200,21 +210,21 @@ func (r *pluginRun) addPhase(ctx context.Context, a *attachment) {
 	case p < 35: // plain
 		r.timedAdd(ctx, a)
 	case p < 55: // killed, retried by the runtime
-		landed := r.kill(a.add, r.killDelay(a, false))
+		landed := r.kill(a, a.add, r.killDelay(a, false))
 		r.timedAdd(ctx, a)
 		r.recovered(landed, a, "retried ADD after a kill")
 	case p < 65: // killed, then the runtime gives up and deletes
-		if r.kill(a.add, r.killDelay(a, false)) {
+		if r.kill(a, a.add, r.killDelay(a, false)) {
 			del := a.add
 			del.command = "DEL"
-			_, err := r.n.exec(ctx, del)
-			r.t.fault(err == nil, fmt.Sprintf("DEL after a killed ADD of %s: %v", short(a), err))
+			_, err := r.run(ctx, a, del)
+			r.t.fault(err == nil, fmt.Sprintf("DEL after a killed ADD of %s: %v", desc(a), err))
 			return
 		}
 		r.timedAdd(ctx, a) // the ADD had finished: the retry gets its result
 	case p < 75: // killed twice, then retried
-		l1 := r.kill(a.add, r.killDelay(a, false))
-		l2 := r.kill(a.add, r.killDelay(a, false))
+		l1 := r.kill(a, a.add, r.killDelay(a, false))
+		l2 := r.kill(a, a.add, r.killDelay(a, false))
 		r.timedAdd(ctx, a)
 		r.recovered(l1, a, "retried ADD after two kills")
 		r.recovered(l2, a, "retried ADD after two kills")
@@ -223,9 +233,9 @@ func (r *pluginRun) addPhase(ctx context.Context, a *attachment) {
 		if a.result == nil {
 			return
 		}
-		out, err := r.n.exec(ctx, a.add)
+		out, err := r.run(ctx, a, a.add)
 		same := err == nil && sameJSON(out, a.result)
-		r.t.fault(same && r.check(ctx, a) == nil, fmt.Sprintf("repeated ADD of %s: same result %v, error %v", short(a), same, err))
+		r.t.fault(same && r.check(ctx, a) == nil, fmt.Sprintf("repeated ADD of %s: same result %v, error %v", desc(a), same, err))
 		return
 	default: // a conflicting ADD (another netns) must be refused
 		r.timedAdd(ctx, a)
@@ -234,14 +244,14 @@ func (r *pluginRun) addPhase(ctx context.Context, a *attachment) {
 		}
 		other := a.add
 		other.netns = "/var/run/netns/fastpath-soak-none"
-		_, err := r.n.exec(ctx, other)
+		_, err := r.run(ctx, a, other)
 		cerr := r.check(ctx, a)
-		r.t.fault(err != nil && cerr == nil, fmt.Sprintf("conflicting ADD of %s: refused %v, first attachment CHECK %v", short(a), err != nil, cerr))
+		r.t.fault(err != nil && cerr == nil, fmt.Sprintf("conflicting ADD of %s: refused %v, first attachment CHECK %v", desc(a), err != nil, cerr))
 		return
 	}
 	if a.result != nil {
 		if err := r.check(ctx, a); err != nil {
-			r.t.lost(fmt.Sprintf("attachment %s reported success and failed CHECK: %v", short(a), err))
+			r.t.lost(fmt.Sprintf("attachment %s reported success and failed CHECK: %v", desc(a), err))
 		}
 	}
 }
@@ -258,7 +268,7 @@ func (r *pluginRun) recovered(landed bool, a *attachment, what string) {
 	} else {
 		err = r.check(context.Background(), a)
 	}
-	r.t.fault(err == nil, fmt.Sprintf("%s %s: %v", what, short(a), err))
+	r.t.fault(err == nil, fmt.Sprintf("%s %s: %v", what, desc(a), err))
 }
 
 // delPhase deletes a with one of the DEL faults (or none).
@@ -267,47 +277,85 @@ func (r *pluginRun) delPhase(ctx context.Context, a *attachment) {
 	del.command = "DEL"
 	switch p := a.rng.IntN(100); {
 	case p < 45:
-		if err := r.timedDel(ctx, del); err != nil {
-			r.t.lost(fmt.Sprintf("DEL of %s: %v", short(a), err))
+		if err := r.timedDel(ctx, a, del); err != nil {
+			r.t.lost(fmt.Sprintf("DEL of %s: %v", desc(a), err))
 		}
 	case p < 70: // killed, then deleted again
-		landed := r.kill(del, r.killDelay(a, true))
-		err := r.timedDel(ctx, del)
+		landed := r.kill(a, del, r.killDelay(a, true))
+		err := r.timedDel(ctx, a, del)
 		if landed {
-			r.t.fault(err == nil, fmt.Sprintf("DEL after a killed DEL of %s: %v", short(a), err))
+			r.t.fault(err == nil, fmt.Sprintf("DEL after a killed DEL of %s: %v", desc(a), err))
 		} else if err != nil {
-			r.t.lost(fmt.Sprintf("DEL of %s: %v", short(a), err))
+			r.t.lost(fmt.Sprintf("DEL of %s: %v", desc(a), err))
 		}
 	case p < 85: // the netns is removed before DEL (pod sandbox gone)
 		removeNS(a.netns)
 		a.nsGone = true
-		err := r.timedDel(ctx, del)
-		r.t.fault(err == nil, fmt.Sprintf("DEL of %s after its netns was removed: %v", short(a), err))
+		err := r.timedDel(ctx, a, del)
+		r.t.fault(err == nil, fmt.Sprintf("DEL of %s after its netns was removed: %v", desc(a), err))
 	default: // DEL twice
-		err1 := r.timedDel(ctx, del)
-		_, err2 := r.n.exec(ctx, del)
-		r.t.fault(err1 == nil && err2 == nil, fmt.Sprintf("DEL twice of %s: %v, %v", short(a), err1, err2))
+		err1 := r.timedDel(ctx, a, del)
+		_, err2 := r.run(ctx, a, del)
+		r.t.fault(err1 == nil && err2 == nil, fmt.Sprintf("DEL twice of %s: %v, %v", desc(a), err1, err2))
 	}
 }
 
+// addRetries is how often timedAdd retries a failed ADD, as kubelet retries
+// a pod sandbox whose network setup failed.
+const addRetries = 2
+
+// timedAdd runs ADD as a runtime does: a failed ADD is followed by DEL and
+// retried after a second, up to addRetries times. An ADD that succeeds on a
+// retry is a transient failure (listed in the summary's problems, not a
+// loss, since nothing was left half-done: the DEL succeeded and the leak
+// checks still run); one that never succeeds is a loss.
 func (r *pluginRun) timedAdd(ctx context.Context, a *attachment) {
-	start := time.Now()
-	out, err := r.n.exec(ctx, a.add)
-	if err != nil {
-		r.t.lost(fmt.Sprintf("ADD of %s: %v", short(a), err))
-		return
+	var failures []string
+	for try := 0; try <= addRetries; try++ {
+		start := time.Now()
+		out, err := r.run(ctx, a, a.add)
+		if err == nil {
+			r.record(&r.addTime, time.Since(start))
+			a.result = out
+			if len(failures) > 0 {
+				r.t.transient(fmt.Sprintf("ADD of %s failed %d times before it succeeded: %s", desc(a), len(failures), strings.Join(failures, "; ")))
+			}
+			return
+		}
+		failures = append(failures, err.Error())
+		del := a.add
+		del.command = "DEL"
+		if _, err := r.run(ctx, a, del); err != nil {
+			r.t.lost(fmt.Sprintf("DEL after a failed ADD of %s: %v", desc(a), err))
+			return
+		}
+		time.Sleep(time.Second)
 	}
-	r.record(&r.addTime, time.Since(start))
-	a.result = out
+	r.t.lost(fmt.Sprintf("ADD of %s failed %d times: %s", desc(a), len(failures), strings.Join(failures, "; ")))
 }
 
-func (r *pluginRun) timedDel(ctx context.Context, del request) error {
+func (r *pluginRun) timedDel(ctx context.Context, a *attachment, del request) error {
 	start := time.Now()
-	_, err := r.n.exec(ctx, del)
+	_, err := r.run(ctx, a, del)
 	if err == nil {
 		r.record(&r.delTime, time.Since(start))
 	}
 	return err
+}
+
+// run executes req for a and records the step in a's history.
+func (r *pluginRun) run(ctx context.Context, a *attachment, req request) ([]byte, error) {
+	start := time.Now()
+	out, err := r.n.exec(ctx, req)
+	step := fmt.Sprintf("%s %s", req.command, time.Since(start).Round(time.Millisecond))
+	if req.netns != a.add.netns && req.command == "ADD" {
+		step = "conflicting " + step
+	}
+	if err != nil {
+		step += " failed"
+	}
+	a.history = append(a.history, step)
+	return out, err
 }
 
 func (r *pluginRun) record(avg *time.Duration, d time.Duration) {
@@ -333,8 +381,9 @@ func (r *pluginRun) killDelay(a *attachment, del bool) time.Duration {
 
 // kill runs req and kills it after delay; it reports whether the kill
 // landed and counts the ones that did not.
-func (r *pluginRun) kill(req request, delay time.Duration) bool {
+func (r *pluginRun) kill(a *attachment, req request, delay time.Duration) bool {
 	landed, err := r.n.killed(req, delay)
+	a.history = append(a.history, fmt.Sprintf("%s killed at %s (landed %v)", req.command, delay.Round(time.Millisecond), landed))
 	if err != nil {
 		r.t.lost(err.Error())
 		return false
@@ -354,7 +403,7 @@ func (r *pluginRun) check(ctx context.Context, a *attachment) error {
 	}
 	check := a.add
 	check.command, check.conf = "CHECK", conf
-	_, err = r.n.exec(ctx, check)
+	_, err = r.run(ctx, a, check)
 	return err
 }
 

@@ -22,6 +22,9 @@ type Summary struct {
 	// Lost is the number of failed recoveries and of objects that reported
 	// success and then failed a check.
 	Lost int
+	// Transient is the number of requests that failed and succeeded when
+	// retried the way a runtime or controller retries (not a loss).
+	Transient int
 	// Leaked is the number of objects left behind after a batch.
 	Leaked int
 	// Duration is the wall-clock time of the part.
@@ -41,8 +44,8 @@ func (s Summary) OK() bool { return s.Lost == 0 && s.Leaked == 0 }
 
 // String is the summary line.
 func (s Summary) String() string {
-	line := fmt.Sprintf("soak %s: cycles=%d faults=%d survived=%d lost=%d leaked=%d duration=%s",
-		s.Part, s.Cycles, s.Faults, s.Survived, s.Lost, s.Leaked, s.Duration.Round(100*time.Millisecond))
+	line := fmt.Sprintf("soak %s: cycles=%d faults=%d survived=%d lost=%d leaked=%d transient=%d duration=%s",
+		s.Part, s.Cycles, s.Faults, s.Survived, s.Lost, s.Leaked, s.Transient, s.Duration.Round(100*time.Millisecond))
 	if len(s.Notes) > 0 {
 		line += " (" + strings.Join(s.Notes, "; ") + ")"
 	}
@@ -51,8 +54,9 @@ func (s Summary) String() string {
 
 // tally is a Summary under construction, safe for concurrent use.
 type tally struct {
-	mu sync.Mutex
-	s  Summary
+	mu   sync.Mutex
+	s    Summary
+	logf func(format string, args ...any) // may be nil
 }
 
 func (t *tally) cycle() { t.mu.Lock(); t.s.Cycles++; t.mu.Unlock() }
@@ -90,7 +94,18 @@ func (t *tally) leaked(n int, what string) {
 	t.problem(fmt.Sprintf("leaked %d: %s", n, what))
 }
 
+// transient counts a request that succeeded only when retried.
+func (t *tally) transient(why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.s.Transient++
+	t.problem("transient: " + why)
+}
+
 func (t *tally) problem(p string) {
+	if t.logf != nil {
+		t.logf("%s: %s", t.s.Part, p)
+	}
 	if len(t.s.Problems) < maxProblems {
 		t.s.Problems = append(t.s.Problems, p)
 	}
