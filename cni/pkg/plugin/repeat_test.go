@@ -16,8 +16,8 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // TestRepeatedAdd runs the repeated-ADD cases on both datapaths and every

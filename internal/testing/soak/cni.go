@@ -22,7 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
 )
 
 // cniTimeout bounds one plugin invocation, as a runtime's timeout would.

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/testenv"
+	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 )
 
 // OperatorOptions configures the operator part.

@@ -11,8 +11,8 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/testutil/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // buildPlugin compiles the fastpath binary for the test.
