@@ -83,7 +83,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: soak
-soak: setup build ## Fault-injection soak: SIGKILLed plugin and operator, summary per part, exit 1 on any loss (root; SOAK_FLAGS).
+soak: setup build ## Fault-injection soak: SIGKILLed plugin and operator, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
 	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator $(SOAK_FLAGS)
 

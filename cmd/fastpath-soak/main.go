@@ -1,5 +1,6 @@
 // Command fastpath-soak is Fastpath's fault-injection soak (make soak): it
-// runs the parts of package internal/testing/soak, prints one summary line
+// runs the parts of package internal/testing/soak (plugin, operator,
+// apiserver), prints one summary line
 // per part and exits 1 when any part lost or leaked anything (2 for a part
 // that could not run, or bad flags). It needs root (network namespaces,
 // bridges, Open vSwitch), Debian's containernetworking-plugins and the
@@ -24,7 +25,7 @@ import (
 
 func main() {
 	var (
-		parts      = flag.String("parts", soak.PartPlugin+","+soak.PartOperator, "Comma-separated parts to run: plugin, operator.")
+		parts      = flag.String("parts", soak.PartPlugin+","+soak.PartOperator+","+soak.PartAPIServer, "Comma-separated parts to run: plugin, operator, apiserver.")
 		plugin     = flag.String("plugin", "bin/fastpath", "Path of the fastpath CNI plugin binary.")
 		operator   = flag.String("operator", "bin/fastpath-operator", "Path of the fastpath-operator binary.")
 		cniPath    = flag.String("cni-path", "/usr/lib/cni", "Directory with host-local.")
@@ -33,6 +34,8 @@ func main() {
 		vms        = flag.Int("vms", 300, "VirtualMachines the operator part's attachment selects.")
 		rounds     = flag.Int("operator-rounds", 8, "Wire-and-unwire rounds with operator kills (after one measuring round).")
 		killsPhase = flag.Int("kills-per-phase", 3, "Most operator kills per wiring or unwiring phase.")
+		apiRounds  = flag.Int("apiserver-rounds", 4, "Wire-and-unwire rounds with kube-apiserver restarts (after one measuring round).")
+		apiPhase   = flag.Int("apiserver-restarts-per-phase", 2, "Most kube-apiserver restarts per wiring or unwiring phase.")
 		duration   = flag.Duration("duration", 30*time.Minute, "Bound on the whole soak: no batch or round starts after it.")
 		seed       = flag.Uint64("seed", uint64(time.Now().UnixNano()), "Seed of every random choice (printed, to repeat a run).")
 	)
@@ -44,8 +47,9 @@ func main() {
 
 	summaries, err := soak.Run(ctx, soak.Options{
 		Parts: strings.Split(*parts, ","), Plugin: *plugin, CNIPath: *cniPath, PluginCycles: *cycles, Batch: *batch,
-		Operator: soak.OperatorOptions{Binary: *operator, VMs: *vms, Rounds: *rounds, KillsPerPhase: *killsPhase},
-		Seed:     *seed, Duration: *duration, Log: logger,
+		Operator:  soak.OperatorOptions{Binary: *operator, VMs: *vms, Rounds: *rounds, KillsPerPhase: *killsPhase},
+		APIServer: soak.OperatorOptions{Binary: *operator, VMs: *vms, Rounds: *apiRounds, KillsPerPhase: *apiPhase},
+		Seed:      *seed, Duration: *duration, Log: logger,
 	})
 	failed := false
 	for _, s := range summaries {

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 )
 
 // OperatorOptions configures the operator part.
@@ -48,8 +47,9 @@ const soakAttachment = "soak"
 // operatorRun is the state of one operator part.
 type operatorRun struct {
 	o       OperatorOptions
-	env     *testenv.Env
+	cl      *cluster
 	ns      string
+	start   time.Time
 	t       *tally
 	rng     *rand.Rand
 	op      *process
@@ -57,17 +57,33 @@ type operatorRun struct {
 }
 
 // RunOperator runs the operator part on an embedded control plane
-// (kube-apiserver and etcd, package testenv; KubeVirt's CRDs, no KubeVirt):
-// o.VMs VMs with their own interfaces, networks, annotations and affinity,
-// one FastPathAttachment selecting all of them, created and deleted
-// o.Rounds+1 times while fastpath-operator runs as a separate process that
-// is SIGKILLed at random points of wiring and unwiring and started again.
+// (kube-apiserver and etcd; KubeVirt's CRDs, no KubeVirt): o.VMs VMs with
+// their own interfaces, networks, annotations and affinity, one
+// FastPathAttachment selecting all of them, created and deleted o.Rounds+1
+// times while fastpath-operator runs as a separate process that is
+// SIGKILLed at random points of wiring and unwiring and started again.
 // After each wiring every VM carries the wiring exactly once and one NAD
 // exists; after each deletion every VM's labels, annotations and spec are
 // what the user created, byte for byte, and no NAD is left. Each round is a
 // cycle; each kill that landed while a phase was under way is a fault,
 // survived when the phase then completed with those checks passing.
 func RunOperator(ctx context.Context, o OperatorOptions) (Summary, error) {
+	r, cleanup, err := newOperatorRun(ctx, &o, "operator")
+	if err != nil {
+		return Summary{}, err
+	}
+	defer cleanup()
+	kill := func() error {
+		r.op.kill()
+		time.Sleep(time.Duration(r.rng.Int64N(int64(500 * time.Millisecond))))
+		return r.op.start()
+	}
+	return r.rounds(ctx, "operator kills", kill)
+}
+
+// newOperatorRun starts the control plane, creates the namespace and the
+// VMs and starts the operator; cleanup stops both.
+func newOperatorRun(ctx context.Context, o *OperatorOptions, part string) (*operatorRun, func(), error) {
 	if o.VMs <= 0 {
 		o.VMs = 300
 	}
@@ -80,89 +96,100 @@ func RunOperator(ctx context.Context, o OperatorOptions) (Summary, error) {
 	if o.PhaseTimeout <= 0 {
 		o.PhaseTimeout = 5 * time.Minute
 	}
-	start := time.Now()
-	if o.WorkDir == "" {
-		dir, err := os.MkdirTemp("", "fastpath-soak-operator-")
-		if err != nil {
-			return Summary{}, err
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
 		}
-		defer os.RemoveAll(dir)
+	}
+	if o.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "fastpath-soak-"+part+"-")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 		o.WorkDir = dir
 	}
-	env, err := testenv.Start(testenv.Options{})
+	cl, err := startCluster(o.WorkDir)
 	if err != nil {
-		return Summary{}, err
+		cleanup()
+		return nil, nil, err
 	}
-	defer func() {
-		if err := env.Stop(); err != nil {
+	cleanups = append(cleanups, func() {
+		if err := cl.stop(); err != nil {
 			o.Log.Error(err, "Failed to stop the control plane")
 		}
-	}()
-	kubeconfig := filepath.Join(o.WorkDir, "kubeconfig")
-	if err := env.KubeconfigFile(kubeconfig); err != nil {
-		return Summary{}, err
-	}
-	r := &operatorRun{o: o, env: env, t: &tally{s: Summary{Part: "operator"}, logf: func(f string, a ...any) { o.Log.Info(fmt.Sprintf(f, a...)) }}, rng: rand.New(rand.NewPCG(o.Seed, 3)),
-		applied: map[string]string{}}
-	r.ns, err = env.NewNamespace(ctx, "soak")
-	if err != nil {
-		return Summary{}, err
+	})
+	r := &operatorRun{o: *o, cl: cl, t: &tally{s: Summary{Part: part}, logf: func(f string, a ...any) { o.Log.Info(fmt.Sprintf(f, a...)) }},
+		rng: rand.New(rand.NewPCG(o.Seed, 3)), applied: map[string]string{}, start: time.Now()}
+	if r.ns, err = cl.newNamespace(ctx, "soak"); err != nil {
+		cleanup()
+		return nil, nil, err
 	}
 	if err := r.createVMs(ctx); err != nil {
-		return Summary{}, err
+		cleanup()
+		return nil, nil, err
 	}
-	r.op = &process{path: o.Binary, env: []string{"KUBECONFIG=" + kubeconfig},
-		args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, logPath: filepath.Join(o.WorkDir, "operator.log")}
+	r.op = &process{path: o.Binary, env: []string{"KUBECONFIG=" + cl.kubeconfig},
+		args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}, logPath: filepath.Join(o.WorkDir, part+".log")}
 	if err := r.op.start(); err != nil {
-		return Summary{}, err
+		cleanup()
+		return nil, nil, err
 	}
-	defer r.op.kill()
+	cleanups = append(cleanups, r.op.kill)
+	return r, cleanup, nil
+}
 
+// rounds runs o.Rounds+1 wire-and-unwire rounds, the first without faults
+// (it measures the phases), the others with up to o.KillsPerPhase calls of
+// inject per phase at random points while the phase is under way. what
+// names the faults in the summary.
+func (r *operatorRun) rounds(ctx context.Context, what string, inject func() error) (Summary, error) {
 	var wireTime, unwireTime time.Duration
-	kills := 0
-	for round := 0; round <= o.Rounds; round++ {
-		if round > 0 && (ctx.Err() != nil || (!o.Deadline.IsZero() && time.Now().After(o.Deadline))) {
+	injected := 0
+	for round := 0; round <= r.o.Rounds; round++ {
+		if round > 0 && (ctx.Err() != nil || (!r.o.Deadline.IsZero() && time.Now().After(r.o.Deadline))) {
 			r.t.mu.Lock()
 			r.t.s.Notes = append(r.t.s.Notes, fmt.Sprintf("stopped by the deadline after %d rounds", round-1))
 			r.t.mu.Unlock()
 			break
 		}
-		killsHere := o.KillsPerPhase
+		n := r.o.KillsPerPhase
 		if round == 0 {
-			killsHere = 0 // measure the phases first
+			n = 0 // measure the phases first
 		}
-		d, k, err := r.phase(ctx, "wire", killsHere, wireTime, r.createAttachment, r.wired)
+		d, k, err := r.phase(ctx, "wire", n, wireTime, inject, r.createAttachment, r.wired)
 		if err != nil {
 			return r.t.summary(), err
 		}
-		kills += k
+		injected += k
 		if round == 0 {
 			wireTime = d
 		}
-		d, k, err = r.phase(ctx, "unwire", killsHere, unwireTime, r.deleteAttachment, r.restored)
+		d, k, err = r.phase(ctx, "unwire", n, unwireTime, inject, r.deleteAttachment, r.restored)
 		if err != nil {
 			return r.t.summary(), err
 		}
-		kills += k
+		injected += k
 		if round == 0 {
 			unwireTime = d
 		}
 		r.t.cycle()
 		s := r.t.summary()
-		o.Log.Info(fmt.Sprintf("operator round %d: faults=%d survived=%d lost=%d leaked=%d", round, s.Faults, s.Survived, s.Lost, s.Leaked))
+		r.o.Log.Info(fmt.Sprintf("%s round %d: faults=%d survived=%d lost=%d leaked=%d", s.Part, round, s.Faults, s.Survived, s.Lost, s.Leaked))
 	}
 	s := r.t.summary()
-	s.Duration = time.Since(start)
-	s.Notes = append(s.Notes, fmt.Sprintf("%d VMs", o.VMs), fmt.Sprintf("%d operator kills", kills),
-		fmt.Sprintf("wire %s, unwire %s without kills", wireTime.Round(100*time.Millisecond), unwireTime.Round(100*time.Millisecond)))
+	s.Duration = time.Since(r.start)
+	s.Notes = append(s.Notes, fmt.Sprintf("%d VMs", r.o.VMs), fmt.Sprintf("%d %s", injected, what),
+		fmt.Sprintf("wire %s, unwire %s without faults", wireTime.Round(100*time.Millisecond), unwireTime.Round(100*time.Millisecond)))
 	return s, nil
 }
 
-// phase starts an operation (act), SIGKILLs and restarts the operator up to
-// kills times at random points while done reports it unfinished, then waits
-// for done and runs its final check. base is the phase's time without
-// kills (0: unknown). It returns the phase's duration and the kills sent.
-func (r *operatorRun) phase(ctx context.Context, name string, kills int, base time.Duration,
+// phase starts an operation (act), calls inject up to n times at random
+// points while done reports it unfinished, then waits for done and runs
+// its final check. base is the phase's time without faults (0: unknown).
+// It returns the phase's duration and the faults injected.
+func (r *operatorRun) phase(ctx context.Context, name string, n int, base time.Duration, inject func() error,
 	act func(context.Context) error, done func(context.Context, bool) (bool, error)) (time.Duration, int, error) {
 	start := time.Now()
 	if err := act(ctx); err != nil {
@@ -172,40 +199,48 @@ func (r *operatorRun) phase(ctx context.Context, name string, kills int, base ti
 		base = 5 * time.Second
 	}
 	sent := 0
-	for range kills {
+	for range n {
 		time.Sleep(time.Duration(float64(base) * (0.05 + 0.6*r.rng.Float64())))
 		if ok, _ := done(ctx, false); ok {
 			break
 		}
-		r.op.kill()
 		sent++
-		time.Sleep(time.Duration(r.rng.Int64N(int64(500 * time.Millisecond))))
-		if err := r.op.start(); err != nil {
+		if err := inject(); err != nil {
 			return 0, sent, err
 		}
 	}
 	deadline := time.Now().Add(r.o.PhaseTimeout)
 	var finished bool
+	var lastErr error
 	for time.Now().Before(deadline) {
 		ok, err := done(ctx, false)
-		if err != nil {
-			return 0, sent, err
-		}
-		if ok {
+		if ok && err == nil {
 			finished = true
 			break
 		}
+		lastErr = err
 		time.Sleep(100 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
 	passed := false
 	if finished {
-		passed, _ = done(ctx, true)
+		var err error
+		passed, err = done(ctx, true)
+		if err != nil {
+			r.t.lost(fmt.Sprintf("%s: final check failed: %v", name, err))
+		}
 	} else {
-		r.t.lost(fmt.Sprintf("%s did not finish within %s", name, r.o.PhaseTimeout))
+		r.t.lost(fmt.Sprintf("%s did not finish within %s (last error %v)", name, r.o.PhaseTimeout, lastErr))
+	}
+	if !r.op.running() {
+		r.t.lost(fmt.Sprintf("%s: the operator process exited", name))
+		passed = false
+		if err := r.op.start(); err != nil {
+			return elapsed, sent, err
+		}
 	}
 	for range sent {
-		r.t.fault(passed, fmt.Sprintf("%s after an operator kill", name))
+		r.t.fault(passed, fmt.Sprintf("%s after a fault", name))
 	}
 	return elapsed, sent, nil
 }
@@ -218,12 +253,12 @@ func (r *operatorRun) createAttachment(ctx context.Context) error {
 			Network:    &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/22"}},
 		},
 	}
-	return r.env.Client.Create(ctx, att)
+	return r.cl.c.Create(ctx, att)
 }
 
 func (r *operatorRun) deleteAttachment(ctx context.Context) error {
 	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: soakAttachment}}
-	return r.env.Client.Delete(ctx, att)
+	return r.cl.c.Delete(ctx, att)
 }
 
 // wired reports whether the attachment says every VM is wired; with final
@@ -231,7 +266,7 @@ func (r *operatorRun) deleteAttachment(ctx context.Context) error {
 // and the NADs (exactly the attachment's), counting losses and leaks.
 func (r *operatorRun) wired(ctx context.Context, final bool) (bool, error) {
 	att := &v1alpha1.FastPathAttachment{}
-	if err := r.env.Client.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, att); err != nil {
+	if err := r.cl.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, att); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	c := meta.FindStatusCondition(att.Status.Conditions, v1alpha1.VMsWiredCondition)
@@ -280,7 +315,7 @@ func (r *operatorRun) wired(ctx context.Context, final bool) (bool, error) {
 // checks that every VM is byte for byte what the user created and that no
 // NAD is left.
 func (r *operatorRun) restored(ctx context.Context, final bool) (bool, error) {
-	err := r.env.Client.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, &v1alpha1.FastPathAttachment{})
+	err := r.cl.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: soakAttachment}, &v1alpha1.FastPathAttachment{})
 	if err == nil || client.IgnoreNotFound(err) != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -335,7 +370,7 @@ func (r *operatorRun) listVMs(ctx context.Context) ([]unstructured.Unstructured,
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("kubevirt.io/v1")
 	list.SetKind("VirtualMachineList")
-	if err := r.env.Client.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+	if err := r.cl.c.List(ctx, list, client.InNamespace(r.ns)); err != nil {
 		return nil, fmt.Errorf("failed to list VMs: %w", err)
 	}
 	if len(list.Items) != r.o.VMs {
@@ -348,7 +383,7 @@ func (r *operatorRun) listNADs(ctx context.Context) ([]string, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("k8s.cni.cncf.io/v1")
 	list.SetKind("NetworkAttachmentDefinitionList")
-	if err := r.env.Client.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+	if err := r.cl.c.List(ctx, list, client.InNamespace(r.ns)); err != nil {
 		return nil, fmt.Errorf("failed to list NADs: %w", err)
 	}
 	var names []string
@@ -377,7 +412,7 @@ func (r *operatorRun) createVMs(ctx context.Context) error {
 					continue
 				}
 				vm.SetNamespace(r.ns)
-				if err := r.env.Client.Create(ctx, vm); err != nil {
+				if err := r.cl.c.Create(ctx, vm); err != nil {
 					errs <- fmt.Errorf("failed to create VM %s: %w", name, err)
 					continue
 				}

@@ -15,6 +15,7 @@ type process struct {
 	env     []string
 	logPath string
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited and been reaped
 }
 
 // start starts the program (again).
@@ -28,21 +29,40 @@ func (p *process) start() error {
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that a SIGINT to the soak does not reach it
-	// before the soak's own cleanup does.
+	// before the soak's own cleanup does; killed with the soak.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("failed to start %s: %w", p.path, err)
 	}
-	p.cmd = cmd
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
 	return nil
 }
 
-// kill SIGKILLs the program and reaps it; it is a no-op when not running.
+// running reports whether the program started last is still running.
+func (p *process) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill SIGKILLs the program and waits until it is reaped; a no-op when it
+// was never started.
 func (p *process) kill() {
 	if p.cmd == nil {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	<-p.exited
 	p.cmd = nil
 }

@@ -16,11 +16,14 @@ import (
 const (
 	PartPlugin   = "plugin"
 	PartOperator = "operator"
+	// PartAPIServer restarts kube-apiserver under a running operator.
+	PartAPIServer = "apiserver"
 )
 
 // Options configures Run.
 type Options struct {
-	// Parts to run, in this order; default all (PartPlugin, PartOperator).
+	// Parts to run, in this order; default all (PartPlugin, PartOperator,
+	// PartAPIServer).
 	Parts []string
 	// Plugin is the path of the fastpath binary (PartPlugin).
 	Plugin string
@@ -32,6 +35,8 @@ type Options struct {
 	Batch int
 	// Operator configures PartOperator.
 	Operator OperatorOptions
+	// APIServer configures PartAPIServer (KillsPerPhase: restarts per phase).
+	APIServer OperatorOptions
 	// Seed seeds every random choice; Run prints it so a run can be repeated.
 	Seed uint64
 	// Duration bounds the whole soak: no batch starts after Start+Duration.
@@ -47,7 +52,7 @@ type Options struct {
 // summaries of the parts that ran are returned with it.
 func Run(ctx context.Context, opts Options) ([]Summary, error) {
 	if len(opts.Parts) == 0 {
-		opts.Parts = []string{PartPlugin, PartOperator}
+		opts.Parts = []string{PartPlugin, PartOperator, PartAPIServer}
 	}
 	deadline := time.Time{}
 	if opts.Duration > 0 {
@@ -81,8 +86,16 @@ func Run(ctx context.Context, opts Options) ([]Summary, error) {
 				return out, fmt.Errorf("operator part: %w", err)
 			}
 			out = append(out, s)
+		case PartAPIServer:
+			o := opts.APIServer
+			o.Seed, o.Deadline, o.Log = opts.Seed+2, deadline, opts.Log
+			s, err := RunAPIServer(ctx, o)
+			if err != nil {
+				return out, fmt.Errorf("apiserver part: %w", err)
+			}
+			out = append(out, s)
 		default:
-			return out, fmt.Errorf("unknown part %q: must be %s or %s", part, PartPlugin, PartOperator)
+			return out, fmt.Errorf("unknown part %q: must be %s, %s or %s", part, PartPlugin, PartOperator, PartAPIServer)
 		}
 	}
 	return out, nil

@@ -76,3 +76,27 @@ func TestOperatorShort(t *testing.T) {
 		t.Errorf("no operator kill landed while a phase was under way: %s", s)
 	}
 }
+
+// TestAPIServerShort is the short apiserver part of make test: 60 VMs, one
+// round with one kube-apiserver restart per phase after a measuring round.
+func TestAPIServerShort(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fastpath-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fastpath-io/fastpath/cmd/fastpath-operator").CombinedOutput(); err != nil {
+		t.Fatalf("failed to build the operator: %v: %s", err, out)
+	}
+	s, err := RunAPIServer(context.Background(), OperatorOptions{Binary: bin, VMs: 60, Rounds: 1, KillsPerPhase: 1,
+		Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(s.String())
+	for _, p := range s.Problems {
+		t.Error(p)
+	}
+	if !s.OK() || s.Cycles != 2 || s.Survived != s.Faults {
+		t.Errorf("apiserver soak failed: %s", s)
+	}
+	if s.Faults == 0 {
+		t.Errorf("no kube-apiserver restart landed while a phase was under way: %s", s)
+	}
+}
