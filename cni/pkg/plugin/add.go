@@ -163,6 +163,14 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	if err := dp.attach(ctx, att, pod); err != nil {
 		return err
 	}
+	// ovs-vswitchd applies the removal of an earlier port of the same name
+	// (a reclaimed or just deleted attachment) asynchronously, and closing
+	// that port's netdev restores its interface flags by name: found by the
+	// soak, it set this new host end down. attach returned once
+	// ovs-vswitchd opened the new port, so that removal is behind us now.
+	if err := setLinkUp(hostIf); err != nil {
+		return err
+	}
 
 	ipamTried = true
 	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
@@ -263,6 +271,18 @@ func reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Store, att *sta
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: OVSDB %s does not answer", att.ContainerID, att.IfName, att.OVSSocket)
 	}
 	return store.Delete(att.ContainerID, att.IfName)
+}
+
+// setLinkUp sets the link name (in the current netns) up.
+func setLinkUp(name string) error {
+	link, err := netlinksafe.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("failed to look up host veth %s: %w", name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("failed to set host veth %s up: %w", name, err)
+	}
+	return nil
 }
 
 // setUpHostEnd names the attachment in the host veth's alias and switches
