@@ -83,9 +83,9 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: soak
-soak: setup build ## Fault-injection soak: SIGKILLed plugin and operator, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
+soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
-	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator $(SOAK_FLAGS)
+	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
 
 .PHONY: e2e
 e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster).

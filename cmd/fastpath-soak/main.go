@@ -1,6 +1,6 @@
 // Command fastpath-soak is Fastpath's fault-injection soak (make soak): it
 // runs the parts of package internal/testing/soak (plugin, operator,
-// apiserver), prints one summary line
+// apiserver, agent), prints one summary line
 // per part and exits 1 when any part lost or leaked anything (2 for a part
 // that could not run, or bad flags). It needs root (network namespaces,
 // bridges, Open vSwitch), Debian's containernetworking-plugins and the
@@ -25,9 +25,11 @@ import (
 
 func main() {
 	var (
-		parts      = flag.String("parts", soak.PartPlugin+","+soak.PartOperator+","+soak.PartAPIServer, "Comma-separated parts to run: plugin, operator, apiserver.")
+		parts      = flag.String("parts", soak.PartPlugin+","+soak.PartOperator+","+soak.PartAPIServer+","+soak.PartAgent, "Comma-separated parts to run: plugin, operator, apiserver, agent.")
 		plugin     = flag.String("plugin", "bin/fastpath", "Path of the fastpath CNI plugin binary.")
 		operator   = flag.String("operator", "bin/fastpath-operator", "Path of the fastpath-operator binary.")
+		agent      = flag.String("agent", "bin/fastpath-agent", "Path of the fastpath-agent binary.")
+		agentRnds  = flag.Int("agent-rounds", 6, "Rounds of bridge creation and relaying, each with two agent kills.")
 		cniPath    = flag.String("cni-path", "/usr/lib/cni", "Directory with host-local.")
 		cycles     = flag.Int("plugin-cycles", 1000, "Least number of ADD/CHECK/DEL cycles per datapath (LinuxBridge and OVS).")
 		batch      = flag.Int("batch", 25, "Attachments added and deleted in parallel per batch.")
@@ -49,6 +51,7 @@ func main() {
 		Parts: strings.Split(*parts, ","), Plugin: *plugin, CNIPath: *cniPath, PluginCycles: *cycles, Batch: *batch,
 		Operator:  soak.OperatorOptions{Binary: *operator, VMs: *vms, Rounds: *rounds, KillsPerPhase: *killsPhase},
 		APIServer: soak.OperatorOptions{Binary: *operator, VMs: *vms, Rounds: *apiRounds, KillsPerPhase: *apiPhase},
+		Agent:     soak.AgentOptions{Binary: *agent, Rounds: *agentRnds},
 		Seed:      *seed, Duration: *duration, Log: logger,
 	})
 	failed := false

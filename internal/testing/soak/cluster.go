@@ -8,13 +8,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
@@ -32,8 +35,12 @@ type cluster struct {
 	kubeconfig string // an admin kubeconfig file for the processes under test
 }
 
+// quietEnvtest silences controller-runtime's own log (envtest's), once.
+var quietEnvtest sync.Once
+
 // startCluster starts the control plane with its certificates under workDir.
 func startCluster(workDir string) (*cluster, error) {
+	quietEnvtest.Do(func() { crlog.SetLogger(logr.Discard()) })
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		root, err := testenv.RepoRoot()

@@ -18,12 +18,14 @@ const (
 	PartOperator = "operator"
 	// PartAPIServer restarts kube-apiserver under a running operator.
 	PartAPIServer = "apiserver"
+	// PartAgent kills the node agent while it creates bridges and relays.
+	PartAgent = "agent"
 )
 
 // Options configures Run.
 type Options struct {
 	// Parts to run, in this order; default all (PartPlugin, PartOperator,
-	// PartAPIServer).
+	// PartAPIServer, PartAgent).
 	Parts []string
 	// Plugin is the path of the fastpath binary (PartPlugin).
 	Plugin string
@@ -37,6 +39,8 @@ type Options struct {
 	Operator OperatorOptions
 	// APIServer configures PartAPIServer (KillsPerPhase: restarts per phase).
 	APIServer OperatorOptions
+	// Agent configures PartAgent (its Plugin defaults to Options.Plugin).
+	Agent AgentOptions
 	// Seed seeds every random choice; Run prints it so a run can be repeated.
 	Seed uint64
 	// Duration bounds the whole soak: no batch starts after Start+Duration.
@@ -52,7 +56,7 @@ type Options struct {
 // summaries of the parts that ran are returned with it.
 func Run(ctx context.Context, opts Options) ([]Summary, error) {
 	if len(opts.Parts) == 0 {
-		opts.Parts = []string{PartPlugin, PartOperator, PartAPIServer}
+		opts.Parts = []string{PartPlugin, PartOperator, PartAPIServer, PartAgent}
 	}
 	deadline := time.Time{}
 	if opts.Duration > 0 {
@@ -94,8 +98,19 @@ func Run(ctx context.Context, opts Options) ([]Summary, error) {
 				return out, fmt.Errorf("apiserver part: %w", err)
 			}
 			out = append(out, s)
+		case PartAgent:
+			o := opts.Agent
+			o.Seed, o.Deadline, o.Log = opts.Seed+3, deadline, opts.Log
+			if o.Plugin == "" {
+				o.Plugin = opts.Plugin
+			}
+			s, err := RunAgent(ctx, o)
+			if err != nil {
+				return out, fmt.Errorf("agent part: %w", err)
+			}
+			out = append(out, s)
 		default:
-			return out, fmt.Errorf("unknown part %q: must be %s, %s or %s", part, PartPlugin, PartOperator, PartAPIServer)
+			return out, fmt.Errorf("unknown part %q: must be %s, %s, %s or %s", part, PartPlugin, PartOperator, PartAPIServer, PartAgent)
 		}
 	}
 	return out, nil

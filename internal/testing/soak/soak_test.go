@@ -100,3 +100,28 @@ func TestAPIServerShort(t *testing.T) {
 		t.Errorf("no kube-apiserver restart landed while a phase was under way: %s", s)
 	}
 }
+
+// TestAgentShort is the short agent part of make test: two rounds of
+// bridge creation and relaying with an agent kill in each.
+func TestAgentShort(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	for name, pkg := range map[string]string{"fastpath-agent": "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
+		"fastpath": "github.com/fastpath-io/fastpath/cni/cmd/fastpath"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("failed to build %s: %v: %s", name, err, out)
+		}
+	}
+	s, err := RunAgent(context.Background(), AgentOptions{Binary: filepath.Join(dir, "fastpath-agent"), Plugin: filepath.Join(dir, "fastpath"),
+		Rounds: 2, Bridges: 2, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(s.String())
+	for _, p := range s.Problems {
+		t.Error(p)
+	}
+	if !s.OK() || s.Cycles != 2 || s.Survived != s.Faults || s.Faults < 2 {
+		t.Errorf("agent soak failed: %s", s)
+	}
+}
