@@ -29,7 +29,7 @@ func main() {
 		plugin     = flag.String("plugin", "bin/fastpath", "Path of the fastpath CNI plugin binary.")
 		operator   = flag.String("operator", "bin/fastpath-operator", "Path of the fastpath-operator binary.")
 		agent      = flag.String("agent", "bin/fastpath-agent", "Path of the fastpath-agent binary.")
-		agentRnds  = flag.Int("agent-rounds", 6, "Rounds of bridge creation and relaying, each with two agent kills.")
+		agentRnds  = flag.Int("agent-rounds", 10, "Rounds of bridge creation and relaying, each with two agent kills.")
 		cniPath    = flag.String("cni-path", "/usr/lib/cni", "Directory with host-local.")
 		cycles     = flag.Int("plugin-cycles", 1000, "Least number of ADD/CHECK/DEL cycles per datapath (LinuxBridge and OVS).")
 		batch      = flag.Int("batch", 25, "Attachments added and deleted in parallel per batch.")

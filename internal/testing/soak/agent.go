@@ -242,6 +242,11 @@ func (r *agentRun) waitRelay(ctx context.Context) error {
 // flow, restarts it and checks that the route comes back for the allowed
 // CID and stays refused for another.
 func (r *agentRun) relayRound(ctx context.Context) (int, error) {
+	// The bridge round's kill must not have lost the route either.
+	if err := r.waitRelay(ctx); err != nil {
+		r.t.lost(fmt.Sprintf("relay route did not come back after the bridge round's agent kill: %v", err))
+		return 0, nil
+	}
 	c, err := vsock.NewUnixTransport(r.vsockFS, allowedCID).Dial(ctx, vsock.HostCID, relayPort)
 	if err != nil {
 		r.t.lost(fmt.Sprintf("relay stream could not start: %v", err))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -145,7 +146,7 @@ func newOperatorRun(ctx context.Context, o *OperatorOptions, part string) (*oper
 // inject per phase at random points while the phase is under way. what
 // names the faults in the summary.
 func (r *operatorRun) rounds(ctx context.Context, what string, inject func() error) (Summary, error) {
-	var wireTime, unwireTime time.Duration
+	var wireTime, unwireTime, slowest time.Duration
 	injected := 0
 	for round := 0; round <= r.o.Rounds; round++ {
 		if round > 0 && (ctx.Err() != nil || (!r.o.Deadline.IsZero() && time.Now().After(r.o.Deadline))) {
@@ -166,6 +167,7 @@ func (r *operatorRun) rounds(ctx context.Context, what string, inject func() err
 		if round == 0 {
 			wireTime = d
 		}
+		slowest = max(slowest, d)
 		d, k, err = r.phase(ctx, "unwire", n, unwireTime, inject, r.deleteAttachment, r.restored)
 		if err != nil {
 			return r.t.summary(), err
@@ -174,6 +176,7 @@ func (r *operatorRun) rounds(ctx context.Context, what string, inject func() err
 		if round == 0 {
 			unwireTime = d
 		}
+		slowest = max(slowest, d)
 		r.t.cycle()
 		s := r.t.summary()
 		r.o.Log.Info(fmt.Sprintf("%s round %d: faults=%d survived=%d lost=%d leaked=%d", s.Part, round, s.Faults, s.Survived, s.Lost, s.Leaked))
@@ -181,7 +184,8 @@ func (r *operatorRun) rounds(ctx context.Context, what string, inject func() err
 	s := r.t.summary()
 	s.Duration = time.Since(r.start)
 	s.Notes = append(s.Notes, fmt.Sprintf("%d VMs", r.o.VMs), fmt.Sprintf("%d %s", injected, what),
-		fmt.Sprintf("wire %s, unwire %s without faults", wireTime.Round(100*time.Millisecond), unwireTime.Round(100*time.Millisecond)))
+		fmt.Sprintf("wire %s, unwire %s without faults, slowest phase %s", wireTime.Round(100*time.Millisecond),
+			unwireTime.Round(100*time.Millisecond), slowest.Round(100*time.Millisecond)))
 	return s, nil
 }
 
@@ -212,7 +216,7 @@ func (r *operatorRun) phase(ctx context.Context, name string, n int, base time.D
 	deadline := time.Now().Add(r.o.PhaseTimeout)
 	var finished bool
 	var lastErr error
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		ok, err := done(ctx, false)
 		if ok && err == nil {
 			finished = true
@@ -297,6 +301,13 @@ func (r *operatorRun) wired(ctx context.Context, final bool) (bool, error) {
 		r.t.s.Lost += bad - 5
 		r.t.mu.Unlock()
 	}
+	if bad > 0 {
+		events := r.eventSummary(ctx)
+		r.t.mu.Lock()
+		r.t.problem(fmt.Sprintf("%d VMs not wired while the attachment (uid %s) says VMsWired %s/%s wiredVMs=%d; events: %s",
+			bad, att.UID, c.Status, c.Reason, att.Status.WiredVMs, events))
+		r.t.mu.Unlock()
+	}
 	nads, err := r.listNADs(ctx)
 	if err != nil {
 		return false, err
@@ -346,6 +357,19 @@ func (r *operatorRun) restored(ctx context.Context, final bool) (bool, error) {
 	}
 	r.t.leaked(len(nads), fmt.Sprintf("orphan NADs after deletion: %v", nads))
 	return bad == 0 && len(nads) == 0, nil
+}
+
+// eventSummary counts the namespace's Events by reason, for problem reports.
+func (r *operatorRun) eventSummary(ctx context.Context) string {
+	list := &corev1.EventList{}
+	if err := r.cl.c.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+		return err.Error()
+	}
+	counts := map[string]int32{}
+	for _, e := range list.Items {
+		counts[e.Reason+"("+e.InvolvedObject.Kind+")"] += max(e.Count, 1)
+	}
+	return fmt.Sprint(counts)
 }
 
 // userView is what the user wrote of a VM: labels, annotations and spec, as
