@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,15 +16,36 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
-// buildPlugin compiles the fastpath binary for the test.
-func buildPlugin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), netconf.PluginType)
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fastpath-io/fastpath/cni/cmd/fastpath").CombinedOutput(); err != nil {
-		t.Fatalf("failed to build the plugin: %v: %s", err, out)
+// binDir holds the binaries TestMain built: fastpath, fastpath-operator
+// and fastpath-agent.
+var binDir string
+
+// TestMain builds the binaries the parts run once, runs the tests and
+// removes the binaries.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fastpath-soak-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	return bin
+	binDir = dir
+	for name, pkg := range map[string]string{
+		netconf.PluginType:  "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
+		"fastpath-operator": "github.com/fastpath-io/fastpath/cmd/fastpath-operator",
+		"fastpath-agent":    "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
+	} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "failed to build %s: %v: %s\n", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+func bin(name string) string { return filepath.Join(binDir, name) }
 
 // TestPluginShort is the short plugin part of make test: 60 cycles per
 // datapath in batches of 20 with every fault kind; nothing may be lost or
@@ -34,10 +56,9 @@ func TestPluginShort(t *testing.T) {
 		t.Fatalf("Debian's host-local is needed (package containernetworking-plugins): %v", err)
 	}
 	ovstest.Start(t)
-	bin := buildPlugin(t)
 	for i, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {
-			s, err := RunPlugin(context.Background(), PluginOptions{Plugin: bin, Datapath: datapath, Cycles: 60, Batch: 20,
+			s, err := RunPlugin(context.Background(), PluginOptions{Plugin: bin(netconf.PluginType), Datapath: datapath, Cycles: 60, Batch: 20,
 				Seed: uint64(time.Now().UnixNano()) + uint64(i), WorkDir: t.TempDir(), Logf: t.Logf})
 			if err != nil {
 				t.Fatal(err)
@@ -56,11 +77,7 @@ func TestPluginShort(t *testing.T) {
 // TestOperatorShort is the short operator part of make test: 60 VMs, two
 // rounds with up to two operator kills per phase after a measuring round.
 func TestOperatorShort(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "fastpath-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fastpath-io/fastpath/cmd/fastpath-operator").CombinedOutput(); err != nil {
-		t.Fatalf("failed to build the operator: %v: %s", err, out)
-	}
-	s, err := RunOperator(context.Background(), OperatorOptions{Binary: bin, VMs: 60, Rounds: 2, KillsPerPhase: 2,
+	s, err := RunOperator(context.Background(), OperatorOptions{Binary: bin("fastpath-operator"), VMs: 60, Rounds: 2, KillsPerPhase: 2,
 		Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -80,11 +97,7 @@ func TestOperatorShort(t *testing.T) {
 // TestAPIServerShort is the short apiserver part of make test: 60 VMs, one
 // round with one kube-apiserver restart per phase after a measuring round.
 func TestAPIServerShort(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "fastpath-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fastpath-io/fastpath/cmd/fastpath-operator").CombinedOutput(); err != nil {
-		t.Fatalf("failed to build the operator: %v: %s", err, out)
-	}
-	s, err := RunAPIServer(context.Background(), OperatorOptions{Binary: bin, VMs: 60, Rounds: 1, KillsPerPhase: 1,
+	s, err := RunAPIServer(context.Background(), OperatorOptions{Binary: bin("fastpath-operator"), VMs: 60, Rounds: 1, KillsPerPhase: 1,
 		Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -105,14 +118,7 @@ func TestAPIServerShort(t *testing.T) {
 // bridge creation and relaying with an agent kill in each.
 func TestAgentShort(t *testing.T) {
 	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	for name, pkg := range map[string]string{"fastpath-agent": "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
-		"fastpath": "github.com/fastpath-io/fastpath/cni/cmd/fastpath"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
-			t.Fatalf("failed to build %s: %v: %s", name, err, out)
-		}
-	}
-	s, err := RunAgent(context.Background(), AgentOptions{Binary: filepath.Join(dir, "fastpath-agent"), Plugin: filepath.Join(dir, "fastpath"),
+	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(netconf.PluginType),
 		Rounds: 2, Bridges: 2, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
