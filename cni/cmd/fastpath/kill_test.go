@@ -18,7 +18,6 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -50,7 +49,7 @@ func killedAdd(t *testing.T, inv invocation, delay time.Duration) bool {
 // state or temporary file, no address, no port, no veth.
 func TestSIGKILLDuringAdd(t *testing.T) {
 	testutil.RequireRoot(t)
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	const attachments = 16
 	for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -24,7 +23,7 @@ import (
 // CNI version.
 func TestRepeatedAdd(t *testing.T) {
 	testutil.RequireRoot(t)
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		for _, v := range netconf.SupportedVersions {
 			t.Run(datapath+"/add-twice-keeps-first/"+v, func(t *testing.T) { testAddTwiceKeepsFirst(t, datapath, v) })

@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/testing/ovstest"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -55,7 +54,7 @@ func TestPluginShort(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/cni/host-local"); err != nil {
 		t.Fatalf("Debian's host-local is needed (package containernetworking-plugins): %v", err)
 	}
-	ovstest.Start(t)
+	testutil.StartOVS(t)
 	for i, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {
 			s, err := RunPlugin(context.Background(), PluginOptions{Plugin: bin(netconf.PluginType), Datapath: datapath, Cycles: 60, Batch: 20,
