@@ -308,22 +308,30 @@ func (r *agentRun) bridgeRound(ctx context.Context, round int) (int, error) {
 		}
 	}
 	r.bridges = append(r.bridges, names...)
-	time.Sleep(time.Duration(r.rng.IntN(150)) * time.Millisecond)
-	inProgress := !r.bridgesOK(ctx, false)
+	time.Sleep(time.Duration(r.rng.IntN(60)) * time.Millisecond)
+	done, _ := r.bridgesOK(ctx, false)
+	inProgress := !done
 	r.agent.kill()
 	time.Sleep(time.Duration(r.rng.IntN(500)) * time.Millisecond)
 	if err := r.agent.start(); err != nil {
 		return 1, err
 	}
+	// The FastPathNode may still show what the killed agent wrote: wait
+	// until the state has held for a second and a half.
 	deadline := time.Now().Add(agentPhaseWait)
-	for !r.bridgesOK(ctx, false) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	for held := 0; held < 3 && time.Now().Before(deadline); {
+		if ok, _ := r.bridgesOK(ctx, false); ok {
+			held++
+		} else {
+			held = 0
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	ok := r.bridgesOK(ctx, true)
+	ok, why := r.bridgesOK(ctx, true)
 	if inProgress {
-		r.t.fault(ok, fmt.Sprintf("bridges of round %d after an agent kill while it created them", round))
+		r.t.fault(ok, fmt.Sprintf("bridges of round %d after an agent kill while it created them: %s", round, why))
 	} else if !ok {
-		r.t.lost(fmt.Sprintf("bridges of round %d after an agent kill", round))
+		r.t.lost(fmt.Sprintf("bridges of round %d after an agent kill: %s", round, why))
 	}
 	r.t.mu.Lock()
 	if !inProgress {
@@ -336,11 +344,11 @@ func (r *agentRun) bridgeRound(ctx context.Context, round int) (int, error) {
 // bridgesOK reports whether every bridge asked for exists as a Linux bridge
 // with MTU 9000, no other bridge with the part's prefix exists, and the
 // FastPathNode says BridgesReady True listing them all; with final it
-// counts what is wrong.
-func (r *agentRun) bridgesOK(ctx context.Context, final bool) bool {
+// counts what is wrong. why says what is not as it must be.
+func (r *agentRun) bridgesOK(ctx context.Context, final bool) (ok bool, why string) {
 	links, err := netlink.LinkList()
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
 	found := map[string]int{}
 	for _, l := range links {
@@ -367,7 +375,7 @@ func (r *agentRun) bridgesOK(ctx context.Context, final bool) bool {
 	}
 	fpn := &v1alpha1.FastPathNode{}
 	if err := r.cl.c.Get(ctx, types.NamespacedName{Name: agentNode}, fpn); err != nil {
-		return false
+		return false, err.Error()
 	}
 	c := meta.FindStatusCondition(fpn.Status.Conditions, v1alpha1.BridgesReadyCondition)
 	listed := map[string]bool{}
@@ -376,12 +384,19 @@ func (r *agentRun) bridgesOK(ctx context.Context, final bool) bool {
 			listed[b.Name] = true
 		}
 	}
+	var unlisted []string
 	for _, b := range r.bridges {
 		if !listed[b] {
-			bad++
+			unlisted = append(unlisted, b)
 		}
 	}
-	return bad == 0 && len(found) == 0 && c != nil && c.Status == metav1.ConditionTrue
+	cond := "no BridgesReady condition"
+	if c != nil {
+		cond = fmt.Sprintf("BridgesReady=%s/%s %q", c.Status, c.Reason, c.Message)
+	}
+	why = fmt.Sprintf("%d bridges wrong on the node, %d unknown, FastPathNode lists %d of %d ready, %s",
+		bad, len(found), len(r.bridges)-len(unlisted), len(r.bridges), cond)
+	return bad == 0 && len(found) == 0 && len(unlisted) == 0 && c != nil && c.Status == metav1.ConditionTrue, why
 }
 
 // deleteBridges deletes every bridge the part asked for.
