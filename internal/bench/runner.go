@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,15 +59,20 @@ type Tool interface {
 	RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error)
 }
 
-// Netperf is the Tool for TCP_STREAM and TCP_RR.
+// Netperf is the Tool for the netperf tests (netperf.Tests: TCP_STREAM,
+// TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR); every run measures CPU (-c -C).
 type Netperf struct {
 	// Binary is the netperf client; empty means netperf from PATH.
 	Binary string
+	// SameHost says every client shares a host with its server (network
+	// namespaces, pods on one node): the CPU figure is host-wide and
+	// reported once (netperf.Spec.SameHost).
+	SameHost bool
 }
 
 // RunSession implements Tool with one netperf run (netperf.Run).
 func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error) {
-	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes}
+	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, SameHost: n.SameHost}
 	res, err := netperf.Run(ctx, ep.executor(), spec)
 	if err != nil {
 		return results.Session{}, err
@@ -78,8 +84,8 @@ func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, 
 type Runner struct {
 	Matrix Matrix
 	Paths  []Path
-	// Tools maps test names to the tool that runs them; TCP_STREAM and
-	// TCP_RR default to Netperf{}.
+	// Tools maps test names to the tool that runs them; the netperf tests
+	// default to Netperf{}.
 	Tools map[string]Tool
 }
 
@@ -87,10 +93,10 @@ func (r *Runner) tool(test string) (Tool, error) {
 	if t, ok := r.Tools[test]; ok {
 		return t, nil
 	}
-	if test == results.TCPStream || test == results.TCPRR {
+	if slices.Contains(netperf.Tests, test) {
 		return Netperf{}, nil
 	}
-	return nil, fmt.Errorf("failed to find a tool for test %q: known are %s, %s and those in Runner.Tools", test, results.TCPStream, results.TCPRR)
+	return nil, fmt.Errorf("failed to find a tool for test %q: known are %s and those in Runner.Tools", test, strings.Join(netperf.Tests, ", "))
 }
 
 // Validate checks the matrix, that every test has a tool, and that paths
@@ -178,6 +184,12 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 				kv := []any{"path", p.Name, "mtu", p.MTU, "point", pt.String(), "repetition", rep, "throughputMbps", round(s.ThroughputMbps)}
 				if s.TransactionsPerSec > 0 {
 					kv = append(kv, "transactionsPerSec", round(s.TransactionsPerSec), "meanLatencyUs", round(s.MeanLatencyUs))
+				}
+				if s.ServiceDemandUsPerKB > 0 {
+					kv = append(kv, "serviceDemandUsPerKB", round(s.ServiceDemandUsPerKB), "cpuUtilPercent", round(s.CPUUtilPercent))
+				}
+				if s.LossPercent > 0 {
+					kv = append(kv, "lossPercent", round(s.LossPercent))
 				}
 				log.Info("Measured", kv...)
 			}
