@@ -96,8 +96,15 @@ func (r *Run) summarizeCPU(pick func(func(Sample) float64) []float64) {
 			}
 		}
 	}
-	loss := pick(func(s Sample) float64 { return s.LossPercent })
-	r.LossPercent, r.LossMaxPercent = Median(loss), maxOf(loss)
+	// No loss is a measurement too: every UDP_STREAM sample counts.
+	r.LossPercent, r.LossMaxPercent = 0, 0
+	if r.Test == UDPStream {
+		var loss []float64
+		for _, s := range r.Samples {
+			loss = append(loss, s.LossPercent)
+		}
+		r.LossPercent, r.LossMaxPercent = Median(loss), maxOf(loss)
+	}
 }
 
 // Ratio is a ratio of two runs' figures over paired repetitions.
