@@ -47,10 +47,22 @@ type Path struct {
 	// ports, and it is measured with the VSOCK_* tests only, while the other
 	// paths are measured with the other tests only.
 	VSock bool
+	// ServerCPU, when set with Runner.ClientCPU, returns the cumulative CPU
+	// time of the processes serving this path besides the clients (netserver
+	// and its finished test processes, a userspace switch); the Runner
+	// takes its difference over each repetition
+	// (Sample.ProcessServiceDemandUsPerKB).
+	ServerCPU func() (time.Duration, error)
+	// Skip maps a test this path is not measured with to why, e.g. a test
+	// the path's emulation cannot carry; the caller reports it.
+	Skip map[string]string
 }
 
 // runs reports whether p is measured with test.
-func (p Path) runs(test string) bool { return p.VSock == IsVSock(test) }
+func (p Path) runs(test string) bool {
+	_, skip := p.Skip[test]
+	return p.VSock == IsVSock(test) && !skip
+}
 
 // Tool runs one session of one test point against one endpoint and returns
 // what it measured. It must return an error, never a zero result, when the
@@ -87,6 +99,11 @@ type Runner struct {
 	// Tools maps test names to the tool that runs them; the netperf tests
 	// default to Netperf{}.
 	Tools map[string]Tool
+	// ClientCPU, when set, returns the cumulative CPU time of the clients
+	// that have finished (FinishedChildrenCPU when they are this process's
+	// children); with Path.ServerCPU it gives each repetition's process
+	// service demand.
+	ClientCPU func() (time.Duration, error)
 }
 
 func (r *Runner) tool(test string) (Tool, error) {
@@ -223,6 +240,7 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 			}()
 		}
 	}
+	cpu0, cpuErr := r.processCPU(p)
 	// Release all sessions together so they overlap for the whole test.
 	close(start)
 	wg.Wait()
@@ -242,7 +260,34 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 	if err != nil {
 		return results.Sample{}, fmt.Errorf("failed to measure path %s at %s: %w", p.Name, pt, err)
 	}
+	if cpuErr == nil && cpu0 >= 0 && results.MeasuresCPU(pt.Test) {
+		cpu1, err := r.processCPU(p)
+		if err != nil {
+			return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, err)
+		}
+		if kib := results.PayloadKiB(sessions); cpu1 > cpu0 && kib > 0 {
+			s.ProcessServiceDemandUsPerKB = float64((cpu1-cpu0).Nanoseconds()) / 1e3 / kib
+		}
+	} else if cpuErr != nil {
+		return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, cpuErr)
+	}
 	return s, nil
+}
+
+// processCPU sums Runner.ClientCPU and p.ServerCPU; -1 when either is unset.
+func (r *Runner) processCPU(p Path) (time.Duration, error) {
+	if r.ClientCPU == nil || p.ServerCPU == nil {
+		return -1, nil
+	}
+	c, err := r.ClientCPU()
+	if err != nil {
+		return 0, err
+	}
+	s, err := p.ServerCPU()
+	if err != nil {
+		return 0, err
+	}
+	return c + s, nil
 }
 
 // round keeps three decimals for logs.

@@ -143,7 +143,9 @@ func cpuCharts(all []series, runs []results.Run, isRef func(string) bool) ([]Cha
 // cpuLines returns one line per non-reference path at the Headline point
 // with its service demand over the CPU reference's, the median of the
 // per-repetition ratios and their range, e.g.
-// "cpu fastpath-linux-bridge/baseline-masquerade 0.62 [0.55-0.70]".
+// "cpu fastpath-linux-bridge/baseline-masquerade 0.62 [0.55-0.70]", and,
+// where measured, the same for the CPU time of the benchmark's own
+// processes ("cpu-own-processes ...").
 func cpuLines(runs []results.Run, isRef func(string) bool) []string {
 	hp, ok := Headline(runs)
 	ref := cpuReference(runs, isRef)
@@ -162,6 +164,9 @@ func cpuLines(runs []results.Run, isRef func(string) bool) []string {
 		}
 		if r, ok := results.CPURatio(best[p][hp], b); ok {
 			lines = append(lines, fmt.Sprintf("cpu %s/%s %s", p, ref, r))
+		}
+		if r, ok := results.ProcessCPURatio(best[p][hp], b); ok {
+			lines = append(lines, fmt.Sprintf("cpu-own-processes %s/%s %s", p, ref, r))
 		}
 	}
 	return lines
@@ -207,7 +212,10 @@ func directionsTable(runs []results.Run) table {
 // cpuCells renders a run's CPU columns of the runs table: service demand
 // with its range, CPU utilisation (and its scope), UDP loss.
 func cpuCells(r results.Run) []string {
-	sd, util, loss := "–", "–", "–"
+	sd, util, loss, own := "–", "–", "–", "–"
+	if r.ProcessServiceDemandUsPerKB > 0 {
+		own = fmt.Sprintf("%.3f [%.3f–%.3f]", r.ProcessServiceDemandUsPerKB, r.ProcessServiceDemandMinUsPerKB, r.ProcessServiceDemandMaxUsPerKB)
+	}
 	if hasSD(r) {
 		sd = fmt.Sprintf("%.3f [%.3f–%.3f]", r.ServiceDemandUsPerKB, r.ServiceDemandMinUsPerKB, r.ServiceDemandMaxUsPerKB)
 		util = fmt.Sprintf("%.0f", r.CPUUtilPercent)
@@ -218,7 +226,7 @@ func cpuCells(r results.Run) []string {
 	if r.Test == results.UDPStream {
 		loss = fmt.Sprintf("%.2f", r.LossPercent)
 	}
-	return []string{sd, util, loss}
+	return []string{sd, util, own, loss}
 }
 
 // cpuNote explains the CPU figures of runs for the report, "" without any.
@@ -232,6 +240,9 @@ func cpuNote(runs []results.Run) string {
 	}
 	if slices.ContainsFunc(runs, func(r results.Run) bool { return hasSD(r) && r.CPUUtilPercent >= 95 }) {
 		note += " Where the CPU utilisation is near 100% the host was saturated: the service demand then charges all of the host's CPU time to the benchmark's bytes and mostly follows the inverse of the throughput."
+	}
+	if slices.ContainsFunc(runs, func(r results.Run) bool { return r.ProcessServiceDemandUsPerKB > 0 }) {
+		note += " \"Own processes\" is the CPU time of the benchmark's processes alone (netperf, netserver's test processes, ovs-vswitchd on fastpath-ovs; user and system time, which includes the softirq work done in their context) per KiB: on a shared host it is the figure that belongs to the datapath."
 	}
 	return strings.TrimSpace(note)
 }

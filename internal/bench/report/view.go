@@ -110,7 +110,7 @@ func contains(xs []string, x string) bool {
 }
 
 func runsTable(runs []results.Run) table {
-	t := table{Header: []string{"path", "test", "socket", "message", "sessions", "pairs", "MTU", "throughput Mbit/s median [min–max]", "transactions/s", "mean latency µs [min–max]", "P99 µs", "service demand µs/KiB [min–max]", "CPU %", "UDP loss %", "repetitions"}}
+	t := table{Header: []string{"path", "test", "socket", "message", "sessions", "pairs", "MTU", "throughput Mbit/s median [min–max]", "transactions/s", "mean latency µs [min–max]", "P99 µs", "service demand µs/KiB [min–max]", "CPU %", "own processes µs/KiB [min–max]", "UDP loss %", "repetitions"}}
 	for _, r := range runs {
 		sock := "default"
 		if r.SocketBytes > 0 {

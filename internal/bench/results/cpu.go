@@ -8,6 +8,15 @@ import (
 // kiB is netperf's KB in service demand (usec/KB): 1024 bytes.
 const kiB = 1024
 
+// PayloadKiB is the payload of all sessions in KiB (payloadKiB summed).
+func PayloadKiB(sessions []Session) float64 {
+	var kib float64
+	for _, s := range sessions {
+		kib += payloadKiB(s)
+	}
+	return kib
+}
+
 // payloadKiB is the payload session s moved in KiB: its throughput (both
 // directions for RR tests) times its elapsed time.
 func payloadKiB(s Session) float64 {
@@ -88,6 +97,8 @@ func (r *Run) summarizeCPU(pick func(func(Sample) float64) []float64) {
 	sd := pick(func(s Sample) float64 { return s.ServiceDemandUsPerKB })
 	r.ServiceDemandUsPerKB, r.ServiceDemandMinUsPerKB, r.ServiceDemandMaxUsPerKB = Median(sd), minOf(sd), maxOf(sd)
 	r.CPUUtilPercent = Median(pick(func(s Sample) float64 { return s.CPUUtilPercent }))
+	psd := pick(func(s Sample) float64 { return s.ProcessServiceDemandUsPerKB })
+	r.ProcessServiceDemandUsPerKB, r.ProcessServiceDemandMinUsPerKB, r.ProcessServiceDemandMaxUsPerKB = Median(psd), minOf(psd), maxOf(psd)
 	r.CPUScope = ""
 	for _, s := range r.Samples {
 		for _, ss := range s.PerSession {
@@ -149,4 +160,9 @@ func PairedRatio(a, b Run, f func(Sample) float64) (r Ratio, ok bool) {
 // per byte relative to b's, lower is better.
 func CPURatio(a, b Run) (Ratio, bool) {
 	return PairedRatio(a, b, func(s Sample) float64 { return s.ServiceDemandUsPerKB })
+}
+
+// ProcessCPURatio is PairedRatio of the process service demands of a and b.
+func ProcessCPURatio(a, b Run) (Ratio, bool) {
+	return PairedRatio(a, b, func(s Sample) float64 { return s.ProcessServiceDemandUsPerKB })
 }

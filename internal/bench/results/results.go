@@ -173,6 +173,13 @@ type Run struct {
 	// CPUScope says what the CPU figures cover: CPUScopeHost or
 	// CPUScopeEndpoints; empty when no CPU was measured.
 	CPUScope string `json:"cpuScope,omitempty"`
+	// ProcessServiceDemandUsPerKB is the median over repetitions of the CPU
+	// time of the benchmark's own processes per KiB of payload, in
+	// microseconds (Sample.ProcessServiceDemandUsPerKB); set by the local
+	// benchmark, where those processes are this host's.
+	ProcessServiceDemandUsPerKB    float64 `json:"processServiceDemandUsPerKB,omitempty"`
+	ProcessServiceDemandMinUsPerKB float64 `json:"processServiceDemandMinUsPerKB,omitempty"`
+	ProcessServiceDemandMaxUsPerKB float64 `json:"processServiceDemandMaxUsPerKB,omitempty"`
 	// LossPercent is the median over repetitions of the share of UDP
 	// messages sent that did not arrive (UDP_STREAM only; 0 is omitted);
 	// LossMaxPercent the largest.
@@ -207,6 +214,13 @@ type Sample struct {
 	// CPUUtilPercent is the sessions' mean (client or host-wide) CPU
 	// utilisation in percent of all CPUs.
 	CPUUtilPercent float64 `json:"cpuUtilPercent,omitempty"`
+	// ProcessServiceDemandUsPerKB is the CPU time the repetition's own
+	// processes used (the netperf clients, netserver's test processes and,
+	// on fastpath-ovs, ovs-vswitchd; user plus system time, which includes
+	// the softirq work run in their context) per KiB of payload, in
+	// microseconds. Unlike ServiceDemandUsPerKB it leaves out the other
+	// processes of a shared host, and the softirq work ksoftirqd does.
+	ProcessServiceDemandUsPerKB float64 `json:"processServiceDemandUsPerKB,omitempty"`
 	// LossPercent is 100 × (1 - messages received / messages sent) over all
 	// sessions (UDP_STREAM only).
 	LossPercent float64 `json:"lossPercent,omitempty"`

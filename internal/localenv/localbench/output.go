@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,7 +57,10 @@ func measure(ctx context.Context, setup *Setup, m bench.Matrix) (results.Documen
 	}
 	// Client and server namespaces share this host: netperf's CPU figure is
 	// the host's, reported once (Tools).
-	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: Tools()}
+	// The clients are this process's children, and the paths know their
+	// server processes: each repetition also gets the CPU time of the
+	// benchmark's own processes per byte.
+	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: Tools(), ClientCPU: bench.FinishedChildrenCPU}
 	return bench.Document(ctx, r, setup.Emulated)
 }
 
@@ -93,6 +97,13 @@ func writeLocal(stdout, stderr io.Writer, doc results.Document, setup *Setup, di
 	for name, why := range setup.Skipped {
 		fmt.Fprintf(stdout, "skipped %s: %s\n", name, why)
 	}
+	for _, p := range setup.Paths {
+		for test, why := range p.Skip {
+			if slices.ContainsFunc(doc.Runs, func(r results.Run) bool { return r.Test == test }) {
+				fmt.Fprintf(stdout, "skipped %s on %s@%d: %s\n", test, p.Name, p.MTU, why)
+			}
+		}
+	}
 	for _, r := range doc.Runs {
 		if results.IsRR(r.Test) {
 			fmt.Fprintf(stdout, "median %s %s mtu=%d: mean latency %.1f µs [%.1f-%.1f], %.0f transactions/s%s\n",
@@ -120,6 +131,9 @@ func cpuSuffix(r results.Run) string {
 		if r.CPUScope == results.CPUScopeHost {
 			s += " host-wide"
 		}
+	}
+	if r.ProcessServiceDemandUsPerKB > 0 {
+		s += fmt.Sprintf(", own processes %.3f µs/KiB [%.3f-%.3f]", r.ProcessServiceDemandUsPerKB, r.ProcessServiceDemandMinUsPerKB, r.ProcessServiceDemandMaxUsPerKB)
 	}
 	return s
 }

@@ -117,6 +117,9 @@ func checkCPU(t Target, best map[string]map[results.Point]results.Run, hp result
 	t.Pass = t.Got <= t.Want
 	t.Detail = fmt.Sprintf("min-max %.2f-%.2f over %d paired repetitions; %s: %.3f µs/KiB (MTU %d) vs %.3f µs/KiB (MTU %d), CPU %.0f%% vs %.0f%% %s",
 		r.Min, r.Max, r.Pairs, hp, a.ServiceDemandUsPerKB, a.MTU, b.ServiceDemandUsPerKB, b.MTU, a.CPUUtilPercent, b.CPUUtilPercent, scopeNote(a.CPUScope))
+	if pr, ok := results.ProcessCPURatio(a, b); ok {
+		t.Detail += fmt.Sprintf("; the benchmark's own processes: %.3f vs %.3f µs/KiB, ratio %s", a.ProcessServiceDemandUsPerKB, b.ProcessServiceDemandUsPerKB, pr)
+	}
 	if a.CPUScope == results.CPUScopeHost && a.CPUUtilPercent >= saturatedPercent && b.CPUUtilPercent >= saturatedPercent {
 		t.Detail += "; the host's CPUs were saturated, so the service demands charge other processes' CPU to these bytes and the ratio follows the throughput ratio"
 	}
