@@ -266,7 +266,7 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 			return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, err)
 		}
 		if kib := results.PayloadKiB(sessions); cpu1 > cpu0 && kib > 0 {
-			s.ProcessServiceDemandUsPerKB = float64((cpu1-cpu0).Nanoseconds()) / 1e3 / kib
+			s.ProcessServiceDemandUsPerKB = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / kib
 		}
 	} else if cpuErr != nil {
 		return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, cpuErr)

@@ -359,7 +359,6 @@ func (s *Setup) build(ctx context.Context, v variant, cni *cniRunner) (bench.Pat
 // never sees; the cause is not found yet.
 const MasqueradeUDPSkip = "UDP_STREAM through the emulated masquerade NAT fails with ENETUNREACH (send_data failed: Network is unreachable); not yet understood"
 
-
 // serverCPU returns the cumulative CPU time of the server side of a path:
 // the netserver (pids[0]) with the test processes it has reaped, which it
 // is given up to a second to do, and the other processes in pids.
