@@ -59,7 +59,7 @@ func defaultPlugin() string {
 
 // AddFlags registers the flags of `fastpath-bench local` on fs.
 func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.Full, "full", false, "the papers' full matrix (TCP_STREAM socket 64K,256K x message 512..64K x sessions 1,5 + TCP_RR) instead of the quick one (256K/64K single session + TCP_RR)")
+	fs.BoolVar(&o.Full, "full", false, "the papers' full matrix (socket 64K,256K x message 512..64K x sessions 1,5 for TCP_STREAM and TCP_MAERTS, plus UDP_STREAM, TCP_RR, TCP_CRR) instead of the quick one (256K/64K single session)")
 	fs.StringVar(&o.Out, "out", filepath.Join("_out", "bench"), "directory for results.json, report.md, report.html and the charts; other benchmarks' figures files there are printed too")
 	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "length of each test, whole seconds")
 	fs.IntVar(&o.Repetitions, "repetitions", 3, "runs per point and path; the median is reported")
