@@ -19,7 +19,7 @@ const (
 
 // BenchmarkTest is a netperf test name, or a vsock test run by fastpath-bench
 // (netperf has no AF_VSOCK).
-// +kubebuilder:validation:Enum=TCP_STREAM;TCP_RR;VSOCK_STREAM;VSOCK_RR
+// +kubebuilder:validation:Enum=TCP_STREAM;TCP_MAERTS;UDP_STREAM;TCP_RR;TCP_CRR;VSOCK_STREAM;VSOCK_RR
 type BenchmarkTest string
 
 const (
@@ -27,6 +27,15 @@ const (
 	TestTCPStream BenchmarkTest = "TCP_STREAM"
 	// TestTCPRR is netperf TCP_RR: request/response latency (1-byte messages).
 	TestTCPRR BenchmarkTest = "TCP_RR"
+	// TestTCPMaerts is netperf TCP_MAERTS: bulk throughput in the receive
+	// direction (the server sends).
+	TestTCPMaerts BenchmarkTest = "TCP_MAERTS"
+	// TestUDPStream is netperf UDP_STREAM with 1472-byte datagrams (they fit
+	// a 1500-byte MTU unfragmented); the loss is reported.
+	TestUDPStream BenchmarkTest = "UDP_STREAM"
+	// TestTCPCRR is netperf TCP_CRR: a new TCP connection per 1-byte
+	// transaction, the connection rate.
+	TestTCPCRR BenchmarkTest = "TCP_CRR"
 	// TestVSOCKStream is a vsock bulk stream through the sibling relay.
 	TestVSOCKStream BenchmarkTest = "VSOCK_STREAM"
 	// TestVSOCKRR is a vsock request/response test through the sibling relay.
@@ -63,6 +72,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || (has(self.client.vm) && has(self.server.vm))",message="spec.client.vm and spec.server.vm are required in VM mode"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || has(self.sshKeySecretRef)",message="spec.sshKeySecretRef is required in VM mode: the runner reaches the client VM over SSH"
 // +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.minSpeedupPercent) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.minSpeedupPercent needs a baseline: spec.baseline must not be None"
+// +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.maxCPURatio) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.maxCPURatio needs a baseline: spec.baseline must not be None"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'VM' || !has(self.additionalPairs)",message="spec.additionalPairs is for VM mode only: Pod mode creates one netserver pod per pair itself"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || !has(self.pairs) || self.pairs <= 1 + (has(self.additionalPairs) ? size(self.additionalPairs) : 0)",message="spec.pairs in VM mode needs that many client/server VM pairs: spec.client/spec.server plus pairs-1 entries in spec.additionalPairs"
 type FastPathBenchmarkSpec struct {
@@ -82,8 +92,9 @@ type FastPathBenchmarkSpec struct {
 	// +required
 	Server BenchmarkEndpoint `json:"server"`
 
-	// tests are netperf test names (TCP_STREAM, TCP_RR), measured on the fast
-	// path and the baseline, and the vsock tests VSOCK_STREAM and VSOCK_RR,
+	// tests are netperf test names (TCP_STREAM, TCP_MAERTS, UDP_STREAM,
+	// TCP_RR, TCP_CRR), measured on the fast path and the baseline with CPU
+	// (netperf -c -C), and the vsock tests VSOCK_STREAM and VSOCK_RR,
 	// measured on the path "fastpath-vsock" (VM mode with one pair only: the
 	// runner copies fastpath-bench into both VMs over SSH, starts its
 	// vsock-server in the server VM on the port of the attachment's vsock
@@ -91,7 +102,7 @@ type FastPathBenchmarkSpec struct {
 	// service's relay port; no baseline). Default [TCP_STREAM, TCP_RR].
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:MaxItems=7
 	Tests []BenchmarkTest `json:"tests,omitempty"`
 
 	// socketSizes are the socket buffer sizes in bytes (netperf -s/-S): 4096-16777216
@@ -218,6 +229,15 @@ type SuccessCriteria struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 100",message="spec.successCriteria.minSpeedupPercent must be at least 100 (percent of the baseline)"
 	MinSpeedupPercent *int32 `json:"minSpeedupPercent,omitempty"`
+	// maxCPURatio is the largest acceptable fast-path/baseline service demand
+	// ratio (CPU per byte, netperf -c -C) at the best point, a decimal number
+	// greater than 0 and at most 100, e.g. "0.80" (the fast path must spend at
+	// most 80% of the baseline's CPU per byte). The ratio is the median of the
+	// per-repetition ratios. Needs a baseline.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$') && double(self) > 0.0 && double(self) <= 100.0",message="spec.successCriteria.maxCPURatio must be a decimal number greater than 0 and at most 100, e.g. \"0.80\""
+	MaxCPURatio string `json:"maxCPURatio,omitempty"`
 }
 
 // FastPathBenchmarkStatus holds a bounded summary; the full results JSON is in the
@@ -254,6 +274,11 @@ type FastPathBenchmarkStatus struct {
 	// speedup is the fast-path/baseline ratio at the best point, e.g. "2.93x".
 	// +optional
 	Speedup string `json:"speedup,omitempty"`
+	// cpuRatio is the fast-path/baseline service demand ratio (CPU per byte)
+	// at the best point, the median of the per-repetition ratios with two
+	// decimals, e.g. "0.62"; lower is better.
+	// +optional
+	CPURatio string `json:"cpuRatio,omitempty"`
 	// paths summarises each measured path.
 	// +optional
 	// +listType=map
@@ -319,6 +344,25 @@ type BenchmarkPoint struct {
 	// baseline / fast path latency in percent (RR tests).
 	// +optional
 	SpeedupPercent int32 `json:"speedupPercent,omitempty"`
+	// fastPathServiceDemandUsPerKB is the fast path's median service demand,
+	// microseconds of CPU per KiB of payload (netperf -c -C, usec/KB), as a
+	// decimal string with three digits, e.g. "3.600". On one node it is the
+	// node's whole CPU, measured once for client and server.
+	// +optional
+	FastPathServiceDemandUsPerKB string `json:"fastPathServiceDemandUsPerKB,omitempty"`
+	// baselineServiceDemandUsPerKB is the baseline's, as fastPathServiceDemandUsPerKB.
+	// +optional
+	BaselineServiceDemandUsPerKB string `json:"baselineServiceDemandUsPerKB,omitempty"`
+	// cpuRatio is fast path / baseline service demand, the median of the
+	// per-repetition ratios with two decimals, e.g. "0.62"; lower is better.
+	// +optional
+	CPURatio string `json:"cpuRatio,omitempty"`
+	// fastPathLossPercent and baselineLossPercent are the median UDP loss in
+	// percent with two decimals (UDP_STREAM only).
+	// +optional
+	FastPathLossPercent string `json:"fastPathLossPercent,omitempty"`
+	// +optional
+	BaselineLossPercent string `json:"baselineLossPercent,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -327,6 +371,7 @@ type BenchmarkPoint struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Best Gbps",type=string,JSONPath=`.status.bestGbps`
 // +kubebuilder:printcolumn:name="Speedup",type=string,JSONPath=`.status.speedup`
+// +kubebuilder:printcolumn:name="CPU Ratio",type=string,JSONPath=`.status.cpuRatio`
 // +kubebuilder:printcolumn:name="Attachment",type=string,JSONPath=`.spec.attachmentRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -31,7 +31,11 @@ func TestLocalCommand(t *testing.T) {
 	defer f.Close()
 	doc, err := results.Decode(f)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(doc.Runs).To(gomega.HaveLen(4))
+	g.Expect(doc.Runs).To(gomega.HaveLen(10), "5 tests on 2 paths")
+	for _, r := range doc.Runs {
+		g.Expect(r.ServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s measured CPU", r.Path, r.Test)
+		g.Expect(r.CPUScope).To(gomega.Equal(results.CPUScopeHost), "one host: the figure is reported once")
+	}
 	g.Expect(doc.Machine.Emulated).To(gomega.Equal(localbench.Emulation))
 	for _, name := range []string{"report.md", "report.html"} {
 		g.Expect(filepath.Join(out, name)).To(gomega.BeAnExistingFile())
@@ -39,7 +43,11 @@ func TestLocalCommand(t *testing.T) {
 	g.Expect(stdout).To(gomega.ContainSubstring("emulated: VMs emulated as network namespaces"))
 	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1 baseline-untuned mtu=1500: \d+\.\d\d Gbps`))
 	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_RR sock=256KiB msg=1B sessions=1 pairs=1 ceiling mtu=65535: mean latency \d+\.\d µs`))
-	g.Expect(strings.Count(stdout, "target SKIP ")).To(gomega.Equal(4), "no fast path measured")
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_MAERTS sock=256KiB msg=64KiB sessions=1 pairs=1 ceiling mtu=65535: \d+\.\d\d Gbps \[[^]]+\], CPU \d+\.\d{3} µs/KiB \[[^]]+\] at \d+% host-wide`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median UDP_STREAM sock=256KiB msg=1472B sessions=1 pairs=1 baseline-untuned mtu=1500: \d+\.\d\d Gbps \[[^]]+\], loss \d+\.\d% \[max \d+\.\d%\], CPU`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_CRR sock=256KiB msg=1B sessions=1 pairs=1 ceiling mtu=65535: mean latency \d+\.\d µs`))
+	g.Expect(strings.Count(stdout, "target SKIP ")).To(gomega.Equal(6), "no fast path measured")
+	g.Expect(stdout).To(gomega.ContainSubstring("target SKIP cpu fastpath-linux-bridge/baseline-masquerade <= 0.80"))
 	g.Expect(stdout).To(gomega.ContainSubstring("figures relay: relay cost\n  relay relay/direct 0.93 ratio\n"))
 	g.Expect(stderr).To(gomega.ContainSubstring("Removed everything the run made"))
 	left, err := localbench.FindLeftovers("fpbc", func(string) bool { return false })
@@ -60,6 +68,7 @@ func TestLocalRejectsBadFlags(t *testing.T) {
 		{[]string{"local", "--paths", "fastpath-macvtap"}, 2, `unknown path "fastpath-macvtap"`},
 		{[]string{"local", "--duration", "1500ms"}, 2, "whole seconds"},
 		{[]string{"local", "--mtus", "0"}, 2, `failed to parse count "0"`},
+		{[]string{"local", "--tests", "TCP_STREAM,SCTP_STREAM"}, 2, `--tests: unknown test "SCTP_STREAM"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)

@@ -144,14 +144,14 @@ func TestWriteBenchmarkHeader(t *testing.T) {
 	g := gomega.NewWithT(t)
 	b := &fastpathv1alpha1.FastPathBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "apps"}}
 	b.Status.Phase = fastpathv1alpha1.BenchmarkSucceeded
-	b.Status.BestGbps, b.Status.Speedup = "8.52", "3.89x"
+	b.Status.BestGbps, b.Status.Speedup, b.Status.CPURatio = "8.52", "3.89x", "0.62"
 	b.Status.Conditions = []metav1.Condition{
 		{Type: "Running", Status: metav1.ConditionFalse, Reason: "Completed"},
 		{Type: "Succeeded", Status: metav1.ConditionTrue, Reason: "CriteriaMet", Message: "fast path 3.89x baseline"},
 	}
 	var buf bytes.Buffer
 	writeBenchmarkHeader(&buf, b)
-	g.Expect(buf.String()).To(gomega.Equal("FastPathBenchmark apps/b: phase Succeeded, best 8.52 Gbit/s, speed-up 3.89x\n" +
+	g.Expect(buf.String()).To(gomega.Equal("FastPathBenchmark apps/b: phase Succeeded, best 8.52 Gbit/s, speed-up 3.89x, CPU per byte 0.62 of the baseline's (lower is better)\n" +
 		"  Succeeded=True (CriteriaMet) fast path 3.89x baseline\n"))
 
 	b.Status = fastpathv1alpha1.FastPathBenchmarkStatus{Phase: fastpathv1alpha1.BenchmarkPending, Conditions: []metav1.Condition{

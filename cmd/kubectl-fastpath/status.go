@@ -124,6 +124,9 @@ func writeBenchmarkHeader(stdout io.Writer, b *fastpathv1alpha1.FastPathBenchmar
 	if b.Status.BestGbps != "" {
 		fmt.Fprintf(stdout, ", best %s Gbit/s, speed-up %s", b.Status.BestGbps, dash(b.Status.Speedup))
 	}
+	if b.Status.CPURatio != "" {
+		fmt.Fprintf(stdout, ", CPU per byte %s of the baseline's (lower is better)", b.Status.CPURatio)
+	}
 	fmt.Fprintln(stdout)
 	anyTrue := slices.ContainsFunc(b.Status.Conditions, func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
 	for _, cond := range b.Status.Conditions {

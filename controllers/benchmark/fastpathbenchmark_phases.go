@@ -336,7 +336,7 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 		r.finish(ctx, s, fastpathv1alpha1.ReasonResultsInvalid, fmt.Sprintf("%s in ConfigMap %s: %v", benchjob.ResultsKey, cm.Name, err))
 	default:
 		sum := benchresults.Summarize(doc)
-		b.Status.BestGbps, b.Status.Speedup = sum.BestGbps, sum.Speedup
+		b.Status.BestGbps, b.Status.Speedup, b.Status.CPURatio = sum.BestGbps, sum.Speedup, sum.CPURatio
 		b.Status.Paths, b.Status.Points = sum.Paths, sum.Points
 		met, msg := benchresults.Evaluate(sum, s.spec.SuccessCriteria)
 		if sum.TotalPoints > len(sum.Points) {

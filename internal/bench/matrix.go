@@ -18,8 +18,13 @@ type Matrix struct {
 	SocketSizes []int
 	// MessageSizes are the send sizes of stream tests in bytes.
 	MessageSizes []int
-	// RRSizes are the request (= response) sizes of RR tests in bytes.
+	// RRSizes are the request (= response) sizes of RR tests (TCP_RR,
+	// TCP_CRR, VSOCK_RR) in bytes.
 	RRSizes []int
+	// UDPSizes are the datagram sizes of UDP_STREAM in bytes; empty means
+	// DefaultUDPMessageBytes. They must fit the smallest path MTU (MTU - 28)
+	// or IP fragments them.
+	UDPSizes []int
 	// Sessions are the numbers of concurrent sessions per pair.
 	Sessions []int
 	// Pairs are the numbers of client/server pairs at once; a Path needs at
@@ -30,6 +35,14 @@ type Matrix struct {
 	// Repetitions of each point on each path; the median is reported.
 	Repetitions int
 }
+
+// DefaultUDPMessageBytes is the UDP_STREAM datagram size when
+// Matrix.UDPSizes is empty: 1500 - 20 (IPv4 header) - 8 (UDP header), the
+// largest that fits the baseline's 1500-byte MTU unfragmented.
+const DefaultUDPMessageBytes = 1472
+
+// MaxUDPMessageBytes is the largest UDP payload over IPv4.
+const MaxUDPMessageBytes = 65507
 
 // DefaultMatrix is the papers' matrix (docs/design.md §1 and §5.1, from the VMCI
 // and multi-VM papers): TCP_STREAM × socket {64 KiB, 256 KiB} × message
@@ -72,6 +85,11 @@ func (m Matrix) Validate() error {
 			hasStream = true
 		}
 	}
+	for _, u := range m.UDPSizes {
+		if u < 1 || u > MaxUDPMessageBytes {
+			return fmt.Errorf("failed to validate matrix: UDP message size %d must be 1-%d", u, MaxUDPMessageBytes)
+		}
+	}
 	checks := []struct {
 		name string
 		xs   []int
@@ -109,8 +127,11 @@ func (m Matrix) Points() []results.Point {
 	var pts []results.Point
 	for _, test := range m.Tests {
 		sizes := m.MessageSizes
-		if results.IsRR(test) {
+		switch {
+		case results.IsRR(test):
 			sizes = m.RRSizes
+		case test == results.UDPStream:
+			sizes = m.udpSizes()
 		}
 		socks := m.SocketSizes
 		if IsVSock(test) {
@@ -127,6 +148,13 @@ func (m Matrix) Points() []results.Point {
 		}
 	}
 	return pts
+}
+
+func (m Matrix) udpSizes() []int {
+	if len(m.UDPSizes) == 0 {
+		return []int{DefaultUDPMessageBytes}
+	}
+	return m.UDPSizes
 }
 
 // IsVSock reports whether test is one of the vsock tests (VSOCK_STREAM,

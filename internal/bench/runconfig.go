@@ -90,8 +90,13 @@ func (c RunConfig) VSockOnly() bool {
 // Runner wires the configuration to a Runner: tools by test, and in VM
 // mode an SSH executor per pair.
 func (c RunConfig) Runner() *Runner {
-	np := Netperf{Binary: c.Netperf}
-	tools := map[string]Tool{results.TCPStream: np, results.TCPRR: np}
+	// Pod mode runs the client pod and the netserver pods on one node, so
+	// netperf's CPU figure is the node's, reported once.
+	np := Netperf{Binary: c.Netperf, SameHost: !c.VMMode()}
+	tools := map[string]Tool{}
+	for _, t := range netperf.Tests {
+		tools[t] = np
+	}
 	if c.HasVSock() {
 		var vs Tool = VSock{Transport: c.Transport.Transport()}
 		if c.VMMode() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,10 +47,22 @@ type Path struct {
 	// ports, and it is measured with the VSOCK_* tests only, while the other
 	// paths are measured with the other tests only.
 	VSock bool
+	// ServerCPU, when set with Runner.ClientCPU, returns the cumulative CPU
+	// time of the processes serving this path besides the clients (netserver
+	// and its finished test processes, a userspace switch); the Runner
+	// takes its difference over each repetition
+	// (Sample.ProcessServiceDemandUsPerKB).
+	ServerCPU func() (time.Duration, error)
+	// Skip maps a test this path is not measured with to why, e.g. a test
+	// the path's emulation cannot carry; the caller reports it.
+	Skip map[string]string
 }
 
 // runs reports whether p is measured with test.
-func (p Path) runs(test string) bool { return p.VSock == IsVSock(test) }
+func (p Path) runs(test string) bool {
+	_, skip := p.Skip[test]
+	return p.VSock == IsVSock(test) && !skip
+}
 
 // Tool runs one session of one test point against one endpoint and returns
 // what it measured. It must return an error, never a zero result, when the
@@ -58,15 +71,20 @@ type Tool interface {
 	RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error)
 }
 
-// Netperf is the Tool for TCP_STREAM and TCP_RR.
+// Netperf is the Tool for the netperf tests (netperf.Tests: TCP_STREAM,
+// TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR); every run measures CPU (-c -C).
 type Netperf struct {
 	// Binary is the netperf client; empty means netperf from PATH.
 	Binary string
+	// SameHost says every client shares a host with its server (network
+	// namespaces, pods on one node): the CPU figure is host-wide and
+	// reported once (netperf.Spec.SameHost).
+	SameHost bool
 }
 
 // RunSession implements Tool with one netperf run (netperf.Run).
 func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error) {
-	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes}
+	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, SameHost: n.SameHost}
 	res, err := netperf.Run(ctx, ep.executor(), spec)
 	if err != nil {
 		return results.Session{}, err
@@ -78,19 +96,24 @@ func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, 
 type Runner struct {
 	Matrix Matrix
 	Paths  []Path
-	// Tools maps test names to the tool that runs them; TCP_STREAM and
-	// TCP_RR default to Netperf{}.
+	// Tools maps test names to the tool that runs them; the netperf tests
+	// default to Netperf{}.
 	Tools map[string]Tool
+	// ClientCPU, when set, returns the cumulative CPU time of the clients
+	// that have finished (FinishedChildrenCPU when they are this process's
+	// children); with Path.ServerCPU it gives each repetition's process
+	// service demand.
+	ClientCPU func() (time.Duration, error)
 }
 
 func (r *Runner) tool(test string) (Tool, error) {
 	if t, ok := r.Tools[test]; ok {
 		return t, nil
 	}
-	if test == results.TCPStream || test == results.TCPRR {
+	if slices.Contains(netperf.Tests, test) {
 		return Netperf{}, nil
 	}
-	return nil, fmt.Errorf("failed to find a tool for test %q: known are %s, %s and those in Runner.Tools", test, results.TCPStream, results.TCPRR)
+	return nil, fmt.Errorf("failed to find a tool for test %q: known are %s and those in Runner.Tools", test, strings.Join(netperf.Tests, ", "))
 }
 
 // Validate checks the matrix, that every test has a tool, and that paths
@@ -179,6 +202,12 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 				if s.TransactionsPerSec > 0 {
 					kv = append(kv, "transactionsPerSec", round(s.TransactionsPerSec), "meanLatencyUs", round(s.MeanLatencyUs))
 				}
+				if s.ServiceDemandUsPerKB > 0 {
+					kv = append(kv, "serviceDemandUsPerKB", round(s.ServiceDemandUsPerKB), "cpuUtilPercent", round(s.CPUUtilPercent))
+				}
+				if s.LossPercent > 0 {
+					kv = append(kv, "lossPercent", round(s.LossPercent))
+				}
 				log.Info("Measured", kv...)
 			}
 		}
@@ -211,6 +240,7 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 			}()
 		}
 	}
+	cpu0, cpuErr := r.processCPU(p)
 	// Release all sessions together so they overlap for the whole test.
 	close(start)
 	wg.Wait()
@@ -230,7 +260,34 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 	if err != nil {
 		return results.Sample{}, fmt.Errorf("failed to measure path %s at %s: %w", p.Name, pt, err)
 	}
+	if cpuErr == nil && cpu0 >= 0 && results.MeasuresCPU(pt.Test) {
+		cpu1, err := r.processCPU(p)
+		if err != nil {
+			return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, err)
+		}
+		if kib := results.PayloadKiB(sessions); cpu1 > cpu0 && kib > 0 {
+			s.ProcessServiceDemandUsPerKB = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / kib
+		}
+	} else if cpuErr != nil {
+		return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, cpuErr)
+	}
 	return s, nil
+}
+
+// processCPU sums Runner.ClientCPU and p.ServerCPU; -1 when either is unset.
+func (r *Runner) processCPU(p Path) (time.Duration, error) {
+	if r.ClientCPU == nil || p.ServerCPU == nil {
+		return -1, nil
+	}
+	c, err := r.ClientCPU()
+	if err != nil {
+		return 0, err
+	}
+	s, err := p.ServerCPU()
+	if err != nil {
+		return 0, err
+	}
+	return c + s, nil
 }
 
 // round keeps three decimals for logs.

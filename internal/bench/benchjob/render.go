@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Params is what every rendered object depends on.
@@ -144,8 +145,8 @@ func pointsOf(spec fastpathv1alpha1.FastPathBenchmarkSpec, t fastpathv1alpha1.Be
 	if !IsVSockTest(t) {
 		per *= len(spec.SocketSizes)
 	}
-	if t == fastpathv1alpha1.TestTCPRR || t == fastpathv1alpha1.TestVSOCKRR {
-		return per // one RR size: RRMessageBytes
+	if results.IsRR(string(t)) || t == fastpathv1alpha1.TestUDPStream {
+		return per // one RR size (RRMessageBytes), one UDP size (1472 bytes)
 	}
 	return per * len(spec.MessageSizes)
 }

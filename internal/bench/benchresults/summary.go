@@ -3,6 +3,7 @@ package benchresults
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,15 @@ type Summary struct {
 	BestPoint results.Point
 	BestMbps  float64
 	BestRatio float64
+
+	// CPURatio is BestCPU.Median with two decimals, e.g. "0.62"; "" when
+	// the fast path and the baseline do not both have a service demand at
+	// the best point. BestCPU is the fast-path/baseline service demand
+	// ratio there over paired repetitions (results.CPURatio), HasCPU whether
+	// it was measured.
+	CPURatio string
+	BestCPU  results.Ratio
+	HasCPU   bool
 }
 
 // Summarize summarises doc. Paths are named as in the runner contract:
@@ -94,6 +104,9 @@ func Summarize(doc results.Document) Summary {
 		if b, ok := base[s.BestPoint]; ok && b.ThroughputMbps > 0 {
 			s.BestRatio = s.BestMbps / b.ThroughputMbps
 			s.Speedup = fmt.Sprintf("%.2fx", s.BestRatio)
+			if r, ok := results.CPURatio(best[benchjob.PathFastPath][s.BestPoint], b); ok {
+				s.BestCPU, s.HasCPU, s.CPURatio = r, true, fmt.Sprintf("%.2f", r.Median)
+			}
 		}
 	}
 	for _, name := range results.Paths(doc.Runs) {
@@ -124,10 +137,17 @@ func point(f, b results.Run, hasBase bool) fastpathv1alpha1.BenchmarkPoint {
 	if rr {
 		p.FastPathLatency = latency(f.MeanLatencyUs)
 	}
+	p.FastPathServiceDemandUsPerKB = serviceDemand(f.ServiceDemandUsPerKB)
+	p.FastPathLossPercent = loss(f)
 	if !hasBase {
 		return p
 	}
 	p.BaselineMbps = mbps(b.ThroughputMbps)
+	p.BaselineServiceDemandUsPerKB = serviceDemand(b.ServiceDemandUsPerKB)
+	p.BaselineLossPercent = loss(b)
+	if r, ok := results.CPURatio(f, b); ok {
+		p.CPURatio = fmt.Sprintf("%.2f", r.Median)
+	}
 	switch {
 	case rr:
 		p.BaselineLatency = latency(b.MeanLatencyUs)
@@ -168,6 +188,23 @@ func pathSummary(name string, runs map[results.Point]results.Run) fastpathv1alph
 
 func mbps(v float64) int64 { return int64(math.Round(v)) }
 
+// serviceDemand renders µs/KiB with three decimals, "" when not measured.
+func serviceDemand(v float64) string {
+	if !(v > 0) {
+		return ""
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// loss renders a UDP_STREAM run's median loss with two decimals ("0.00"
+// when nothing was lost), "" for other tests.
+func loss(r results.Run) string {
+	if r.Test != results.UDPStream {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", r.LossPercent)
+}
+
 func percent(ratio float64) int32 { return int32(math.Round(ratio * 100)) }
 
 func latency(us float64) *metav1.Duration {
@@ -179,7 +216,8 @@ func latency(us float64) *metav1.Duration {
 
 // Evaluate judges s against criteria (nil: nothing to meet). met is false when
 // a criterion is missed or cannot be checked (no fast-path TCP_STREAM result;
-// no baseline at the best point); message states the numbers either way, e.g.
+// no baseline at the best point; for maxCPURatio, no service demand on both
+// paths there); message states the numbers either way, e.g.
 // "best fast path 13.52 Gbps at TCP_STREAM sock=256KiB msg=64KiB sessions=1
 // pairs=1, 2.95x the baseline: minThroughputMbps 10000 met, minSpeedupPercent
 // 150 met".
@@ -191,7 +229,10 @@ func Evaluate(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) (met bool, 
 			head += fmt.Sprintf(", %s the baseline", s.Speedup)
 		}
 	}
-	if criteria == nil || (criteria.MinThroughputMbps == nil && criteria.MinSpeedupPercent == nil) {
+	if s.HasCPU {
+		head += fmt.Sprintf(", CPU per byte %s of the baseline's", s.BestCPU)
+	}
+	if criteria == nil || (criteria.MinThroughputMbps == nil && criteria.MinSpeedupPercent == nil && criteria.MaxCPURatio == "") {
 		return true, head + ": no success criteria"
 	}
 	met = true
@@ -218,6 +259,22 @@ func Evaluate(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) (met bool, 
 			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d not met (%.1f%%)", *c, s.BestRatio*100))
 		default:
 			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d met", *c))
+		}
+	}
+	if c := criteria.MaxCPURatio; c != "" {
+		want, err := strconv.ParseFloat(c, 64)
+		switch {
+		case err != nil || !(want > 0):
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %q not met: not a decimal number greater than 0", c))
+		case !s.HasCPU:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met: no service demand of both the fast path and the baseline at the best point", c))
+		case s.BestCPU.Median > want:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met (%.2f)", c, s.BestCPU.Median))
+		default:
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s met (%.2f)", c, s.BestCPU.Median))
 		}
 	}
 	message = head + ": "

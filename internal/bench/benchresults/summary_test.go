@@ -212,3 +212,64 @@ func TestEvaluate(t *testing.T) {
 		})
 	}
 }
+
+// withCPU gives run r one sample per service demand (repetitions 1..n), each
+// with the run's throughput.
+func withCPU(r results.Run, sds ...float64) results.Run {
+	r.Samples = nil
+	for i, sd := range sds {
+		r.Samples = append(r.Samples, results.Sample{Repetition: i + 1, ThroughputMbps: r.ThroughputMbps, ServiceDemandUsPerKB: sd, CPUUtilPercent: 100})
+	}
+	r.Summarize()
+	return r
+}
+
+func TestSummarizeAndEvaluateCPURatio(t *testing.T) {
+	g := gomega.NewWithT(t)
+	// Paired per repetition: 2.0/4.0, 2.2/4.0, 1.8/3.0 = 0.50, 0.55, 0.60;
+	// the ratio of the medians (2.0/4.0 = 0.50) would differ.
+	doc := results.Document{Runs: []results.Run{
+		withCPU(stream("fastpath", 262144, 65536, 1, 12000), 2.0, 2.2, 1.8),
+		withCPU(stream("baseline", 262144, 65536, 1, 4000), 4.0, 4.0, 3.0),
+	}}
+	s := benchresults.Summarize(doc)
+	g.Expect(s.HasCPU).To(gomega.BeTrue())
+	g.Expect(s.CPURatio).To(gomega.Equal("0.55"))
+	g.Expect(s.BestCPU.Min).To(gomega.BeNumerically("~", 0.5, 1e-9))
+	g.Expect(s.BestCPU.Max).To(gomega.BeNumerically("~", 0.6, 1e-9))
+	g.Expect(s.Points).To(gomega.HaveLen(1))
+	g.Expect(s.Points[0].FastPathServiceDemandUsPerKB).To(gomega.Equal("2.000"))
+	g.Expect(s.Points[0].BaselineServiceDemandUsPerKB).To(gomega.Equal("4.000"))
+	g.Expect(s.Points[0].CPURatio).To(gomega.Equal("0.55"))
+
+	met, msg := benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
+	g.Expect(met).To(gomega.BeTrue())
+	g.Expect(msg).To(gomega.ContainSubstring("CPU per byte 0.55 [0.50-0.60] of the baseline's: maxCPURatio 0.80 met (0.55)"))
+
+	met, msg = benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.5"})
+	g.Expect(met).To(gomega.BeFalse())
+	g.Expect(msg).To(gomega.ContainSubstring("maxCPURatio 0.5 not met (0.55)"))
+
+	met, msg = benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "fast"})
+	g.Expect(met).To(gomega.BeFalse())
+	g.Expect(msg).To(gomega.ContainSubstring(`maxCPURatio "fast" not met: not a decimal number greater than 0`))
+
+	// Without CPU figures (a runner before issue 15) the criterion cannot be met.
+	met, msg = benchresults.Evaluate(benchresults.Summarize(loadFixture(t)), &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
+	g.Expect(met).To(gomega.BeFalse())
+	g.Expect(msg).To(gomega.ContainSubstring("maxCPURatio 0.80 not met: no service demand of both the fast path and the baseline at the best point"))
+}
+
+func TestSummarizeUDPLoss(t *testing.T) {
+	g := gomega.NewWithT(t)
+	udp := func(path string, loss float64) results.Run {
+		r := stream(path, 262144, 1472, 1, 900)
+		r.Test, r.LossPercent = results.UDPStream, loss
+		return r
+	}
+	s := benchresults.Summarize(results.Document{Runs: []results.Run{udp("fastpath", 0), udp("baseline", 12.5)}})
+	g.Expect(s.Points).To(gomega.HaveLen(1))
+	g.Expect(s.Points[0].Test).To(gomega.Equal(fastpathv1alpha1.TestUDPStream))
+	g.Expect(s.Points[0].FastPathLossPercent).To(gomega.Equal("0.00"))
+	g.Expect(s.Points[0].BaselineLossPercent).To(gomega.Equal("12.50"))
+}

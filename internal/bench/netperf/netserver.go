@@ -47,6 +47,9 @@ type Netserver struct {
 // Endpoint returns "addr:port".
 func (n *Netserver) Endpoint() string { return net.JoinHostPort(n.Addr, strconv.Itoa(n.Port)) }
 
+// Pid is the netserver's process ID; its test processes are its children.
+func (n *Netserver) Pid() int { return n.cmd.Process.Pid }
+
 // Output returns what netserver printed so far (stdout and stderr).
 func (n *Netserver) Output() string { return n.out.String() }
 

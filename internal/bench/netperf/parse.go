@@ -27,18 +27,63 @@ type Result struct {
 	TransactionsPerSec          float64
 	RequestBytes, ResponseBytes int
 	MeanLatencyUs, P99LatencyUs float64
+
+	// LocalCPUUtilPercent and RemoteCPUUtilPercent are the client's and the
+	// server's CPU utilisation in percent of all their CPUs (LOCAL_CPU_UTIL,
+	// REMOTE_CPU_UTIL). netperf on Linux reads /proc/stat, so both are
+	// host-wide: on one host they are the same measurement.
+	LocalCPUUtilPercent, RemoteCPUUtilPercent float64
+	// LocalServiceDemandUsPerKB and RemoteServiceDemandUsPerKB are the
+	// microseconds of CPU per KiB of payload on each end (LOCAL_SD,
+	// REMOTE_SD; usec/Tran output is converted with the request and
+	// response sizes).
+	LocalServiceDemandUsPerKB, RemoteServiceDemandUsPerKB float64
+	// CPUMethod is LOCAL_CPU_METHOD, "S" (/proc/stat) on Linux.
+	CPUMethod string
+	// CPUScope is results.CPUScopeHost when the run's Spec.SameHost was set,
+	// else results.CPUScopeEndpoints; Run sets it, Parse leaves it empty.
+	CPUScope string
+	// MessagesSent and MessagesReceived are the UDP datagrams sent and
+	// received (UDP_STREAM only).
+	MessagesSent, MessagesReceived int64
+}
+
+// ServiceDemandUsPerKB is the CPU cost per KiB the run reports once: the
+// host-wide LocalServiceDemandUsPerKB when client and server share a host
+// (CPUScope "host": the remote figure is the same CPUs again), else the sum
+// of both ends.
+func (r Result) ServiceDemandUsPerKB() float64 {
+	if r.CPUScope == results.CPUScopeHost {
+		return r.LocalServiceDemandUsPerKB
+	}
+	return r.LocalServiceDemandUsPerKB + r.RemoteServiceDemandUsPerKB
 }
 
 // Session converts r into the results shape for session number session of
 // pair pair against endpoint.
 func (r Result) Session(pair, session int, endpoint string) results.Session {
-	return results.Session{
+	s := results.Session{
 		Pair: pair, Session: session, Endpoint: endpoint,
 		ThroughputMbps: r.ThroughputMbps, TransactionsPerSec: r.TransactionsPerSec,
 		MeanLatencyUs: r.MeanLatencyUs, P99LatencyUs: r.P99LatencyUs,
 		ElapsedSec: r.ElapsedSec, LocalSocketBytes: r.LocalSocketBytes,
 		RemoteSocketBytes: r.RemoteSocketBytes, MSSBytes: r.MSSBytes,
+		CPUUtilPercent: r.LocalCPUUtilPercent, ServiceDemandUsPerKB: r.ServiceDemandUsPerKB(),
+		CPUScope: r.CPUScope, MessagesSent: r.MessagesSent, MessagesReceived: r.MessagesReceived,
 	}
+	if r.CPUScope == results.CPUScopeEndpoints {
+		s.RemoteCPUUtilPercent = r.RemoteCPUUtilPercent
+	}
+	return s
+}
+
+// LossPercent is the share of UDP datagrams sent that were not received, in
+// percent; 0 for other tests.
+func (r Result) LossPercent() float64 {
+	if r.MessagesSent <= 0 {
+		return 0
+	}
+	return results.LossPercent(r.MessagesSent, r.MessagesReceived)
 }
 
 // unitMbps maps netperf's THROUGHPUT_UNITS to a factor into 10^6 bit/s.
@@ -65,7 +110,9 @@ const unitTransactions = "Trans/s"
 // field for a selector it does not know), a value is not a finite number, a
 // unit is unknown, or the run measured nothing (zero throughput or
 // transaction rate, a non-positive elapsed time or mean latency, a negative
-// P99 latency, which netperf prints when it kept no histogram).
+// P99 latency, which netperf prints when it kept no histogram, a CPU figure
+// of -1, which netperf prints when it did not measure CPU, or a UDP_STREAM
+// that sent nothing).
 func Parse(test string, stdout []byte) (Result, error) {
 	sel, err := Selectors(test)
 	if err != nil {
@@ -83,6 +130,7 @@ func Parse(test string, stdout []byte) (Result, error) {
 		res        Result
 		throughput float64
 		units      string
+		sdUnits    string
 	)
 	for i, name := range sel {
 		v := strings.TrimSpace(fields[i])
@@ -113,6 +161,25 @@ func Parse(test string, stdout []byte) (Result, error) {
 			res.MeanLatencyUs, err = parseFloat(v, math.SmallestNonzeroFloat64)
 		case "P99_LATENCY":
 			res.P99LatencyUs, err = parseFloat(v, 0)
+		case "LOCAL_CPU_UTIL":
+			res.LocalCPUUtilPercent, err = parseCPU(v)
+		case "REMOTE_CPU_UTIL":
+			res.RemoteCPUUtilPercent, err = parseCPU(v)
+		case "LOCAL_SD":
+			res.LocalServiceDemandUsPerKB, err = parseCPU(v)
+		case "REMOTE_SD":
+			res.RemoteServiceDemandUsPerKB, err = parseCPU(v)
+		case "SD_UNITS":
+			sdUnits = v
+			if v != sdPerKB && v != sdPerTran {
+				err = fmt.Errorf("unknown service demand units %q (want %s or %s)", v, sdPerKB, sdPerTran)
+			}
+		case "LOCAL_CPU_METHOD":
+			res.CPUMethod = v
+		case "LOCAL_SEND_CALLS":
+			res.MessagesSent, err = parseCount(v)
+		case "REMOTE_RECV_CALLS":
+			res.MessagesReceived, err = parseCount(v)
 		}
 		if err != nil {
 			return Result{}, fmt.Errorf("%w: field %d (%s) of %q: %v", ErrUnparsable, i+1, name, excerpt(line), err)
@@ -123,7 +190,19 @@ func Parse(test string, stdout []byte) (Result, error) {
 		if !(res.ThroughputMbps > 0) {
 			return Result{}, fmt.Errorf("%w: request and response sizes are zero in %q", ErrUnparsable, excerpt(line))
 		}
+		if sdUnits == sdPerTran {
+			// usec per transaction into usec per KiB of both directions.
+			kib := float64(res.RequestBytes+res.ResponseBytes) / 1024
+			res.LocalServiceDemandUsPerKB /= kib
+			res.RemoteServiceDemandUsPerKB /= kib
+		}
 		return checkFinite(res, line)
+	}
+	if sdUnits == sdPerTran {
+		return Result{}, fmt.Errorf("%w: %s service demand in %s in %q", ErrUnparsable, test, sdUnits, excerpt(line))
+	}
+	if test == results.UDPStream && res.MessagesSent == 0 {
+		return Result{}, fmt.Errorf("%w: UDP_STREAM sent no datagrams in %q", ErrUnparsable, excerpt(line))
 	}
 	if units == unitTransactions {
 		return Result{}, fmt.Errorf("%w: %s throughput in %s in %q", ErrUnparsable, test, units, excerpt(line))
@@ -151,6 +230,36 @@ func parseFloat(s string, min float64) (float64, error) {
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < min {
 		return 0, fmt.Errorf("value %q out of range (want a finite number >= %g)", s, min)
+	}
+	return v, nil
+}
+
+// Service demand units (SD_UNITS): per KiB with -f m, per transaction for
+// RR tests without -f.
+const (
+	sdPerKB   = "usec/KB"
+	sdPerTran = "usec/Tran"
+)
+
+// parseCPU parses a CPU utilisation or service demand: netperf prints -1
+// when it did not measure CPU (no -c/-C), which is an error here because
+// every run asks for it.
+func parseCPU(s string) (float64, error) {
+	v, err := parseFloat(s, -1)
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("CPU not measured (%s): netperf needs -c -C", s)
+	}
+	return v, nil
+}
+
+// parseCount parses a non-negative call count.
+func parseCount(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("not a count: %q", s)
 	}
 	return v, nil
 }

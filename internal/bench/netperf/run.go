@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // RunGrace is added to a test's duration to bound the whole netperf run:
@@ -49,6 +51,10 @@ func Run(ctx context.Context, ex Executor, spec Spec) (Result, error) {
 	res, err := Parse(spec.Test, stdout)
 	if err != nil {
 		return fail(err)
+	}
+	res.CPUScope = results.CPUScopeEndpoints
+	if spec.SameHost {
+		res.CPUScope = results.CPUScopeHost
 	}
 	return res, nil
 }

@@ -39,15 +39,21 @@ func TestCommandMatchesCapturedCommands(t *testing.T) {
 		capture string
 		spec    netperf.Spec
 	}{
-		{"tcp_stream_256k_64k", netperf.Spec{Host: "127.0.0.1", Port: 22865, Test: results.TCPStream, Duration: time.Second, SocketBytes: 262144, MessageBytes: 65536}},
-		{"tcp_stream_default_sock", netperf.Spec{Host: "127.0.0.1", Port: 22865, Test: results.TCPStream, Duration: time.Second, MessageBytes: 16384}},
-		{"tcp_rr_1", netperf.Spec{Host: "127.0.0.1", Port: 22865, Test: results.TCPRR, Duration: time.Second, SocketBytes: 262144, MessageBytes: 1}},
+		{"tcp_stream_256k_64k", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.TCPStream, Duration: time.Second, SocketBytes: 262144, MessageBytes: 65536}},
+		{"tcp_stream_default_sock", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.TCPStream, Duration: time.Second, MessageBytes: 16384}},
+		{"tcp_rr_1", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.TCPRR, Duration: time.Second, SocketBytes: 262144, MessageBytes: 1}},
+		{"tcp_maerts_256k_64k", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.TCPMaerts, Duration: time.Second, SocketBytes: 262144, MessageBytes: 65536}},
+		{"udp_stream_1472", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.UDPStream, Duration: time.Second, SocketBytes: 262144, MessageBytes: 1472}},
+		{"tcp_crr_1", netperf.Spec{Host: "10.199.0.2", Port: 22865, Test: results.TCPCRR, Duration: time.Second, MessageBytes: 1}},
 	} {
 		t.Run(tc.capture, func(t *testing.T) {
 			g := gomega.NewWithT(t)
 			argv, err := tc.spec.Command()
 			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(argv).To(gomega.Equal(loadCapture(t, tc.capture).cmd))
+			// The capture ran the client in a namespace: "ip netns exec NAME netperf ...".
+			cmd := loadCapture(t, tc.capture).cmd
+			g.Expect(cmd[:3]).To(gomega.Equal([]string{"ip", "netns", "exec"}))
+			g.Expect(argv).To(gomega.Equal(cmd[4:]))
 		})
 	}
 }
@@ -57,7 +63,7 @@ func TestCommandDefaults(t *testing.T) {
 	spec := netperf.Spec{Host: "fd00::2", Test: results.TCPStream, Duration: 60 * time.Second, MessageBytes: 512}
 	argv, err := spec.Command()
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(strings.Join(argv, " ")).To(gomega.Equal("netperf -H fd00::2 -t TCP_STREAM -l 60 -f m -P 0 -- -m 512 -o " + strings.Join(netperf.StreamSelectors, ",")))
+	g.Expect(strings.Join(argv, " ")).To(gomega.Equal("netperf -H fd00::2 -t TCP_STREAM -l 60 -f m -P 0 -c -C -- -m 512 -o " + strings.Join(netperf.StreamSelectors, ",")))
 	g.Expect(spec.Endpoint()).To(gomega.Equal("[fd00::2]:12865"))
 }
 
@@ -74,7 +80,7 @@ func TestSpecValidate(t *testing.T) {
 		"fractional":      {func(s *netperf.Spec) { s.Duration = 1500 * time.Millisecond }, "whole seconds"},
 		"negative socket": {func(s *netperf.Spec) { s.SocketBytes = -1 }, "must not be negative"},
 		"no message":      {func(s *netperf.Spec) { s.MessageBytes = 0 }, "at least 1"},
-		"vsock test":      {func(s *netperf.Spec) { s.Test = results.VSockStream }, "only TCP_STREAM and TCP_RR"},
+		"vsock test":      {func(s *netperf.Spec) { s.Test = results.VSockStream }, "supported are TCP_STREAM"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -113,21 +119,35 @@ func TestRunAgainstLoopbackNetserver(t *testing.T) {
 		msg    int
 	}{
 		{results.TCPStream, 65536, 4096},
+		{results.TCPMaerts, 65536, 4096},
+		{results.UDPStream, 65536, 1472},
 		{results.TCPRR, 0, 1},
+		{results.TCPCRR, 0, 1},
 	} {
 		t.Run(tc.test, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			spec := netperf.Spec{Host: ns.Addr, Port: ns.Port, Test: tc.test, Duration: time.Second, SocketBytes: tc.socket, MessageBytes: tc.msg}
+			spec := netperf.Spec{Host: ns.Addr, Port: ns.Port, Test: tc.test, Duration: time.Second, SocketBytes: tc.socket, MessageBytes: tc.msg, SameHost: true}
 			res, err := netperf.Run(context.Background(), netperf.Local{}, spec)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(res.ThroughputMbps).To(gomega.BeNumerically(">", 0))
+			// One host: the CPU figure is host-wide and reported once.
+			g.Expect(res.CPUScope).To(gomega.Equal(results.CPUScopeHost))
+			g.Expect(res.LocalCPUUtilPercent).To(gomega.BeNumerically(">", 0))
+			g.Expect(res.ServiceDemandUsPerKB()).To(gomega.Equal(res.LocalServiceDemandUsPerKB))
+			g.Expect(res.Session(1, 1, ns.Endpoint()).RemoteCPUUtilPercent).To(gomega.BeZero())
+			if tc.test == results.UDPStream {
+				g.Expect(res.MessagesSent).To(gomega.BeNumerically(">", 0))
+				g.Expect(res.LossPercent()).To(gomega.BeNumerically("<=", 100))
+				g.Expect(res.MSSBytes).To(gomega.BeZero())
+				return
+			}
 			g.Expect(res.ElapsedSec).To(gomega.BeNumerically("~", 1, 0.5))
 			g.Expect(res.MSSBytes).To(gomega.BeNumerically(">", 0))
 			if tc.socket > 0 {
 				// Linux doubles what setsockopt(SO_SNDBUF) asks for.
 				g.Expect(res.LocalSocketBytes).To(gomega.Equal(2 * tc.socket))
 			}
-			if tc.test == results.TCPRR {
+			if results.IsRR(tc.test) {
 				g.Expect(res.TransactionsPerSec).To(gomega.BeNumerically(">", 0))
 				g.Expect(res.MeanLatencyUs).To(gomega.BeNumerically(">", 0))
 				g.Expect(res.P99LatencyUs).To(gomega.BeNumerically(">=", res.MeanLatencyUs*0.5))

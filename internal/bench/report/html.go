@@ -42,6 +42,7 @@ figure svg { width: 100%; height: auto; display: block; }
 {{if .Headline}}<p>At {{.Headline}} (throughput){{if .LatencyHeadline}} and {{.LatencyHeadline}} (latency, lower is better){{end}}:</p>{{end}}
 <pre>{{range .Lines}}{{.}}
 {{end}}</pre>{{end}}
+{{if .CPUNote}}<p>{{.CPUNote}}</p>{{end}}
 {{range .Sections}}<h2>{{.Title}}</h2>
 {{range .Charts}}<figure id="{{.Name}}" aria-label="{{.Title}}">{{svg .SVG}}</figure>
 {{end}}{{end}}
@@ -50,6 +51,12 @@ figure svg { width: 100%; height: auto; display: block; }
 <div class="wide"><table>
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range $i, $r := .Rows}}<tr{{if index $.Speedup.Bold $i}} class="bold"{{end}}>{{range $r}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table></div>{{end}}{{end}}
+{{with .Directions}}{{if .Rows}}<h2>Transmit and receive</h2>
+<p>TCP_STREAM (the client sends) beside TCP_MAERTS (the server sends) at the same point: median throughput in 10^6 bit/s and service demand in µs of CPU per KiB.</p>
+<div class="wide"><table>
+<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table></div>{{end}}{{end}}
 <h2>All runs</h2>
 <p>Medians over repetitions with [min–max]; throughput in 10^6 bit/s.</p>

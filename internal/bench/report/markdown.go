@@ -25,6 +25,10 @@ At {{.Headline}} (throughput){{if .LatencyHeadline}} and {{.LatencyHeadline}} (l
 {{range .Lines}}{{.}}
 {{end}}` + "```" + `
 {{end}}
+{{- if .CPUNote}}
+
+{{.CPUNote}}
+{{end}}
 {{- range .Sections}}
 ## {{.Title}}
 {{range .Charts}}
@@ -38,6 +42,14 @@ Median throughput of each path over each reference path; higher is better.
 Headline rows are in bold.
 
 {{table .Speedup}}
+{{end}}
+{{- if .Directions.Rows}}
+## Transmit and receive
+
+TCP_STREAM (the client sends) beside TCP_MAERTS (the server sends) at the same
+point: median throughput in 10^6 bit/s and service demand in µs of CPU per KiB.
+
+{{table .Directions}}
 {{end}}
 ## All runs
 

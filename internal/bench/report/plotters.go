@@ -85,7 +85,7 @@ func (b *groupBars) DataRange() (xmin, xmax, ymin, ymax float64) {
 type legendItem struct {
 	label string
 	color color.Color
-	// shape is "bar", "line", "triangle" or "ring".
+	// shape is "bar", "line", "triangle", "ring", "whisker" or "dash".
 	shape string
 }
 
@@ -112,6 +112,8 @@ func drawLegend(c draw.Canvas, items []legendItem, top vg.Length) vg.Length {
 			c.DrawGlyph(draw.GlyphStyle{Color: it.color, Radius: vg.Points(3.5), Shape: draw.PyramidGlyph{}}, vg.Point{X: x + sw/2, Y: y})
 		case "ring":
 			c.DrawGlyph(draw.GlyphStyle{Color: it.color, Radius: vg.Points(3), Shape: draw.RingGlyph{}}, vg.Point{X: x + sw/2, Y: y})
+		case "dash":
+			c.StrokeLine2(draw.LineStyle{Color: it.color, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(3), vg.Points(2)}}, x-2, y, x+sw+2, y)
 		case "whisker":
 			ls := draw.LineStyle{Color: it.color, Width: vg.Points(0.8)}
 			c.StrokeLine2(ls, x+sw/2, y-5, x+sw/2, y+5)

@@ -31,8 +31,9 @@ type Report struct {
 	HTML []byte
 	// Charts in the order they appear.
 	Charts []Chart
-	// Lines are the headline ratio lines (RatioLines, then
-	// LatencyLines), e.g. "ratio fastpath-linux-bridge/baseline-untuned 2.93".
+	// Lines are the headline ratio lines (RatioLines, then LatencyLines,
+	// then the CPU lines), e.g. "ratio fastpath-linux-bridge/baseline-untuned
+	// 2.93", "cpu fastpath-linux-bridge/baseline-masquerade 0.62 [0.55-0.70]".
 	Lines []string
 }
 
@@ -60,7 +61,13 @@ func Render(doc results.Document, opts Options) (*Report, error) {
 		}
 		r.Charts = append(r.Charts, cs...)
 	}
+	cs, err := cpuCharts(all, doc.Runs, opts.IsReference)
+	if err != nil {
+		return nil, fmt.Errorf("failed to render report: %w", err)
+	}
+	r.Charts = append(r.Charts, cs...)
 	r.Lines = append(RatioLines(doc.Runs, opts.IsReference), LatencyLines(doc.Runs, opts.IsReference)...)
+	r.Lines = append(r.Lines, cpuLines(doc.Runs, opts.IsReference)...)
 	v := newView(doc, opts, r)
 	md, err := markdown(v)
 	if err != nil {

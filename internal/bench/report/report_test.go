@@ -46,9 +46,10 @@ func TestRenderFixture(t *testing.T) {
 		g.Expect(string(c.SVG)).To(gomega.ContainSubstring("<svg"))
 	}
 	g.Expect(names).To(gomega.Equal([]string{
-		"throughput-tcp-stream-1-session", "throughput-tcp-stream-5-sessions",
+		"throughput-tcp-stream-1-session", "throughput-tcp-stream-5-sessions", "throughput-tcp-maerts-1-session",
 		"latency-tcp-rr",
 		"scale-out-tcp-stream-256kib-64kib-1-session",
+		"cpu-ratio",
 	}))
 	// fastpath-linux-bridge ran at two MTUs: the best one counts.
 	g.Expect(r.Lines).To(gomega.Equal([]string{
@@ -58,6 +59,8 @@ func TestRenderFixture(t *testing.T) {
 		"latency fastpath-linux-bridge/baseline-untuned 0.81",
 		"latency fastpath-linux-bridge/baseline-masquerade 0.66",
 		"latency fastpath-linux-bridge/ceiling 1.14",
+		// 2.6 over 4.5 µs/KiB in every repetition.
+		"cpu fastpath-linux-bridge/baseline-masquerade 0.58 [0.58-0.58]",
 	}))
 
 	md := string(r.Markdown)
@@ -68,7 +71,13 @@ func TestRenderFixture(t *testing.T) {
 	g.Expect(md).To(gomega.ContainSubstring("| **TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1** | **3.53×** |"))
 	g.Expect(md).To(gomega.ContainSubstring("![TCP_STREAM throughput vs message size, 1 session](throughput-tcp-stream-1-session.svg)"))
 	// One table row per run.
-	g.Expect(strings.Count(md, "\n| fastpath-linux-bridge | TCP_")).To(gomega.Equal(2 * (16 + 4 + 1)))
+	g.Expect(strings.Count(md, "\n| fastpath-linux-bridge | TCP_")).To(gomega.Equal(2 * (16 + 4 + 4 + 1)))
+	// The CPU figure, its explanation, transmit beside receive.
+	g.Expect(md).To(gomega.ContainSubstring("## CPU per byte\n\n![CPU per byte relative to baseline-masquerade (lower is better)](cpu-ratio.svg)"))
+	g.Expect(md).To(gomega.ContainSubstring("Client and server shared one host, so the figure is the host's whole CPU (/proc/stat), measured once"))
+	g.Expect(md).To(gomega.ContainSubstring("| path | MTU | socket | message | sessions | transmit Mbit/s | receive Mbit/s | transmit µs/KiB | receive µs/KiB |"))
+	g.Expect(md).To(gomega.ContainSubstring("| baseline-masquerade | 1500 | 256KiB | 64KiB | 1 | 9800 | 9016 | 4.500 | 4.950 |"))
+	g.Expect(md).To(gomega.ContainSubstring("| 4.500 [4.365–4.680] | 80 (host) | – | – | 3 |"))
 
 	dir := t.TempDir()
 	files, err := r.WriteDir(dir)

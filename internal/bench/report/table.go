@@ -15,10 +15,12 @@ import (
 // the speed-up of every non-reference path over each reference at that
 // point (for RR tests the ratio of transaction rates). Stream throughput is
 // the median in Gbit/s (10^9) with min-max over the repetitions; RR tests
-// show the median transactions per second and mean round trip in µs.
+// show the median transactions per second and mean round trip in µs. CPU
+// is the median service demand in µs per KiB (netperf -c -C), "-" when not
+// measured; UDP_STREAM rows add the median loss.
 func WriteResultsTable(w io.Writer, doc results.Document) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tTRANS/S\tMEAN LATENCY µs\tSPEED-UP")
+	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tTRANS/S\tMEAN LATENCY µs\tCPU µs/KiB\tSPEED-UP")
 	var points []results.Point
 	seen := map[results.Point]bool{}
 	for _, r := range doc.Runs {
@@ -59,12 +61,19 @@ func WriteResultsTable(w io.Writer, doc results.Document) error {
 			if pt.SocketBytes > 0 {
 				sock = results.FormatBytes(pt.SocketBytes)
 			}
+			cpu := "-"
+			if r.ServiceDemandUsPerKB > 0 {
+				cpu = fmt.Sprintf("%.3f", r.ServiceDemandUsPerKB)
+			}
+			if r.Test == results.UDPStream {
+				rate += fmt.Sprintf(" loss %.1f%%", r.LossPercent)
+			}
 			sp := strings.Join(speed[pt.String()+"|"+p], ", ")
 			if sp == "" {
 				sp = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				pt.Test, sock, results.FormatBytes(pt.MessageBytes), pt.Sessions, pt.Pairs, p, mtu, rate, tps, lat, sp)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				pt.Test, sock, results.FormatBytes(pt.MessageBytes), pt.Sessions, pt.Pairs, p, mtu, rate, tps, lat, cpu, sp)
 		}
 	}
 	return tw.Flush()

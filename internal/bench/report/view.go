@@ -20,6 +20,10 @@ type view struct {
 	Charts          []Chart
 	Sections        []section
 	Runs            table
+	// Directions puts transmit (TCP_STREAM) and receive (TCP_MAERTS) side
+	// by side; CPUNote explains the CPU figures ("" without any).
+	Directions table
+	CPUNote    string
 }
 
 type section struct {
@@ -42,7 +46,7 @@ func newView(doc results.Document, opts Options, r *Report) view {
 	if lp, ok := LatencyHeadline(doc.Runs); ok {
 		v.LatencyHeadline = lp.String()
 	}
-	for _, s := range []struct{ kind, title string }{{"throughput", "Throughput"}, {"latency", "Latency"}, {"scale-out", "Scale-out"}} {
+	for _, s := range []struct{ kind, title string }{{"throughput", "Throughput"}, {"cpu", "CPU per byte"}, {"latency", "Latency"}, {"scale-out", "Scale-out"}} {
 		var cs []Chart
 		for _, c := range r.Charts {
 			if c.Kind == s.kind {
@@ -55,6 +59,8 @@ func newView(doc results.Document, opts Options, r *Report) view {
 	}
 	v.Speedup = speedupTable(doc.Runs, opts.IsReference)
 	v.Runs = runsTable(doc.Runs)
+	v.Directions = directionsTable(doc.Runs)
+	v.CPUNote = cpuNote(doc.Runs)
 	return v
 }
 
@@ -104,7 +110,7 @@ func contains(xs []string, x string) bool {
 }
 
 func runsTable(runs []results.Run) table {
-	t := table{Header: []string{"path", "test", "socket", "message", "sessions", "pairs", "MTU", "throughput Mbit/s median [min–max]", "transactions/s", "mean latency µs [min–max]", "P99 µs", "repetitions"}}
+	t := table{Header: []string{"path", "test", "socket", "message", "sessions", "pairs", "MTU", "throughput Mbit/s median [min–max]", "transactions/s", "mean latency µs [min–max]", "P99 µs", "service demand µs/KiB [min–max]", "CPU %", "own processes µs/KiB [min–max]", "UDP loss %", "repetitions"}}
 	for _, r := range runs {
 		sock := "default"
 		if r.SocketBytes > 0 {
@@ -125,7 +131,8 @@ func runsTable(runs []results.Run) table {
 			p99 = num(r.P99LatencyUs)
 		}
 		t.Rows = append(t.Rows, []string{r.Path, r.Test, sock, results.FormatBytes(r.MessageBytes), fmt.Sprint(r.Sessions), fmt.Sprint(r.Pairs), mtu,
-			fmt.Sprintf("%s [%s–%s]", num(r.ThroughputMbps), num(r.ThroughputMinMbps), num(r.ThroughputMaxMbps)), tps, lat, p99, fmt.Sprint(len(r.Samples))})
+			fmt.Sprintf("%s [%s–%s]", num(r.ThroughputMbps), num(r.ThroughputMinMbps), num(r.ThroughputMaxMbps)), tps, lat, p99})
+		t.Rows[len(t.Rows)-1] = append(append(t.Rows[len(t.Rows)-1], cpuCells(r)...), fmt.Sprint(len(r.Samples)))
 		t.Bold = append(t.Bold, false)
 	}
 	return t

@@ -36,6 +36,8 @@ func NewSample(repetition, pairs int, sessions []Session) (Sample, error) {
 	if pairs > 1 {
 		s.PerPairThroughputMbps = perPair
 	}
+	s.ServiceDemandUsPerKB, s.CPUUtilPercent = CombineCPU(sessions)
+	s.LossPercent = combineLoss(sessions)
 	return s, nil
 }
 
@@ -58,6 +60,7 @@ func (r *Run) Summarize() {
 	r.MeanLatencyUs, r.MeanLatencyMinUs, r.MeanLatencyMaxUs = Median(ml), minOf(ml), maxOf(ml)
 	p99 := pick(func(s Sample) float64 { return s.P99LatencyUs })
 	r.P99LatencyUs, r.P99LatencyMinUs, r.P99LatencyMaxUs = Median(p99), minOf(p99), maxOf(p99)
+	r.summarizeCPU(pick)
 	r.PerPairThroughputMbps = nil
 	if r.Pairs > 1 {
 		r.PerPairThroughputMbps = make([]float64, r.Pairs)

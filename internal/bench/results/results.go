@@ -39,14 +39,45 @@ const (
 	TCPRR       = "TCP_RR"
 	VSockStream = "VSOCK_STREAM"
 	VSockRR     = "VSOCK_RR"
+	// TCPMaerts is TCP_STREAM in the receive direction: the server sends.
+	TCPMaerts = "TCP_MAERTS"
+	// UDPStream is a UDP bulk stream; its throughput is what arrived and
+	// its loss is reported (Run.LossPercent).
+	UDPStream = "UDP_STREAM"
+	// TCPCRR is a request/response test with a new TCP connection per
+	// transaction: the connection rate.
+	TCPCRR = "TCP_CRR"
 )
 
-// IsRR reports whether test is a request/response test (name ends in "_RR"):
-// its messageBytes is the request and response size, it reports transactions
-// and latency, and its throughput is the payload rate of both directions.
+// IsRR reports whether test is a request/response test (name ends in "_RR",
+// or TCP_CRR): its messageBytes is the request and response size, it reports
+// transactions and latency, and its throughput is the payload rate of both
+// directions.
 func IsRR(test string) bool {
-	return len(test) > 3 && test[len(test)-3:] == "_RR"
+	return test == TCPCRR || len(test) > 3 && test[len(test)-3:] == "_RR"
 }
+
+// MeasuresCPU reports whether the runner measures CPU (netperf -c -C) for
+// test: every netperf test (TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR,
+// UDP_STREAM), not the vsock tests.
+func MeasuresCPU(test string) bool {
+	switch test {
+	case TCPStream, TCPMaerts, TCPRR, TCPCRR, UDPStream:
+		return true
+	}
+	return false
+}
+
+// CPU scopes (Session.CPUScope, Run.CPUScope).
+const (
+	// CPUScopeHost: client and server share one host (network namespaces,
+	// pods on one node); netperf's local and remote figures are the same
+	// host-wide /proc/stat measurement, so it is reported once.
+	CPUScopeHost = "host"
+	// CPUScopeEndpoints: client and server are separate machines or guests;
+	// the service demand is the client's plus the server's.
+	CPUScopeEndpoints = "endpoints"
+)
 
 // Document is the whole output of one benchmark run, printed by
 // `fastpath-bench run` and stored in the FastPathBenchmark's ConfigMap.
@@ -86,7 +117,8 @@ type Machine struct {
 type Run struct {
 	// Path names the datapath, e.g. "fastpath-linux-bridge" or "baseline-untuned".
 	Path string `json:"path"`
-	// Test is TCP_STREAM, TCP_RR, VSOCK_STREAM or VSOCK_RR.
+	// Test is TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR,
+	// VSOCK_STREAM or VSOCK_RR.
 	Test string `json:"test"`
 	// SocketBytes is the requested send and receive socket buffer size
 	// (netperf -s/-S); 0 means the kernel default with autotuning.
@@ -126,6 +158,34 @@ type Run struct {
 	P99LatencyMinUs float64 `json:"p99LatencyMinUs,omitempty"`
 	P99LatencyMaxUs float64 `json:"p99LatencyMaxUs,omitempty"`
 
+	// ServiceDemandUsPerKB is the median over repetitions of the CPU time
+	// the run cost per KiB of payload moved, in microseconds (netperf's
+	// service demand, usec/KB with KB = 1024 bytes; for RR tests the payload
+	// of both directions); set for the tests MeasuresCPU names. Lower is
+	// better. See Sample.ServiceDemandUsPerKB and CPUScope.
+	ServiceDemandUsPerKB    float64 `json:"serviceDemandUsPerKB,omitempty"`
+	ServiceDemandMinUsPerKB float64 `json:"serviceDemandMinUsPerKB,omitempty"`
+	ServiceDemandMaxUsPerKB float64 `json:"serviceDemandMaxUsPerKB,omitempty"`
+	// CPUUtilPercent is the median over repetitions of the CPU utilisation
+	// netperf measured, in percent of all CPUs of the machine (0-100); with
+	// CPUScope "host" that is the whole host's, not only the benchmark's.
+	CPUUtilPercent float64 `json:"cpuUtilPercent,omitempty"`
+	// CPUScope says what the CPU figures cover: CPUScopeHost or
+	// CPUScopeEndpoints; empty when no CPU was measured.
+	CPUScope string `json:"cpuScope,omitempty"`
+	// ProcessServiceDemandUsPerKB is the median over repetitions of the CPU
+	// time of the benchmark's own processes per KiB of payload, in
+	// microseconds (Sample.ProcessServiceDemandUsPerKB); set by the local
+	// benchmark, where those processes are this host's.
+	ProcessServiceDemandUsPerKB    float64 `json:"processServiceDemandUsPerKB,omitempty"`
+	ProcessServiceDemandMinUsPerKB float64 `json:"processServiceDemandMinUsPerKB,omitempty"`
+	ProcessServiceDemandMaxUsPerKB float64 `json:"processServiceDemandMaxUsPerKB,omitempty"`
+	// LossPercent is the median over repetitions of the share of UDP
+	// messages sent that did not arrive (UDP_STREAM only; 0 is omitted);
+	// LossMaxPercent the largest.
+	LossPercent    float64 `json:"lossPercent,omitempty"`
+	LossMaxPercent float64 `json:"lossMaxPercent,omitempty"`
+
 	// Samples holds one entry per repetition, in the order they ran.
 	Samples []Sample `json:"samples"`
 }
@@ -147,6 +207,23 @@ type Sample struct {
 	// reports no histogram, so the true P99 of the combined transactions is
 	// not known; the largest per-session P99 is an upper bound of it.
 	P99LatencyUs float64 `json:"p99LatencyUs,omitempty"`
+	// ServiceDemandUsPerKB is the CPU time per KiB of all sessions' payload,
+	// in microseconds: sessions that share a machine share its CPU figure,
+	// so their CPU time is counted once (CombineCPU).
+	ServiceDemandUsPerKB float64 `json:"serviceDemandUsPerKB,omitempty"`
+	// CPUUtilPercent is the sessions' mean (client or host-wide) CPU
+	// utilisation in percent of all CPUs.
+	CPUUtilPercent float64 `json:"cpuUtilPercent,omitempty"`
+	// ProcessServiceDemandUsPerKB is the CPU time the repetition's own
+	// processes used (the netperf clients, netserver's test processes and,
+	// on fastpath-ovs, ovs-vswitchd; user plus system time, which includes
+	// the softirq work run in their context) per KiB of payload, in
+	// microseconds. Unlike ServiceDemandUsPerKB it leaves out the other
+	// processes of a shared host, and the softirq work ksoftirqd does.
+	ProcessServiceDemandUsPerKB float64 `json:"processServiceDemandUsPerKB,omitempty"`
+	// LossPercent is 100 × (1 - messages received / messages sent) over all
+	// sessions (UDP_STREAM only).
+	LossPercent float64 `json:"lossPercent,omitempty"`
 	// PerSession holds what each session reported.
 	PerSession []Session `json:"perSession"`
 }
@@ -174,6 +251,24 @@ type Session struct {
 	RemoteSocketBytes int `json:"remoteSocketBytes,omitempty"`
 	// MSSBytes is the TCP maximum segment size of the data connection.
 	MSSBytes int `json:"mssBytes,omitempty"`
+
+	// CPUUtilPercent is netperf's LOCAL_CPU_UTIL: the client machine's CPU
+	// utilisation in percent of all its CPUs, or, with CPUScope "host", the
+	// host's (measured once for client and server).
+	CPUUtilPercent float64 `json:"cpuUtilPercent,omitempty"`
+	// RemoteCPUUtilPercent is netperf's REMOTE_CPU_UTIL, the server's; set
+	// only with CPUScope "endpoints".
+	RemoteCPUUtilPercent float64 `json:"remoteCPUUtilPercent,omitempty"`
+	// ServiceDemandUsPerKB is microseconds of CPU per KiB of payload:
+	// LOCAL_SD with CPUScope "host", LOCAL_SD + REMOTE_SD with "endpoints".
+	ServiceDemandUsPerKB float64 `json:"serviceDemandUsPerKB,omitempty"`
+	// CPUScope is CPUScopeHost or CPUScopeEndpoints; empty when CPU was not
+	// measured.
+	CPUScope string `json:"cpuScope,omitempty"`
+	// MessagesSent and MessagesReceived count UDP datagrams
+	// (LOCAL_SEND_CALLS, REMOTE_RECV_CALLS; UDP_STREAM only).
+	MessagesSent     int64 `json:"messagesSent,omitempty"`
+	MessagesReceived int64 `json:"messagesReceived,omitempty"`
 }
 
 // Decode reads a Document from r and checks it with Validate. Unknown

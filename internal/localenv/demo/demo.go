@@ -3,6 +3,7 @@ package demo
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -541,7 +542,7 @@ func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmar
 		fmt.Fprintln(d.out, l)
 	}
 	if b.Status.BestGbps != "" || b.Status.Speedup != "" {
-		fmt.Fprintf(d.out, "status: best %s Gbit/s, speed-up %s\n", b.Status.BestGbps, b.Status.Speedup)
+		fmt.Fprintf(d.out, "status: best %s Gbit/s, speed-up %s, cpuRatio %s (fast path / baseline CPU per byte, lower is better)\n", b.Status.BestGbps, b.Status.Speedup, cmp.Or(b.Status.CPURatio, "-"))
 	}
 	var rels []string
 	for _, f := range append([]string{filepath.Join(dir, "results.json")}, files...) {

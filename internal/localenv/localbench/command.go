@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 )
 
 // RunOptions are the flags of `fastpath-bench local`: build the paths,
@@ -37,6 +39,9 @@ type RunOptions struct {
 	Strict bool
 	// Nice is the niceness to run at, -20 to 19; 0 leaves it.
 	Nice int
+	// Tests are the netperf tests to run, comma-separated (default
+	// QuickTests).
+	Tests string
 
 	matrix bench.Matrix
 	opts   Options
@@ -54,7 +59,7 @@ func defaultPlugin() string {
 
 // AddFlags registers the flags of `fastpath-bench local` on fs.
 func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.Full, "full", false, "the papers' full matrix (TCP_STREAM socket 64K,256K x message 512..64K x sessions 1,5 + TCP_RR) instead of the quick one (256K/64K single session + TCP_RR)")
+	fs.BoolVar(&o.Full, "full", false, "the papers' full matrix (socket 64K,256K x message 512..64K x sessions 1,5 for TCP_STREAM and TCP_MAERTS, plus UDP_STREAM, TCP_RR, TCP_CRR) instead of the quick one (256K/64K single session)")
 	fs.StringVar(&o.Out, "out", filepath.Join("_out", "bench"), "directory for results.json, report.md, report.html and the charts; other benchmarks' figures files there are printed too")
 	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "length of each test, whole seconds")
 	fs.IntVar(&o.Repetitions, "repetitions", 3, "runs per point and path; the median is reported")
@@ -64,6 +69,7 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CNIPath, "cni-path", DefaultCNIPath, "directories of the host-local IPAM plugin, colon-separated")
 	fs.StringVar(&o.Prefix, "prefix", DefaultPrefix, "start of the names of everything the run makes (at most 5 characters); leftovers of killed runs with it are removed first")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a target is missed")
+	fs.StringVar(&o.Tests, "tests", strings.Join(QuickTests, ","), "netperf tests to run, comma-separated (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR); every one measures CPU with -c -C")
 	fs.IntVar(&o.Nice, "nice", -20, "niceness of the benchmark, the netperf and netserver processes it starts and ovs-vswitchd while it runs (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
 }
 
@@ -75,6 +81,14 @@ func (o *RunOptions) Validate() error {
 		o.matrix = FullMatrix(o.Duration)
 	}
 	o.matrix.Repetitions = o.Repetitions
+	if o.Tests != "" {
+		o.matrix.Tests = bench.ParseList(o.Tests)
+	}
+	for _, t := range o.matrix.Tests {
+		if !slices.Contains(netperf.Tests, t) {
+			return fmt.Errorf("--tests: unknown test %q (known: %s)", t, strings.Join(netperf.Tests, ", "))
+		}
+	}
 	if err := o.matrix.Validate(); err != nil {
 		return err
 	}

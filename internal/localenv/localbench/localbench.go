@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
@@ -71,6 +73,7 @@ type Setup struct {
 	Emulated string
 
 	log      logr.Logger
+	ovsPid   int // ovs-vswitchd, while an Open vSwitch session runs
 	tmp      string
 	lock     *runLock
 	cleanups []cleanup
@@ -216,6 +219,9 @@ func Build(ctx context.Context, opts Options) (out *Setup, err error) {
 			return s, err
 		default:
 			s.onClose("Open vSwitch session", ovs.stop)
+			if s.ovsPid, err = vswitchdPid(); err != nil {
+				return s, err
+			}
 			if opts.Nice != 0 {
 				if err := ovs.renice(opts.Nice); err != nil {
 					return s, err
@@ -332,9 +338,45 @@ func (s *Setup) build(ctx context.Context, v variant, cni *cniRunner) (bench.Pat
 		return bench.Path{}, err
 	}
 	s.onClose("netserver in "+server.Name, ns.Stop)
-	return bench.Path{Name: v.path, MTU: v.mtu, Endpoints: []bench.Endpoint{{
+	pids := []int{ns.Pid()}
+	if v.path == PathFastPathOVS {
+		// ovs-vswitchd forwards every packet of the userspace datapath.
+		pids = append(pids, s.ovsPid)
+	}
+	p := bench.Path{Name: v.path, MTU: v.mtu, Endpoints: []bench.Endpoint{{
 		Executor: netperf.NetNS{Path: client.Path}, Host: connect, Port: ns.Port,
-	}}}, nil
+	}}, ServerCPU: serverCPU(pids)}
+	if v.path == PathBaselineMasquerade {
+		p.Skip = map[string]string{results.UDPStream: MasqueradeUDPSkip}
+	}
+	return p, nil
+}
+
+// MasqueradeUDPSkip is why baseline-masquerade is not measured with
+// UDP_STREAM: netperf's datagram flood through the emulated masquerade NAT
+// ends within a second with "send_data failed: Network is unreachable"
+// (ENETUNREACH on the client's UDP socket), which TCP through the same NAT
+// never sees; the cause is not found yet.
+const MasqueradeUDPSkip = "UDP_STREAM through the emulated masquerade NAT fails with ENETUNREACH (send_data failed: Network is unreachable); not yet understood"
+
+// serverCPU returns the cumulative CPU time of the server side of a path:
+// the netserver (pids[0]) with the test processes it has reaped, which it
+// is given up to a second to do, and the other processes in pids.
+func serverCPU(pids []int) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		if err := bench.WaitChildless(pids[0], time.Second); err != nil {
+			return 0, err
+		}
+		var sum time.Duration
+		for _, pid := range pids {
+			d, err := bench.ProcessCPU(pid)
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
 }
 
 // addrs returns the .1 (client) and .2 (server) addresses of v's subnet.

@@ -128,30 +128,41 @@ func TestLocalBenchmark(t *testing.T) {
 
 	m := QuickMatrix(time.Second)
 	m.Repetitions = 1
-	doc, err := bench.Document(ctx, &bench.Runner{Matrix: m, Paths: s.Paths}, s.Emulated)
+	doc, err := bench.Document(ctx, &bench.Runner{Matrix: m, Paths: s.Paths, Tools: Tools(), ClientCPU: bench.FinishedChildrenCPU}, s.Emulated)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(doc.Validate()).To(gomega.Succeed())
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("VMs emulated as network namespaces"))
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("not the kernel datapath a real node uses"))
-	g.Expect(doc.Runs).To(gomega.HaveLen(8))
+	// 5 tests on 4 paths, UDP_STREAM skipped on baseline-masquerade.
+	g.Expect(doc.Runs).To(gomega.HaveLen(19))
 	// The TCP MSS shows the MTU each path's traffic really had: MTU - 52
 	// (20 IPv4 + 20 TCP + 12 timestamp option bytes).
 	mss := map[string]int{}
 	for _, r := range doc.Runs {
 		g.Expect(r.Samples).To(gomega.HaveLen(1))
-		if r.Test == results.TCPStream {
+		g.Expect(r.Path + " " + r.Test).NotTo(gomega.Equal(PathBaselineMasquerade + " " + results.UDPStream))
+		// Every run measured CPU: netperf's, once for the shared host, and
+		// the benchmark's own processes'.
+		g.Expect(r.ServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s", r.Path, r.Test)
+		g.Expect(r.CPUScope).To(gomega.Equal(results.CPUScopeHost))
+		g.Expect(r.ProcessServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s", r.Path, r.Test)
+		switch {
+		case r.Test == results.TCPStream:
 			mss[r.Path] = r.Samples[0].PerSession[0].MSSBytes
-		} else {
+		case results.IsRR(r.Test):
 			g.Expect(r.MeanLatencyUs).To(gomega.BeNumerically(">", 0))
+		case r.Test == results.UDPStream:
+			g.Expect(r.Samples[0].PerSession[0].MessagesSent).To(gomega.BeNumerically(">", 0))
 		}
 	}
 	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathCeiling: 65483}))
 	ts := CheckTargets(doc.Runs)
-	g.Expect(ts).To(gomega.HaveLen(4))
-	for _, tg := range ts {
+	g.Expect(ts).To(gomega.HaveLen(6))
+	for _, tg := range ts[:5] {
 		g.Expect(tg.Measured).To(gomega.BeTrue(), tg.String())
 		g.Expect(tg.Got).To(gomega.BeNumerically(">", 0))
 	}
+	g.Expect(ts[5].Measured).To(gomega.BeFalse(), "no fastpath-ovs in this run")
 
 	g.Expect(s.Close()).To(gomega.Succeed())
 	assertGone(g, s)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -54,8 +55,12 @@ func measure(ctx context.Context, setup *Setup, m bench.Matrix) (results.Documen
 	if len(setup.Paths) == 0 {
 		return results.Document{}, fmt.Errorf("failed to run the local benchmark: no path could be built (%v)", setup.Skipped)
 	}
-	np := bench.Netperf{}
-	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: map[string]bench.Tool{results.TCPStream: np, results.TCPRR: np}}
+	// Client and server namespaces share this host: netperf's CPU figure is
+	// the host's, reported once (Tools).
+	// The clients are this process's children, and the paths know their
+	// server processes: each repetition also gets the CPU time of the
+	// benchmark's own processes per byte.
+	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: Tools(), ClientCPU: bench.FinishedChildrenCPU}
 	return bench.Document(ctx, r, setup.Emulated)
 }
 
@@ -92,19 +97,45 @@ func writeLocal(stdout, stderr io.Writer, doc results.Document, setup *Setup, di
 	for name, why := range setup.Skipped {
 		fmt.Fprintf(stdout, "skipped %s: %s\n", name, why)
 	}
+	for _, p := range setup.Paths {
+		for test, why := range p.Skip {
+			if slices.ContainsFunc(doc.Runs, func(r results.Run) bool { return r.Test == test }) {
+				fmt.Fprintf(stdout, "skipped %s on %s@%d: %s\n", test, p.Name, p.MTU, why)
+			}
+		}
+	}
 	for _, r := range doc.Runs {
 		if results.IsRR(r.Test) {
-			fmt.Fprintf(stdout, "median %s %s mtu=%d: mean latency %.1f µs [%.1f-%.1f], %.0f transactions/s\n",
-				r.Point(), r.Path, r.MTU, r.MeanLatencyUs, r.MeanLatencyMinUs, r.MeanLatencyMaxUs, r.TransactionsPerSec)
+			fmt.Fprintf(stdout, "median %s %s mtu=%d: mean latency %.1f µs [%.1f-%.1f], %.0f transactions/s%s\n",
+				r.Point(), r.Path, r.MTU, r.MeanLatencyUs, r.MeanLatencyMinUs, r.MeanLatencyMaxUs, r.TransactionsPerSec, cpuSuffix(r))
 		} else {
-			fmt.Fprintf(stdout, "median %s %s mtu=%d: %.2f Gbps [%.2f-%.2f]\n",
-				r.Point(), r.Path, r.MTU, r.ThroughputMbps/1000, r.ThroughputMinMbps/1000, r.ThroughputMaxMbps/1000)
+			fmt.Fprintf(stdout, "median %s %s mtu=%d: %.2f Gbps [%.2f-%.2f]%s\n",
+				r.Point(), r.Path, r.MTU, r.ThroughputMbps/1000, r.ThroughputMinMbps/1000, r.ThroughputMaxMbps/1000, cpuSuffix(r))
 		}
 	}
 	for _, l := range rep.Lines {
 		fmt.Fprintln(stdout, l)
 	}
 	return nil
+}
+
+// cpuSuffix renders a run's UDP loss and service demand for the median
+// lines, e.g. ", loss 0.0% [max 0.2%], CPU 3.600 µs/KiB [3.4-3.9] at 100% host-wide".
+func cpuSuffix(r results.Run) string {
+	s := ""
+	if r.Test == results.UDPStream {
+		s += fmt.Sprintf(", loss %.1f%% [max %.1f%%]", r.LossPercent, r.LossMaxPercent)
+	}
+	if r.ServiceDemandUsPerKB > 0 {
+		s += fmt.Sprintf(", CPU %.3f µs/KiB [%.3f-%.3f] at %.0f%%", r.ServiceDemandUsPerKB, r.ServiceDemandMinUsPerKB, r.ServiceDemandMaxUsPerKB, r.CPUUtilPercent)
+		if r.CPUScope == results.CPUScopeHost {
+			s += " host-wide"
+		}
+	}
+	if r.ProcessServiceDemandUsPerKB > 0 {
+		s += fmt.Sprintf(", own processes %.3f µs/KiB [%.3f-%.3f]", r.ProcessServiceDemandUsPerKB, r.ProcessServiceDemandMinUsPerKB, r.ProcessServiceDemandMaxUsPerKB)
+	}
+	return s
 }
 
 // printFigures prints the other benchmarks' figures files in dir

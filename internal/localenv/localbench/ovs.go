@@ -24,6 +24,19 @@ type ovsSession struct {
 	unnice func() error
 }
 
+// vswitchdPid reads the pid of the running ovs-vswitchd.
+func vswitchdPid() (int, error) {
+	raw, err := os.ReadFile(ovsrun.VswitchdPidFile)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read the pid of ovs-vswitchd: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return 0, fmt.Errorf("failed to parse the pid of ovs-vswitchd in %s: %q", ovsrun.VswitchdPidFile, raw)
+	}
+	return pid, nil
+}
+
 // renice gives ovs-vswitchd, which forwards every packet of the userspace
 // datapath, the benchmark's niceness n, so that the netperf processes do
 // not starve it; stop restores it.

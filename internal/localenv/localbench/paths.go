@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fastpath-io/fastpath/internal/bench"
+	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
@@ -60,13 +61,20 @@ func ValidatePaths(paths []string) error {
 	return nil
 }
 
+// QuickTests are the tests of QuickMatrix: both directions of the bulk
+// stream (TCP_STREAM, TCP_MAERTS), UDP_STREAM, latency (TCP_RR) and
+// connection rate (TCP_CRR); every one measures CPU.
+var QuickTests = []string{results.TCPStream, results.TCPMaerts, results.UDPStream, results.TCPRR, results.TCPCRR}
+
 // QuickMatrix is the default matrix of the local benchmark: the point the
 // targets of issue 6 are stated at (single session TCP_STREAM with 256 KiB
-// socket buffers and 64 KiB messages, the VMCI paper's best case) and TCP_RR
-// with 1-byte messages for latency, 3 repetitions of d each.
+// socket buffers and 64 KiB messages, the VMCI paper's best case), the same
+// point received (TCP_MAERTS), UDP_STREAM with 1472-byte datagrams (they
+// fit the baselines' 1500-byte MTU), and TCP_RR and TCP_CRR with 1-byte
+// messages for latency and connection rate, 3 repetitions of d each.
 func QuickMatrix(d time.Duration) bench.Matrix {
 	return bench.Matrix{
-		Tests:        []string{results.TCPStream, results.TCPRR},
+		Tests:        append([]string(nil), QuickTests...),
 		SocketSizes:  []int{256 << 10},
 		MessageSizes: []int{64 << 10},
 		RRSizes:      []int{1},
@@ -77,9 +85,24 @@ func QuickMatrix(d time.Duration) bench.Matrix {
 	}
 }
 
-// FullMatrix is the papers' matrix (bench.DefaultMatrix) with runs of d.
+// Tools are the tools a local benchmark runs its tests with: netperf for
+// every netperf test, told that client and server share this host, so its
+// host-wide CPU figure is reported once (bench.Netperf.SameHost).
+func Tools() map[string]bench.Tool {
+	np := bench.Netperf{SameHost: true}
+	tools := map[string]bench.Tool{}
+	for _, t := range netperf.Tests {
+		tools[t] = np
+	}
+	return tools
+}
+
+// FullMatrix is the papers' matrix (bench.DefaultMatrix) with runs of d,
+// plus TCP_MAERTS over the same points (the papers put transmit and receive
+// side by side), UDP_STREAM and TCP_CRR.
 func FullMatrix(d time.Duration) bench.Matrix {
 	m := bench.DefaultMatrix()
+	m.Tests = append([]string(nil), QuickTests...)
 	m.Duration = d
 	return m
 }

@@ -32,12 +32,15 @@ func TestCheckTargets(t *testing.T) {
 		rr(PathFastPathLinuxBridge, 65520, 60),
 	}
 	ts := CheckTargets(runs)
-	g.Expect(ts).To(gomega.HaveLen(4))
+	g.Expect(ts).To(gomega.HaveLen(6))
 	var lines []string
-	for _, tg := range ts {
+	for _, tg := range ts[:4] {
 		g.Expect(tg.Measured).To(gomega.BeTrue())
 		lines = append(lines, tg.String())
 	}
+	// No service demand in these runs: the cpu targets are skipped, never passed.
+	g.Expect(ts[4].String()).To(gomega.Equal("SKIP cpu fastpath-linux-bridge/baseline-masquerade <= 0.80 (not measured: no service demand on both fastpath-linux-bridge and baseline-masquerade at TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1)"))
+	g.Expect(ts[5].String()).To(gomega.HavePrefix("SKIP cpu fastpath-ovs/baseline-masquerade <= 0.80 (not measured: this run has no TCP_STREAM point on both"))
 	g.Expect(lines).To(gomega.Equal([]string{
 		"PASS throughput fastpath-linux-bridge/baseline-untuned 3.00 >= 2.50 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 12.00 Gbps (MTU 65520) vs 4.00 Gbps (MTU 1500))",
 		"PASS throughput fastpath-linux-bridge/baseline-masquerade 1.33 >= 1.20 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 12.00 Gbps (MTU 65520) vs 9.00 Gbps (MTU 1500))",
@@ -53,6 +56,40 @@ func TestCheckTargets(t *testing.T) {
 	g.Expect(ts[0].Measured).To(gomega.BeFalse())
 	g.Expect(ts[0].String()).To(gomega.HavePrefix("SKIP throughput fastpath-linux-bridge/baseline-untuned >= 2.50 (not measured"))
 	g.Expect(ts[3].String()).To(gomega.HavePrefix("MISS latency fastpath-linux-bridge/baseline-masquerade 1.10 <= 1.00"))
+}
+
+// withSD gives r one sample per service demand, repetitions 1..n, at the
+// given host-wide CPU utilisation.
+func withSD(r results.Run, util float64, sds ...float64) results.Run {
+	for i, sd := range sds {
+		r.Samples = append(r.Samples, results.Sample{Repetition: i + 1, ThroughputMbps: r.ThroughputMbps, ServiceDemandUsPerKB: sd, CPUUtilPercent: util,
+			PerSession: []results.Session{{Pair: 1, Session: 1, CPUScope: results.CPUScopeHost}}})
+	}
+	r.Summarize()
+	return r
+}
+
+func TestCheckCPUTargets(t *testing.T) {
+	g := gomega.NewWithT(t)
+	masq := withSD(stream(PathBaselineMasquerade, 1500, 9000), 60, 4, 5, 6)
+	runs := []results.Run{
+		masq,
+		// Paired: 2/4, 3/5, 3.6/6 = 0.50, 0.60, 0.60 (the best MTU, by throughput, counts).
+		withSD(stream(PathFastPathLinuxBridge, 65520, 12000), 50, 2, 3, 3.6),
+		withSD(stream(PathFastPathLinuxBridge, 9000, 10000), 50, 1, 1, 1),
+		// 4.4/4, 5/5, 6.6/6 = 1.10, 1.00, 1.10.
+		withSD(stream(PathFastPathOVS, 9000, 9500), 50, 4.4, 5, 6.6),
+	}
+	ts := CheckTargets(runs)
+	g.Expect(ts).To(gomega.HaveLen(6))
+	g.Expect(ts[4].String()).To(gomega.Equal("PASS cpu fastpath-linux-bridge/baseline-masquerade 0.60 <= 0.80 (min-max 0.50-0.60 over 3 paired repetitions; " +
+		"TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 3.000 µs/KiB (MTU 65520) vs 5.000 µs/KiB (MTU 1500), CPU 50% vs 60% of the whole host (client and server share it: measured once))"))
+	g.Expect(ts[5].Pass).To(gomega.BeFalse())
+	g.Expect(ts[5].String()).To(gomega.HavePrefix("MISS cpu fastpath-ovs/baseline-masquerade 1.10 <= 0.80 (min-max 1.00-1.10 over 3 paired repetitions;"))
+
+	// A saturated host is said so.
+	sat := CheckTargets([]results.Run{withSD(stream(PathBaselineMasquerade, 1500, 9000), 100, 4), withSD(stream(PathFastPathLinuxBridge, 9000, 12000), 100, 3)})
+	g.Expect(sat[4].String()).To(gomega.ContainSubstring("the host's CPUs were saturated"))
 }
 
 func TestOptionsAndNames(t *testing.T) {
@@ -100,9 +137,13 @@ func TestMatrices(t *testing.T) {
 	g.Expect(q.Validate()).To(gomega.Succeed())
 	g.Expect(q.Points()).To(gomega.Equal([]results.Point{
 		{Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1},
+		{Test: results.TCPMaerts, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1},
+		{Test: results.UDPStream, SocketBytes: 262144, MessageBytes: 1472, Sessions: 1, Pairs: 1},
 		{Test: results.TCPRR, SocketBytes: 262144, MessageBytes: 1, Sessions: 1, Pairs: 1},
+		{Test: results.TCPCRR, SocketBytes: 262144, MessageBytes: 1, Sessions: 1, Pairs: 1},
 	}))
 	f := FullMatrix(10 * time.Second)
-	g.Expect(f.Points()).To(gomega.HaveLen(20))
+	// 16 stream + 16 maerts + 2 sockets x 2 sessions x (UDP, RR, CRR).
+	g.Expect(f.Points()).To(gomega.HaveLen(44))
 	g.Expect(f.Duration).To(gomega.Equal(10 * time.Second))
 }
