@@ -150,16 +150,22 @@ func (o Options) PathCount() int {
 	return n
 }
 
+// variants lists what Build makes, in measuring order: the paths at the
+// baseline MTU first, then per fast-path MTU the fast paths and the ceiling
+// at that MTU, so that a fast path and the ceiling it is paired with run
+// close together in each repetition.
 func (o Options) variants() []variant {
 	var vs []variant
 	for _, p := range o.Paths {
-		switch {
-		case AtFastPathMTUs(p):
-			for _, m := range o.FastPathMTUs {
+		if !AtFastPathMTUs(p) {
+			vs = append(vs, variant{path: p, mtu: BaselineMTU})
+		}
+	}
+	for _, m := range o.FastPathMTUs {
+		for _, p := range o.Paths {
+			if AtFastPathMTUs(p) {
 				vs = append(vs, variant{path: p, mtu: m})
 			}
-		default:
-			vs = append(vs, variant{path: p, mtu: BaselineMTU})
 		}
 	}
 	for i := range vs {
