@@ -3,7 +3,8 @@
 //
 // For every point of the matrix (test × socket size × message size ×
 // sessions × pairs) and every repetition, each path is measured in turn
-// (A B A B ...), so slow drift of the machine hits every path alike. Within
+// (A B, then B A: the order reverses every other repetition), so slow drift
+// of the machine hits every path alike and no path always runs first. Within
 // one measurement all sessions of all pairs start at once; the runner sums
 // them (results.NewSample) and reports the median, minimum and maximum over
 // the repetitions (results.Run.Summarize).

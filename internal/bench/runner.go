@@ -168,8 +168,8 @@ func (r *Runner) Validate() error {
 
 // Run measures every point on every path of its kind (vsock tests on vsock
 // paths, the others on the others; Path.VSock), alternating paths within
-// each repetition (A B A B), and returns one Run per (point, path) in that
-// order.
+// each repetition, the order reversed every other repetition (A B, B A),
+// and returns one Run per (point, path) in the order of Paths.
 // The first failed session stops the benchmark: its error names the path,
 // point and repetition and wraps the tool's error (for netperf a
 // *netperf.RunError). Progress is logged to the logr.Logger in ctx.
@@ -192,7 +192,15 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 			runs[i] = results.Run{Path: p.Name, Test: pt.Test, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, Sessions: pt.Sessions, Pairs: pt.Pairs, MTU: p.MTU}
 		}
 		for rep := 1; rep <= r.Matrix.Repetitions; rep++ {
-			for i, p := range paths {
+			for j := range paths {
+				// Every other repetition runs the paths in reverse (A B, B A),
+				// so no path always runs first or last after a change of
+				// machine load; paired ratios see both orders.
+				i := j
+				if rep%2 == 0 {
+					i = len(paths) - 1 - j
+				}
+				p := paths[i]
 				s, err := r.measure(ctx, tool, p, pt, rep)
 				if err != nil {
 					return nil, err

@@ -131,7 +131,7 @@ func TestRunnerMeasuresEachTestOnItsKindOfPath(t *testing.T) {
 	runs, err := r.Run(context.Background())
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(seen).To(gomega.Equal(map[string][]string{
-		results.TCPStream:   {"10.250.0.3", "10.244.0.7", "10.250.0.3", "10.244.0.7"},
+		results.TCPStream:   {"10.250.0.3", "10.244.0.7", "10.244.0.7", "10.250.0.3"},
 		results.VSockStream: {"2", "2"},
 		results.VSockRR:     {"2", "2"},
 	}))

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -17,37 +20,62 @@ import (
 )
 
 // Samples per datapath and concurrency in one benchmark iteration: 40
-// sequential ADD/DEL pairs, and 3 rounds of 20 concurrent ADDs followed by
-// 20 concurrent DELs (60 samples of each).
+// sequential ADD/DEL pairs, and rounds of 20 concurrent ADDs followed by 20
+// concurrent DELs. The LinuxBridge datapath runs beside Debian's reference
+// bridge plugin (refPlugin) in refRounds alternating rounds per
+// concurrency: a round of 1 concurrent is refSequential ADD/DEL pairs.
 const (
 	sequentialPairs = 40
 	concurrency     = 20
 	rounds          = 3
+	refRounds       = 5
+	refSequential   = 8
 )
+
+// refPlugin is the reference the CNI ADD latency targets compare with:
+// containernetworking-plugins' bridge from Debian (v1.1.1).
+const refPlugin = cnitest.SystemCNIPath + "/bridge"
 
 // BenchmarkCNILatency measures the wall-clock latency of the built binary's
 // ADD and DEL (exec to exit, host-local IPAM from /usr/lib/cni, CNI 1.0.0)
 // per datapath, with 1 and with 20 invocations at once, and reports the p50
-// and p99 (nearest rank) in milliseconds. Network namespaces are made
-// before the clock starts. Figures go to stdout, to b.ReportMetric and,
-// under `make bench`, to $FASTPATH_BENCH_DIR/cni-latency.json.
+// and p99 (nearest rank) in milliseconds. On LinuxBridge it runs Debian's
+// reference bridge plugin beside it (same bridge, MTU 9000, host-local
+// IPAM, no gateway or masquerade), alternating rounds (the order flips each
+// round), and judges the targets cni-add-p50 and cni-add-p99
+// fastpath/bridge-reference <= 1.0 at 20 concurrent: each the median over
+// rounds of the round's fastpath percentile over the reference's.
+// Network namespaces are made before the clock starts. Figures go to
+// stdout, to b.ReportMetric and, under `make bench`, to
+// $FASTPATH_BENCH_DIR/cni-latency.json.
 func BenchmarkCNILatency(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.StartOVS(b)
 	samples := map[string][]time.Duration{}
+	// perRound[key] holds one p50 and one p99 per round.
+	perRound := map[string][][2]float64{}
 	for range b.N {
-		for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
-			for _, c := range []int{1, concurrency} {
-				add, del := measure(b, datapath, c)
-				samples[key(datapath, "ADD", c)] = append(samples[key(datapath, "ADD", c)], add...)
-				samples[key(datapath, "DEL", c)] = append(samples[key(datapath, "DEL", c)], del...)
+		for _, c := range []int{1, concurrency} {
+			fp, ref := measureVsReference(b, c)
+			for i := range fp.add {
+				samples[key(netconf.DatapathLinuxBridge, "ADD", c)] = append(samples[key(netconf.DatapathLinuxBridge, "ADD", c)], fp.add[i]...)
+				samples[key(netconf.DatapathLinuxBridge, "DEL", c)] = append(samples[key(netconf.DatapathLinuxBridge, "DEL", c)], fp.del[i]...)
+				samples[key(refName, "ADD", c)] = append(samples[key(refName, "ADD", c)], ref.add[i]...)
+				samples[key(refName, "DEL", c)] = append(samples[key(refName, "DEL", c)], ref.del[i]...)
+				perRound[key(netconf.DatapathLinuxBridge, "ADD", c)] = append(perRound[key(netconf.DatapathLinuxBridge, "ADD", c)], [2]float64{percentile(fp.add[i], 50), percentile(fp.add[i], 99)})
+				perRound[key(refName, "ADD", c)] = append(perRound[key(refName, "ADD", c)], [2]float64{percentile(ref.add[i], 50), percentile(ref.add[i], 99)})
 			}
+		}
+		for _, c := range []int{1, concurrency} {
+			add, del := measure(b, netconf.DatapathOVS, c)
+			samples[key(netconf.DatapathOVS, "ADD", c)] = append(samples[key(netconf.DatapathOVS, "ADD", c)], add...)
+			samples[key(netconf.DatapathOVS, "DEL", c)] = append(samples[key(netconf.DatapathOVS, "DEL", c)], del...)
 		}
 	}
 
 	var figures []benchfig.Figure
 	fmt.Printf("%-40s %6s %9s %9s\n", "fastpath CNI latency", "n", "p50 ms", "p99 ms")
-	for _, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
+	for _, datapath := range []string{netconf.DatapathLinuxBridge, refName, netconf.DatapathOVS} {
 		for _, c := range []int{1, concurrency} {
 			for _, op := range []string{"ADD", "DEL"} {
 				s := samples[key(datapath, op, c)]
@@ -62,12 +90,36 @@ func BenchmarkCNILatency(b *testing.B) {
 			}
 		}
 	}
+	var targets []benchfig.Target
+	for _, c := range []int{1, concurrency} {
+		fp, ref := perRound[key(netconf.DatapathLinuxBridge, "ADD", c)], perRound[key(refName, "ADD", c)]
+		for q, pct := range []string{"p50", "p99"} {
+			var a, r []float64
+			for i := range fp {
+				a, r = append(a, fp[i][q]), append(r, ref[i][q])
+			}
+			_, med, lo, hi := benchfig.PairedRatios(a, r)
+			name := fmt.Sprintf("cni-add-%s fastpath/bridge-reference", pct)
+			fmt.Printf("ratio %s (%d concurrent) %.2f [%.2f-%.2f]\n", name, c, med, lo, hi)
+			figures = append(figures, benchfig.Figure{Name: fmt.Sprintf("ADD %s fastpath/bridge-reference (%d concurrent)", pct, c), Value: math.Round(med*100) / 100, Unit: "ratio"})
+			if c == concurrency {
+				targets = append(targets, benchfig.Target{Kind: "latency", Name: name, Value: med, Goal: 1.0, Detail: fmt.Sprintf(
+					"LinuxBridge, %d concurrent ADDs, MTU 9000, host-local IPAM, same bridge; median of %d paired per-round ratios, min-max %.2f-%.2f; %s %.1f ms vs %.1f ms over all rounds",
+					c, len(fp), lo, hi, pct, percentile(samples[key(netconf.DatapathLinuxBridge, "ADD", c)], float64(50+49*q)), percentile(samples[key(refName, "ADD", c)], float64(50+49*q)))})
+			}
+		}
+	}
+	for _, t := range targets {
+		fmt.Println("target", t)
+	}
 	path, err := benchfig.Write(benchfig.File{
 		Benchmark: "cni-latency",
 		Description: fmt.Sprintf("fastpath CNI binary ADD/DEL wall-clock latency (exec to exit, host-local IPAM, MTU 9000, "+
-			"OVS with the userspace datapath); %d sequential pairs and %d rounds of %d concurrent invocations per datapath",
-			sequentialPairs, rounds, concurrency),
+			"OVS with the userspace datapath); LinuxBridge beside Debian's reference bridge plugin (%s), %d alternating rounds "+
+			"per concurrency (1 concurrent: %d sequential pairs a round; %d concurrent: one batch a round); OVS: %d sequential pairs and %d rounds of %d",
+			refPlugin, refRounds, refSequential, concurrency, sequentialPairs, rounds, concurrency),
 		Figures: figures,
+		Targets: targets,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -75,6 +127,71 @@ func BenchmarkCNILatency(b *testing.B) {
 	if path != "" {
 		fmt.Printf("figures written to %s\n", path)
 	}
+}
+
+// refName labels the reference bridge plugin's figures.
+const refName = "bridge-reference"
+
+// latencies are the ADD and DEL latencies of each round.
+type latencies struct{ add, del [][]time.Duration }
+
+// measureVsReference runs refRounds rounds of fastpath (LinuxBridge) and of
+// the reference bridge plugin at concurrency c on one Linux bridge of MTU
+// 9000, alternating (the order flips every round), each with its own
+// host-local subnet and data directory.
+func measureVsReference(b *testing.B, c int) (fp, ref latencies) {
+	if _, err := os.Stat(refPlugin); err != nil {
+		b.Fatalf("the reference bridge plugin is missing (apt-get install containernetworking-plugins): %v", err)
+	}
+	br := cnitest.NewBridge(b, netconf.DatapathLinuxBridge, 9000)
+	fpConf := br.NetConf(b, cnitest.Conf{CNIVersion: "1.0.0", StateDir: b.TempDir(), IPAMDir: b.TempDir()})
+	refConf, err := json.Marshal(map[string]any{
+		"cniVersion": "1.0.0", "name": "fp-ref", "type": "bridge", "bridge": br.Name, "mtu": 9000,
+		"isGateway": false, "ipMasq": false,
+		"ipam": map[string]any{"type": "host-local", "subnet": "10.251.0.0/24", "dataDir": b.TempDir()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	size, batches := c, 1
+	if c == 1 {
+		batches = refSequential
+	}
+	round := func(binary string, conf []byte) (add, del []time.Duration) {
+		for range batches {
+			invs := make([]invocation, size)
+			netnses := make([]ns.NetNS, size)
+			for i := range invs {
+				netnses[i] = cnitest.NewNS(b)
+				invs[i] = invocation{containerID: containerID(), netns: netnses[i].Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: conf}
+			}
+			add = append(add, runAllWith(b, binary, invs, "ADD")...)
+			del = append(del, runAllWith(b, binary, invs, "DEL")...)
+			for _, n := range netnses {
+				cnitest.RemoveNS(n)
+			}
+		}
+		return add, del
+	}
+	for r := range refRounds {
+		order := []bool{true, false}
+		if r%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, isFP := range order {
+			if isFP {
+				a, d := round(bins.Plugin(), fpConf)
+				fp.add, fp.del = append(fp.add, a), append(fp.del, d)
+			} else {
+				a, d := round(refPlugin, refConf)
+				ref.add, ref.del = append(ref.add, a), append(ref.del, d)
+			}
+		}
+	}
+	if ports := br.Ports(b); len(ports) != 0 {
+		b.Fatalf("ports left on %s after the samples: %v", br.Name, ports)
+	}
+	return fp, ref
 }
 
 func key(datapath, op string, c int) string { return fmt.Sprintf("%s/%s/%d", datapath, op, c) }
@@ -111,6 +228,11 @@ func measure(b *testing.B, datapath string, c int) (add, del []time.Duration) {
 // runAll starts the command of every invocation at once and returns how
 // long each took.
 func runAll(b *testing.B, invs []invocation, command string) []time.Duration {
+	return runAllWith(b, bins.Plugin(), invs, command)
+}
+
+// runAllWith is runAll with another CNI binary (the reference plugin).
+func runAllWith(b *testing.B, binary string, invs []invocation, command string) []time.Duration {
 	durations := make([]time.Duration, len(invs))
 	errs := make([]error, len(invs))
 	var wg sync.WaitGroup
@@ -123,7 +245,7 @@ func runAll(b *testing.B, invs []invocation, command string) []time.Duration {
 			inv.command = command
 			<-start
 			t0 := time.Now()
-			_, errs[i] = inv.run()
+			_, errs[i] = inv.runBinary(binary)
 			durations[i] = time.Since(t0)
 		}()
 	}
@@ -149,3 +271,13 @@ func percentile(s []time.Duration, p float64) float64 {
 }
 
 func round(ms float64) float64 { return math.Round(ms*10) / 10 }
+
+// runBinary executes binary (the fastpath plugin or the reference) with the
+// invocation's environment and netconf; a failure carries both outputs.
+func (i invocation) runBinary(binary string) (stdout []byte, err error) {
+	stdout, stderr, err := cnitest.Exec(context.Background(), binary, i.env(), i.conf)
+	if err != nil {
+		return stdout, fmt.Errorf("%s %s: %w; stdout %q; stderr %q", binary, i.command, err, stdout, stderr)
+	}
+	return stdout, nil
+}

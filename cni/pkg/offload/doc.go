@@ -1,6 +1,7 @@
 // Package offload switches and reads the TSO, GSO, GRO and TX checksum
 // offloads of a network interface through the ethtool ioctl
-// (github.com/safchain/ethtool), the way `ethtool -K` does. Both veth ends of
+// (ETHTOOL_GFEATURES/SFEATURES, with buffers sized to the device; ioctl.go
+// says why not github.com/safchain/ethtool), the way `ethtool -K` does. Both veth ends of
 // a fastpath attachment get the netconf "offloads"; the ESX networking study
 // measured TSO alone as worth up to 2x throughput (docs/design.md §1).
 //

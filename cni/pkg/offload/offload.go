@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/safchain/ethtool"
 )
 
 // Features maps each netconf offload key to the kernel feature strings it
@@ -35,15 +33,18 @@ func keys(want map[string]bool) []string {
 // in one ETHTOOL_SFEATURES request, then verifies them with Verify. Features
 // the device cannot change (fixed) are left alone; a key none of whose
 // features can be changed and which is not already as wanted is an error.
+// When every changeable feature already is as wanted it changes nothing and
+// verifies the state it read. It reads the feature names once (5 ioctls at
+// most, buffers sized to the device; see ioctl.go).
 func Apply(ifName string, want map[string]bool) error {
-	e, err := ethtool.NewEthtool()
+	e, err := openDev(ifName)
 	if err != nil {
-		return fmt.Errorf("failed to open ethtool socket for %s: %w", ifName, err)
+		return err
 	}
-	defer e.Close()
-	states, err := e.FeaturesWithState(ifName)
+	defer e.close()
+	states, err := e.features()
 	if err != nil {
-		return fmt.Errorf("failed to read offload features of %s: %w", ifName, err)
+		return err
 	}
 	change := map[string]bool{}
 	for _, key := range keys(want) {
@@ -52,17 +53,18 @@ func Apply(ifName string, want map[string]bool) error {
 			return fmt.Errorf("failed to switch offload %q on %s: unknown offload", key, ifName)
 		}
 		for _, name := range names {
-			if st, ok := states[name]; ok && st.Available {
+			if st, ok := states[name]; ok && st.Available && st.Active != want[key] {
 				change[name] = want[key]
 			}
 		}
 	}
-	if len(change) > 0 {
-		if err := e.Change(ifName, change); err != nil {
-			return fmt.Errorf("failed to switch offloads %v of %s: %w", want, ifName, err)
-		}
+	if len(change) == 0 {
+		return verifyStates(ifName, states, want)
 	}
-	return verify(e, ifName, want)
+	if err := e.change(change); err != nil {
+		return err
+	}
+	return verify(e, want)
 }
 
 // Verify checks that the offloads of ifName are as in want: every changeable
@@ -70,19 +72,24 @@ func Apply(ifName string, want map[string]bool) error {
 // true has at least one active feature. The error lists every mismatch, e.g.
 // "offloads of veth0 differ: gro is off, want on".
 func Verify(ifName string, want map[string]bool) error {
-	e, err := ethtool.NewEthtool()
-	if err != nil {
-		return fmt.Errorf("failed to open ethtool socket for %s: %w", ifName, err)
-	}
-	defer e.Close()
-	return verify(e, ifName, want)
-}
-
-func verify(e *ethtool.Ethtool, ifName string, want map[string]bool) error {
-	got, err := read(e, ifName)
+	e, err := openDev(ifName)
 	if err != nil {
 		return err
 	}
+	defer e.close()
+	return verify(e, want)
+}
+
+func verify(e *ethtoolDev, want map[string]bool) error {
+	states, err := e.features()
+	if err != nil {
+		return err
+	}
+	return verifyStates(e.name, states, want)
+}
+
+func verifyStates(ifName string, states map[string]featureState, want map[string]bool) error {
+	got := summarize(states)
 	var diffs []string
 	for _, key := range keys(want) {
 		if got[key] != want[key] {
@@ -99,19 +106,20 @@ func verify(e *ethtool.Ethtool, ifName string, want map[string]bool) error {
 // when all of its changeable features are active and at least one of its
 // features is; anything else (including a partly switched group) is off.
 func Read(ifName string) (map[string]bool, error) {
-	e, err := ethtool.NewEthtool()
+	e, err := openDev(ifName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to open ethtool socket for %s: %w", ifName, err)
+		return nil, err
 	}
-	defer e.Close()
-	return read(e, ifName)
+	defer e.close()
+	states, err := e.features()
+	if err != nil {
+		return nil, err
+	}
+	return summarize(states), nil
 }
 
-func read(e *ethtool.Ethtool, ifName string) (map[string]bool, error) {
-	states, err := e.FeaturesWithState(ifName)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read offload features of %s: %w", ifName, err)
-	}
+// summarize turns feature states into the state of every key of Features.
+func summarize(states map[string]featureState) map[string]bool {
 	out := make(map[string]bool, len(Features))
 	for key, names := range Features {
 		anyActive, allChangeableActive := false, true
@@ -127,7 +135,7 @@ func read(e *ethtool.Ethtool, ifName string) (map[string]bool, error) {
 		}
 		out[key] = anyActive && allChangeableActive
 	}
-	return out, nil
+	return out
 }
 
 func onOff(b bool) string {

@@ -12,8 +12,18 @@
 //	fastpath-ovs           the same on an Open vSwitch bridge with the USERSPACE datapath
 //	                       (datapath_type=netdev): this machine has no openvswitch kernel
 //	                       module, while a real node uses the kernel datapath
-//	ceiling                one veth pair between the two namespaces, MTU 65535, offloads on:
-//	                       the best a kernel path between two namespaces does here
+//	fastpath-macvtap       a macvlan in bridge mode in each namespace on one node-local lower
+//	                       device (one end of a host veth pair), at each fast-path MTU,
+//	                       offloads on; wired by the benchmark (macvlan stands in for
+//	                       macvtap: same forwarding, no tap queue; see buildMacvtap)
+//	ceiling                one veth pair between the two namespaces at each fast-path MTU,
+//	                       offloads on as on the fast paths, netperf unpinned as on every
+//	                       path: the best a kernel path between two namespaces does here,
+//	                       compared with each fast path at the same MTU
+//
+// Targets (CheckTargets) are medians of paired per-repetition ratios: the
+// runner alternates paths inside each repetition, so repetition i of a path
+// and of its reference ran back to back under the same machine load.
 //
 // Every path has its own client and server namespace (EMULATED VMs: the
 // namespace plays the guest; there is no virtio-net, vhost or QEMU), a

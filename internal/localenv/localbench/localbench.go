@@ -33,7 +33,8 @@ const DefaultCNIPath = "/usr/lib/cni"
 // Emulation says what the local benchmark emulates, for machine.emulated.
 const Emulation = "VMs emulated as network namespaces (no guest kernel, virtio-net, vhost or QEMU); " +
 	"baseline-masquerade: the namespace plays the guest behind KubeVirt's masquerade NAT; " +
-	"fastpath-ovs: Open vSwitch userspace datapath (datapath_type=netdev), not the kernel datapath a real node uses"
+	"fastpath-ovs: Open vSwitch userspace datapath (datapath_type=netdev), not the kernel datapath a real node uses; " +
+	"fastpath-macvtap: bridge-mode macvlan (the forwarding of a macvtap without its tap queue) on a host veth as the lower device, wired by the benchmark, not the CNI plugin"
 
 // Options configure Build.
 type Options struct {
@@ -127,7 +128,7 @@ func (o *Options) defaults() error {
 	if len(o.CNIPath) == 0 {
 		o.CNIPath = []string{DefaultCNIPath}
 	}
-	if slices.ContainsFunc(o.Paths, IsFastPath) {
+	if slices.ContainsFunc(o.Paths, UsesPlugin) {
 		if o.Plugin == "" {
 			return fmt.Errorf("failed to validate options: the fast paths need the fastpath CNI binary (make build: bin/fastpath)")
 		}
@@ -143,7 +144,7 @@ func (o *Options) defaults() error {
 func (o Options) PathCount() int {
 	n := 0
 	for _, p := range o.Paths {
-		if IsFastPath(p) {
+		if AtFastPathMTUs(p) {
 			n += max(len(o.FastPathMTUs), 1)
 		} else {
 			n++
@@ -152,18 +153,22 @@ func (o Options) PathCount() int {
 	return n
 }
 
+// variants lists what Build makes, in measuring order: the paths at the
+// baseline MTU first, then per fast-path MTU the fast paths and the ceiling
+// at that MTU, so that a fast path and the ceiling it is paired with run
+// close together in each repetition.
 func (o Options) variants() []variant {
 	var vs []variant
 	for _, p := range o.Paths {
-		switch {
-		case IsFastPath(p):
-			for _, m := range o.FastPathMTUs {
+		if !AtFastPathMTUs(p) {
+			vs = append(vs, variant{path: p, mtu: BaselineMTU})
+		}
+	}
+	for _, m := range o.FastPathMTUs {
+		for _, p := range o.Paths {
+			if AtFastPathMTUs(p) {
 				vs = append(vs, variant{path: p, mtu: m})
 			}
-		case p == PathCeiling:
-			vs = append(vs, variant{path: p, mtu: CeilingMTU})
-		default:
-			vs = append(vs, variant{path: p, mtu: BaselineMTU})
 		}
 	}
 	for i := range vs {
@@ -326,6 +331,9 @@ func (s *Setup) build(ctx context.Context, v variant, cni *cniRunner) (bench.Pat
 		connect = listen
 	case PathFastPathLinuxBridge, PathFastPathOVS:
 		listen, err = s.buildFastPath(ctx, v, cni, client, server)
+		connect = listen
+	case PathFastPathMacvtap:
+		listen, err = s.buildMacvtap(v, client, server)
 		connect = listen
 	default:
 		err = fmt.Errorf("unknown path %q", v.path)
@@ -499,7 +507,9 @@ func (s *Setup) buildMasquerade(v variant, client, server *topology.NetNS) (list
 }
 
 // buildCeiling: one veth pair straight from the client to the server
-// namespace, MTU 65535, offloads on.
+// namespace at v's MTU (each fast-path MTU), offloads on as the fast paths
+// have them (setOffloads: TSO, GSO, GRO, TX checksum), netperf and netserver
+// unpinned at the same niceness as on every other path.
 func (s *Setup) buildCeiling(v variant, client, server *topology.NetNS) (string, error) {
 	a, b := s.linkName("c", v, 0), s.linkName("c", v, 1)
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a, MTU: v.mtu}, PeerName: b}

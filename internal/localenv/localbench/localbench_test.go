@@ -92,8 +92,8 @@ func offloadsIn(nsPath, ifName string, on bool) error {
 	return (&topology.NetNS{Name: filepath.Base(nsPath), Path: nsPath}).Do(func() error { return offload.Verify(ifName, want) })
 }
 
-// A short real local benchmark: four paths, the fast one wired by the real
-// CNI binary, 1 s runs, one repetition. It checks the structure (paths,
+// A short real local benchmark: five paths, the Linux bridge one wired by
+// the real CNI binary, 1 s runs, one repetition. It checks the structure (paths,
 // MTUs the traffic really used, offloads, targets computed, nothing left
 // behind), not the speed.
 func TestLocalBenchmark(t *testing.T) {
@@ -101,7 +101,7 @@ func TestLocalBenchmark(t *testing.T) {
 	g := gomega.NewWithT(t)
 	ctx := context.Background()
 	s := build(t, ctx, Options{
-		Paths:        []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathCeiling},
+		Paths:        []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathFastPathMacvtap, PathCeiling},
 		FastPathMTUs: []int{9000},
 		Plugin:       buildPlugin(t),
 	})
@@ -116,15 +116,25 @@ func TestLocalBenchmark(t *testing.T) {
 		g.Expect(ex.Path).To(gomega.HavePrefix(filepath.Join(topology.NetNSDir, s.ID+"-"+p.Name+"-")))
 		g.Expect(ex.Path).To(gomega.BeAnExistingFile())
 	}
-	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500", "baseline-masquerade@1500", "fastpath-linux-bridge@9000", "ceiling@65535"}))
+	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500", "baseline-masquerade@1500", "fastpath-linux-bridge@9000", "fastpath-macvtap@9000", "ceiling@9000"}))
 
 	// The interfaces are what the paths promise.
-	untuned, fast, ceiling := s.Paths[0].Endpoints[0].Executor.(netperf.NetNS).Path, s.Paths[2].Endpoints[0].Executor.(netperf.NetNS).Path, s.Paths[3].Endpoints[0].Executor.(netperf.NetNS).Path
+	nsOf := func(i int) string { return s.Paths[i].Endpoints[0].Executor.(netperf.NetNS).Path }
+	untuned, fast, macvtap, ceiling := nsOf(0), nsOf(2), nsOf(3), nsOf(4)
 	g.Expect(linkIn(g, untuned, "eth0").Attrs().MTU).To(gomega.Equal(1500))
 	g.Expect(offloadsIn(untuned, "eth0", false)).To(gomega.Succeed())
 	g.Expect(linkIn(g, fast, PodIfName).Attrs().MTU).To(gomega.Equal(9000), "set by the CNI binary")
 	g.Expect(offloadsIn(fast, PodIfName, true)).To(gomega.Succeed())
-	g.Expect(offloadsIn(ceiling, s.linkName("c", variant{index: 3}, 0), true)).To(gomega.Succeed())
+	g.Expect(offloadsIn(ceiling, s.linkName("c", variant{index: 4}, 0), true)).To(gomega.Succeed())
+	g.Expect(linkIn(g, ceiling, s.linkName("c", variant{index: 4}, 0)).Attrs().MTU).To(gomega.Equal(9000), "the ceiling has the fast path's MTU")
+	mv := linkIn(g, macvtap, "eth0")
+	g.Expect(mv.Type()).To(gomega.Equal("macvlan"))
+	g.Expect(mv.(*netlink.Macvlan).Mode).To(gomega.Equal(netlink.MACVLAN_MODE_BRIDGE))
+	g.Expect(mv.Attrs().MTU).To(gomega.Equal(9000))
+	g.Expect(offloadsIn(macvtap, "eth0", true)).To(gomega.Succeed())
+	lower, err := netlink.LinkByName(s.linkName("v", variant{index: 3}, 0))
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the lower device stays in the host namespace")
+	g.Expect(lower.Attrs().MTU).To(gomega.Equal(9000))
 
 	m := QuickMatrix(time.Second)
 	m.Repetitions = 1
@@ -133,8 +143,8 @@ func TestLocalBenchmark(t *testing.T) {
 	g.Expect(doc.Validate()).To(gomega.Succeed())
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("VMs emulated as network namespaces"))
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("not the kernel datapath a real node uses"))
-	// 5 tests on 4 paths, UDP_STREAM skipped on baseline-masquerade.
-	g.Expect(doc.Runs).To(gomega.HaveLen(19))
+	// 5 tests on 5 paths, UDP_STREAM skipped on baseline-masquerade.
+	g.Expect(doc.Runs).To(gomega.HaveLen(24))
 	// The TCP MSS shows the MTU each path's traffic really had: MTU - 52
 	// (20 IPv4 + 20 TCP + 12 timestamp option bytes).
 	mss := map[string]int{}
@@ -155,14 +165,14 @@ func TestLocalBenchmark(t *testing.T) {
 			g.Expect(r.Samples[0].PerSession[0].MessagesSent).To(gomega.BeNumerically(">", 0))
 		}
 	}
-	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathCeiling: 65483}))
+	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathFastPathMacvtap: 8948, PathCeiling: 8948}))
 	ts := CheckTargets(doc.Runs)
-	g.Expect(ts).To(gomega.HaveLen(6))
-	for _, tg := range ts[:5] {
+	g.Expect(ts).To(gomega.HaveLen(7))
+	for _, tg := range ts[:6] {
 		g.Expect(tg.Measured).To(gomega.BeTrue(), tg.String())
 		g.Expect(tg.Got).To(gomega.BeNumerically(">", 0))
 	}
-	g.Expect(ts[5].Measured).To(gomega.BeFalse(), "no fastpath-ovs in this run")
+	g.Expect(ts[6].Measured).To(gomega.BeFalse(), "no fastpath-ovs in this run")
 
 	g.Expect(s.Close()).To(gomega.Succeed())
 	assertGone(g, s)

@@ -139,11 +139,13 @@ func cpuSuffix(r results.Run) string {
 }
 
 // printFigures prints the other benchmarks' figures files in dir
-// (cni-latency, relay, operator-scale), when present.
-func printFigures(stdout io.Writer, dir string) error {
+// (cni-latency, relay, operator-scale), when present, and their targets as
+// "target ..." lines; it returns how many targets failed and how many there
+// were.
+func printFigures(stdout io.Writer, dir string) (failed, total int, err error) {
 	files, err := benchfig.ReadDir(dir)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	for _, f := range files {
 		fmt.Fprintf(stdout, "figures %s: %s\n", f.Benchmark, f.Description)
@@ -151,6 +153,13 @@ func printFigures(stdout io.Writer, dir string) error {
 			// Three decimals: the files keep full precision, a reader needs none of it.
 			fmt.Fprintf(stdout, "  %s %s %g %s\n", f.Benchmark, fig.Name, math.Round(fig.Value*1000)/1000, fig.Unit)
 		}
+		for _, t := range f.Targets {
+			fmt.Fprintln(stdout, "target", t)
+			total++
+			if !t.Pass() {
+				failed++
+			}
+		}
 	}
-	return nil
+	return failed, total, nil
 }

@@ -18,11 +18,16 @@ const (
 	PathBaselineMasquerade  = "baseline-masquerade"
 	PathFastPathLinuxBridge = "fastpath-linux-bridge"
 	PathFastPathOVS         = "fastpath-ovs"
+	PathFastPathMacvtap     = "fastpath-macvtap"
 	PathCeiling             = "ceiling"
 )
 
 // AllPaths are the paths Build makes by default, in measuring order.
-var AllPaths = []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathFastPathOVS, PathCeiling}
+var AllPaths = []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathFastPathOVS, PathFastPathMacvtap, PathCeiling}
+
+// FastPaths are the fast paths of AllPaths: the candidates of the
+// "<best fast path>/ceiling" target.
+var FastPaths = []string{PathFastPathLinuxBridge, PathFastPathOVS, PathFastPathMacvtap}
 
 // MTUs of the paths in bytes.
 const (
@@ -30,7 +35,9 @@ const (
 	// baselines use it (docs/design.md §5.2).
 	BaselineMTU = 1500
 	// CeilingMTU is the largest MTU a veth takes (ETH_MAX_MTU, Linux
-	// include/uapi/linux/if_ether.h).
+	// include/uapi/linux/if_ether.h), the bound of the fast-path MTUs. The
+	// ceiling path itself is built at each fast-path MTU, so that it bounds
+	// the fast paths at the MTU they have.
 	CeilingMTU = 65535
 )
 
@@ -40,10 +47,20 @@ const (
 // OVS's userspace datapath uses for its bridge port).
 var DefaultFastPathMTUs = []int{9000, 65520}
 
-// IsFastPath reports whether path is wired by the fastpath CNI binary.
-func IsFastPath(path string) bool {
+// IsFastPath reports whether path is one of FastPaths (measured at each
+// fast-path MTU).
+func IsFastPath(path string) bool { return slices.Contains(FastPaths, path) }
+
+// UsesPlugin reports whether path is wired by EXECUTING the fastpath CNI
+// binary (fastpath-macvtap is wired by the benchmark itself: the CNI plugin
+// has no Macvtap datapath yet).
+func UsesPlugin(path string) bool {
 	return path == PathFastPathLinuxBridge || path == PathFastPathOVS
 }
+
+// AtFastPathMTUs reports whether path is built once per fast-path MTU: the
+// fast paths and the ceiling that bounds them.
+func AtFastPathMTUs(path string) bool { return IsFastPath(path) || path == PathCeiling }
 
 // ValidatePaths checks that every name is one of AllPaths, once.
 func ValidatePaths(paths []string) error {
@@ -61,6 +78,10 @@ func ValidatePaths(paths []string) error {
 	return nil
 }
 
+// MinRepetitions is the fewest repetitions the targets are judged on: each
+// target ratio is the median of paired per-repetition ratios (issue 13).
+const MinRepetitions = 5
+
 // QuickTests are the tests of QuickMatrix: both directions of the bulk
 // stream (TCP_STREAM, TCP_MAERTS), UDP_STREAM, latency (TCP_RR) and
 // connection rate (TCP_CRR); every one measures CPU.
@@ -71,7 +92,7 @@ var QuickTests = []string{results.TCPStream, results.TCPMaerts, results.UDPStrea
 // socket buffers and 64 KiB messages, the VMCI paper's best case), the same
 // point received (TCP_MAERTS), UDP_STREAM with 1472-byte datagrams (they
 // fit the baselines' 1500-byte MTU), and TCP_RR and TCP_CRR with 1-byte
-// messages for latency and connection rate, 3 repetitions of d each.
+// messages for latency and connection rate, MinRepetitions repetitions of d each.
 func QuickMatrix(d time.Duration) bench.Matrix {
 	return bench.Matrix{
 		Tests:        append([]string(nil), QuickTests...),
@@ -81,7 +102,7 @@ func QuickMatrix(d time.Duration) bench.Matrix {
 		Sessions:     []int{1},
 		Pairs:        []int{1},
 		Duration:     d,
-		Repetitions:  3,
+		Repetitions:  MinRepetitions,
 	}
 }
 

@@ -261,13 +261,38 @@ func (p *pipe) idleWatch(idle time.Duration, done <-chan struct{}) {
 // counter is the part of prometheus.Counter copy needs.
 type counter interface{ Add(float64) }
 
-// copy moves bytes from src to dst. At src's EOF it half-closes dst so the
-// far side sees EOF while the other direction keeps flowing; on any other
-// error it closes the whole pipe. A quiet direction reads into its own
+// copy moves bytes from src to dst, with splice(2) between two AF_UNIX
+// sockets (spliceCopy: no buffer in the relay; an idle direction holds a
+// pipe's two descriptors and no pages), else through buffers (bufferCopy).
+// At src's EOF it half-closes dst so the far side sees EOF while the other
+// direction keeps flowing; on any other error it closes the whole pipe.
+func (p *pipe) copy(dst, src net.Conn, bytes counter) {
+	moved := func(n int) {
+		p.last.Store(monotonicNanos())
+		bytes.Add(float64(n))
+	}
+	ok, rerr, werr := spliceCopy(dst, src, p.l.relay.opts.BufferSize, moved)
+	if !ok {
+		rerr, werr = p.bufferCopy(dst, src, moved)
+	}
+	switch {
+	case werr != nil:
+		p.close()
+	case errors.Is(rerr, io.EOF):
+		if err := vsock.CloseWrite(dst); err != nil {
+			p.close()
+		}
+	default:
+		p.close()
+	}
+}
+
+// bufferCopy copies src to dst until either fails; rerr is src's error
+// (io.EOF at its end), werr dst's. A quiet direction reads into its own
 // SmallBufferSize buffer; after a read fills it, the direction borrows a
 // BufferSize buffer from the relay's pool until a read returns less than
 // half of that, so idle connections do not pin 64 KiB buffers.
-func (p *pipe) copy(dst, src net.Conn, bytes counter) {
+func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error) {
 	small := make([]byte, SmallBufferSize)
 	var big *[]byte
 	defer func() {
@@ -282,12 +307,10 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			p.last.Store(monotonicNanos())
 			w, werr := dst.Write(buf[:n])
-			bytes.Add(float64(w))
+			moved(w)
 			if werr != nil {
-				p.close()
-				return
+				return nil, werr
 			}
 		}
 		switch {
@@ -297,16 +320,8 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 			p.l.relay.bufs.Put(big)
 			big = nil
 		}
-		if rerr == nil {
-			continue
+		if rerr != nil {
+			return rerr, nil
 		}
-		if errors.Is(rerr, io.EOF) {
-			if err := vsock.CloseWrite(dst); err != nil {
-				p.close()
-			}
-			return
-		}
-		p.close()
-		return
 	}
 }
