@@ -68,7 +68,7 @@ type NICSpec struct {
 // NIC is what the guest's virtio-net driver reports for one NIC, read
 // inside the guest (sysfs and ethtool -g/-l/-k) and printed on its console.
 type NIC struct {
-	Name, MAC          string
+	Name, MAC           string
 	MTU, RX, TX, Queues int
 	// TSO is "on" or "off" (tcp-segmentation-offload).
 	TSO string
