@@ -11,7 +11,7 @@ import (
 	dhcp "github.com/krolaw/dhcp4"
 	dhcpconn "github.com/krolaw/dhcp4/conn"
 
-	"github.com/fastpath-io/fastpath/internal/topology"
+	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
 // DHCPLease is what the emulated virt-launcher hands one guest NIC, as

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fastpath-io/fastpath/internal/topology"
+	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
 // Label is how every real guest is named in output.

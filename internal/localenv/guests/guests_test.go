@@ -16,8 +16,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/testutil"
-	"github.com/fastpath-io/fastpath/internal/topology"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
 // repoBin is the repository's bin/ (hack/setup.sh and make build fill it).
