@@ -227,7 +227,7 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 	}
 	g.ctl, g.ctlR = c, bufio.NewReaderSize(c, 64<<10)
 	o.Logf("%s %s/%s booted in %s (guest kernel uptime %s), %d NIC(s)", Label, o.Namespace, o.Name,
-		g.BootTime.Round(100*time.Millisecond), g.GuestUptime, len(g.NICs))
+		g.BootTime.Round(100*time.Millisecond), g.GuestUptime.Round(10*time.Millisecond), len(g.NICs))
 	return g, nil
 }
 

@@ -11,12 +11,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
@@ -124,25 +129,28 @@ type testGuest struct {
 	IP netip.Addr
 }
 
-func bootPair(t *testing.T, ctx context.Context, vsockDir string) []testGuest {
+// bootGuests boots db-0 and db-1 on the fast path with vsock CIDs 3 and 4,
+// and web-0, an outsider with vsock CID 5 and no NIC.
+func bootGuests(t *testing.T, ctx context.Context, vsockDir string) []testGuest {
 	g := NewWithT(t)
 	bin := repoBin(t)
 	f := newFastNet(t, 9000)
 	state := t.TempDir()
 	var out []testGuest
-	for i, vm := range []string{"db-0", "db-1"} {
+	for i, vm := range []string{"db-0", "db-1", "web-0"} {
 		ns, bridge, tap := f.launcher(vm)
-		ip := netip.AddrFrom4([4]byte{10, 251, 0, byte(10 + i)})
 		o := BootOptions{
 			Namespace: "fpg", Name: vm, UID: fmt.Sprintf("6d1f3c2a-0000-4000-8000-%012d", i), VMIJSON: vmiJSON(t, "fpg", vm),
 			Launcher: ns, Dir: filepath.Join(state, vm), Bin: bin, VCPUs: 2, MemoryMiB: 512,
-			NICs: []NICSpec{{Network: "fp-test", Bridge: bridge, Tap: tap, MTU: 9000, Lease: DHCPLease{
-				MAC: randomMAC(), Address: netip.PrefixFrom(ip, 24), ServerIP: netip.MustParseAddr("169.254.75.10"), Hostname: vm,
-			}}},
-			Logf: t.Logf,
+			VSOCKCID: uint32(3 + i), VSOCKDir: vsockDir, Logf: t.Logf,
 		}
-		if vsockDir != "" {
-			o.VSOCKCID, o.VSOCKDir = uint32(3+i), vsockDir
+		ip := netip.AddrFrom4([4]byte{10, 251, 0, byte(10 + i)})
+		if vm != "web-0" {
+			o.NICs = []NICSpec{{Network: "fp-test", Bridge: bridge, Tap: tap, MTU: 9000, Lease: DHCPLease{
+				MAC: randomMAC(), Address: netip.PrefixFrom(ip, 24), ServerIP: netip.MustParseAddr("169.254.75.10"), Hostname: vm,
+			}}}
+		} else {
+			o.MemoryMiB = 256
 		}
 		gu, err := Boot(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -156,36 +164,98 @@ func bootPair(t *testing.T, ctx context.Context, vsockDir string) []testGuest {
 	return out
 }
 
-// TestRealGuestsTunedByTheHook boots two real guests whose KubeVirt-shaped
-// domains went through the real domain hook and checks, from inside each
-// guest, what its virtio-net driver got, that DHCP on the tap gave the
-// address, and that the fast path carries a 9000-byte packet unfragmented
-// (and refuses a 9001-byte one).
-func TestRealGuestsTunedByTheHook(t *testing.T) {
+// TestRealGuests boots real guests whose KubeVirt-shaped domains went
+// through the real domain hook and checks from inside them: what each
+// virtio-net driver got and the DHCP address; that the fast path carries a
+// 9000-byte packet unfragmented and refuses a 9001-byte one; and that the
+// node agent's relay, over the UNIX transport speaking hybrid vsock to
+// vhost-device-vsock, connects db-1 to a service in db-0 over AF_VSOCK and
+// refuses web-0, which its route does not allow.
+func TestRealGuests(t *testing.T) {
 	testutil.RequireRoot(t)
-	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	guests := bootPair(t, ctx, "")
-	for _, gu := range guests {
-		g.Expect(gu.NICs).To(HaveLen(1), "NICs of %s", gu.Name)
-		n := gu.NICs[0]
-		t.Logf("%s  [%s, booted in %s]", n.Line(gu.Name), Label, gu.BootTime.Round(100*time.Millisecond))
-		g.Expect(n.MTU).To(Equal(9000))
-		g.Expect(n.RX).To(Equal(1024))
-		g.Expect(n.TX).To(Equal(256))
-		g.Expect(n.Queues).To(Equal(2))
-		g.Expect(n.TSO).To(Equal("on"))
-		g.Expect(n.IP).To(Equal(gu.IP.String() + "/24"))
-		g.Expect(string(gu.Domain)).To(ContainSubstring(`rx_queue_size="1024"`))
-		g.Expect(gu.HookLog).To(ContainSubstring("Tuned domain interface"))
+	vsockDir := t.TempDir()
+	guests := bootGuests(t, ctx, vsockDir)
+	db0, db1, web0 := guests[0], guests[1], guests[2]
+
+	t.Run("tuning seen inside the guests", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, gu := range []testGuest{db0, db1} {
+			g.Expect(gu.NICs).To(HaveLen(1), "NICs of %s", gu.Name)
+			n := gu.NICs[0]
+			t.Logf("%s  [%s, booted in %s, guest uptime %s]", n.Line(gu.Name), Label, gu.BootTime.Round(100*time.Millisecond), gu.GuestUptime.Round(10*time.Millisecond))
+			g.Expect(n.MTU).To(Equal(9000))
+			g.Expect(n.RX).To(Equal(1024))
+			g.Expect(n.TX).To(Equal(256))
+			g.Expect(n.Queues).To(Equal(2))
+			g.Expect(n.TSO).To(Equal("on"))
+			g.Expect(n.IP).To(Equal(gu.IP.String() + "/24"))
+			g.Expect(string(gu.Domain)).To(ContainSubstring(`rx_queue_size="1024"`))
+			g.Expect(gu.HookLog).To(ContainSubstring("Tuned domain interface"))
+		}
+		g.Expect(web0.NICs).To(BeEmpty())
+	})
+
+	t.Run("path MTU 9000 across the fast path", func(t *testing.T) {
+		g := NewWithT(t)
+		out, rc, err := db0.Run(ctx, fmt.Sprintf("/usr/bin/ping -M do -s 8972 -c 3 -W 5 %s", db1.IP))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rc).To(Equal(0), "ping -M do -s 8972 from db-0 to db-1: %s", out)
+		g.Expect(out).To(ContainSubstring("3 received"))
+		out, rc, err = db0.Run(ctx, fmt.Sprintf("/usr/bin/ping -M do -s 8973 -c 1 -W 2 %s", db1.IP))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rc).NotTo(Equal(0), "a 9001-byte packet must not pass a 9000-byte path unfragmented: %s", out)
+	})
+
+	t.Run("AF_VSOCK guest to guest through the relay", func(t *testing.T) {
+		g := NewWithT(t)
+		var mu sync.Mutex
+		var logLines []string
+		logger := funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logLines = append(logLines, args)
+		}, funcr.Options{})
+		r, err := relay.New(relay.Options{Transport: vsock.NewUnixTransport(vsockDir, vsock.HostCID), Logger: logger})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer r.Close()
+		g.Expect(r.Update([]relay.Route{{
+			Attachment: types.NamespacedName{Namespace: "fpg", Name: "db-link"}, Service: "db",
+			ListenPort: 7000, TargetCID: db0.Vsock.CID, TargetPort: 5432, AllowedCIDs: []uint32{db0.Vsock.CID, db1.Vsock.CID},
+		}})).To(Succeed())
+		_, rc, err := db0.Run(ctx, "/usr/bin/socat VSOCK-LISTEN:5432,fork,reuseaddr SYSTEM:'read l; echo pong-from-db-0 $l' >/dev/null 2>&1 &")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rc).To(Equal(0))
+		// The relay picks up each guest's hybrid socket on its next rescan.
+		var out string
+		g.Eventually(func() string {
+			out, _, _ = db1.Run(ctx, "echo ping | /usr/bin/socat -t 5 - VSOCK-CONNECT:2:7000")
+			return out
+		}, 20*time.Second, 500*time.Millisecond).Should(ContainSubstring("pong-from-db-0 ping"))
+		out, _, err = web0.Run(ctx, "echo ping | /usr/bin/socat -t 5 - VSOCK-CONNECT:2:7000")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).NotTo(ContainSubstring("pong"), "web-0 is not in the route's allow-list")
+		g.Eventually(func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Join(logLines, "\n")
+		}, 5*time.Second).Should(And(ContainSubstring("Denied vsock relay connection"), ContainSubstring(`"sourceCID"=5`)))
+		// Without the relay route the guests cannot reach each other: a port nobody relays.
+		out, _, err = db1.Run(ctx, "echo ping | /usr/bin/socat -t 3 - VSOCK-CONNECT:3:5432")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).NotTo(ContainSubstring("pong"), "one vhost-device-vsock per guest: no guest-to-guest path outside the relay")
+	})
+}
+
+func TestVsockBackendNeverForwardsToHostVsock(t *testing.T) {
+	args := strings.Join(VsockBackendArgs(3, "/run/x/vhost.sock", "/run/x/3.vsock"), " ")
+	for _, forbidden := range []string{"forward-cid", "forward-listen"} {
+		if strings.Contains(args, forbidden) {
+			t.Fatalf("vhost-device-vsock command line %q contains --%s, which would open AF_VSOCK on this host", args, forbidden)
+		}
 	}
-	a, b := guests[0], guests[1]
-	out, rc, err := a.Run(ctx, fmt.Sprintf("/usr/bin/ping -M do -s 8972 -c 3 -W 5 %s", b.IP))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rc).To(Equal(0), "/usr/bin/ping -M do -s 8972 from %s to %s: %s", a.Name, b.Name, out)
-	g.Expect(out).To(ContainSubstring("3 received"))
-	out, rc, err = a.Run(ctx, fmt.Sprintf("/usr/bin/ping -M do -s 8973 -c 1 -W 2 %s", b.IP))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rc).NotTo(Equal(0), "a 9001-byte packet must not pass a 9000-byte path unfragmented: %s", out)
+	if args != "--guest-cid 3 --socket /run/x/vhost.sock --uds-path /run/x/3.vsock" {
+		t.Fatalf("unexpected vhost-device-vsock command line %q", args)
+	}
 }
