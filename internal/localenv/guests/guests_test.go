@@ -19,10 +19,10 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
-	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 )
 
 // repoBin is the repository's bin/ (hack/setup.sh and make build fill it).
