@@ -86,6 +86,14 @@ build_tool kubectl k8s.io/kubernetes/cmd/kubectl \
 
 build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
 
+# libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
+# compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
+# would create it. The real guests run QEMU as root (internal/localenv/guests).
+getent group kvm >/dev/null || groupadd --system kvm
+getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
+getent passwd libvirt-qemu >/dev/null ||
+  useradd --system --no-create-home --home-dir /var/lib/libvirt --shell /usr/sbin/nologin -g libvirt-qemu -G kvm libvirt-qemu
+
 # Real guests: the boot image (kernel from Debian's .deb + initramfs), rebuilt when its inputs change.
 bash "${ROOT}/hack/guest-image.sh"
 
