@@ -101,5 +101,5 @@ bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, rel
 ##@ Demo
 
 .PHONY: demo
-demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix.
-	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,)
+demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix, GUESTS=qemu for real VMs.
+	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,) $(if $(GUESTS),--guests=$(GUESTS),)

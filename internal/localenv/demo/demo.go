@@ -57,6 +57,10 @@ type Options struct {
 	BinDir string
 	// Full also runs the papers' whole matrix (FullBenchmark).
 	Full bool
+	// Guests is "netns" (default: guests are network namespaces) or "qemu"
+	// (REAL VMs, internal/localenv/guests; the proof runs inside them and
+	// replaces the FastPathBenchmark step, whose VM mode needs SSH).
+	Guests string
 	// Out receives everything the demo prints; default os.Stdout.
 	Out io.Writer
 }
@@ -98,6 +102,17 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := CheckRequirements(d.bin); err != nil {
 		return err
 	}
+	realGuests := false
+	switch o.Guests {
+	case "", emulation.GuestsNetNS:
+	case emulation.GuestsQEMU:
+		realGuests = true
+		if err := CheckGuestRequirements(d.bin); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--guests %q must be %q or %q", o.Guests, emulation.GuestsNetNS, emulation.GuestsQEMU)
+	}
 	mode := "quick"
 	if o.Full {
 		mode = "full (the papers' matrix)"
@@ -131,6 +146,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		PodCIDR:      netip.MustParsePrefix("10.244.250.0/24"),
 		Bridges:      bridges,
 		RunnerImage:  "ghcr.io/fastpath-io/fastpath:dev",
+		Guests:       o.Guests,
 		Out:          d.emu,
 	})
 	defer func() {
@@ -163,10 +179,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := d.waitAttachment(ctx); err != nil {
 		return err
 	}
-	if err := d.showVSOCK(ctx); err != nil {
-		return err
+	var benchErr error
+	if realGuests {
+		benchErr = d.realGuestProof(ctx)
+	} else {
+		if err := d.showVSOCK(ctx); err != nil {
+			return err
+		}
+		benchErr = d.runBenchmarks(ctx)
 	}
-	benchErr := d.runBenchmarks(ctx)
 	if ctx.Err() != nil {
 		return errors.Join(benchErr, ctx.Err())
 	}
