@@ -79,7 +79,8 @@ func (e *Emulator) bootRealGuest(ctx context.Context, l *launcher, vmi *kubevirt
 	o := guests.BootOptions{
 		Namespace: vmi.Namespace, Name: vmi.Name, UID: string(vmi.UID), VMIJSON: vmiJSON,
 		Launcher: l.netns, NICs: nics, MemoryMiB: RealGuestMemoryMiB, VCPUs: vcpus,
-		Dir: filepath.Join(l.dir, "guest"), Bin: e.opts.GuestBin,
+		Multiqueue: vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue != nil && *vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue,
+		Dir:        filepath.Join(l.dir, "guest"), Bin: e.opts.GuestBin,
 		Logf: func(format string, args ...any) { e.log.printf("virt-launcher", format, args...) },
 	}
 	if l.cid != nil {

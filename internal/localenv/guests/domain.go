@@ -38,6 +38,10 @@ type DomainSpec struct {
 	ControlSocket string
 	// VSOCKCID is the guest's vsock CID (autoattachVSOCK); 0 for no vsock.
 	VSOCKCID uint32
+	// Multiqueue is the VMI's networkInterfaceMultiqueue: every interface
+	// gets <driver name="vhost" queues="<VCPUs>"/>, as KubeVirt's converter
+	// sets it (and virt-launcher makes multi-queue taps).
+	Multiqueue bool
 	// Emulator is the QEMU binary; "" means /usr/bin/qemu-system-x86_64.
 	Emulator string
 }
@@ -89,7 +93,8 @@ func DomainName(namespace, name string) string { return namespace + "_" + name }
 // (pkg/virt-launcher/virtwrap/converter) emits for a VMI with a masquerade
 // pod network and bridge-bound Multus networks: interface type='ethernet'
 // with the launcher's tap (managed='no'), model virtio-non-transitional,
-// alias ua-<network>, the pod interface's MTU, ROM off; a virtio-serial
+// alias ua-<network>, the pod interface's MTU, ROM off, and with
+// networkInterfaceMultiqueue a vhost driver with one queue pair per vCPU; a virtio-serial
 // controller, no USB, a vsock device with a fixed CID when autoattachVSOCK
 // is set, a memballoon, q35. Deviations, all of the local environment: the
 // domain type is 'qemu' (TCG), the guest boots a kernel directly, serial0
@@ -119,6 +124,9 @@ var domainTemplate = template.Must(template.New("domain").Parse(`<domain type="q
       <source></source>
       <target dev="{{.Tap}}" managed="no"></target>
       <model type="virtio-non-transitional"></model>
+{{- if $.Multiqueue}}
+      <driver name="vhost" queues="{{$.VCPUs}}"></driver>
+{{- end}}
       <mac address="{{.MAC}}"></mac>
       <mtu size="{{.MTU}}"></mtu>
       <alias name="ua-{{.Network}}"></alias>

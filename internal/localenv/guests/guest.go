@@ -34,6 +34,9 @@ type BootOptions struct {
 	NICs []NICSpec
 	// MemoryMiB (default 512) and VCPUs (default 2).
 	MemoryMiB, VCPUs int
+	// Multiqueue is the VMI's networkInterfaceMultiqueue: multi-queue taps
+	// and one queue pair per vCPU in the domain, as KubeVirt does.
+	Multiqueue bool
 	// VSOCKCID gives the guest a vsock device served by vhost-device-vsock
 	// with its hybrid socket at VSOCKDir/<cid>.vsock; 0 for none.
 	VSOCKCID uint32
@@ -156,9 +159,10 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 		ConsoleLog:    filepath.Join(o.Dir, "console.log"),
 		ControlSocket: filepath.Join(o.Dir, "control.sock"),
 		VSOCKCID:      o.VSOCKCID,
+		Multiqueue:    o.Multiqueue,
 	}
 	for _, n := range o.NICs {
-		if err := addTap(o.Launcher, n.Tap, n.Bridge, n.MTU); err != nil {
+		if err := addTap(o.Launcher, n.Tap, n.Bridge, n.MTU, o.Multiqueue); err != nil {
 			return nil, err
 		}
 		g.taps = append(g.taps, n.Tap)

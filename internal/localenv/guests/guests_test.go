@@ -141,7 +141,7 @@ func bootGuests(t *testing.T, ctx context.Context, vsockDir string) []testGuest 
 		ns, bridge, tap := f.launcher(vm)
 		o := BootOptions{
 			Namespace: "fpg", Name: vm, UID: fmt.Sprintf("6d1f3c2a-0000-4000-8000-%012d", i), VMIJSON: vmiJSON(t, "fpg", vm),
-			Launcher: ns, Dir: filepath.Join(state, vm), Bin: bin, VCPUs: 2, MemoryMiB: 512,
+			Launcher: ns, Dir: filepath.Join(state, vm), Bin: bin, VCPUs: 2, MemoryMiB: 512, Multiqueue: true,
 			VSOCKCID: uint32(3 + i), VSOCKDir: vsockDir, Logf: t.Logf,
 		}
 		ip := netip.AddrFrom4([4]byte{10, 251, 0, byte(10 + i)})

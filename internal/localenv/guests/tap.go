@@ -10,13 +10,18 @@ import (
 )
 
 // addTap creates the tap virt-launcher makes for a guest NIC in the launcher
-// namespace: multi-queue (so libvirt can open one queue per virtio-net queue
-// pair), MTU mtu, a port of bridge, up. A leftover of the same name is
-// replaced.
-func addTap(ns *topology.NetNS, tap, bridge string, mtu int) error {
+// namespace: multi-queue when the VMI asks networkInterfaceMultiqueue (so
+// libvirt can open one queue per virtio-net queue pair; a single-queue tap
+// refuses that with EINVAL, and a multi-queue one refuses a single open),
+// MTU mtu, a port of bridge, up. A leftover of the same name is replaced.
+func addTap(ns *topology.NetNS, tap, bridge string, mtu int, multiqueue bool) error {
 	_ = deleteLink(ns, tap)
+	add := []string{"ip", "tuntap", "add", "dev", tap, "mode", "tap"}
+	if multiqueue {
+		add = append(add, "multi_queue")
+	}
 	steps := [][]string{
-		{"ip", "tuntap", "add", "dev", tap, "mode", "tap", "multi_queue"},
+		add,
 		{"ip", "link", "set", tap, "mtu", strconv.Itoa(mtu), "master", bridge, "up"},
 	}
 	for _, s := range steps {
