@@ -294,6 +294,9 @@ func (d *demo) applySamples(ctx context.Context) error {
 	if _, err := d.kubectl(ctx, nil, "-n", Namespace, "create", "secret", "generic", SSHPubSecret, "--from-file=key="+d.rel(key)+".pub"); err != nil {
 		return err
 	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		return d.applySamplesForRealGuests(ctx)
+	}
 	_, err := d.kubectl(ctx, nil, "-n", Namespace, "apply", "-f", "config/samples/")
 	return err
 }
@@ -581,14 +584,22 @@ func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmar
 // kubectl shows them, the VMIs and the benchmarks.
 func (d *demo) showStatus(ctx context.Context) error {
 	d.header("Status, as kubectl shows it")
-	for _, args := range [][]string{
+	cmds := [][]string{
 		{"-n", Namespace, "get", "fpa,fpn", "-o", "wide"},
 		{"-n", Namespace, "get", "vmi", "-o", "wide"},
 		{"-n", Namespace, "get", "fpb"},
-	} {
+	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		cmds = cmds[:2]
+	}
+	for _, args := range cmds {
 		if _, err := d.kubectl(ctx, nil, args...); err != nil {
 			return err
 		}
+	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		fmt.Fprintf(d.out, "results: %s\n", d.rel(filepath.Join(d.outDir, "results.json")))
+		return nil
 	}
 	fmt.Fprintf(d.out, "report: %s, %s, %s\n", d.rel(filepath.Join(d.outDir, "report.md")), d.rel(filepath.Join(d.outDir, "report.html")), d.rel(filepath.Join(d.outDir, "results.json")))
 	return nil
