@@ -186,7 +186,7 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 		}
 		vhostUser = filepath.Join(o.Dir, "vhost-user-vsock.sock")
 		uds := filepath.Join(o.VSOCKDir, strconv.FormatUint(uint64(o.VSOCKCID), 10)+".vsock")
-		if g.Vsock, err = StartVsockBackend(filepath.Join(o.Bin, "vhost-device-vsock"), o.VSOCKCID, vhostUser, uds, filepath.Join(o.Dir, "vhost-device-vsock.log")); err != nil {
+		if g.Vsock, err = StartVsockBackend(filepath.Join(o.Bin, "vhost-device-vsock"), o.Launcher.Name, o.VSOCKCID, vhostUser, uds, filepath.Join(o.Dir, "vhost-device-vsock.log")); err != nil {
 			return nil, err
 		}
 	}

@@ -36,9 +36,12 @@ func VsockBackendArgs(cid uint32, socket, udsPath string) []string {
 }
 
 // StartVsockBackend starts bin (vhost-device-vsock) for one guest, logging
-// to logPath, and waits up to 10 s for its vhost-user socket. Errors: a CID
-// below 3, a missing binary, a process that exits or never listens.
-func StartVsockBackend(bin string, cid uint32, socket, udsPath, logPath string) (*VsockBackend, error) {
+// to logPath, and waits up to 10 s for its vhost-user socket. It runs in the
+// launcher network namespace netns ("" for the caller's) like the rest of
+// the guest, so a cleanup of a killed run that kills the launcher's
+// processes ends it too. Errors: a CID below 3, a missing binary, a process
+// that exits or never listens.
+func StartVsockBackend(bin, netns string, cid uint32, socket, udsPath, logPath string) (*VsockBackend, error) {
 	if cid < 3 || cid == 0xFFFFFFFF {
 		return nil, fmt.Errorf("failed to start vhost-device-vsock: guest CID %d must be 3-4294967294", cid)
 	}
@@ -53,7 +56,15 @@ func StartVsockBackend(bin string, cid uint32, socket, udsPath, logPath string) 
 	}
 	defer logf.Close()
 	b := &VsockBackend{CID: cid, Socket: socket, UDSPath: udsPath, done: make(chan struct{})}
-	b.cmd = exec.Command(bin, VsockBackendArgs(cid, socket, udsPath)...)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("failed to find %s (run hack/setup.sh): %w", bin, err)
+	}
+	if netns != "" {
+		// ip execs the backend after setns: the PID stays the backend's.
+		b.cmd = exec.Command("ip", append([]string{"netns", "exec", netns, bin}, VsockBackendArgs(cid, socket, udsPath)...)...)
+	} else {
+		b.cmd = exec.Command(bin, VsockBackendArgs(cid, socket, udsPath)...)
+	}
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	b.cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
