@@ -107,6 +107,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	case "", emulation.GuestsNetNS:
 	case emulation.GuestsQEMU:
 		realGuests = true
+		d.steps++ // the unwire step
 		if err := CheckGuestRequirements(d.bin); err != nil {
 			return err
 		}
@@ -182,6 +183,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	var benchErr error
 	if realGuests {
 		benchErr = d.realGuestProof(ctx)
+		if benchErr == nil {
+			if err := d.showStatus(ctx); err != nil {
+				return err
+			}
+			return d.realGuestUnwire(ctx)
+		}
 	} else {
 		if err := d.showVSOCK(ctx); err != nil {
 			return err
