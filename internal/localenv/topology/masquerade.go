@@ -153,7 +153,7 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 	}
 	if m.external {
 		if err := m.NetNS.Do(func() error {
-			if err := writeSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
+			if err := setSysctl("net/ipv4/ip_forward", "1"); err != nil {
 				return err
 			}
 			return txChecksumOff(MasqueradeBridge)
