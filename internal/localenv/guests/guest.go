@@ -359,6 +359,12 @@ func (g *Guest) Run(ctx context.Context, command string) (string, int, error) {
 // vhost-device-vsock and the DHCP servers, deletes the taps and removes the
 // state directory. Safe to call more than once and on a partial guest.
 func (g *Guest) Stop() error {
+	started := time.Now()
+	defer func() {
+		if g.opts.Logf != nil && g.BootTime > 0 {
+			g.opts.Logf("%s %s/%s stopped in %s", Label, g.Namespace, g.Name, time.Since(started).Round(100*time.Millisecond))
+		}
+	}()
 	var errs []error
 	if g.ctl != nil {
 		_ = g.ctl.Close()

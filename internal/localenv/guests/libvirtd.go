@@ -136,31 +136,30 @@ func (d *Libvirtd) Virsh(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// Stop destroys every domain of the daemon, ends libvirtd and virtlogd
-// (SIGTERM, then SIGKILL after 5 s) and kills any QEMU left behind by its
-// pid file. It is safe to call more than once.
+// Stop destroys every domain of the daemon (QEMU ends), then kills
+// libvirtd and virtlogd (their state directory goes with the guest, so no
+// graceful shutdown is needed) and any QEMU a pid file still names. It is
+// safe to call more than once.
 func (d *Libvirtd) Stop() error {
 	if d == nil || d.cmd == nil || d.cmd.Process == nil {
 		return nil
 	}
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := d.Virsh(ctx, "list", "--all", "--name"); err == nil {
+	if out, err := d.Virsh(ctx, "list", "--name"); err == nil {
 		for _, name := range strings.Fields(out) {
-			_, _ = d.Virsh(ctx, "destroy", name)
-			_, _ = d.Virsh(ctx, "undefine", name)
+			if _, err := d.Virsh(ctx, "destroy", name); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	pgid := d.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-d.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-d.done
+	case <-time.After(10 * time.Second):
+		errs = append(errs, fmt.Errorf("libvirtd in %s did not exit after SIGKILL", d.NetNS))
 	}
-	d.done <- nil // later Stop calls return at once
 	// QEMU daemonizes into its own session: kill what a pid file still names.
 	pids, _ := filepath.Glob(filepath.Join(d.Dir, "run", "qemu", "*.pid"))
 	for _, f := range pids {
