@@ -48,7 +48,7 @@ if [[ -z "$kernel_ver" || "$kernel_ver" == "(none)" ]]; then
 fi
 
 inputs() {
-  sha256sum "${BASH_SOURCE[0]}" "${ROOT}"/hack/guest/*
+  (cd "${ROOT}" && sha256sum hack/guest-image.sh hack/guest/*)
   echo "kernel ${kernel_pkg} ${kernel_ver}"
   for entry in "${USERLAND[@]}"; do
     dpkg-query -W -f='${Package} ${Version}\n' "${entry#*:}"
