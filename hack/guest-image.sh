@@ -112,6 +112,9 @@ fi
 
 install -m 0755 "${ROOT}/hack/guest/init" "${rootfs}/init"
 install -m 0755 "${ROOT}/hack/guest/udhcpc.script" "${rootfs}/etc/udhcpc.script"
+# Debian's busybox-static has no nohup applet; scripts written for a full guest use it.
+printf '#!/bin/sh\ntrap "" HUP\nexec "$@"\n' >"${rootfs}/usr/bin/nohup"
+chmod 0755 "${rootfs}/usr/bin/nohup"
 echo "root:x:0:0:root:/:/bin/sh" >"${rootfs}/etc/passwd"
 echo "root:x:0:" >"${rootfs}/etc/group"
 printf 'netperf 12865/tcp\n' >"${rootfs}/etc/services"
