@@ -79,8 +79,9 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 ##@ Test
 
 .PHONY: test
-test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e.
+test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e (namespace guests, then real QEMU guests).
 	go test $(GO_TEST_FLAGS) ./...
+	FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
 
 .PHONY: soak
 soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
@@ -88,7 +89,7 @@ soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent,
 	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
 
 .PHONY: e2e
-e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster).
+e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.
 	go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v
 
 .PHONY: bench
@@ -101,5 +102,5 @@ bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, rel
 ##@ Demo
 
 .PHONY: demo
-demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix.
-	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,)
+demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix, GUESTS=qemu for real VMs.
+	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,) $(if $(GUESTS),--guests=$(GUESTS),)

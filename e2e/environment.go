@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,13 @@ type Environment interface {
 // localEnv is the Stack of internal/localenv/demo (emulated KubeVirt).
 type localEnv struct {
 	stack *demo.Stack
+	// real is true with FASTPATH_GUESTS=qemu: the guests are REAL VMs
+	// (internal/localenv/guests), reached through their control channel.
+	real bool
 }
+
+// GuestsEnv selects the local guests: "netns" (default) or "qemu".
+const GuestsEnv = "FASTPATH_GUESTS"
 
 // Local bridge, subnet and prefixes of the suite: distinct from the demo's so
 // both can run on one machine.
@@ -76,15 +83,22 @@ func startLocal(ctx context.Context, root, ns string, out io.Writer) (*localEnv,
 		PodCIDR:      netip.MustParsePrefix("10.244.251.0/24"),
 		Bridges:      []fastpathv1alpha1.NetworkSpec{{Bridge: localBridge, Datapath: fastpathv1alpha1.DatapathLinuxBridge, MTU: &mtu}},
 		RunnerImage:  "ghcr.io/fastpath-io/fastpath:e2e",
+		Guests:       os.Getenv(GuestsEnv),
 		Out:          out,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &localEnv{stack: s}, nil
+	return &localEnv{stack: s, real: os.Getenv(GuestsEnv) == emulation.GuestsQEMU}, nil
 }
 
+// RealGuests reports whether the guests are real VMs.
+func (l *localEnv) RealGuests() bool { return l.real }
+
 func (l *localEnv) Name() string {
+	if l.real {
+		return "local: embedded control plane, real operator and agent, EMULATED KubeVirt/Multus/kubelet, REAL VMs (QEMU TCG, no KVM)"
+	}
 	return "local: embedded control plane, real operator and agent, EMULATED KubeVirt/Multus/kubelet"
 }
 func (l *localEnv) Client() client.Client { return l.stack.Client }
@@ -95,6 +109,17 @@ func (l *localEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdi
 	g, ok := l.stack.Emulator.Guest(key)
 	if !ok {
 		return "", fmt.Errorf("failed to run %q in %s: no running guest", command, key)
+	}
+	if g.Real != nil {
+		line := command
+		if stdin != "" {
+			line = fmt.Sprintf("printf %%s %s | base64 -d | { %s; }", base64.StdEncoding.EncodeToString([]byte(stdin)), command)
+		}
+		out, rc, err := g.Real.Run(ctx, line)
+		if err == nil && rc != 0 {
+			err = fmt.Errorf("failed to run %q in the real guest %s: exit status %d", command, key, rc)
+		}
+		return out, err
 	}
 	return netnsExec(ctx, g.NetNS.Name, stdin, command)
 }
@@ -122,6 +147,9 @@ func netnsExec(ctx context.Context, name, stdin, command string) (string, error)
 }
 
 func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
+	if l.real {
+		return socatServe(ctx, l, key, port)
+	}
 	t, err := l.stack.Emulator.VSOCK(key)
 	if err != nil {
 		return err
@@ -139,6 +167,9 @@ func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, por
 }
 
 func (l *localEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
+	if l.real {
+		return socatRequest(ctx, l, key, cid, port, msg)
+	}
 	t, err := l.stack.Emulator.VSOCK(key)
 	if err != nil {
 		return "", err
@@ -216,13 +247,23 @@ func (c *clusterEnv) LauncherExec(ctx context.Context, key types.NamespacedName,
 }
 
 func (c *clusterEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
-	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & sleep 1`, port, key.Name)
-	_, err := c.GuestExec(ctx, key, "", cmd)
-	return err
+	return socatServe(ctx, c, key, port)
 }
 
 func (c *clusterEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
-	out, err := c.GuestExec(ctx, key, msg+"\n", fmt.Sprintf("socat -t 5 - VSOCK-CONNECT:%d:%d", cid, port))
+	return socatRequest(ctx, c, key, cid, port, msg)
+}
+
+// socatServe and socatRequest play VSOCKServe and VSOCKRequest with socat
+// inside a real guest.
+func socatServe(ctx context.Context, e Environment, key types.NamespacedName, port uint32) error {
+	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & sleep 1`, port, key.Name)
+	_, err := e.GuestExec(ctx, key, "", cmd)
+	return err
+}
+
+func socatRequest(ctx context.Context, e Environment, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
+	out, err := e.GuestExec(ctx, key, msg+"\n", fmt.Sprintf("socat -t 5 - VSOCK-CONNECT:%d:%d", cid, port))
 	if err != nil {
 		if strings.Contains(out, "Connection reset") || strings.Contains(out, "Connection refused") {
 			return "", nil

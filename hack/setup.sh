@@ -25,6 +25,8 @@ fi
 APT_PACKAGES=(
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
+  # real guests (internal/localenv/guests): QEMU under libvirt, and the guest image's inputs
+  qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip
 )
 
 missing=()
@@ -83,5 +85,33 @@ build_tool kubectl k8s.io/kubernetes/cmd/kubectl \
   "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
 
 build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
+
+# libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
+# compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
+# would create it. The real guests run QEMU as root (internal/localenv/guests).
+getent group kvm >/dev/null || groupadd --system kvm
+getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
+getent passwd libvirt-qemu >/dev/null ||
+  useradd --system --no-create-home --home-dir /var/lib/libvirt --shell /usr/sbin/nologin -g libvirt-qemu -G kvm libvirt-qemu
+
+# Real guests: the boot image (kernel from Debian's .deb + initramfs), rebuilt when its inputs change.
+bash "${ROOT}/hack/guest-image.sh"
+
+# vhost-device-vsock, the vhost-user vsock backend of the real guests (crates.io, pinned).
+# Fastpath never passes it --forward-cid/--forward-listen (they would open AF_VSOCK on this host).
+VHOST_VSOCK_VERSION=0.3.0
+if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.stamp" 2>/dev/null)" != "${VHOST_VSOCK_VERSION}" ]]; then
+  if ! command -v cargo >/dev/null 2>&1 && [[ -x "${HOME}/.cargo/bin/cargo" ]]; then
+    export PATH="${HOME}/.cargo/bin:${PATH}"
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    log "installing cargo from Debian (vhost-device-vsock needs it)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cargo >/dev/null
+  fi
+  log "building vhost-device-vsock ${VHOST_VSOCK_VERSION} with cargo (cold: a few minutes; cached after)"
+  cargo install --quiet --locked --version "${VHOST_VSOCK_VERSION}" vhost-device-vsock --root "${ROOT}/_out/cargo"
+  install -m 0755 "${ROOT}/_out/cargo/bin/vhost-device-vsock" "${BIN}/vhost-device-vsock"
+  echo "${VHOST_VSOCK_VERSION}" >"${BIN}/.vhost-device-vsock.stamp"
+fi
 
 log "ok: $(ls "${BIN}" | tr '\n' ' ')"

@@ -48,6 +48,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, run func
 		},
 	}
 	cmd.Flags().BoolVar(&o.Full, "full", false, "also run the papers' whole netperf matrix (about 25 minutes)")
+	cmd.Flags().StringVar(&o.Guests, "guests", "", "what the VMs are: netns (network namespaces, the default) or qemu (REAL VMs: libvirt + QEMU under TCG; the proof runs inside them)")
 	cmd.SetArgs(args)
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)

@@ -25,6 +25,7 @@ func TestMainParsesFlagsAndRunsTheDemo(t *testing.T) {
 		{[]string{"--help"}, 0, "--full", false, nil, demo.Options{}},
 		{nil, 0, "", true, nil, demo.Options{}},
 		{[]string{"--full"}, 0, "", true, nil, demo.Options{Full: true}},
+		{[]string{"--guests=qemu"}, 0, "", true, nil, demo.Options{Guests: "qemu"}},
 		{nil, 1, "fastpath-demo: the benchmark failed", true, errors.New("the benchmark failed"), demo.Options{}},
 	} {
 		g := gomega.NewWithT(t)

@@ -22,7 +22,7 @@ import (
 // newDemoCmd is `demo ARGS`: fastpath-demo ARGS in place of this process.
 func newDemoCmd(execve func(string, []string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:                "demo [--full]",
+		Use:                "demo [--full] [--guests=netns|qemu]",
 		Short:              "run Fastpath's whole job on this machine (root; runs fastpath-demo, see fastpath-demo --help)",
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {

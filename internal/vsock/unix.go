@@ -37,6 +37,11 @@ import (
 // preamble. Firecracker's host-initiated hybrid vsock uses a similar
 // "CONNECT <port>\n" / "OK <port>\n" exchange.
 //
+// Real guests: a UnixTransport of the host CID also speaks hybrid vsock, the
+// host side of vhost-device-vsock (see hybrid.go), so the node agent's relay
+// over this transport serves real QEMU guests whose backends put their
+// --uds-path at <Root>/<cid>.vsock, next to the emulated ones.
+//
 // The emulation trusts the preamble: any process that can reach Root can
 // claim any CID. That is acceptable for tests and the demo only.
 type UnixTransport struct {
@@ -117,6 +122,9 @@ func (t *UnixTransport) Listen(port uint32) (net.Listener, error) {
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
+	if t.CID == HostCID {
+		l.hybrid = startHybridListener(t.Root, port, l.ready, l.done)
+	}
 	return l, nil
 }
 
@@ -132,12 +140,18 @@ func staleSocket(path string) bool {
 }
 
 // Dial connects to (cid, port) by connecting to <Root>/<cid>/<port>.sock and
-// exchanging the preamble. The returned connection reports LocalAddr
+// exchanging the preamble; from the host CID to a real guest (a socket at
+// HybridPath(cid)) it speaks hybrid vsock instead. The returned connection reports LocalAddr
 // (t.CID, ephemeral port) and RemoteAddr (cid, port) as *Addr and supports
 // CloseWrite. A missing listener yields an error wrapping os.ErrNotExist
 // (no socket file) or syscall.ECONNREFUSED (stale file); a listener that
 // answers "ERR" yields an error naming its reason.
 func (t *UnixTransport) Dial(ctx context.Context, cid, port uint32) (net.Conn, error) {
+	if t.CID == HostCID {
+		if fi, err := os.Stat(t.HybridPath(cid)); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return t.dialHybrid(ctx, cid, port)
+		}
+	}
 	path := t.SocketPath(cid, port)
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "unix", path)
@@ -232,6 +246,8 @@ type unixListener struct {
 	done    chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+	// hybrid accepts real guests' connections (host CID only).
+	hybrid *hybridListener
 }
 
 func (l *unixListener) acceptLoop() {
@@ -308,6 +324,9 @@ func (l *unixListener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		err = l.ln.Close()
+		if l.hybrid != nil {
+			l.hybrid.close()
+		}
 		l.wg.Wait()
 	})
 	if err != nil {

@@ -84,6 +84,44 @@ const (
 type Document struct {
 	Machine Machine `json:"machine"`
 	Runs    []Run   `json:"runs"`
+	// GuestChecks are what real guests' virtio-net drivers report for their
+	// fast-path NICs, read inside the guests (local environment with real
+	// guests only).
+	GuestChecks []GuestCheck `json:"guestChecks,omitempty"`
+	// VsockChecks are vsock connections tried through the relay between
+	// real guests, with what the allow-list says and whether that happened.
+	VsockChecks []VsockCheck `json:"vsockChecks,omitempty"`
+}
+
+// GuestCheck is one NIC as a real guest's driver reports it (sysfs MTU,
+// ethtool -g current ring sizes, ethtool -l combined queues, ethtool -k
+// tcp-segmentation-offload).
+type GuestCheck struct {
+	// VM is the VM name; Interface the guest's NIC name, e.g. "eth1".
+	VM        string `json:"vm"`
+	Interface string `json:"interface"`
+	// MTU in bytes.
+	MTU int `json:"mtu"`
+	// RxQueueSize and TxQueueSize are the virtio ring sizes in descriptors.
+	RxQueueSize int `json:"rxQueueSize"`
+	TxQueueSize int `json:"txQueueSize"`
+	// Queues is the number of combined queue pairs.
+	Queues int `json:"queues"`
+	// TSO is "on" or "off".
+	TSO string `json:"tso"`
+}
+
+// VsockCheck is one vsock connection from a guest to a service through the
+// relay.
+type VsockCheck struct {
+	// From and To are VM names; Port the relay port dialled on CID 2.
+	From string `json:"from"`
+	To   string `json:"to"`
+	Port uint32 `json:"port"`
+	// Allowed is whether the allow-list admits From; OK whether what
+	// happened matches (answered when allowed, refused when not).
+	Allowed bool `json:"allowed"`
+	OK      bool `json:"ok"`
 }
 
 // Machine describes where the benchmark ran.
@@ -107,6 +145,9 @@ type Machine struct {
 	// from $FASTPATH_EMULATED (EmulatedEnv), --emulated and its vsock
 	// transport.
 	Emulated string `json:"emulated,omitempty"`
+	// Guests is what the VMs were: "qemu-tcg" or "qemu-kvm" for real guests
+	// (internal/localenv/guests), empty otherwise.
+	Guests string `json:"guests,omitempty"`
 }
 
 // Run is one point of the matrix on one path: all repetitions, summarised.

@@ -57,6 +57,10 @@ type Options struct {
 	BinDir string
 	// Full also runs the papers' whole matrix (FullBenchmark).
 	Full bool
+	// Guests is "netns" (default: guests are network namespaces) or "qemu"
+	// (REAL VMs, internal/localenv/guests; the proof runs inside them and
+	// replaces the FastPathBenchmark step, whose VM mode needs SSH).
+	Guests string
 	// Out receives everything the demo prints; default os.Stdout.
 	Out io.Writer
 }
@@ -98,6 +102,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := CheckRequirements(d.bin); err != nil {
 		return err
 	}
+	realGuests := false
+	switch o.Guests {
+	case "", emulation.GuestsNetNS:
+	case emulation.GuestsQEMU:
+		realGuests = true
+		d.steps++ // the unwire step
+		if err := CheckGuestRequirements(d.bin); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--guests %q must be %q or %q", o.Guests, emulation.GuestsNetNS, emulation.GuestsQEMU)
+	}
 	mode := "quick"
 	if o.Full {
 		mode = "full (the papers' matrix)"
@@ -131,6 +147,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		PodCIDR:      netip.MustParsePrefix("10.244.250.0/24"),
 		Bridges:      bridges,
 		RunnerImage:  "ghcr.io/fastpath-io/fastpath:dev",
+		Guests:       o.Guests,
 		Out:          d.emu,
 	})
 	defer func() {
@@ -163,10 +180,21 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := d.waitAttachment(ctx); err != nil {
 		return err
 	}
-	if err := d.showVSOCK(ctx); err != nil {
-		return err
+	var benchErr error
+	if realGuests {
+		benchErr = d.realGuestProof(ctx)
+		if benchErr == nil {
+			if err := d.showStatus(ctx); err != nil {
+				return err
+			}
+			return d.realGuestUnwire(ctx)
+		}
+	} else {
+		if err := d.showVSOCK(ctx); err != nil {
+			return err
+		}
+		benchErr = d.runBenchmarks(ctx)
 	}
-	benchErr := d.runBenchmarks(ctx)
 	if ctx.Err() != nil {
 		return errors.Join(benchErr, ctx.Err())
 	}
@@ -272,6 +300,9 @@ func (d *demo) applySamples(ctx context.Context) error {
 	}
 	if _, err := d.kubectl(ctx, nil, "-n", Namespace, "create", "secret", "generic", SSHPubSecret, "--from-file=key="+d.rel(key)+".pub"); err != nil {
 		return err
+	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		return d.applySamplesForRealGuests(ctx)
 	}
 	_, err := d.kubectl(ctx, nil, "-n", Namespace, "apply", "-f", "config/samples/")
 	return err
@@ -387,23 +418,6 @@ func (d *demo) vsockService(ctx context.Context, a *fastpathv1alpha1.FastPathAtt
 		fmt.Fprintf(d.out, "  agent log: %s\n", line)
 	}
 	return nil
-}
-
-func lastLineContaining(path, s string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var found string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, s) && (strings.Contains(strings.ToLower(l), "den") || strings.Contains(strings.ToLower(l), "refus")) {
-			found = l
-		}
-	}
-	if len(found) > 240 {
-		found = found[:240] + "..."
-	}
-	return found
 }
 
 // runBenchmarks waits for the samples' benchmarks (and, with Full, then
@@ -560,62 +574,24 @@ func (d *demo) results(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmar
 // kubectl shows them, the VMIs and the benchmarks.
 func (d *demo) showStatus(ctx context.Context) error {
 	d.header("Status, as kubectl shows it")
-	for _, args := range [][]string{
+	cmds := [][]string{
 		{"-n", Namespace, "get", "fpa,fpn", "-o", "wide"},
 		{"-n", Namespace, "get", "vmi", "-o", "wide"},
 		{"-n", Namespace, "get", "fpb"},
-	} {
+	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		cmds = cmds[:2]
+	}
+	for _, args := range cmds {
 		if _, err := d.kubectl(ctx, nil, args...); err != nil {
 			return err
 		}
+	}
+	if d.o.Guests == emulation.GuestsQEMU {
+		fmt.Fprintf(d.out, "results: %s\n", d.rel(filepath.Join(d.outDir, "results.json")))
+		return nil
 	}
 	fmt.Fprintf(d.out, "report: %s, %s, %s\n", d.rel(filepath.Join(d.outDir, "report.md")), d.rel(filepath.Join(d.outDir, "report.html")), d.rel(filepath.Join(d.outDir, "results.json")))
 	return nil
 }
 
-// sampleBridges returns the bridge of every FastPathNetwork in the samples
-// directory (after defaulting), so the demo knows which node bridges the
-// agent will create.
-func sampleBridges(dir string) ([]fastpathv1alpha1.NetworkSpec, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var out []fastpathv1alpha1.NetworkSpec
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("failed to read %s: %w", f, err)
-		}
-		for _, doc := range strings.Split(string(b), "\n---") {
-			var n fastpathv1alpha1.FastPathNetwork
-			if err := yaml.Unmarshal([]byte(doc), &n); err != nil || n.Kind != "FastPathNetwork" {
-				continue
-			}
-			spec := fastpathv1alpha1.DefaultNetworkSpec(n.Spec)
-			if !slices.ContainsFunc(out, func(b fastpathv1alpha1.NetworkSpec) bool { return b.Bridge == spec.Bridge }) {
-				out = append(out, fastpathv1alpha1.NetworkSpec{Datapath: spec.Datapath, Bridge: spec.Bridge, MTU: spec.MTU.Max})
-			}
-		}
-	}
-	return out, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if st, err := os.Stat(filepath.Join(dir, "config", "samples")); err == nil && st.IsDir() {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("failed to find the Fastpath repository (config/samples and go.mod) above the working directory: run the demo from the repository (make demo)")
-		}
-		dir = parent
-	}
-}

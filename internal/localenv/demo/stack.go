@@ -48,6 +48,9 @@ type StackOptions struct {
 	// RunnerImage is passed to the operator (--runner-image); the emulated
 	// kubelet runs BinDir/fastpath-bench for any image.
 	RunnerImage string
+	// Guests is the emulation's guest kind: "netns" (default) or "qemu"
+	// (real VMs; BinDir also holds the guest image and vhost-device-vsock).
+	Guests string
 	// Out receives progress and EMULATED lines.
 	Out io.Writer
 }
@@ -93,6 +96,8 @@ func (o StackOptions) emulationOptions() emulation.Options {
 		CNIPath:   []string{filepath.Join(o.runDir(), "cni-bin"), "/usr/lib/cni"},
 		VSOCKRoot: filepath.Join(o.runDir(), "vsock"),
 		Binaries:  map[string]string{"fastpath-bench": filepath.Join(o.BinDir, "fastpath-bench")},
+		Guests:    o.Guests,
+		GuestBin:  o.BinDir,
 		Out:       o.Out,
 	}
 }

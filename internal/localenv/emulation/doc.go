@@ -66,6 +66,16 @@
 //     reports as restartRequired gets an emulated `virtctl restart` (its VMI is
 //     deleted and created again from the wired template).
 //
+// With Options.Guests "qemu" the guests are REAL VMs instead of network
+// namespaces (internal/localenv/guests): the launcher keeps the pod network,
+// the Multus networks and KubeVirt's in-pod bridges, and each VMI's domain,
+// rendered as KubeVirt's converter does and passed through the real domain
+// hook, is defined and started by a libvirtd in the launcher namespace; DHCP
+// on the taps hands the guest its addresses; the guest's vsock is
+// vhost-device-vsock on the relay's directory. cloud-init is not run (the
+// guest image starts netserver) and the emulated ssh does not reach real
+// guests. Lines about real guests start with REAL.
+//
 // Nothing else of KubeVirt exists: no domain, no domain hook, no virtio queue
 // or ring sizes, no live migration. Stop removes every namespace, veth and
 // process the emulation made; CleanupLeftovers removes them after a killed run.

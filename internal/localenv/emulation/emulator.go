@@ -76,6 +76,14 @@ type Options struct {
 	// "netserver" from PATH.
 	Netserver string
 
+	// Guests is GuestsNetNS ("" means it: every guest a network namespace)
+	// or GuestsQEMU (every guest a REAL VM, see internal/localenv/guests).
+	Guests string
+	// GuestBin holds what real guests need (fastpath-domain-hook,
+	// vhost-device-vsock, guest/): the repository's bin/. Required with
+	// GuestsQEMU.
+	GuestBin string
+
 	// Out receives the emulation's log lines, each starting with Label; default
 	// os.Stderr.
 	Out io.Writer
@@ -133,6 +141,16 @@ func New(opts Options) (*Emulator, error) {
 	opts.PodCIDR = opts.PodCIDR.Masked()
 	if len(opts.CNIPath) == 0 {
 		opts.CNIPath = []string{"/opt/cni/bin", "/usr/lib/cni"}
+	}
+	switch opts.Guests {
+	case "", GuestsNetNS:
+		opts.Guests = GuestsNetNS
+	case GuestsQEMU:
+		if opts.GuestBin == "" {
+			return nil, fmt.Errorf("failed to create the emulation: GuestBin is required with Guests %q", GuestsQEMU)
+		}
+	default:
+		return nil, fmt.Errorf("failed to create the emulation: Guests %q must be %q or %q", opts.Guests, GuestsNetNS, GuestsQEMU)
 	}
 	if opts.FirstCID == 0 {
 		opts.FirstCID = vsock.MinGuestCID

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
@@ -27,6 +28,8 @@ type Guest struct {
 	Networks map[string]GuestNetwork
 	// CID is the vsock CID, 0 when the VMI has none.
 	CID uint32
+	// Real is the REAL guest with Options.Guests "qemu"; then NetNS is nil.
+	Real *guests.Guest
 }
 
 // GuestNetwork is one Multus network as the guest sees it.
@@ -59,6 +62,7 @@ func (e *Emulator) Guest(key types.NamespacedName) (Guest, bool) {
 	if l.cid != nil {
 		g.CID = *l.cid
 	}
+	g.Real = l.real
 	return g, true
 }
 

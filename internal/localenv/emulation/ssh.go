@@ -89,6 +89,9 @@ func (e *Emulator) writeSSHHosts() error {
 	e.mu.Lock()
 	var lines []string
 	for _, l := range e.launchers {
+		if l.guest == nil {
+			continue // a real guest has no sshd: the emulated ssh cannot reach it
+		}
 		addrs := []string{l.podIP.String()}
 		for _, a := range l.nets {
 			addrs = append(addrs, a.ips...)

@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 // launcher is the emulated virt-launcher pod of one VMI and its guest: two
@@ -44,9 +46,12 @@ type launcher struct {
 	nets        []*attachedNet
 	netservers  []*netperf.Netserver
 	cid         *uint32
-	dir         string
-	keysFile    string
-	started     metav1.Time
+	// real is the REAL guest with Options.Guests "qemu" (nil otherwise;
+	// then guest is nil).
+	real     *guests.Guest
+	dir      string
+	keysFile string
+	started  metav1.Time
 	// reported is set once the Running status was written (logged once).
 	reported bool
 }
@@ -138,8 +143,10 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	if l.netns, err = topology.NewNetNS(nsName); err != nil {
 		return nil, err
 	}
-	if l.guest, err = topology.NewNetNS(guestName); err != nil {
-		return nil, err
+	if !e.realGuests() {
+		if l.guest, err = topology.NewNetNS(guestName); err != nil {
+			return nil, err
+		}
 	}
 	guestIfs := guestInterfaceNames(vmi)
 	if l.podIP, err = e.allocatePodIP(); err != nil {
@@ -153,13 +160,22 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 		if iface := specInterface(vmi, podNet); iface == nil || iface.Masquerade == nil {
 			return nil, fmt.Errorf("failed to wire the pod network of %s: only the masquerade binding is emulated for it", key)
 		}
-		if l.masq, err = topology.AddMasquerade(l.netns, topology.MasqueradeOptions{HostIfName: hostIf, PodIP: l.podIP, Guest: l.guest, GuestIfName: guestIfs[podNet]}); err != nil {
+		mo := topology.MasqueradeOptions{HostIfName: hostIf, PodIP: l.podIP, Guest: l.guest, GuestIfName: guestIfs[podNet]}
+		if e.realGuests() {
+			mo = topology.MasqueradeOptions{HostIfName: hostIf, PodIP: l.podIP, ExternalGuest: true}
+		}
+		if l.masq, err = topology.AddMasquerade(l.netns, mo); err != nil {
 			return nil, fmt.Errorf("failed to wire the pod network of %s: %w", key, err)
 		}
 		e.log.printf("kubelet", "pod %s/%s (VMI %s): network namespace %s, pod network eth0 %s/32 MTU %d via host veth %s",
 			vmi.Namespace, l.podName, vmi.Name, nsName, l.podIP, l.masq.MTU, hostIf)
-		e.log.printf("virt-launcher", "%s: masquerade binding: k6t-eth0 10.0.2.1 (TX checksum off, as KubeVirt), NAT rules, tap0 -> guest %s %s (guest namespace %s)",
-			key, l.masq.GuestIfName, l.masq.GuestIP, guestName)
+		if e.realGuests() {
+			e.log.printf("virt-launcher", "%s: masquerade binding: k6t-eth0 10.0.2.1 (TX checksum off, as KubeVirt), NAT rules; the real guest's tap0 joins it, DHCP hands it %s",
+				key, l.masq.GuestIP)
+		} else {
+			e.log.printf("virt-launcher", "%s: masquerade binding: k6t-eth0 10.0.2.1 (TX checksum off, as KubeVirt), NAT rules, tap0 -> guest %s %s (guest namespace %s)",
+				key, l.masq.GuestIfName, l.masq.GuestIP, guestName)
+		}
 	}
 	for _, n := range multusNetworks(vmi) {
 		iface := specInterface(vmi, n.Name)
@@ -180,6 +196,11 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 		}
 		l.bindings = append(l.bindings, b)
 		a.guestIf = b.GuestIfName
+		if e.realGuests() {
+			e.log.printf("virt-launcher", "%s: bridge binding of %s: %s is a port of %s (TX checksum off); the real guest's %s joins it, DHCP hands it mac %s MTU %d %s",
+				key, n.Name, a.podIf, b.BridgeName, b.TapName, b.MAC, b.MTU, strings.Join(a.ips, ","))
+			continue
+		}
 		e.log.printf("virt-launcher", "%s: bridge binding of %s: %s is a port of %s (TX checksum off), %s -> guest %s mac %s MTU %d %s",
 			key, n.Name, a.podIf, b.BridgeName, b.TapName, b.GuestIfName, b.MAC, b.MTU, strings.Join(a.ips, ","))
 	}
@@ -189,8 +210,10 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	} else if n > 0 {
 		e.log.printf("virt-launcher", "%s: %d SSH public key(s) from accessCredentials authorised in the guest", key, n)
 	}
-	if err := e.runCloudInit(ctx, l, vmi); err != nil {
-		return nil, err
+	if !e.realGuests() {
+		if err := e.runCloudInit(ctx, l, vmi); err != nil {
+			return nil, err
+		}
 	}
 	if vsockRequested(vmi) && e.opts.VSOCKRoot != "" {
 		cid, err := e.allocateCID()
@@ -198,7 +221,17 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 			return nil, err
 		}
 		l.cid = &cid
-		e.log.printf("virt-handler", "%s: vsock CID %d (UNIX-socket transport under %s)", key, cid, e.opts.VSOCKRoot)
+		if e.realGuests() {
+			e.log.printf("virt-handler", "%s: vsock CID %d (the real guest's vhost-device-vsock, hybrid socket %s)", key, cid, vsock.NewUnixTransport(e.opts.VSOCKRoot, cid).HybridPath(cid))
+		} else {
+			e.log.printf("virt-handler", "%s: vsock CID %d (UNIX-socket transport under %s)", key, cid, e.opts.VSOCKRoot)
+		}
+	}
+	if e.realGuests() {
+		e.log.printf("cloud-init", "%s: the real-guest image starts netserver itself (port 12865); cloud-init runcmd is not run", key)
+		if err := e.bootRealGuest(ctx, l, vmi); err != nil {
+			return nil, err
+		}
 	}
 	e.mu.Lock()
 	e.launchers[key] = l
@@ -237,6 +270,12 @@ func (e *Emulator) teardown(ctx context.Context, key types.NamespacedName, why s
 // release undoes a (possibly partial) launcher, in reverse order.
 func (e *Emulator) release(ctx context.Context, l *launcher) error {
 	var errs []error
+	if l.real != nil {
+		if err := l.real.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+		l.real = nil
+	}
 	for _, ns := range l.netservers {
 		if err := ns.Stop(); err != nil {
 			errs = append(errs, err)
@@ -335,8 +374,13 @@ func (e *Emulator) writeVMIStatus(ctx context.Context, vmi *kubevirtv1.VirtualMa
 	want.VSOCKCID = l.cid
 	want.ActivePods = map[types.UID]string{l.podUID: e.opts.NodeName}
 	want.GuestOSInfo = kubevirtv1.VirtualMachineInstanceGuestOSInfo{
-		Name:       "Fastpath emulation",
-		PrettyName: "EMULATED guest: network namespace " + l.guest.Name,
+		Name: "Fastpath emulation",
+	}
+	if l.real != nil {
+		want.GuestOSInfo.Name = "Fastpath real guest"
+		want.GuestOSInfo.PrettyName = guests.Label + ": Debian cloud kernel, busybox initramfs"
+	} else {
+		want.GuestOSInfo.PrettyName = "EMULATED guest: network namespace " + l.guest.Name
 	}
 	ready := kubevirtv1.VirtualMachineInstanceCondition{
 		Type:               kubevirtv1.VirtualMachineInstanceReady,

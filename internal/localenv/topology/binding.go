@@ -168,8 +168,12 @@ func TapName(podIfName string) string {
 // pod interface to <hash>-nic and leaves a dummy with its name; the emulation
 // keeps the name (this kernel may lack the dummy module). It undoes what it
 // did when a step fails.
+//
+// A nil guest builds the launcher side only, for a real guest: the caller
+// adds the tap TapName to BridgeName and hands Addrs and MAC to the guest by
+// DHCP (internal/localenv/guests); GuestIfName may then be empty.
 func AddBridgeBinding(launcher, guest *NetNS, o BridgeBindingOptions) (_ *BridgeBinding, err error) {
-	if o.PodIfName == "" || o.GuestIfName == "" || len(o.GuestIfName) > 15 {
+	if o.PodIfName == "" || (guest != nil && o.GuestIfName == "") || len(o.GuestIfName) > 15 {
 		return nil, fmt.Errorf("failed to validate bridge binding options: PodIfName and GuestIfName (1-15 characters) are required")
 	}
 	b := &BridgeBinding{Launcher: launcher, Guest: guest, PodIfName: o.PodIfName, BridgeName: BridgeName(o.PodIfName), TapName: TapName(o.PodIfName), GuestIfName: o.GuestIfName}
@@ -233,6 +237,9 @@ func AddBridgeBinding(launcher, guest *NetNS, o BridgeBindingOptions) (_ *Bridge
 	}
 	if err := launcher.Do(func() error { return txChecksumOff(b.BridgeName) }); err != nil {
 		return nil, err
+	}
+	if guest == nil {
+		return b, nil
 	}
 	if _, err := addTap(launcher, guest, b.TapName, o.GuestIfName, b.BridgeName, b.MTU, mac); err != nil {
 		return nil, err

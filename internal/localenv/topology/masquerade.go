@@ -57,6 +57,11 @@ type MasqueradeOptions struct {
 	Guest *NetNS
 	// GuestIfName is the guest's interface with Guest set; default "eth0".
 	GuestIfName string
+	// ExternalGuest builds the launcher side of the full shape (only the
+	// gateway on k6t-eth0, forwarding, TX checksum off) for a real guest
+	// whose tap "tap0" the caller adds to k6t-eth0 and addresses by DHCP
+	// (internal/localenv/guests). Exclusive with Guest.
+	ExternalGuest bool
 }
 
 // Masquerade is a wired default pod-network interface (see the package doc).
@@ -81,9 +86,11 @@ type Masquerade struct {
 	Guest       *NetNS
 	GuestIfName string
 	GuestMAC    string
-	// TapName is the launcher end of the guest's veth ("tap0"), "" in the
-	// collapsed shape.
+	// TapName is the launcher end of the guest's veth ("tap0"), or the real
+	// guest's tap with ExternalGuest; "" in the collapsed shape.
 	TapName string
+	// external is MasqueradeOptions.ExternalGuest.
+	external bool
 }
 
 // AddMasquerade wires the masquerade-shaped pod interface into n, the
@@ -125,8 +132,9 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 	m := &Masquerade{
 		NetNS: n, HostIfName: o.HostIfName, PodIfName: o.PodIfName, PodIP: o.PodIP,
 		GatewayIP: gw, GuestIP: gw.Next(), MTU: o.MTU, Guest: o.Guest, GuestIfName: o.GuestIfName,
+		external: o.ExternalGuest,
 	}
-	if o.Guest != nil {
+	if o.Guest != nil || o.ExternalGuest {
 		m.TapName = "tap0"
 	}
 	success := false
@@ -143,6 +151,16 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 			return nil, err
 		}
 	}
+	if m.external {
+		if err := m.NetNS.Do(func() error {
+			if err := setSysctl("net/ipv4/ip_forward", "1"); err != nil {
+				return err
+			}
+			return txChecksumOff(MasqueradeBridge)
+		}); err != nil {
+			return nil, fmt.Errorf("failed to configure the launcher %s: %w", m.NetNS.Name, err)
+		}
+	}
 	if err := m.addNAT(); err != nil {
 		return nil, err
 	}
@@ -151,6 +169,9 @@ func AddMasquerade(n *NetNS, o MasqueradeOptions) (*Masquerade, error) {
 }
 
 func (o MasqueradeOptions) validate() error {
+	if o.ExternalGuest && o.Guest != nil {
+		return fmt.Errorf("failed to validate masquerade options: Guest and ExternalGuest are exclusive")
+	}
 	if o.HostIfName == "" || len(o.HostIfName) > 15 {
 		return fmt.Errorf("failed to validate masquerade options: HostIfName %q must be 1-15 characters", o.HostIfName)
 	}
@@ -226,7 +247,7 @@ func (m *Masquerade) addVeth(guestBits int) error {
 			return fmt.Errorf("failed to add bridge %s in %s: %w", MasqueradeBridge, m.NetNS.Name, err)
 		}
 		local := []netip.Addr{m.GatewayIP, m.GuestIP}
-		if m.Guest != nil {
+		if m.Guest != nil || m.external {
 			local = local[:1]
 		}
 		for _, a := range local {
@@ -255,7 +276,7 @@ func (m *Masquerade) addVeth(guestBits int) error {
 			return fmt.Errorf("failed to add neighbour %s lladdr %s on %s in %s: %w", PodGateway, hostMAC, m.PodIfName, m.NetNS.Name, err)
 		}
 		def := &netlink.Route{LinkIndex: pod.Attrs().Index, Gw: gw}
-		if m.Guest == nil {
+		if m.Guest == nil && !m.external {
 			def.Src = net.IP(m.GuestIP.AsSlice())
 		}
 		if err := h.RouteAdd(def); err != nil {
