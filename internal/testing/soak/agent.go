@@ -295,12 +295,23 @@ func (r *agentRun) bridgeRound(ctx context.Context, round int) (int, error) {
 	for i := range r.o.Bridges {
 		name := r.prefix + strconv.Itoa(round) + strconv.Itoa(i)
 		names = append(names, name)
+		// The agent makes the bridges of admin-owned FastPathNetworks; an
+		// attachment only names one.
+		fpnet := &v1alpha1.FastPathNetwork{
+			ObjectMeta: metav1.ObjectMeta{Name: "br-" + name},
+			Spec: v1alpha1.FastPathNetworkSpec{Datapath: v1alpha1.DatapathLinuxBridge, Bridge: name,
+				MTU:               &v1alpha1.MTURange{Max: ptr.To(int32(9000))},
+				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.ns}}},
+		}
+		if err := r.cl.c.Create(ctx, fpnet); err != nil {
+			return 0, fmt.Errorf("failed to create FastPathNetwork %s: %w", fpnet.Name, err)
+		}
 		att := &v1alpha1.FastPathAttachment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "br-" + name},
 			Spec: v1alpha1.FastPathAttachmentSpec{
 				VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "none"}},
-				Network: &v1alpha1.NetworkSpec{Datapath: v1alpha1.DatapathLinuxBridge, Bridge: name, MTU: ptr.To(int32(9000)),
-					IPAM: v1alpha1.IPAMSpec{Subnet: "10.252.0.0/24"}},
+				NetworkRef: &v1alpha1.NetworkReference{Name: fpnet.Name},
+				Network:    &v1alpha1.NetworkSpec{MTU: ptr.To(int32(9000)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.252.0.0/24"}},
 			},
 		}
 		if err := r.cl.c.Create(ctx, att); err != nil {

@@ -127,6 +127,17 @@ func newOperatorRun(ctx context.Context, o *OperatorOptions, part string) (*oper
 		cleanup()
 		return nil, nil, err
 	}
+	// The attachment uses the cluster's default FastPathNetwork, which
+	// admits the soak's namespace.
+	fpnet := &v1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "soak-" + r.ns, Annotations: map[string]string{v1alpha1.DefaultNetworkAnnotation: "true"}},
+		Spec: v1alpha1.FastPathNetworkSpec{Datapath: v1alpha1.DatapathLinuxBridge, Bridge: "fastpath0",
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.ns}}},
+	}
+	if err := cl.c.Create(ctx, fpnet); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("failed to create FastPathNetwork %s: %w", fpnet.Name, err)
+	}
 	if err := r.createVMs(ctx); err != nil {
 		cleanup()
 		return nil, nil, err
