@@ -22,6 +22,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/platform/phases"
 )
 
 // ControllerName names the controller (metrics, logs) and its event recorder.
@@ -173,7 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !att.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	return runPhases(ctx, s, []phase{
+	return phases.Run(ctx, s, []phases.Phase[*scope]{
 		r.reconcileSpec,
 		r.reconcileSelection,
 		r.reconcileNetwork,
@@ -181,30 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileObservation,
 		r.reconcileVSOCK,
 		r.reconcileNodes,
-	})
-}
-
-// phase is one step of a reconcile. It records what it found in the scope and
-// the attachment's status; an error, or s.stop, ends the reconcile after it.
-type phase func(context.Context, *scope) (ctrl.Result, error)
-
-// runPhases runs phases in order until one fails or sets s.stop, and returns
-// the soonest requeue any of them asked for.
-func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
-	var res ctrl.Result
-	for _, p := range phases {
-		r, err := p(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
-			res = r
-		}
-		if s.stop {
-			break
-		}
-	}
-	return res, nil
+	}...)
 }
 
 func sameName(_ context.Context, obj client.Object) []ctrl.Request {

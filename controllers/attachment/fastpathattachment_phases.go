@@ -59,6 +59,9 @@ type scope struct {
 	stop bool
 }
 
+// Stopped reports whether a phase ended the reconcile early (phases.Stopper).
+func (s *scope) Stopped() bool { return s.stop }
+
 // vmState is one selected VM.
 type vmState struct {
 	name string

@@ -21,6 +21,7 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
+	"github.com/fastpath-io/fastpath/internal/platform/phases"
 )
 
 // DefaultSSHKeyRetry is how often a VM-mode benchmark looks for its SSH key
@@ -124,6 +125,9 @@ type scope struct {
 	stop bool
 }
 
+// Stopped reports whether a phase ended the reconcile early (phases.Stopper).
+func (s *scope) Stopped() bool { return s.stop }
+
 func (r *Reconciler) newScope(b *fastpathv1alpha1.FastPathBenchmark) *scope {
 	s := &scope{bench: b, base: b.DeepCopy(), spec: fastpathv1alpha1.DefaultBenchmarkSpec(b.Spec)}
 	s.params = benchjob.Params{
@@ -158,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		forget(b.Namespace, b.Name)
 		return ctrl.Result{}, nil
 	}
-	return runPhases(ctx, s, []phase{
+	return phases.Run(ctx, s, []phases.Phase[*scope]{
 		r.reconcileGeneration,
 		r.reconcileStaleChildren,
 		r.reconcileFinished,
@@ -169,30 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileEndpoints,
 		r.reconcileJob,
 		r.reconcileResults,
-	})
-}
-
-// phase is one step of a reconcile. It records what it found in the scope and
-// the benchmark's status; an error, or s.stop, ends the reconcile after it.
-type phase func(context.Context, *scope) (ctrl.Result, error)
-
-// runPhases runs phases in order until one fails or sets s.stop, and returns
-// the soonest requeue any of them asked for.
-func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
-	var res ctrl.Result
-	for _, p := range phases {
-		r, err := p(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
-			res = r
-		}
-		if s.stop {
-			break
-		}
-	}
-	return res, nil
+	}...)
 }
 
 // patchStatus writes the benchmark's status once, when it changed, and

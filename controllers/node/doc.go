@@ -26,7 +26,7 @@
 //     and VSOCKRelayReady whose messages say what to fix.
 //
 // The shape is that of the operator's two reconcilers (Cluster API style):
-// get the object, defer one status patch, run []phase with the signature
+// get the object, defer one status patch, run a []phases.Phase[*scope] (internal/platform/phases, shared by all three) with the signature
 // func(context.Context, *scope) (ctrl.Result, error); a phase that failed in a
 // way a retry may fix asks for RetryPeriod instead of ResyncPeriod.
 package node

@@ -18,6 +18,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/platform/phases"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
@@ -139,6 +140,10 @@ type scope struct {
 	observed
 }
 
+// Stopped is false: every node phase runs each time, so that status always
+// reports the whole node (phases.Stopper).
+func (s *scope) Stopped() bool { return false }
+
 // Reconcile prepares the node and publishes its FastPathNode: get (or create)
 // it, list the attachments, defer the one status patch and run the phases.
 // Failures of a phase land in the status and make the phase ask for a sooner
@@ -171,13 +176,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 	}()
 
-	res, err = runPhases(ctx, s, []phase{
+	res, err = phases.Run(ctx, s, []phases.Phase[*scope]{
 		r.ensureBridges,
 		r.programRelay,
 		r.installCNI,
 		r.tuneSysctls,
 		r.probe,
-	})
+	}...)
 	switch {
 	case err != nil:
 		return ctrl.Result{}, err
@@ -186,26 +191,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return res, nil
 	}
 	return ctrl.Result{RequeueAfter: r.period(r.ResyncPeriod, DefaultResyncPeriod)}, nil
-}
-
-// phase is one step of a reconcile. It records what it found in the scope; an
-// error ends the reconcile after it.
-type phase func(context.Context, *scope) (ctrl.Result, error)
-
-// runPhases runs phases in order until one fails, and returns the soonest
-// requeue any of them asked for.
-func runPhases(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
-	var res ctrl.Result
-	for _, p := range phases {
-		r, err := p(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if r.RequeueAfter > 0 && (res.RequeueAfter == 0 || r.RequeueAfter < res.RequeueAfter) {
-			res = r
-		}
-	}
-	return res, nil
 }
 
 // patchStatus writes the status computed from what the phases observed, once,
