@@ -594,4 +594,3 @@ func (d *demo) showStatus(ctx context.Context) error {
 	fmt.Fprintf(d.out, "report: %s, %s, %s\n", d.rel(filepath.Join(d.outDir, "report.md")), d.rel(filepath.Join(d.outDir, "report.html")), d.rel(filepath.Join(d.outDir, "results.json")))
 	return nil
 }
-
