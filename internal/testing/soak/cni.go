@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
 )
 
@@ -41,6 +42,7 @@ type node struct {
 	datapath, bridge    string
 	network             string
 	stateDir, ipamDir   string
+	nodeConfig          string // the node configuration file (netconf.NodeConfigEnv)
 	conf                []byte // ADD/CHECK/DEL netconf, CNI 1.0.0
 	seq                 atomic.Int64
 	removeBridgeAtClose func() error
@@ -54,6 +56,9 @@ func (n *node) env(r request) []string {
 		"CNI_NETNS=" + r.netns,
 		"CNI_IFNAME=" + r.ifName,
 		"CNI_PATH=" + n.cniPath,
+		// Host paths and addresses come from the node configuration, as the
+		// node agent writes it, never from the netconf.
+		netconf.NodeConfigEnv + "=" + n.nodeConfig,
 	}
 }
 
@@ -134,8 +139,9 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 	n := &node{plugin: plugin, cniPath: cniPath, datapath: datapath, network: "fp-soak",
 		stateDir: filepath.Join(workDir, "state-"+datapath), ipamDir: filepath.Join(workDir, "ipam-"+datapath)}
 	m := map[string]any{"cniVersion": "1.0.0", "name": n.network, "type": netconf.PluginType, "datapath": datapath,
-		"mtu": 9000, "stateDir": n.stateDir,
+		"mtu":  9000,
 		"ipam": map[string]any{"type": "host-local", "subnet": "10.251.0.0/16", "dataDir": n.ipamDir}}
+	nc := netconf.NodeConfig{StateDir: n.stateDir}
 	switch datapath {
 	case netconf.DatapathLinuxBridge:
 		n.bridge = "fpsoakb" + suffix
@@ -152,9 +158,16 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 			n.close()
 			return nil, fmt.Errorf("failed to set bridge %s up: %w", n.bridge, err)
 		}
+		// Marked as the node agent marks its bridges: the plugin attaches
+		// only to those.
+		if err := netlink.LinkSetAlias(br, bridgeMarker); err != nil {
+			n.close()
+			return nil, fmt.Errorf("failed to mark bridge %s: %w", n.bridge, err)
+		}
 	case netconf.DatapathOVS:
 		n.bridge = "fpsoako" + suffix
 		if out, err := ovsrun.Vsctl("add-br", n.bridge, "--", "set", "Bridge", n.bridge, "datapath_type=netdev",
+			`external_ids:"`+bridge.MarkerKey+`"=soak`,
 			"--", "set", "Interface", n.bridge, "mtu_request=9000"); err != nil {
 			return nil, fmt.Errorf("failed to add OVS bridge %s: %w: %s", n.bridge, err, out)
 		}
@@ -164,7 +177,7 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 			}
 			return nil
 		}
-		m["ovs"] = map[string]any{"socket": ovsrun.Socket}
+		nc.OVS.Socket = ovsrun.Socket
 		// The userspace datapath forwards veth traffic with offloads off
 		// unless userspace TSO is on (the plugin's preflight says so).
 		if out, _ := ovsrun.Vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable"); strings.Trim(out, "\"\n") != "true" {
@@ -173,10 +186,19 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 	default:
 		return nil, fmt.Errorf("unknown datapath %q", datapath)
 	}
+	n.nodeConfig = filepath.Join(workDir, "node-"+datapath+".json")
+	if err := netconf.WriteNodeConfig(n.nodeConfig, nc); err != nil {
+		n.close()
+		return nil, err
+	}
 	m["bridge"] = n.bridge
 	n.conf, _ = json.Marshal(m)
 	return n, nil
 }
+
+// bridgeMarker is the alias the soak gives its Linux bridges: the node
+// agent's marker key (internal/datapath/bridge.MarkerKey) with the soak's value.
+const bridgeMarker = bridge.MarkerKey + "=soak"
 
 func (n *node) close() error {
 	if n.removeBridgeAtClose == nil {
