@@ -80,9 +80,11 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 
 .PHONY: test
 test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e (namespace guests, then real QEMU guests).
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/testing/soak)
-	@# The soak SIGKILLs plugins in the middle of OVS port changes on the node's one
-	@# Open vSwitch, which the CNI tests share: it runs alone, after them.
+	@# One package at a time (-p 1): the root datapath tests share this node's Open
+	@# vSwitch, network namespaces and both CPUs, and netperf in one package starved
+	@# ovs-vswitchd under another's 20 concurrent CNI ADDs. The soak, which SIGKILLs
+	@# plugins in the middle of OVS port changes, runs last.
+	go test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /internal/testing/soak)
 	go test $(GO_TEST_FLAGS) ./internal/testing/soak/...
 	FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
 
