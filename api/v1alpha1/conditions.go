@@ -66,6 +66,16 @@ const (
 	ReasonNoRunningVMs = "NoRunningVMs"
 	// ReasonVSOCKReady: every service has a relay port and a target CID.
 	ReasonVSOCKReady = "RelayRoutesReady"
+	// ReasonSiblingReady: mode Sibling and every service's target has a CID in the
+	// group on a node whose agent runs the vhost-user vsock backend.
+	ReasonSiblingReady = "SiblingRoutesReady"
+	// ReasonNodeCannotSibling: mode Sibling and a selected VM runs on a node whose
+	// FastPathNode does not report capabilities.vhostUserVSOCK (no agent, or
+	// vhost-device-vsock missing there); the message names the VMs and nodes.
+	ReasonNodeCannotSibling = "NodeCannotSibling"
+	// ReasonSiblingCIDsExhausted: mode Sibling and the attachment selects more VMs
+	// than the group's CID range holds.
+	ReasonSiblingCIDsExhausted = "SiblingCIDsExhausted"
 	// ReasonNoCID: a VMI has no vsock CID (KubeVirt VSOCK feature gate off, or the
 	// VM not restarted since autoattachVSOCK was set).
 	ReasonNoCID = "NoCID"
@@ -137,6 +147,9 @@ const (
 	BridgesReadyCondition = "BridgesReady"
 	// VSOCKRelayReadyCondition: the relay serves every route for this node.
 	VSOCKRelayReadyCondition = "VSOCKRelayReady"
+	// SiblingBackendsReadyCondition: every vhost-device-vsock of a Sibling-mode
+	// attachment runs.
+	SiblingBackendsReadyCondition = "SiblingBackendsReady"
 )
 
 // FastPathNode condition reasons.
@@ -159,4 +172,11 @@ const (
 	ReasonVhostVSOCKMissing = "VhostVSOCKMissing"
 	// ReasonNoRoutes: no vsock route for this node.
 	ReasonNoRoutes = "NoRoutes"
+	// ReasonSiblingBackendsRunning: every vhost-device-vsock the node needs runs.
+	ReasonSiblingBackendsRunning = "SiblingBackendsRunning"
+	// ReasonSiblingBackendFailed: a vhost-device-vsock exited and is being
+	// restarted, or could not be started; the message has its error.
+	ReasonSiblingBackendFailed = "SiblingBackendFailed"
+	// ReasonNoSiblingBackends: no attachment in mode Sibling.
+	ReasonNoSiblingBackends = "NoSiblingBackends"
 )

@@ -20,6 +20,7 @@ const (
 	DefaultRxQueueSize = int32(1024)
 	DefaultTxQueueSize = int32(256)
 	DefaultQueues      = int32(1)
+	DefaultVSOCKMode   = VSOCKModeRelay
 
 	DefaultMode        = BenchmarkModeVM
 	DefaultBaseline    = BaselinePodNetwork
@@ -47,6 +48,9 @@ func DefaultAttachmentSpec(spec FastPathAttachmentSpec) FastPathAttachmentSpec {
 	out := *spec.DeepCopy()
 	if out.Placement == "" {
 		out.Placement = DefaultPlacement
+	}
+	if v := out.VSOCK; v != nil && v.Mode == "" {
+		v.Mode = DefaultVSOCKMode
 	}
 	if n := out.Network; n != nil {
 		if n.Datapath == "" {

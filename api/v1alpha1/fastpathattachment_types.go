@@ -68,8 +68,9 @@ type FastPathAttachmentSpec struct {
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
 
-	// vsock is the path without an IP stack: virtio-vsock plus the node agent's
-	// sibling relay.
+	// vsock is the path without an IP stack: virtio-vsock plus either the node
+	// agent's relay (mode Relay) or the node's vhost-user vsock backend that joins
+	// the guests directly (mode Sibling).
 	// +optional
 	VSOCK *VSOCKSpec `json:"vsock,omitempty"`
 }
@@ -182,8 +183,30 @@ type IPAMSpec struct {
 	RangeEnd string `json:"rangeEnd,omitempty"`
 }
 
-// VSOCKSpec declares the vsock services reachable through the sibling relay.
+// VSOCKMode is how the guests of an attachment reach each other's vsock services.
+// +kubebuilder:validation:Enum=Relay;Sibling
+type VSOCKMode string
+
+const (
+	// VSOCKModeRelay: KubeVirt's kernel vhost-vsock device; a guest dials the host
+	// (CID 2) at a relay port and the node agent's relay copies the bytes to the
+	// target guest. Works on every node with /dev/vhost-vsock.
+	VSOCKModeRelay VSOCKMode = "Relay"
+	// VSOCKModeSibling: the domain hook swaps KubeVirt's kernel vsock device for a
+	// vhost-user-vsock device served by the node agent's vhost-device-vsock, which
+	// puts the attachment's VMs in one group: a guest dials the target VM's CID and
+	// the service port directly, with no copy on the host. Needs a node whose
+	// FastPathNode reports capabilities.vhostUserVSOCK (docs/vsock-sibling.md).
+	VSOCKModeSibling VSOCKMode = "Sibling"
+)
+
+// VSOCKSpec declares the vsock services the attachment's VMs may reach.
 type VSOCKSpec struct {
+	// mode is Relay (default: kernel vhost-vsock plus the node agent's relay) or
+	// Sibling (vhost-user vsock backend, guests dial each other's CID directly).
+	// +optional
+	Mode VSOCKMode `json:"mode,omitempty"`
+
 	// services are the guest vsock listeners the other VMs of the attachment may
 	// reach; names are unique in the list.
 	// +required
@@ -291,10 +314,20 @@ type VMStatus struct {
 	// mtu is the configured fast-path MTU in bytes.
 	// +optional
 	MTU int32 `json:"mtu,omitempty"`
-	// cid is the guest's vsock context ID (VMI status.VSOCKCID); unset when the VMI
-	// has none.
+	// cid is the guest's vsock context ID: in mode Relay KubeVirt's (VMI
+	// status.VSOCKCID), unset when the VMI has none; in mode Sibling the CID the
+	// operator allocated in the attachment's group (3-65535, stable while the VM
+	// stays selected), which the guest's vhost-user vsock device reports.
 	// +optional
 	CID *int64 `json:"cid,omitempty"`
+	// vsockMode is the vsock mode the VM got: Relay or Sibling; empty without
+	// spec.vsock.
+	// +optional
+	VSOCKMode VSOCKMode `json:"vsockMode,omitempty"`
+	// vsockMessage says why the VM got that mode or why it does not work yet
+	// (e.g. its node cannot do Sibling).
+	// +optional
+	VSOCKMessage string `json:"vsockMessage,omitempty"`
 	// relayPorts are the host (CID 2) ports this VM dials to reach each service.
 	// +optional
 	// +listType=map
@@ -317,11 +350,19 @@ type RelayPort struct {
 	Port int64 `json:"port"`
 }
 
-// VSOCKServiceStatus is one relay route: guests selected by the attachment dial
-// (CID 2, relayPort) and the relay forwards to (targetCID, port) on node.
+// VSOCKServiceStatus is one service. Mode Relay: guests selected by the
+// attachment dial (CID 2, relayPort) and the relay forwards to (targetCID, port)
+// on node. Mode Sibling: guests dial address (targetCID:port) directly.
 type VSOCKServiceStatus struct {
 	// name of the service.
 	Name string `json:"name"`
+	// mode is the attachment's vsock mode: Relay or Sibling.
+	// +optional
+	Mode VSOCKMode `json:"mode,omitempty"`
+	// address is what a guest dials: "<cid>:<port>" (mode Sibling, the target's
+	// CID in the group) or "2:<relayPort>" (mode Relay); empty while unknown.
+	// +optional
+	Address string `json:"address,omitempty"`
 	// vm is the target VM.
 	VM string `json:"vm"`
 	// port is the guest vsock port of the target.
@@ -349,6 +390,7 @@ type VSOCKServiceStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Datapath",type=string,JSONPath=`.status.datapath`
 // +kubebuilder:printcolumn:name="MTU",type=integer,JSONPath=`.status.mtu`
+// +kubebuilder:printcolumn:name="VSOCK",type=string,JSONPath=`.spec.vsock.mode`,priority=1
 // +kubebuilder:printcolumn:name="VMs",type=integer,JSONPath=`.status.wiredVMs`
 // +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.selectedVMs`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1

@@ -24,6 +24,13 @@ type FastPathNodeStatus struct {
 	// relayLimits are the vsock relay's limits (agent flags --relay-*).
 	// +optional
 	RelayLimits *RelayLimits `json:"relayLimits,omitempty"`
+	// siblingBackends are the vhost-device-vsock processes the agent supervises:
+	// one per FastPathAttachment in vsock mode Sibling.
+	// +optional
+	// +listType=map
+	// +listMapKey=attachment
+	// +kubebuilder:validation:MaxItems=256
+	SiblingBackends []SiblingBackendStatus `json:"siblingBackends,omitempty"`
 	// sysctls are the node tunings the agent checked (with --tune-sysctls, applied).
 	// +optional
 	// +listType=map
@@ -52,6 +59,14 @@ type NodeCapabilities struct {
 	// vhostVSOCK: /dev/vhost-vsock exists (virtio-vsock backend).
 	// +optional
 	VhostVSOCK bool `json:"vhostVSOCK"`
+	// vhostUserVSOCK: the agent runs vhost-device-vsock (the vhost-user vsock
+	// backend of mode Sibling) on this node.
+	// +optional
+	VhostUserVSOCK bool `json:"vhostUserVSOCK"`
+	// vhostUserVSOCKVersion is the backend's version as it reports it (e.g.
+	// "0.3.0"); empty when the node has no backend.
+	// +optional
+	VhostUserVSOCKVersion string `json:"vhostUserVSOCKVersion,omitempty"`
 	// tun: /dev/net/tun exists.
 	// +optional
 	Tun bool `json:"tun"`
@@ -141,6 +156,28 @@ type RelayLimits struct {
 	HalfCloseTimeout metav1.Duration `json:"halfCloseTimeout"`
 }
 
+// SiblingBackendStatus is one supervised vhost-device-vsock process.
+type SiblingBackendStatus struct {
+	// attachment is the namespace/name of the FastPathAttachment.
+	Attachment string `json:"attachment"`
+	// running: the process is up and serves every VM's vhost-user socket.
+	// +optional
+	Running bool `json:"running"`
+	// pid of the process; 0 when not running.
+	// +optional
+	PID int64 `json:"pid,omitempty"`
+	// restarts counts the times the agent restarted it after it exited.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+	// vms are the VMs (name=cid) in its group.
+	// +optional
+	// +listType=atomic
+	VMs []string `json:"vms,omitempty"`
+	// message says why it is not running, or what is pending.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // SysctlStatus is one node sysctl.
 type SysctlStatus struct {
 	// name in dotted form, e.g. net.core.rmem_max.
@@ -161,6 +198,7 @@ type SysctlStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="vhost-net",type=boolean,JSONPath=`.status.capabilities.vhostNet`
 // +kubebuilder:printcolumn:name="vhost-vsock",type=boolean,JSONPath=`.status.capabilities.vhostVSOCK`
+// +kubebuilder:printcolumn:name="vhost-user-vsock",type=string,JSONPath=`.status.capabilities.vhostUserVSOCKVersion`,priority=1
 // +kubebuilder:printcolumn:name="OVS",type=string,JSONPath=`.status.capabilities.ovs.version`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

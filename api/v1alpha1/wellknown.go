@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Names shared by the operator, the node agent, the CNI plugin and the domain hook.
 const (
 	// Finalizer is set on every FastPathAttachment so the operator can remove its
@@ -19,6 +24,23 @@ const (
 	// docs/design.md §3.1): {"interfaces": {"<network name>": {...}}}.
 	TuningAnnotation = "fastpath.io/tuning"
 
+	// VSOCKModeAnnotation on a VM template says the VM's vsock mode when it is
+	// Sibling ("Sibling"): the domain hook then gives the domain a vhost-user-vsock
+	// device on SiblingSocketPath instead of KubeVirt's kernel <vsock>.
+	VSOCKModeAnnotation = "fastpath.io/vsock-mode"
+
+	// SiblingSocketDir is the node directory holding the vhost-user sockets of
+	// the agent's vhost-device-vsock backends (mode Sibling); the device plugin
+	// mounts it into virt-launcher's compute container at the same path.
+	SiblingSocketDir = "/var/run/fastpath/vsock"
+
+	// MinSiblingCID and MaxSiblingCID bound the CIDs the operator allocates in
+	// a Sibling group. A group lives in one vhost-device-vsock process, so its
+	// CIDs cannot clash with KubeVirt's kernel CIDs or another group's; 3 is the
+	// first guest CID (0-2 are reserved by linux/vm_sockets.h).
+	MinSiblingCID = 3
+	MaxSiblingCID = 65535
+
 	// WiringRecordAnnotation on a VM's own metadata holds the record of what the
 	// operator changed in the VM's template (JSON, internal/vm/wiring.Record), so
 	// that unwiring restores the template byte for byte. Do not edit it.
@@ -34,6 +56,17 @@ const (
 	// guests dial the relay at CID 2.
 	HostCID = 2
 )
+
+// SiblingSocketPath returns the vhost-user socket of VM namespace/vm in mode
+// Sibling: SiblingSocketDir/<first 16 hex digits of sha256("<namespace>/<vm>")>.vhost.
+// A hash keeps the path under the 108-byte sun_path limit for any VM name;
+// the agent (which serves it) and the domain hook (which points QEMU at it)
+// both compute it from the VM's namespace and name, so nothing per VM has to
+// be written into the VM.
+func SiblingSocketPath(namespace, vm string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + vm))
+	return SiblingSocketDir + "/" + hex.EncodeToString(sum[:8]) + ".vhost"
+}
 
 // NetworkName returns the VM network and interface name of an attachment:
 // "fp-<attachment>".

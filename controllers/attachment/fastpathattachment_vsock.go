@@ -19,6 +19,15 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNotRequested, "spec.vsock is not set")
 		return ctrl.Result{}, nil
 	}
+	if s.spec.VSOCK.Mode == v1alpha1.VSOCKModeSibling {
+		r.ports.release(s.key())
+		return ctrl.Result{}, r.reconcileSiblingVSOCK(ctx, s)
+	}
+	for _, st := range s.vms {
+		if st.member() {
+			st.status.VSOCKMode, st.status.VSOCKMessage = v1alpha1.VSOCKModeRelay, msgRelayMode
+		}
+	}
 	all := &v1alpha1.FastPathAttachmentList{}
 	if err := r.Cache.List(ctx, all); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list FastPathAttachments: %w", err)
@@ -53,7 +62,10 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	services := make([]v1alpha1.VSOCKServiceStatus, 0, len(s.spec.VSOCK.Services))
 	for _, svc := range s.spec.VSOCK.Services {
-		out := v1alpha1.VSOCKServiceStatus{Name: svc.Name, VM: svc.VM, Port: svc.Port, RelayPort: ports[svc.Name]}
+		out := v1alpha1.VSOCKServiceStatus{Name: svc.Name, VM: svc.VM, Port: svc.Port, RelayPort: ports[svc.Name], Mode: v1alpha1.VSOCKModeRelay}
+		if out.RelayPort > 0 {
+			out.Address = SiblingAddress(v1alpha1.HostCID, out.RelayPort)
+		}
 		target := byName[svc.VM]
 		switch {
 		case target == nil:

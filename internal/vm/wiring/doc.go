@@ -10,12 +10,16 @@
 //   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "bridge": {}, "model": "virtio"}
 //   - spec.domain.devices.networkInterfaceMultiqueue: true when queues > 1
 //   - spec.domain.devices.autoattachVSOCK: true when vsock services are declared
+//     in mode Relay (KubeVirt's kernel vsock device)
+//   - metadata.annotations["fastpath.io/vsock-mode"]: "Sibling" when vsock
+//     services are declared in mode Sibling (the domain hook adds a
+//     vhost-user-vsock device; docs/vsock-sibling.md)
 //   - metadata.labels["fastpath.io/attachment"]: "<a>" (selected by the pod affinity)
 //   - metadata.annotations["fastpath.io/tuning"]: the tuning of package tuning
 //   - metadata.annotations["hooks.kubevirt.io/hookSidecars"]: one entry
 //     {"args":["--version","v1alpha3"],"image":"<domain hook image>"} appended to
 //     the user's list, when the operator has a domain hook image and the
-//     attachment a network (see "The hook sidecar annotation" below)
+//     attachment a network or vsock mode Sibling (see "The hook sidecar annotation" below)
 //   - spec.affinity.podAffinity.{required,preferred}DuringSchedulingIgnoredDuringExecution[]:
 //     one term with topologyKey kubernetes.io/hostname selecting the label above
 //     (placement Required, or Preferred with weight 100)

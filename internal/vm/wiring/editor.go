@@ -66,16 +66,20 @@ func wanted(d Desired) (wants, error) {
 		if d.Network.Tuning.Queues > 1 {
 			w.scalars[strings.Join(pathMultiqueue, ".")] = true
 		}
-		if d.DomainHookImage != "" {
-			hook, err := json.Marshal(DomainHookSidecar(d.DomainHookImage))
-			if err != nil {
-				return wants{}, fmt.Errorf("failed to encode the hook sidecar entry: %w", err)
-			}
-			w.hook = hook
+	}
+	if d.DomainHookImage != "" && (d.Network != nil || d.SiblingVSOCK) {
+		hook, err := json.Marshal(DomainHookSidecar(d.DomainHookImage))
+		if err != nil {
+			return wants{}, fmt.Errorf("failed to encode the hook sidecar entry: %w", err)
 		}
+		w.hook = hook
 	}
 	if d.VSOCK {
 		w.scalars[strings.Join(pathVSOCK, ".")] = true
+	}
+	modeAnn := entry{item: ItemVSOCKMode, path: pathAnnotations, key: v1alpha1.VSOCKModeAnnotation}
+	if d.SiblingVSOCK {
+		modeAnn.value = string(v1alpha1.VSOCKModeSibling)
 	}
 	label := entry{item: ItemLabel, path: pathLabels, key: v1alpha1.AttachmentLabel, value: d.Attachment}
 	req := entry{item: ItemRequiredAffinity, path: pathRequired, match: equalTo(term)}
@@ -86,7 +90,7 @@ func wanted(d Desired) (wants, error) {
 	case v1alpha1.PlacementPreferred:
 		pref.value = preferred
 	}
-	w.entries = []entry{network, iface, label, tuningAnn, req, pref}
+	w.entries = []entry{network, iface, label, tuningAnn, modeAnn, req, pref}
 	return w, nil
 }
 

@@ -32,6 +32,7 @@ const (
 	ItemNetwork           Item = "network"
 	ItemLabel             Item = "label"
 	ItemTuning            Item = "tuning"
+	ItemVSOCKMode         Item = "vsockMode"
 	ItemRequiredAffinity  Item = "requiredPodAffinity"
 	ItemPreferredAffinity Item = "preferredPodAffinity"
 )
@@ -55,14 +56,20 @@ type Desired struct {
 	Attachment string
 	// Network is the fast virtio-net path; nil when the attachment has no spec.network.
 	Network *Network
-	// VSOCK sets autoattachVSOCK: true (the attachment declares vsock services).
+	// VSOCK sets autoattachVSOCK: true (the attachment declares vsock services
+	// in mode Relay, which uses KubeVirt's kernel vsock device).
 	VSOCK bool
+	// SiblingVSOCK sets the template annotation v1alpha1.VSOCKModeAnnotation to
+	// "Sibling" (the attachment declares vsock services in mode Sibling): the
+	// domain hook gives the domain a vhost-user-vsock device instead, so neither
+	// autoattachVSOCK nor a KubeVirt CID is needed.
+	SiblingVSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
 	// DomainHookImage is the image of the domain hook sidecar (fastpath-domain-hook
 	// as onDefineDomain in a sidecar-shim image) added to the template annotation
-	// HookSidecarsAnnotation when Network is set; "" adds none. Without Network
-	// there is no tuning for the hook to apply, so no sidecar either.
+	// HookSidecarsAnnotation when Network or SiblingVSOCK is set; "" adds none.
+	// Without either there is nothing for the hook to do, so no sidecar either.
 	DomainHookImage string
 }
 
@@ -85,7 +92,11 @@ func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Tuning: tuning.FromNetworkSpec(*spec.Network)}
 	}
 	if spec.VSOCK != nil && len(spec.VSOCK.Services) > 0 {
-		d.VSOCK = true
+		if spec.VSOCK.Mode == v1alpha1.VSOCKModeSibling {
+			d.SiblingVSOCK = true
+		} else {
+			d.VSOCK = true
+		}
 	}
 	return d
 }

@@ -1,0 +1,51 @@
+package wiring
+
+import (
+	"testing"
+
+	"github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// TestSiblingVSOCKWiresTheModeAnnotationAndTheHook: mode Sibling marks the
+// template for the domain hook and adds the hook sidecar even without a
+// network, sets no autoattachVSOCK (the hook adds a vhost-user device, no
+// kernel vsock), and Unwire restores the VM byte for byte.
+func TestSiblingVSOCKWiresTheModeAnnotationAndTheHook(t *testing.T) {
+	g := gomega.NewWithT(t)
+	const orig = `{"metadata":{"name":"db-0"},"spec":{"template":{"metadata":{"labels":{"app":"db"}},"spec":{"domain":{"devices":{}}}}}}`
+	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "att"}, Spec: v1alpha1.FastPathAttachmentSpec{
+		VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5000}}}}}
+	d := ForAttachment(att)
+	g.Expect(d.SiblingVSOCK).To(gomega.BeTrue())
+	g.Expect(d.VSOCK).To(gomega.BeFalse())
+	d.DomainHookImage = "fastpath/domain-hook:test"
+
+	vm := decode(t, orig)
+	changed, err := Wire(vm, d)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(changed).To(gomega.BeTrue())
+	vm = roundTrip(t, vm)
+	ann, _ := nestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
+	g.Expect(ann).To(gomega.Equal("Sibling"))
+	hooks, _ := nestedString(vm, "spec", "template", "metadata", "annotations", HookSidecarsAnnotation)
+	g.Expect(hooks).To(gomega.ContainSubstring("fastpath/domain-hook:test"))
+	_, found, _ := lookup(vm["spec"].(map[string]any)["template"].(map[string]any), pathVSOCK)
+	g.Expect(found).To(gomega.BeFalse())
+	g.Expect(IsWired(vm, d)).To(gomega.BeTrue())
+
+	// Relay mode (the default) is the kernel device again: the annotation goes.
+	att.Spec.VSOCK.Mode = ""
+	relay := ForAttachment(att)
+	g.Expect(relay.VSOCK).To(gomega.BeTrue())
+	_, err = Wire(vm, relay)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	_, has := nestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
+	g.Expect(has).To(gomega.BeFalse())
+
+	_, err = Unwire(vm)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(canonical(t, roundTrip(t, vm))).To(gomega.Equal(canonical(t, decode(t, orig))))
+}

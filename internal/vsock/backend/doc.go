@@ -1,0 +1,24 @@
+// Package backend runs and supervises vhost-device-vsock (rust-vmm, v0.3.0),
+// the vhost-user vsock backend of vsock mode Sibling, for the node agent.
+//
+// One process serves one Group: every VM of one FastPathAttachment, each as a
+// --vm entry (guest-cid, vhost-user socket, hybrid-vsock uds-path, the
+// attachment's group name). VMs in one group reach each other's CIDs inside
+// the process (vhost-device-vsock's "sibling" forwarding); nothing else can,
+// so the group is the allow-list. Args never contains --forward-cid or
+// --forward-listen: those open AF_VSOCK on the host.
+//
+// Why one process per group, declared up front (docs/vsock-sibling.md has
+// the long form): vhost-device-vsock v0.3.0 reads its VMs once, from the
+// command line or a YAML file, at start (main.rs start_backend_servers); it
+// has no way to add a VM to a running process, and siblings are found in a
+// map shared by the threads of one process (vhu_vsock.rs CidMap), so groups
+// cannot span processes. What it does do is serve each VM's socket again
+// after that VM's QEMU disconnects (start_backend_server loops), so a VM can
+// stop, restart or migrate away without touching the others. The
+// Supervisor therefore declares a slot for every VM the attachment selects,
+// running or not, and only restarts a process when the set of slots changes
+// — and then only once no QEMU is connected to any of its sockets, because a
+// restart drops every open connection of the group. Until then the group is
+// reported pending. A process that exits is restarted with a back-off.
+package backend
