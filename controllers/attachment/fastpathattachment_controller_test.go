@@ -13,6 +13,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -217,16 +218,18 @@ var _ = Describe("FastPathAttachment", func() {
 		Expect(dbPort).To(BeNumerically("<=", relayPorts.Last))
 		Expect(cachePort).NotTo(Equal(dbPort))
 		Expect(att.Status.VSOCKServices).To(Equal([]v1alpha1.VSOCKServiceStatus{
-			{Name: "db", VM: "db-0", Port: 5432, RelayPort: dbPort, Node: nodeA, TargetCID: ptr(int64(3)), AllowedCIDs: []int64{4}},
-			{Name: "cache", VM: "db-1", Port: 6379, RelayPort: cachePort, Node: nodeA, TargetCID: ptr(int64(4)), AllowedCIDs: []int64{3}},
+			{Name: "db", Mode: v1alpha1.VSOCKModeRelay, Address: attachment.SiblingAddress(2, dbPort), VM: "db-0", Port: 5432, RelayPort: dbPort, Node: nodeA, TargetCID: ptr(int64(3)), AllowedCIDs: []int64{4}},
+			{Name: "cache", Mode: v1alpha1.VSOCKModeRelay, Address: attachment.SiblingAddress(2, cachePort), VM: "db-1", Port: 6379, RelayPort: cachePort, Node: nodeA, TargetCID: ptr(int64(4)), AllowedCIDs: []int64{3}},
 		}))
 		Expect(vmStatus(ns, "link", "db-0")()).To(Equal(v1alpha1.VMStatus{
 			Name: "db-0", Wired: true, Node: nodeA, Interface: "eth1", PodInterface: "pod0123456789a",
 			MAC: "02:fa:00:00:00:01", IPs: []string{"10.250.0.5"}, MTU: 9000, CID: ptr(int64(3)),
+			VSOCKMode: v1alpha1.VSOCKModeRelay, VSOCKMessage: attachment.MsgRelayMode,
 			RelayPorts: []v1alpha1.RelayPort{{Service: "cache", Port: cachePort}},
 		}))
 		Expect(vmStatus(ns, "link", "db-2")()).To(Equal(v1alpha1.VMStatus{
 			Name: "db-2", Wired: true, MTU: 9000, Message: "not running: the VM has no VirtualMachineInstance",
+			VSOCKMode: v1alpha1.VSOCKModeRelay, VSOCKMessage: attachment.MsgRelayMode,
 			RelayPorts: []v1alpha1.RelayPort{{Service: "db", Port: dbPort}, {Service: "cache", Port: cachePort}},
 		}))
 

@@ -13,10 +13,10 @@ import (
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
-// Messages of the per-VM vsock status (status.vms[].vsockMessage).
+// Messages of the per-VM vsock status (status.vms[].vsockMessage) when the mode works.
 const (
-	msgRelayMode   = "mode Relay: KubeVirt's kernel vhost-vsock; dial CID 2 at the relay ports"
-	msgSiblingMode = "mode Sibling: vhost-user vsock in the attachment's group; dial the target's CID directly"
+	MsgRelayMode   = "mode Relay: KubeVirt's kernel vhost-vsock; dial CID 2 at the relay ports"
+	MsgSiblingMode = "mode Sibling: vhost-user vsock in the attachment's group; dial the target's CID directly"
 )
 
 // reconcileSiblingVSOCK is the vsock phase in mode Sibling: it allocates each
@@ -49,7 +49,7 @@ func (r *Reconciler) reconcileSiblingVSOCK(ctx context.Context, s *scope) error 
 			continue
 		}
 		st.status.VSOCKMode = v1alpha1.VSOCKModeSibling
-		st.status.VSOCKMessage = msgSiblingMode
+		st.status.VSOCKMessage = MsgSiblingMode
 		if cid, ok := cids[st.name]; ok {
 			st.status.CID = &cid
 		}

@@ -25,7 +25,7 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	for _, st := range s.vms {
 		if st.member() {
-			st.status.VSOCKMode, st.status.VSOCKMessage = v1alpha1.VSOCKModeRelay, msgRelayMode
+			st.status.VSOCKMode, st.status.VSOCKMessage = v1alpha1.VSOCKModeRelay, MsgRelayMode
 		}
 	}
 	all := &v1alpha1.FastPathAttachmentList{}

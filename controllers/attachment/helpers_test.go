@@ -233,8 +233,13 @@ func createVMI(ns string, v vmi) {
 		// start VMIs without it, as if started before the hook was added).
 		tmpl, _, err := unstructured.NestedStringMap(getVM(ns, v.name).Object, "spec", "template", "metadata", "annotations")
 		Expect(err).NotTo(HaveOccurred())
-		if t, ok := tmpl[v1alpha1.TuningAnnotation]; ok {
-			obj.Annotations = map[string]string{v1alpha1.TuningAnnotation: t}
+		for _, key := range []string{v1alpha1.TuningAnnotation, v1alpha1.VSOCKModeAnnotation} {
+			if t, ok := tmpl[key]; ok {
+				if obj.Annotations == nil {
+					obj.Annotations = map[string]string{}
+				}
+				obj.Annotations[key] = t
+			}
 		}
 		obj.Spec.Domain.Devices.AutoattachVSOCK = ptr(true)
 		obj.Spec.Domain.Devices.Interfaces = append(obj.Spec.Domain.Devices.Interfaces, kubevirtv1.Interface{
@@ -280,6 +285,16 @@ func createFastPathNode(name string, ready metav1.ConditionStatus) {
 	meta.SetStatusCondition(&fpn.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: ready, Reason: reason, Message: "set by the test"})
 	Expect(env.Client.Status().Update(ctx, fpn)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(ctx, fpn))).To(Succeed()) })
+}
+
+// setSiblingCapability sets capabilities.vhostUserVSOCK of a FastPathNode,
+// as the agent does when it runs vhost-device-vsock.
+func setSiblingCapability(name string, version string) {
+	GinkgoHelper()
+	fpn := &v1alpha1.FastPathNode{}
+	Expect(env.Client.Get(ctx, client.ObjectKey{Name: name}, fpn)).To(Succeed())
+	fpn.Status.Capabilities.VhostUserVSOCK, fpn.Status.Capabilities.VhostUserVSOCKVersion = version != "", version
+	Expect(env.Client.Status().Update(ctx, fpn)).To(Succeed())
 }
 
 // getNAD reads the NetworkAttachmentDefinition of an attachment.
