@@ -18,13 +18,16 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
@@ -35,6 +38,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
@@ -44,20 +48,22 @@ var version string
 
 // flags are the command line of fastpath-agent.
 type flags struct {
-	nodeName        string
-	cniBinDir       string
-	cniBinSource    string
-	tuneSysctls     bool
-	devDir          string
-	relay           relay.Options
-	cniNodeConfig   string
-	cniStateDir     string
-	ovsSocket       string
-	ovsDatapathType string
-	vsockTransport  string
-	metrics         metricsauth.Flags
-	probeAddr       string
-	resync          time.Duration
+	vhostDeviceVsock string
+	siblingSocketDir string
+	nodeName         string
+	cniBinDir        string
+	cniBinSource     string
+	tuneSysctls      bool
+	devDir           string
+	relay            relay.Options
+	cniNodeConfig    string
+	cniStateDir      string
+	ovsSocket        string
+	ovsDatapathType  string
+	vsockTransport   string
+	metrics          metricsauth.Flags
+	probeAddr        string
+	resync           time.Duration
 }
 
 func main() {
@@ -76,6 +82,8 @@ func main() {
 	flag.StringVar(&f.devDir, "dev-dir", "/dev", "Directory the device probe looks in for vhost-net, vhost-vsock and net/tun (the chart mounts the host's /dev read-only at /host/dev: the agent only stats them).")
 	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
+	flag.StringVar(&f.vhostDeviceVsock, "vhost-device-vsock", "", "Path of vhost-device-vsock (v0.3.0) for vsock mode Sibling; \"\" disables Sibling on this node (capabilities.vhostUserVSOCK false).")
+	flag.StringVar(&f.siblingSocketDir, "sibling-socket-dir", fastpathv1alpha1.SiblingSocketDir, "Directory of the vhost-user sockets of vsock mode Sibling (the device plugin mounts it into virt-launcher).")
 	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
 	f.metrics.Register(flag.CommandLine, ":9443", "the vsock relay's and controller-runtime's metrics")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
@@ -150,6 +158,22 @@ func run(f flags) error {
 			NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}}},
 		AgentVersion: agentVersion(),
 		ResyncPeriod: f.resync,
+	}
+	if f.vhostDeviceVsock != "" {
+		version, err := backend.Version(context.Background(), f.vhostDeviceVsock)
+		if err != nil {
+			return fmt.Errorf("failed to start: --vhost-device-vsock: %w", err)
+		}
+		changes := make(chan event.GenericEvent, 1)
+		sup := &backend.Supervisor{Binary: f.vhostDeviceVsock, OnChange: func() {
+			select {
+			case changes <- event.GenericEvent{Object: &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: f.nodeName}}}:
+			default: // a wake-up is already queued
+			}
+		}}
+		defer sup.Stop()
+		r.Siblings, r.SiblingVersion, r.SiblingSocketDir, r.SiblingChanges = sup, version, f.siblingSocketDir, changes
+		log.Info("vsock mode Sibling enabled", "vhostDeviceVsock", f.vhostDeviceVsock, "version", version)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {

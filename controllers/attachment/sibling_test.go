@@ -76,6 +76,8 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		updateAttachment(ns, "sib", func(a *v1alpha1.FastPathAttachment) { a.Spec.VSOCK.Mode = v1alpha1.VSOCKModeRelay })
 		Eventually(func() v1alpha1.VSOCKMode { return vmStatus(ns, "sib", "db-0")().VSOCKMode }).Should(Equal(v1alpha1.VSOCKModeRelay))
 		Eventually(func() int64 { return getAttachment(ns, "sib").Status.VSOCKServices[0].RelayPort }).Should(BeNumerically(">", 0))
-		Eventually(func() string { return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation) }).Should(Equal("<absent>"))
+		Eventually(func() string {
+			return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
+		}).Should(Equal("<absent>"))
 	})
 })

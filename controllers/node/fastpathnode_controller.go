@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/platform/phases"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
@@ -103,6 +105,18 @@ type Reconciler struct {
 	Sysctls SysctlTuner
 	// CNI, when set, is run on every reconcile.
 	CNI CNIInstaller
+	// Siblings, when set, runs vhost-device-vsock for the attachments in vsock
+	// mode Sibling; nil: this node cannot do Sibling.
+	Siblings SiblingSupervisor
+	// SiblingVersion is the vhost-device-vsock version (backend.Version),
+	// reported in capabilities.vhostUserVSOCKVersion.
+	SiblingVersion string
+	// SiblingSocketDir overrides v1alpha1.SiblingSocketDir (tests, the local
+	// environment).
+	SiblingSocketDir string
+	// SiblingChanges, when set, wakes the reconciler (SetupWithManager
+	// watches it): the supervisor sends on it when a process starts or exits.
+	SiblingChanges <-chan event.GenericEvent
 	// AgentVersion is written to status.agentVersion.
 	AgentVersion string
 	// ResyncPeriod and RetryPeriod override DefaultResyncPeriod and
@@ -126,6 +140,11 @@ type observed struct {
 	sysctlErr  error
 	cni        string
 	cniErr     error
+	// vsock mode Sibling: the groups wanted, the processes and what is down.
+	siblingGroups []backend.Group
+	siblings      []fastpathv1alpha1.SiblingBackendStatus
+	siblingErr    error
+	siblingDown   []string
 }
 
 // scope is what one reconcile knows about the node.
@@ -179,6 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	res, err = phases.Run(ctx, s, []phases.Phase[*scope]{
 		r.ensureBridges,
 		r.programRelay,
+		r.superviseSiblings,
 		r.installCNI,
 		r.tuneSysctls,
 		r.probe,

@@ -17,6 +17,7 @@ import (
 // probe reports the node's capabilities.
 func (r *Reconciler) probe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.caps = r.Prober.Probe(ctx)
+	r.siblingCapabilities(&s.observed)
 	return ctrl.Result{}, nil
 }
 

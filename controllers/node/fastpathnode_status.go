@@ -17,9 +17,10 @@ import (
 
 // List limits of FastPathNodeStatus (the CRD's MaxItems).
 const (
-	maxBridges        = 64
-	maxRelayListeners = 1024
-	maxSysctls        = 16
+	maxBridges         = 64
+	maxRelayListeners  = 1024
+	maxSysctls         = 16
+	maxSiblingBackends = 256
 )
 
 // maxMessageParts bounds how many problems one condition message lists.
@@ -36,18 +37,20 @@ func (r *Reconciler) computeStatus(fpn *fastpathv1alpha1.FastPathNode, obs *obse
 	bridges := slices.Clone(obs.bridges)
 	slices.SortFunc(bridges, func(a, b fastpathv1alpha1.BridgeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	st := fastpathv1alpha1.FastPathNodeStatus{
-		Capabilities:   obs.caps,
-		Bridges:        capList(bridges, maxBridges),
-		RelayListeners: capList(obs.listeners, maxRelayListeners),
-		RelayLimits:    obs.relayLimit,
-		Sysctls:        capList(obs.sysctls, maxSysctls),
-		CNIBinary:      obs.cni,
-		AgentVersion:   r.AgentVersion,
-		Conditions:     slices.Clone(fpn.Status.Conditions),
+		Capabilities:    obs.caps,
+		Bridges:         capList(bridges, maxBridges),
+		RelayListeners:  capList(obs.listeners, maxRelayListeners),
+		RelayLimits:     obs.relayLimit,
+		Sysctls:         capList(obs.sysctls, maxSysctls),
+		SiblingBackends: capList(obs.siblings, maxSiblingBackends),
+		CNIBinary:       obs.cni,
+		AgentVersion:    r.AgentVersion,
+		Conditions:      slices.Clone(fpn.Status.Conditions),
 	}
 	gen := fpn.Generation
 	setBridgesReadyCondition(&st.Conditions, obs, gen)
 	setVSOCKRelayReadyCondition(&st.Conditions, obs, gen, r.RelayEmulated)
+	setSiblingBackendsReadyCondition(&st.Conditions, obs, gen, r.Siblings != nil || len(obs.siblings) > 0)
 	setReadyCondition(&st.Conditions, obs, gen)
 	return st
 }
@@ -148,7 +151,7 @@ func setVSOCKRelayReadyCondition(conds *[]metav1.Condition, obs *observed, gen i
 func setReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64) {
 	c := metav1.Condition{Type: fastpathv1alpha1.ReadyCondition, ObservedGeneration: gen}
 	var notReady []string
-	for _, t := range []string{fastpathv1alpha1.BridgesReadyCondition, fastpathv1alpha1.VSOCKRelayReadyCondition} {
+	for _, t := range []string{fastpathv1alpha1.BridgesReadyCondition, fastpathv1alpha1.VSOCKRelayReadyCondition, fastpathv1alpha1.SiblingBackendsReadyCondition} {
 		if sub := meta.FindStatusCondition(*conds, t); sub != nil && sub.Status != metav1.ConditionTrue {
 			notReady = append(notReady, fmt.Sprintf("%s is %s (%s): %s", t, sub.Status, sub.Reason, sub.Message))
 		}

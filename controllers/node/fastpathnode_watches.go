@@ -57,9 +57,13 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}})
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		WatchesRawSource(atStart).
+		WatchesRawSource(atStart)
+	if r.SiblingChanges != nil {
+		b = b.WatchesRawSource(source.Channel(r.SiblingChanges, toNode))
+	}
+	return b.
 		Watches(&fastpathv1alpha1.FastPathAttachment{}, toNode, builder.WithPredicates(attachmentChanged())).
 		Watches(&fastpathv1alpha1.FastPathNode{}, toNode, builder.WithPredicates(thisNode)).
 		Watches(&fastpathv1alpha1.FastPathNetwork{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
@@ -92,7 +96,8 @@ func (r *Reconciler) validate() error {
 }
 
 // attachmentChanged passes creations, deletions and updates that change the
-// spec (metadata.generation) or status.vsockServices; the operator's other
+// spec (metadata.generation), status.vsockServices or the Sibling group
+// (status.vms[].cid in vsock mode Sibling); the operator's other
 // status updates do not change what the node needs.
 func attachmentChanged() predicate.Predicate {
 	return predicate.Funcs{
@@ -103,7 +108,8 @@ func attachmentChanged() predicate.Predicate {
 				return true
 			}
 			return o.Generation != n.Generation ||
-				!equality.Semantic.DeepEqual(o.Status.VSOCKServices, n.Status.VSOCKServices)
+				!equality.Semantic.DeepEqual(o.Status.VSOCKServices, n.Status.VSOCKServices) ||
+				!equality.Semantic.DeepEqual(SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*o}, ""), SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*n}, ""))
 		},
 	}
 }

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
+)
+
+// SiblingSupervisor runs the vhost-device-vsock groups of vsock mode Sibling;
+// *backend.Supervisor is the real one.
+type SiblingSupervisor interface {
+	// Sync makes the supervisor serve exactly groups.
+	Sync(groups []backend.Group) error
+	// Status returns every group's process state.
+	Status() []backend.Status
+}
+
+// SiblingGroups returns the vhost-device-vsock groups of the attachments in
+// vsock mode Sibling: one per attachment, with a slot for every VM the
+// operator gave a group CID (status.vms[].cid with vsockMode Sibling), running
+// or not, so a VM that starts later joins without a restart. Sockets are
+// <socketDir>/<base of v1alpha1.SiblingSocketPath> (.vhost for QEMU, .vsock
+// for the hybrid host side); socketDir "" is v1alpha1.SiblingSocketDir. Every
+// node serves every group: the VMs may be scheduled anywhere, and an idle
+// slot is one listening socket. Attachments being deleted get no group.
+func SiblingGroups(atts []fastpathv1alpha1.FastPathAttachment, socketDir string) []backend.Group {
+	if socketDir == "" {
+		socketDir = fastpathv1alpha1.SiblingSocketDir
+	}
+	var groups []backend.Group
+	for _, a := range atts {
+		if a.DeletionTimestamp != nil || a.Spec.VSOCK == nil || a.Spec.VSOCK.Mode != fastpathv1alpha1.VSOCKModeSibling {
+			continue
+		}
+		g := backend.Group{Key: a.Namespace + "/" + a.Name}
+		for _, vm := range a.Status.VMs {
+			if vm.VSOCKMode != fastpathv1alpha1.VSOCKModeSibling || vm.CID == nil {
+				continue
+			}
+			base := strings.TrimSuffix(filepath.Base(fastpathv1alpha1.SiblingSocketPath(a.Namespace, vm.Name)), ".vhost")
+			g.VMs = append(g.VMs, backend.VM{
+				Name: vm.Name, CID: uint32(*vm.CID),
+				Socket:  filepath.Join(socketDir, base+".vhost"),
+				UDSPath: filepath.Join(socketDir, base+".vsock"),
+			})
+		}
+		if len(g.VMs) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b backend.Group) int { return strings.Compare(a.Key, b.Key) })
+	return groups
+}
+
+// superviseSiblings syncs the Sibling groups and reads back their processes.
+func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.Siblings == nil {
+		return ctrl.Result{}, nil
+	}
+	obs := &s.observed
+	obs.siblingGroups = SiblingGroups(s.attachments, r.SiblingSocketDir)
+	if err := r.Siblings.Sync(obs.siblingGroups); err != nil {
+		obs.siblingErr = err
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to sync the vhost-device-vsock groups")
+	}
+	for _, st := range r.Siblings.Status() {
+		bs := fastpathv1alpha1.SiblingBackendStatus{Attachment: st.Key, Running: st.Running, PID: int64(st.PID), Restarts: st.Restarts, Message: st.Message}
+		for _, vm := range st.Serving {
+			bs.VMs = append(bs.VMs, fmt.Sprintf("%s=%d", vm.Name, vm.CID))
+		}
+		if !st.Running {
+			obs.siblingDown = append(obs.siblingDown, fmt.Sprintf("%s: %s", st.Key, st.Message))
+		}
+		obs.siblings = append(obs.siblings, bs)
+	}
+	if obs.siblingErr != nil || len(obs.siblingDown) > 0 {
+		return r.retry(), nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// siblingCapabilities adds the vhost-user vsock backend to the probed
+// capabilities: the agent has a supervisor and a backend version.
+func (r *Reconciler) siblingCapabilities(obs *observed) {
+	if r.Siblings != nil && r.SiblingVersion != "" {
+		obs.caps.VhostUserVSOCK, obs.caps.VhostUserVSOCKVersion = true, r.SiblingVersion
+	}
+}
+
+// setSiblingBackendsReadyCondition: True when every group's process runs,
+// False (SiblingBackendFailed) otherwise; absent on an agent without the
+// backend and no Sibling attachment.
+func setSiblingBackendsReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64, has bool) {
+	c := metav1.Condition{Type: fastpathv1alpha1.SiblingBackendsReadyCondition, ObservedGeneration: gen}
+	switch {
+	case !has:
+		meta.RemoveStatusCondition(conds, c.Type)
+		return
+	case obs.siblingErr != nil || len(obs.siblingDown) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fastpathv1alpha1.ReasonSiblingBackendFailed
+		var parts []string
+		if obs.siblingErr != nil {
+			parts = append(parts, obs.siblingErr.Error())
+		}
+		c.Message = joinMessages(append(parts, obs.siblingDown...))
+	case len(obs.siblings) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoSiblingBackends, "no FastPathAttachment in vsock mode Sibling"
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fastpathv1alpha1.ReasonSiblingBackendsRunning
+		c.Message = fmt.Sprintf("%d vhost-device-vsock %s running", len(obs.siblings), r2(len(obs.siblings)))
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
+func r2(n int) string {
+	if n == 1 {
+		return "group"
+	}
+	return "groups"
+}
