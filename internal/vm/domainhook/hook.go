@@ -6,6 +6,7 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vm/tuning"
 )
 
@@ -49,15 +50,39 @@ type Change struct {
 // no interface of the domain, gives the domain back byte for byte. Errors: a
 // VMI that is not JSON, an annotation that tuning.Parse rejects, and every
 // error of Apply.
+//
+// A VMI with the annotation fastpath.io/vsock-mode "Sibling" then gets the
+// vhost-user vsock device of ApplySibling on SiblingSocket(namespace, name).
 func OnDefineDomain(vmiJSON, domainXML []byte) (Result, error) {
 	a, found, err := TuningFromVMI(vmiJSON)
 	if err != nil {
 		return Result{}, err
 	}
-	if !found {
-		return Result{Domain: domainXML}, nil
+	res := Result{Domain: domainXML}
+	if found {
+		if res, err = Apply(domainXML, a); err != nil {
+			return Result{}, err
+		}
 	}
-	return Apply(domainXML, a)
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := json.Unmarshal(vmiJSON, &vmi); err != nil {
+		return Result{}, fmt.Errorf("failed to decode VMI JSON: %w", err)
+	}
+	switch mode := vmi.Annotations[v1alpha1.VSOCKModeAnnotation]; mode {
+	case "", string(v1alpha1.VSOCKModeRelay):
+		return res, nil
+	case string(v1alpha1.VSOCKModeSibling):
+		sib, err := ApplySibling(res.Domain, SiblingSocket(vmi.Namespace, vmi.Name))
+		if err != nil {
+			return Result{}, err
+		}
+		res.Domain = sib.Domain
+		res.Changes = append(res.Changes, sib.Changes...)
+		return res, nil
+	default:
+		return Result{}, fmt.Errorf("failed to read annotation %s of VMI %s/%s: %q is invalid: must be Relay or Sibling",
+			v1alpha1.VSOCKModeAnnotation, vmi.Namespace, vmi.Name, mode)
+	}
 }
 
 // TuningFromVMI decodes a VirtualMachineInstance (JSON) and parses its

@@ -89,3 +89,33 @@ func isBlank(t etree.Token) bool {
 	cd, ok := t.(*etree.CharData)
 	return ok && !cd.IsCData() && strings.TrimSpace(cd.Data) == ""
 }
+
+// addIndented is appendChild returning child.
+func addIndented(parent, child *etree.Element) *etree.Element {
+	appendChild(parent, child)
+	return child
+}
+
+// insertIndented inserts child at index at of parent's tokens; when the
+// element before it starts a line, child gets a line with the same
+// indentation.
+func insertIndented(parent, child *etree.Element, at int) {
+	if at > 0 && at <= len(parent.Child) {
+		if prev, ok := parent.Child[at-1].(*etree.Element); ok {
+			if indent, ok := lineIndent(prev); ok {
+				parent.InsertChildAt(at, etree.NewText("\n"+indent))
+				at++
+			}
+		}
+	}
+	parent.InsertChildAt(at, child)
+}
+
+// removeIndented removes child and the blank text that puts it on its line.
+func removeIndented(parent, child *etree.Element) {
+	i := child.Index()
+	parent.RemoveChildAt(i)
+	if i > 0 && isBlank(parent.Child[i-1]) {
+		parent.RemoveChildAt(i - 1)
+	}
+}
