@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/beevik/etree"
@@ -47,7 +48,13 @@ func SiblingSocket(namespace, name string) string {
 //	-chardev socket,id=fpvsock0,path=<socket>
 //	-device vhost-user-vsock-pci,chardev=fpvsock0
 //
-// QEMU places the device on a free slot of the default bus. It is
+// On q35 (a <controller type='pci' model='pcie-root'/> or a q35 machine)
+// the device gets ",bus=pcie.0,addr=<slot>": QEMU sees the qemu:commandline
+// arguments before libvirt's own -device list and would otherwise put it in
+// slot 1, where libvirt places its first pcie-root-port; the slot is the
+// first of 0x10-0x18 that no explicit address of the domain uses (libvirt
+// fills root ports upwards from slot 1 and ICH9 functions sit at 0x1a-0x1f).
+// Elsewhere QEMU picks a free slot of the default bus. It is
 // idempotent: a domain that already has the chardev is returned unchanged.
 // Errors: socket not absolute or containing ','; the document is not a
 // <domain>; a memoryBacking with another source type or access mode (the
@@ -115,7 +122,11 @@ func ApplySibling(domainXML []byte, socket string) (Result, error) {
 	if cl == nil {
 		cl = addIndented(root, etree.NewElement("qemu:commandline"))
 	}
-	for _, a := range []string{"-chardev", chardev, "-device", "vhost-user-vsock-pci,chardev=" + SiblingChardevID} {
+	device := "vhost-user-vsock-pci,chardev=" + SiblingChardevID
+	if slot := freeRootSlot(root); slot != "" {
+		device += ",bus=pcie.0,addr=" + slot
+	}
+	for _, a := range []string{"-chardev", chardev, "-device", device} {
 		addIndented(cl, etree.NewElement("qemu:arg")).CreateAttr("value", a)
 	}
 	changes = append(changes, Change{Element: "qemu:commandline", Attr: "arg", To: "-device vhost-user-vsock-pci on " + socket})
@@ -135,4 +146,40 @@ func indexAfterAny(parent *etree.Element, tags ...string) int {
 		}
 	}
 	return len(parent.Child)
+}
+
+// freeRootSlot returns the first PCI slot of 0x10-0x18 on bus 0 that no
+// <address type='pci' bus='0x00'> of the domain uses, "" when the machine is
+// not q35 or every one is taken.
+func freeRootSlot(root *etree.Element) string {
+	q35 := false
+	if t := root.FindElement("os/type"); t != nil && strings.Contains(t.SelectAttrValue("machine", ""), "q35") {
+		q35 = true
+	}
+	used := map[int64]bool{}
+	for _, a := range root.FindElements("devices//address") {
+		if a.SelectAttrValue("type", "") != "pci" {
+			continue
+		}
+		if bus, err := strconv.ParseInt(a.SelectAttrValue("bus", "0"), 0, 64); err != nil || bus != 0 {
+			continue
+		}
+		if slot, err := strconv.ParseInt(a.SelectAttrValue("slot", ""), 0, 64); err == nil {
+			used[slot] = true
+		}
+	}
+	for _, c := range root.FindElements("devices/controller") {
+		if c.SelectAttrValue("type", "") == "pci" && c.SelectAttrValue("model", "") == "pcie-root" {
+			q35 = true
+		}
+	}
+	if !q35 {
+		return ""
+	}
+	for slot := int64(0x10); slot <= 0x18; slot++ {
+		if !used[slot] {
+			return fmt.Sprintf("0x%02x", slot)
+		}
+	}
+	return ""
 }
