@@ -5,6 +5,7 @@ import (
 
 	"github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
@@ -28,11 +29,11 @@ func TestSiblingVSOCKWiresTheModeAnnotationAndTheHook(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(changed).To(gomega.BeTrue())
 	vm = roundTrip(t, vm)
-	ann, _ := nestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
+	ann, _, _ := unstructured.NestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
 	g.Expect(ann).To(gomega.Equal("Sibling"))
-	hooks, _ := nestedString(vm, "spec", "template", "metadata", "annotations", HookSidecarsAnnotation)
+	hooks, _, _ := unstructured.NestedString(vm, "spec", "template", "metadata", "annotations", HookSidecarsAnnotation)
 	g.Expect(hooks).To(gomega.ContainSubstring("fastpath/domain-hook:test"))
-	_, found, _ := lookup(vm["spec"].(map[string]any)["template"].(map[string]any), pathVSOCK)
+	_, found, _ := nested(vm["spec"].(map[string]any)["template"].(map[string]any), pathVSOCK)
 	g.Expect(found).To(gomega.BeFalse())
 	g.Expect(IsWired(vm, d)).To(gomega.BeTrue())
 
@@ -42,7 +43,7 @@ func TestSiblingVSOCKWiresTheModeAnnotationAndTheHook(t *testing.T) {
 	g.Expect(relay.VSOCK).To(gomega.BeTrue())
 	_, err = Wire(vm, relay)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	_, has := nestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
+	_, has, _ := unstructured.NestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
 	g.Expect(has).To(gomega.BeFalse())
 
 	_, err = Unwire(vm)
