@@ -375,6 +375,65 @@ var _ = Describe("FastPathAttachment", func() {
 		Eventually(objectEventReasons(ns, "VirtualMachine", "orphan")).Should(ContainElement("Normal/" + v1alpha1.ReasonOrphanUnwired))
 	})
 
+	It("replaces the wiring of an earlier attachment of the same name", func() {
+		ns := newNamespace()
+		vm := &unstructured.Unstructured{}
+		Expect(vm.UnmarshalJSON([]byte(fmt.Sprintf(busyVM, "again", `{"app":"db"}`)))).To(Succeed())
+		original, err := json.Marshal(vm.Object["spec"])
+		Expect(err).NotTo(HaveOccurred())
+		// What "link" deleted (finalizer removed by force) leaves before a new
+		// "link" is created, or what a cache behind an apiserver outage shows.
+		_, err = wiring.Wire(vm.Object, wiring.Desired{Attachment: "link", AttachmentUID: "uid-of-an-earlier-link", VSOCK: true, Placement: v1alpha1.PlacementPreferred})
+		Expect(err).NotTo(HaveOccurred())
+		vm.SetNamespace(ns)
+		Expect(env.Client.Create(ctx, vm)).To(Succeed())
+
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		uid := string(getAttachment(ns, "link").UID)
+		Eventually(func() string { return wiring.OwnerUID(getVM(ns, "again").Object) }).Should(Equal(uid))
+		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Eventually(objectEventReasons(ns, "VirtualMachine", "again")).Should(ContainElement("Normal/" + v1alpha1.ReasonOrphanUnwired))
+		Expect(templatePart(ns, "again", "spec", "domain", "devices", "autoattachVSOCK")).To(Equal("<absent>"))
+
+		Expect(env.Client.Delete(ctx, getAttachment(ns, "link"))).To(Succeed())
+		Eventually(func() string { return specJSON(ns, "again") }).Should(Equal(string(original)))
+	})
+
+	It("adopts a NetworkAttachmentDefinition left by an earlier attachment of the same name", func() {
+		ns := newNamespace()
+		// No garbage collector runs in envtest: the NAD of a deleted "link"
+		// stays, controlled by a uid that no longer exists.
+		left := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "link", Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FastPathAttachment",
+				Name: "link", UID: "uid-of-an-earlier-link", Controller: ptr(true), BlockOwnerDeletion: ptr(true)}}}}
+		left.Spec.Config = `{"cniVersion":"1.0.0","name":"old","type":"fastpath"}`
+		Expect(env.Client.Create(ctx, left)).To(Succeed())
+
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		nad, err := getNAD(ns, "link")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(metav1.IsControlledBy(nad, getAttachment(ns, "link"))).To(BeTrue())
+		Expect(nad.OwnerReferences).To(HaveLen(1))
+		Expect(nad.Spec.Config).NotTo(ContainSubstring(`"name":"old"`))
+
+		Expect(env.Client.Delete(ctx, getAttachment(ns, "link"))).To(Succeed())
+		Eventually(isGone(nad)).Should(BeTrue())
+	})
+
+	It("still refuses a NetworkAttachmentDefinition of its name controlled by something else", func() {
+		ns := newNamespace()
+		other := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "link", Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "link", UID: "uid-of-a-configmap", Controller: ptr(true)}}}}
+		other.Spec.Config = `{"cniVersion":"1.0.0","name":"theirs","type":"bridge"}`
+		Expect(env.Client.Create(ctx, other)).To(Succeed())
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonNADConflict))
+		nad, err := getNAD(ns, "link")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nad.Spec.Config).To(ContainSubstring(`"name":"theirs"`))
+	})
+
 	It("rejects a spec the CRD cannot check with Ready=False/InvalidSpec", func() {
 		ns := newNamespace()
 		vm := createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})

@@ -3,7 +3,9 @@ package attachment
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -76,6 +78,20 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 			return fmt.Errorf("failed to get NetworkAttachmentDefinition %s: %w", key, err)
 		}
 	}
+	if earlierIncarnation(nad, s.att) {
+		// Left by a deleted attachment of this name (no garbage collector
+		// ran, or the finalizer's cached read missed it): adopt it.
+		base := nad.DeepCopy()
+		nad.OwnerReferences = slices.DeleteFunc(nad.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.Controller != nil && *ref.Controller })
+		if err := controllerutil.SetControllerReference(s.att, nad, r.Client.Scheme()); err != nil {
+			return fmt.Errorf("failed to set owner of NetworkAttachmentDefinition %s: %w", key, err)
+		}
+		if err := r.Client.Patch(ctx, nad, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return fmt.Errorf("failed to adopt NetworkAttachmentDefinition %s: %w", key, err)
+		}
+		r.Recorder.Eventf(s.att, corev1.EventTypeNormal, v1alpha1.ReasonNADCreated,
+			"Adopted NetworkAttachmentDefinition %s, left by an earlier FastPathAttachment of this name", key)
+	}
 	if !metav1.IsControlledBy(nad, s.att) {
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNADConflict,
 			fmt.Sprintf("NetworkAttachmentDefinition %s exists and is not owned by this attachment: delete or rename it", key))
@@ -95,4 +111,13 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 		return fmt.Errorf("failed to update NetworkAttachmentDefinition %s: %w", key, err)
 	}
 	return nil
+}
+
+// earlierIncarnation reports whether nad's controller is a FastPathAttachment
+// of att's name with another uid: an attachment deleted before att was
+// created (names are unique at any one time, so that one is gone).
+func earlierIncarnation(nad *nadv1.NetworkAttachmentDefinition, att *v1alpha1.FastPathAttachment) bool {
+	ref := metav1.GetControllerOfNoCopy(nad)
+	return ref != nil && ref.Kind == "FastPathAttachment" && ref.APIVersion == v1alpha1.GroupVersion.String() &&
+		ref.Name == att.Name && ref.UID != att.UID
 }

@@ -72,10 +72,13 @@ type vmState struct {
 	// staleOwner is an attachment that no longer exists but whose wiring
 	// record is on the VM; it is unwired before this attachment wires the VM.
 	staleOwner string
-	wired      bool
-	wireErr    error
-	vmi        *kubevirtv1.VirtualMachineInstance
-	status     v1alpha1.VMStatus
+	// staleUID is the uid in the VM's record when staleOwner is an earlier
+	// attachment of this attachment's name; "" otherwise.
+	staleUID string
+	wired    bool
+	wireErr  error
+	vmi      *kubevirtv1.VirtualMachineInstance
+	status   v1alpha1.VMStatus
 }
 
 // member reports whether the VM belongs to this attachment's fast path.
@@ -163,7 +166,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}
 	key := client.ObjectKeyFromObject(s.att)
-	if err := r.Cache.Get(ctx, key, nad); err == nil && metav1.IsControlledBy(nad, s.att) {
+	// A live read: after an apiserver outage the cache may not yet show the
+	// NAD this attachment created, and it would be left behind.
+	if err := r.APIReader.Get(ctx, key, nad); err == nil && metav1.IsControlledBy(nad, s.att) {
 		// Garbage collection would do this through the ownerReference; deleting
 		// it here also works where no garbage collector runs (envtest, the demo).
 		if err := r.Client.Delete(ctx, nad); client.IgnoreNotFound(err) != nil {

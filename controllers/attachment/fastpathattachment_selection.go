@@ -60,6 +60,12 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, s *scope) (ctrl.Res
 			st.conflict = fmt.Sprintf("VM %s is wired by FastPathAttachment %s; it is wired here once %s releases it", st.name, owner, owner)
 		case owner != "" && owner != s.att.Name:
 			st.staleOwner = owner
+		case wiring.Stale(vm.Object, s.att.Name, string(s.att.UID)):
+			// An earlier attachment of this name wired the VM (or the cache
+			// has not yet seen it unwire the VM): unwire that first, so the
+			// VM is never counted as wired on the strength of its record.
+			st.staleOwner = owner
+			st.staleUID = wiring.OwnerUID(vm.Object)
 		}
 		s.vms = append(s.vms, st)
 	}

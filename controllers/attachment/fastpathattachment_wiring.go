@@ -44,7 +44,11 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 			tookOver := false
 			changed, err := r.patchVM(ctx, st.vm, func(obj map[string]any) (bool, error) {
 				unwired := false
-				if owner := wiring.Owner(obj); owner != "" && owner == st.staleOwner {
+				// What the VM holds now (it may have been re-read live after a
+				// conflict): another attachment's orphaned wiring, or an
+				// earlier same-name attachment's.
+				owner := wiring.Owner(obj)
+				if (owner != "" && owner == st.staleOwner && owner != s.att.Name) || wiring.Stale(obj, s.att.Name, string(s.att.UID)) {
 					var err error
 					if unwired, err = wiring.Unwire(obj); err != nil {
 						return false, err
@@ -54,7 +58,12 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 				wired, err := wiring.Wire(obj, s.desired)
 				return unwired || wired, err
 			})
-			if err == nil && changed && tookOver {
+			switch {
+			case err != nil || !changed || !tookOver:
+			case st.staleUID != "":
+				r.Recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
+					"Replaced the wiring of an earlier FastPathAttachment %s (uid %s), which no longer exists, with that of %s (uid %s)", st.staleOwner, st.staleUID, s.att.Name, s.att.UID)
+			default:
 				r.Recorder.Eventf(st.vm, corev1.EventTypeNormal, v1alpha1.ReasonOrphanUnwired,
 					"Replaced the wiring of FastPathAttachment %s, which no longer exists, with that of %s", st.staleOwner, s.att.Name)
 			}

@@ -18,6 +18,10 @@ const RecordAnnotation = v1alpha1.WiringRecordAnnotation
 type Record struct {
 	// Attachment is the FastPathAttachment that wired the VM.
 	Attachment string `json:"attachment"`
+	// AttachmentUID is that attachment's metadata.uid: a record of an earlier
+	// attachment of the same name (deleted, then created again) is not the new
+	// one's. Records written before it existed have none and match by name.
+	AttachmentUID string `json:"attachmentUID,omitempty"`
 	// Added are the entries the operator added (and will remove).
 	Added []Item `json:"added,omitempty"`
 	// Scalars are the scalar fields the operator set, with their previous values.
@@ -64,6 +68,28 @@ func Owner(vm map[string]any) string {
 		return ""
 	}
 	return rec.Attachment
+}
+
+// OwnerUID returns the metadata.uid of the attachment whose Record is on the
+// VM, or "" when there is none, it is malformed or it predates AttachmentUID.
+func OwnerUID(vm map[string]any) string {
+	rec, err := ReadRecord(vm)
+	if err != nil || rec == nil {
+		return ""
+	}
+	return rec.AttachmentUID
+}
+
+// Stale reports whether the VM carries the Record of an earlier attachment
+// of this name (same name, another uid): what a new attachment created under
+// the name of a deleted one finds on VMs the deleted one could not unwire, or
+// in a cache that has not yet seen the unwiring.
+func Stale(vm map[string]any, attachment, uid string) bool {
+	rec, err := ReadRecord(vm)
+	if err != nil || rec == nil {
+		return false
+	}
+	return rec.Attachment == attachment && rec.AttachmentUID != "" && uid != "" && rec.AttachmentUID != uid
 }
 
 // OwnerFromAnnotations is Owner for a VM's metadata.annotations.

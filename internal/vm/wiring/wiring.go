@@ -54,6 +54,9 @@ type Desired struct {
 	// Attachment is the FastPathAttachment name; the network and interface are
 	// named v1alpha1.NetworkName(Attachment).
 	Attachment string
+	// AttachmentUID is the attachment's metadata.uid, kept in the Record; ""
+	// (tests, tools) matches any.
+	AttachmentUID string
 	// Network is the fast virtio-net path; nil when the attachment has no spec.network.
 	Network *Network
 	// VSOCK sets autoattachVSOCK: true (the attachment declares vsock services
@@ -87,7 +90,7 @@ type Network struct {
 // applied (v1alpha1.DefaultAttachmentSpec). The NAD has the attachment's name.
 func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
-	d := Desired{Attachment: att.Name, Placement: spec.Placement}
+	d := Desired{Attachment: att.Name, AttachmentUID: string(att.UID), Placement: spec.Placement}
 	if spec.Network != nil {
 		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Tuning: tuning.FromNetworkSpec(*spec.Network)}
 	}
@@ -126,7 +129,8 @@ func (e *ConflictError) Error() string {
 // It is idempotent and also converges an earlier wiring of the same attachment
 // to d (e.g. placement Required → Preferred, queues 4 → 1, network removed).
 //
-// Errors: *ConflictError when the VM is wired by another attachment, a user
+// Errors: *ConflictError when the VM is wired by another attachment (or by an
+// earlier attachment of the same name: Stale; unwire it first), a user
 // entry is in the way or the user's HookSidecarsAnnotation is not a JSON list
 // of hook sidecars (the VM is unchanged); an error when the template is not
 // the shape KubeVirt defines (e.g. spec.template missing, networks not a list)
@@ -142,8 +146,14 @@ func Wire(vm map[string]any, d Desired) (bool, error) {
 	if rec != nil && rec.Attachment != d.Attachment {
 		return false, &ConflictError{HeldBy: rec.Attachment}
 	}
+	if Stale(vm, d.Attachment, d.AttachmentUID) {
+		return false, &ConflictError{HeldBy: fmt.Sprintf("%s (uid %s, an earlier attachment of that name)", rec.Attachment, rec.AttachmentUID)}
+	}
 	if rec == nil {
 		rec = &Record{Attachment: d.Attachment}
+	}
+	if d.AttachmentUID != "" {
+		rec.AttachmentUID = d.AttachmentUID
 	}
 	tpl, err := template(vm)
 	if err != nil {

@@ -320,3 +320,51 @@ func TestForAttachmentAppliesDefaults(t *testing.T) {
 	att.Spec.Placement = v1alpha1.PlacementNone
 	g.Expect(ForAttachment(att)).To(gomega.Equal(Desired{Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementNone}))
 }
+
+// TestWireKeepsTheAttachmentUID: the Record names the attachment's uid; an
+// attachment created again under the same name finds the earlier one's
+// Record Stale, Wire refuses it unchanged, and after Unwire wires the VM with
+// its own uid. A Record without a uid (written before the field) matches by
+// name and gets the uid on the next Wire.
+func TestWireKeepsTheAttachmentUID(t *testing.T) {
+	g := gomega.NewWithT(t)
+	first, second := full(v1alpha1.PlacementRequired), full(v1alpha1.PlacementRequired)
+	first.AttachmentUID, second.AttachmentUID = "uid-1", "uid-2"
+
+	vm := decode(t, busyVM)
+	_, err := Wire(vm, first)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	vm = roundTrip(t, vm)
+	g.Expect(OwnerUID(vm)).To(gomega.Equal("uid-1"))
+	g.Expect(Stale(vm, "db-link", "uid-1")).To(gomega.BeFalse())
+	g.Expect(Stale(vm, "db-link", "uid-2")).To(gomega.BeTrue())
+	g.Expect(Stale(vm, "other", "uid-2")).To(gomega.BeFalse(), "another name is a conflict, not a stale record")
+	g.Expect(IsWired(vm, first)).To(gomega.BeTrue())
+	g.Expect(IsWired(vm, second)).To(gomega.BeFalse(), "the earlier attachment's wiring is not the new one's")
+
+	before := canonical(t, vm)
+	changed, err := Wire(vm, second)
+	g.Expect(changed).To(gomega.BeFalse())
+	var conflict *ConflictError
+	g.Expect(err).To(gomega.BeAssignableToTypeOf(conflict))
+	g.Expect(err.Error()).To(gomega.ContainSubstring("uid uid-1, an earlier attachment of that name"))
+	g.Expect(canonical(t, vm)).To(gomega.Equal(before))
+
+	_, err = Unwire(vm)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	changed, err = Wire(vm, second)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(changed).To(gomega.BeTrue())
+	g.Expect(OwnerUID(roundTrip(t, vm))).To(gomega.Equal("uid-2"))
+
+	legacy := decode(t, busyVM)
+	_, err = Wire(legacy, full(v1alpha1.PlacementRequired))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	legacy = roundTrip(t, legacy)
+	g.Expect(OwnerUID(legacy)).To(gomega.BeEmpty())
+	g.Expect(Stale(legacy, "db-link", "uid-2")).To(gomega.BeFalse())
+	changed, err = Wire(legacy, second)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(changed).To(gomega.BeTrue(), "the uid is added to a record without one")
+	g.Expect(OwnerUID(roundTrip(t, legacy))).To(gomega.Equal("uid-2"))
+}
