@@ -120,6 +120,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 
 	vm := &unstructured.Unstructured{}
 	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+	if options.RateLimiter == nil {
+		options.RateLimiter = phases.RateLimiter() // failed reconciles retry within phases.MaxRetryDelay
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.FastPathAttachment{}).

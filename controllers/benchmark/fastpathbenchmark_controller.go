@@ -92,6 +92,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := indexFields(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if options.RateLimiter == nil {
+		options.RateLimiter = phases.RateLimiter() // failed reconciles retry within phases.MaxRetryDelay
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&fastpathv1alpha1.FastPathBenchmark{}).

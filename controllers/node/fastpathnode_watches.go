@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/platform/phases"
 )
 
 // ControllerName names the agent's controller in logs and metrics.
@@ -57,6 +58,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}})
 		return nil
 	})
+	if options.RateLimiter == nil {
+		options.RateLimiter = phases.RateLimiter() // failed reconciles retry within phases.MaxRetryDelay
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WatchesRawSource(atStart)

@@ -2,7 +2,8 @@
 // reconcilers share (controllers/attachment, controllers/benchmark,
 // controllers/node; cluster-api's shape): each Reconcile builds a scope, runs
 // a []Phase over it with Run and patches status once from what the phases
-// recorded.
+// recorded. RateLimiter is their shared retry pacing (exponential backoff
+// capped at MaxRetryDelay).
 //
 // It is under 100 lines and stands alone on purpose: it is the one
 // implementation of that loop, imported by three packages that must not
