@@ -76,6 +76,15 @@ build: ## Build every binary into bin/.
 docker-build: ## Build the container image (needs a Docker engine; none on the dev machines).
 	docker build -t $(IMG) .
 
+.PHONY: images
+images: setup ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
+	go run ./cmd/fastpath-images build $(IMAGES)
+
+.PHONY: images-import
+images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
+	@test -n "$(CONTAINERD_ADDRESS)" || { echo "images-import: set CONTAINERD_ADDRESS to the containerd socket"; exit 2; }
+	go run ./cmd/fastpath-images import --address $(CONTAINERD_ADDRESS) $(IMAGES)
+
 ##@ Test
 
 .PHONY: test

@@ -1,0 +1,18 @@
+// Package images builds Fastpath's container images without a Docker daemon
+// (`make images`, issue 14): OCI images assembled with go-containerregistry
+// from files on this machine — static Go binaries, Kubernetes' pause built
+// with gcc, and the contents of Debian packages (`apt-get download` +
+// `dpkg -x`) — and written as OCI image-layout archives
+// `_out/images/<name>.tar` that `ctr images import` reads.
+//
+// One Target per Dockerfile stage (operator, agent, bench, domain-hook) plus
+// the pause image the kubelet's sandboxes use. Targets says, declaratively,
+// what each image puts where (paths, user, entrypoint); the builder follows it
+// and a test compares it with the Dockerfile so the two recipes do not drift.
+// Every image carries its platform (linux/amd64) in its config and in the
+// archive's index, because containerd drops images without one on import.
+//
+// Nothing is pulled from a registry: the bases are assembled here from Debian
+// packages (ca-certificates, a nonroot user 65532, /tmp), the way distroless
+// assembles its own. Import puts the archives into a given containerd.
+package images

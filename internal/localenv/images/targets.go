@@ -1,0 +1,139 @@
+package images
+
+// Registry and Tag name the images built here. The chart renders
+// `{{image.registry}}/fastpath-{{component}}:{{image.tag}}`, so installing
+// with image.registry=localhost and image.tag=local uses them.
+const (
+	Registry = "localhost"
+	Tag      = "local"
+)
+
+// PauseRef is the sandbox ("pause") image: give it to containerd's CRI plugin
+// as sandbox_image so no pod ever pulls registry.k8s.io/pause.
+const PauseRef = Registry + "/pause:" + Tag
+
+// Path is the PATH of every image with a base (distroless's and Debian's).
+const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// CACertFile is where the base puts the CA bundle built from Debian's
+// ca-certificates (what update-ca-certificates would write).
+const CACertFile = "/etc/ssl/certs/ca-certificates.crt"
+
+// Base is what an image is built on: a stand-in, assembled here, for the
+// Dockerfile's base image.
+type Base struct {
+	// Name says which stand-in: "scratch", "static", "debian" or "sidecar-shim".
+	Name string
+	// FromArg is the Dockerfile ARG that names the real base image, e.g.
+	// "STATIC_NONROOT_IMAGE"; empty for scratch.
+	FromArg string
+	// User is the real base image's default user, which a stage without USER
+	// runs as: "" (root) for distroless static and Debian, "65532" for
+	// distroless :nonroot, "1001" for KubeVirt's sidecar-shim (its passwd-image).
+	User string
+	// Debs are the Debian packages installed into the base (with the shared
+	// libraries their programs need, see Debs.Closure).
+	Debs []string
+	// ExtraUsers are passwd/group entries beyond root, nobody and nonroot (65532).
+	ExtraUsers []User
+}
+
+// User is an /etc/passwd line with a group of the same name and id.
+type User struct {
+	Name string
+	ID   int
+	Home string
+}
+
+// Binary is one program an image carries.
+type Binary struct {
+	// Name is the Dockerfile build stage's output name (/out/<Name>).
+	Name string
+	// Package is the Go package built with CGO_ENABLED=0 -trimpath -ldflags "-s -w",
+	// e.g. "./cmd/fastpath-agent"; empty for Kubernetes' pause (C, built with gcc).
+	Package string
+	// Path is where the image has it.
+	Path string
+}
+
+// Target is one image: a Dockerfile stage (Stage) or the pause image.
+type Target struct {
+	// Name is the archive's base name: _out/images/<Name>.tar.
+	Name string
+	// Ref is the image name containerd gets on import.
+	Ref string
+	// Stage is the Dockerfile target ("" for pause, which is not in the Dockerfile).
+	Stage string
+	Base  Base
+	// Binaries are the stage's COPY --from=build lines, in order.
+	Binaries []Binary
+	// User is the stage's USER ("" when it has none: the base's user applies).
+	User string
+	// Entrypoint is the stage's ENTRYPOINT.
+	Entrypoint []string
+}
+
+// ConfigUser is the user the image runs as: the stage's USER, else its base's.
+func (t Target) ConfigUser() string {
+	if t.User != "" {
+		return t.User
+	}
+	return t.Base.User
+}
+
+// The stand-in bases. static and static-nonroot are what distroless
+// static-debian12 is (CA bundle, passwd with root/nobody/nonroot, /tmp,
+// /home/nonroot) without its tzdata, netbase and base-files.
+var (
+	baseScratch       = Base{Name: "scratch"}
+	baseStatic        = Base{Name: "static", FromArg: "STATIC_IMAGE", Debs: []string{"ca-certificates"}}
+	baseStaticNonroot = Base{Name: "static", FromArg: "STATIC_NONROOT_IMAGE", User: "65532", Debs: []string{"ca-certificates"}}
+	baseBench         = Base{Name: "debian", FromArg: "BENCH_BASE_IMAGE", Debs: []string{"netperf", "openssh-client", "ca-certificates"}}
+	baseSidecarShim   = Base{Name: "sidecar-shim", FromArg: "SIDECAR_SHIM_IMAGE", User: "1001", Debs: []string{"ca-certificates"},
+		ExtraUsers: []User{{Name: "nonroot-user", ID: 1001, Home: "/home/nonroot-user"}}}
+)
+
+// SidecarShimPath is where KubeVirt's sidecar-shim image has its program.
+const SidecarShimPath = "/sidecar-shim"
+
+func componentRef(c string) string { return Registry + "/fastpath-" + c + ":" + Tag }
+
+// Targets returns every image `make images` builds, pause first, then the
+// Dockerfile's stages in its order. The values mirror the Dockerfile; the
+// drift test (dockerfile_test.go) fails when either changes alone.
+func Targets() []Target {
+	return []Target{
+		{
+			// Kubernetes' build/pause/Dockerfile: ADD pause /pause, USER 65535:65535.
+			Name: "pause", Ref: PauseRef, Base: baseScratch,
+			Binaries:   []Binary{{Name: "pause", Path: "/pause"}},
+			User:       "65535:65535",
+			Entrypoint: []string{"/pause"},
+		},
+		{
+			Name: "operator", Ref: componentRef("operator"), Stage: "operator", Base: baseStaticNonroot,
+			Binaries:   []Binary{{Name: "fastpath-operator", Package: "./cmd/fastpath-operator", Path: "/usr/local/bin/fastpath-operator"}},
+			User:       "65532:65532",
+			Entrypoint: []string{"/usr/local/bin/fastpath-operator"},
+		},
+		{
+			Name: "agent", Ref: componentRef("agent"), Stage: "agent", Base: baseStatic,
+			Binaries: []Binary{
+				{Name: "fastpath-agent", Package: "./cmd/fastpath-agent", Path: "/usr/local/bin/fastpath-agent"},
+				{Name: "fastpath", Package: "./cni/cmd/fastpath", Path: "/usr/local/bin/fastpath"},
+			},
+			Entrypoint: []string{"/usr/local/bin/fastpath-agent"},
+		},
+		{
+			Name: "bench", Ref: componentRef("bench"), Stage: "bench", Base: baseBench,
+			Binaries:   []Binary{{Name: "fastpath-bench", Package: "./cmd/fastpath-bench", Path: "/usr/local/bin/fastpath-bench"}},
+			User:       "65532:65532",
+			Entrypoint: []string{"/usr/local/bin/fastpath-bench"},
+		},
+		{
+			Name: "domain-hook", Ref: componentRef("domain-hook"), Stage: "domain-hook", Base: baseSidecarShim,
+			Binaries:   []Binary{{Name: "fastpath-domain-hook", Package: "./cmd/fastpath-domain-hook", Path: "/usr/bin/onDefineDomain"}},
+			Entrypoint: []string{SidecarShimPath, "--version", "v1alpha3"},
+		},
+	}
+}
