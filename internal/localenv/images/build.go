@@ -154,16 +154,11 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 		debs := Debs{Dir: b.cache("debs"), Log: b.Log}
 		var err error
 		if t.Base.Name == baseBench.Name {
+			start := time.Now()
 			pkgs, err = debs.Closure(ctx, t.Base.Debs)
+			b.logf("%s: %d Debian packages (%s and the libraries they need) in %.1fs", t.Name, len(pkgs), strings.Join(t.Base.Debs, ", "), time.Since(start).Seconds())
 		} else {
-			for _, n := range t.Base.Debs {
-				var p Package
-				p, err = debs.Fetch(ctx, n)
-				if err != nil {
-					break
-				}
-				pkgs = append(pkgs, p)
-			}
+			pkgs, err = debs.Fetch(ctx, t.Base.Debs...)
 		}
 		if err != nil {
 			return Result{}, err

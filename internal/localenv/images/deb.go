@@ -37,49 +37,71 @@ type Package struct {
 	Control []byte
 }
 
-// Fetch downloads (unless cached) and unpacks package name at the candidate
-// version apt would install. Errors name the package and the failing command.
-func (d Debs) Fetch(ctx context.Context, name string) (Package, error) {
-	show, err := run(ctx, "", "apt-cache", "show", "--no-all-versions", name)
-	if err != nil {
-		return Package{}, err
+// Fetch downloads (unless cached) and unpacks the named packages at the
+// candidate versions apt would install, with one `apt-cache show` and at most
+// one `apt-get download` (apt loads its cache for about a second per call).
+// The result is in the order of names. Errors name the package and the
+// failing command.
+func (d Debs) Fetch(ctx context.Context, names ...string) ([]Package, error) {
+	if len(names) == 0 {
+		return nil, nil
 	}
-	fields := controlFields(show)
-	p := Package{Name: name, Version: fields["Version"]}
-	file := path.Base(fields["Filename"])
-	if p.Version == "" || file == "." || !strings.HasSuffix(file, ".deb") {
-		return Package{}, fmt.Errorf("failed to resolve Debian package %s: apt-cache show gave no Version/Filename", name)
+	show, err := run(ctx, "", "apt-cache", append([]string{"show", "--no-all-versions"}, names...)...)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]map[string]string{}
+	for _, para := range strings.Split(string(show), "\n\n") {
+		f := controlFields([]byte(para))
+		if f["Package"] != "" {
+			fields[f["Package"]] = f
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(d.Dir, "trees"), 0o755); err != nil {
-		return Package{}, err
+		return nil, err
 	}
-	p.Deb = filepath.Join(d.Dir, file)
-	if _, err := os.Stat(p.Deb); err != nil {
+	pkgs := make([]Package, len(names))
+	var download []string
+	for i, name := range names {
+		f := fields[name]
+		if f["Version"] == "" || f["Architecture"] == "" {
+			return nil, fmt.Errorf("failed to resolve Debian package %s: apt-cache show gave no Version/Architecture", name)
+		}
+		// apt-get download's file name: the epoch's colon is escaped as %3a.
+		file := fmt.Sprintf("%s_%s_%s.deb", name, strings.ReplaceAll(f["Version"], ":", "%3a"), f["Architecture"])
+		pkgs[i] = Package{Name: name, Version: f["Version"], Deb: filepath.Join(d.Dir, file),
+			Tree: filepath.Join(d.Dir, "trees", strings.TrimSuffix(file, ".deb"))}
+		if _, err := os.Stat(pkgs[i].Deb); err != nil {
+			download = append(download, name+"="+f["Version"])
+		}
+	}
+	if len(download) > 0 {
 		if d.Log != nil {
-			fmt.Fprintf(d.Log, "images: apt-get download %s=%s\n", name, p.Version)
+			fmt.Fprintf(d.Log, "images: apt-get download %s\n", strings.Join(download, " "))
 		}
-		if _, err := run(ctx, d.Dir, "apt-get", "download", "-q", name+"="+p.Version); err != nil {
-			return Package{}, err
+		if _, err := run(ctx, d.Dir, "apt-get", append([]string{"download", "-q"}, download...)...); err != nil {
+			return nil, err
 		}
+	}
+	for i, p := range pkgs {
 		if _, err := os.Stat(p.Deb); err != nil {
-			return Package{}, fmt.Errorf("failed to download Debian package %s: apt-get download left no %s", name, file)
+			return nil, fmt.Errorf("failed to download Debian package %s: apt-get download left no %s", p.Name, p.Deb)
+		}
+		if _, err := os.Stat(p.Tree); err != nil {
+			tmp := p.Tree + ".tmp"
+			os.RemoveAll(tmp)
+			if _, err := run(ctx, "", "dpkg-deb", "-x", p.Deb, tmp); err != nil {
+				return nil, err
+			}
+			if err := os.Rename(tmp, p.Tree); err != nil {
+				return nil, err
+			}
+		}
+		if pkgs[i].Control, err = run(ctx, "", "dpkg-deb", "-f", p.Deb); err != nil {
+			return nil, err
 		}
 	}
-	p.Tree = filepath.Join(d.Dir, "trees", strings.TrimSuffix(file, ".deb"))
-	if _, err := os.Stat(p.Tree); err != nil {
-		tmp := p.Tree + ".tmp"
-		os.RemoveAll(tmp)
-		if _, err := run(ctx, "", "dpkg-deb", "-x", p.Deb, tmp); err != nil {
-			return Package{}, err
-		}
-		if err := os.Rename(tmp, p.Tree); err != nil {
-			return Package{}, err
-		}
-	}
-	if p.Control, err = run(ctx, "", "dpkg-deb", "-f", p.Deb); err != nil {
-		return Package{}, err
-	}
-	return p, nil
+	return pkgs, nil
 }
 
 // Closure fetches names and then, from the direct Depends and Pre-Depends of
@@ -92,13 +114,15 @@ func (d Debs) Fetch(ctx context.Context, name string) (Package, error) {
 func (d Debs) Closure(ctx context.Context, names []string) ([]Package, error) {
 	taken := map[string]Package{}
 	tried := map[string]bool{}
-	for _, n := range names {
-		p, err := d.Fetch(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		taken[n], tried[n] = p, true
+	first, err := d.Fetch(ctx, names...)
+	if err != nil {
+		return nil, err
 	}
+	for _, p := range first {
+		taken[p.Name], tried[p.Name] = p, true
+	}
+	fresh := names // taken packages whose Depends are not yet candidates
+	var candidates []string
 	for {
 		missing, err := missingLibraries(taken)
 		if err != nil {
@@ -107,27 +131,31 @@ func (d Debs) Closure(ctx context.Context, names []string) ([]Package, error) {
 		if len(missing) == 0 {
 			break
 		}
-		added := false
-		for _, n := range sortedKeys(taken) {
-			deps, err := directDepends(ctx, n)
-			if err != nil {
-				return nil, err
-			}
-			for _, dep := range deps {
-				if tried[dep] {
-					continue
-				}
+		deps, err := directDepends(ctx, fresh...)
+		if err != nil {
+			return nil, err
+		}
+		fresh = nil
+		for _, dep := range deps {
+			if !tried[dep] {
 				tried[dep] = true
-				p, err := d.Fetch(ctx, dep)
-				if err != nil {
-					return nil, err
-				}
-				if provides(p.Tree, missing) {
-					taken[dep], added = p, true
-				}
+				candidates = append(candidates, dep)
 			}
 		}
-		if !added {
+		fetched, err := d.Fetch(ctx, candidates...)
+		if err != nil {
+			return nil, err
+		}
+		candidates = nil
+		for _, p := range fetched {
+			if provides(p.Tree, missing) {
+				taken[p.Name] = p
+				fresh = append(fresh, p.Name)
+			} else {
+				candidates = append(candidates, p.Name) // may provide a library found missing later
+			}
+		}
+		if len(fresh) == 0 {
 			return nil, fmt.Errorf("failed to find the Debian packages of shared libraries %s needed by %s", strings.Join(sortedKeys(missing), ", "), strings.Join(names, ", "))
 		}
 	}
@@ -143,9 +171,14 @@ func (d Debs) Closure(ctx context.Context, names []string) ([]Package, error) {
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib", "/lib64", "/usr/lib64"}
 
 // missingLibraries returns the sonames (and loader paths) the ELF files of
-// pkgs need that no tree in pkgs provides.
+// pkgs need that no tree in pkgs provides, looking in libDirs and in the
+// file's DT_RUNPATH/DT_RPATH directories ($ORIGIN expanded).
 func missingLibraries(pkgs map[string]Package) (map[string]bool, error) {
-	need := map[string]bool{}
+	type need struct {
+		lib  string
+		dirs []string
+	}
+	var needs []need
 	have := map[string]bool{}
 	for _, p := range pkgs {
 		err := filepath.WalkDir(p.Tree, func(fp string, de fs.DirEntry, err error) error {
@@ -153,24 +186,26 @@ func missingLibraries(pkgs map[string]Package) (map[string]bool, error) {
 				return err
 			}
 			rel := "/" + filepath.ToSlash(strings.TrimPrefix(fp, p.Tree+string(filepath.Separator)))
-			if !de.IsDir() {
-				have[rel] = true
-				if inLibDir(rel) {
-					have[path.Base(rel)] = true
-				}
+			if de.IsDir() {
+				return nil
 			}
+			have[rel] = true
 			if !de.Type().IsRegular() {
 				return nil
 			}
-			libs, interp, err := elfNeeds(fp)
+			e, err := readELF(fp)
 			if err != nil {
 				return err
 			}
-			for _, l := range libs {
-				need[l] = true
+			for _, l := range e.needed {
+				dirs := append([]string{}, libDirs...)
+				for _, rp := range e.runpath {
+					dirs = append(dirs, path.Clean(strings.ReplaceAll(rp, "$ORIGIN", path.Dir(rel))))
+				}
+				needs = append(needs, need{lib: l, dirs: dirs})
 			}
-			if interp != "" {
-				need[interp] = true
+			if e.interp != "" {
+				needs = append(needs, need{lib: e.interp})
 			}
 			return nil
 		})
@@ -179,9 +214,13 @@ func missingLibraries(pkgs map[string]Package) (map[string]bool, error) {
 		}
 	}
 	missing := map[string]bool{}
-	for n := range need {
-		if !have[n] {
-			missing[n] = true
+	for _, n := range needs {
+		found := strings.HasPrefix(n.lib, "/") && have[n.lib]
+		for _, d := range n.dirs {
+			found = found || have[path.Join(d, n.lib)]
+		}
+		if !found {
+			missing[n.lib] = true
 		}
 	}
 	return missing, nil
@@ -196,33 +235,43 @@ func inLibDir(p string) bool {
 	return false
 }
 
-// elfNeeds returns an ELF file's DT_NEEDED entries and its PT_INTERP; a file
-// that is not ELF needs nothing.
-func elfNeeds(file string) ([]string, string, error) {
+type elfInfo struct {
+	needed, runpath []string
+	interp          string
+}
+
+// readELF returns an ELF file's DT_NEEDED entries, DT_RUNPATH and DT_RPATH
+// directories and PT_INTERP; a file that is not ELF needs nothing.
+func readELF(file string) (elfInfo, error) {
+	var e elfInfo
 	f, err := elf.Open(file)
 	if err != nil {
 		var fe *elf.FormatError
 		if errors.As(err, &fe) || errors.Is(err, io.EOF) {
-			return nil, "", nil
+			return e, nil
 		}
-		return nil, "", err
+		return e, err
 	}
 	defer f.Close()
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		return nil, "", nil // no dynamic section: static or not an object
+	if e.needed, err = f.ImportedLibraries(); err != nil {
+		return elfInfo{}, nil // no dynamic section: static or not an object
 	}
-	interp := ""
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		vals, _ := f.DynString(tag)
+		for _, v := range vals {
+			e.runpath = append(e.runpath, strings.Split(v, ":")...)
+		}
+	}
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
 			b, err := io.ReadAll(prog.Open())
 			if err != nil {
-				return nil, "", err
+				return elfInfo{}, err
 			}
-			interp = strings.TrimRight(string(b), "\x00")
+			e.interp = strings.TrimRight(string(b), "\x00")
 		}
 	}
-	return libs, interp, nil
+	return e, nil
 }
 
 func provides(tree string, missing map[string]bool) bool {
@@ -241,11 +290,14 @@ func provides(tree string, missing map[string]bool) bool {
 	return found
 }
 
-// directDepends returns the real packages name Depends or Pre-Depends on
-// (every alternative; virtual packages left out).
-func directDepends(ctx context.Context, name string) ([]string, error) {
-	out, err := run(ctx, "", "apt-cache", "depends", "--no-recommends", "--no-suggests", "--no-conflicts",
-		"--no-breaks", "--no-replaces", "--no-enhances", name)
+// directDepends returns the real packages that names Depend or Pre-Depend on
+// (every alternative; virtual packages left out), in one `apt-cache depends`.
+func directDepends(ctx context.Context, names ...string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	out, err := run(ctx, "", "apt-cache", append([]string{"depends", "--no-recommends", "--no-suggests", "--no-conflicts",
+		"--no-breaks", "--no-replaces", "--no-enhances"}, names...)...)
 	if err != nil {
 		return nil, err
 	}
