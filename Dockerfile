@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Fastpath images, one target per component (written and reviewed; the development
 # machines have no Docker engine, so `make docker-build` runs only where one exists).
+# `make images` builds the same images without a daemon (docs/images.md); a test
+# (internal/localenv/images/dockerfile_test.go) fails when the two recipes drift.
 #
 #   docker build --target operator     -t fastpath-operator .
 #   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent + CNI binary + relay
@@ -47,12 +49,16 @@ COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
 COPY --from=build /out/fastpath /usr/local/bin/fastpath
 ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
 
-# The runner needs netperf (Debian non-free) and an SSH client for VM mode.
+# The runner needs netperf (Debian non-free) and an SSH client for VM mode. ssh exits
+# with "No user exists for uid 65532" unless the user it runs as is in /etc/passwd,
+# which debian:bookworm-slim lacks: add distroless's nonroot user.
 FROM ${BENCH_BASE_IMAGE} AS bench
 RUN sed -i -E '/^Components:/{/non-free( |$)/!s/$/ non-free/}' /etc/apt/sources.list.d/debian.sources \
  && apt-get update \
  && apt-get install -y --no-install-recommends netperf openssh-client ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 nonroot \
+ && useradd --uid 65532 --gid 65532 --home-dir /home/nonroot --create-home --shell /sbin/nologin nonroot
 COPY --from=build /out/fastpath-bench /usr/local/bin/fastpath-bench
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fastpath-bench"]
