@@ -25,9 +25,11 @@ const PauseVersion = "3.10.1"
 type Builder struct {
 	// Root is the repository root (where go.mod and Dockerfile are).
 	Root string
-	// Out is where archives go (<Out>/<name>.tar); Out/cache holds binaries,
-	// Debian packages and stamps.
+	// Out is where archives go (<Out>/<name>.tar).
 	Out string
+	// Cache holds built binaries (Cache/bin) and Debian packages (Cache/debs);
+	// empty means <Out>/cache. The hash of an archive's inputs is <Out>/.<name>.inputs.
+	Cache string
 	// Log gets progress lines; nil discards.
 	Log io.Writer
 	// SidecarShim builds KubeVirt's sidecar-shim and returns the path of the
@@ -58,7 +60,11 @@ func (b *Builder) logf(format string, args ...any) {
 }
 
 func (b *Builder) cache(parts ...string) string {
-	return filepath.Join(append([]string{b.Out, "cache"}, parts...)...)
+	dir := b.Cache
+	if dir == "" {
+		dir = filepath.Join(b.Out, "cache")
+	}
+	return filepath.Join(append([]string{dir}, parts...)...)
 }
 
 // Build builds the targets named in only (all of Targets when empty) in
@@ -170,7 +176,7 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	stampFile := b.cache(t.Name + ".stamp")
+	stampFile := filepath.Join(b.Out, "."+t.Name+".inputs") // beside the archive it describes
 	if old, err := os.ReadFile(stampFile); err == nil && string(old) == stamp {
 		if fi, err := os.Stat(archive); err == nil {
 			b.logf("%s unchanged: %s (%s)", t.Ref, archive, human(fi.Size()))

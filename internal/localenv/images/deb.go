@@ -243,11 +243,21 @@ type elfInfo struct {
 // readELF returns an ELF file's DT_NEEDED entries, DT_RUNPATH and DT_RPATH
 // directories and PT_INTERP; a file that is not ELF needs nothing.
 func readELF(file string) (elfInfo, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return elfInfo{}, err
+	}
+	defer f.Close()
+	return readELFFrom(f)
+}
+
+// readELFFrom is readELF of content r.
+func readELFFrom(r io.ReaderAt) (elfInfo, error) {
 	var e elfInfo
-	f, err := elf.Open(file)
+	f, err := elf.NewFile(r)
 	if err != nil {
 		var fe *elf.FormatError
-		if errors.As(err, &fe) || errors.Is(err, io.EOF) {
+		if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return e, nil
 		}
 		return e, err
