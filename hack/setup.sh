@@ -23,6 +23,8 @@ if [[ "$(id -u)" != 0 ]]; then
 fi
 
 APT_PACKAGES=(
+  # make images (internal/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically
+  gcc libc6-dev
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
   # real guests (internal/localenv/guests): QEMU under libvirt, and the guest image's inputs
