@@ -19,7 +19,7 @@ const (
 )
 
 // Datapath is the node-local switch that carries the fast virtio-net path.
-// +kubebuilder:validation:Enum=LinuxBridge;OVS
+// +kubebuilder:validation:Enum=LinuxBridge;OVS;Macvtap
 type Datapath string
 
 const (
@@ -27,6 +27,12 @@ const (
 	DatapathLinuxBridge Datapath = "LinuxBridge"
 	// DatapathOVS switches in an Open vSwitch bridge (veth host end added as a port).
 	DatapathOVS Datapath = "OVS"
+	// DatapathMacvtap gives each pod a bridge-mode macvtap on a node-local
+	// lower device the node agent owns: frames between two pods of the network
+	// are switched by the kernel's macvlan code between siblings of that lower
+	// device, with no veth and no bridge lookup (docs/design.md §2). VMs use it
+	// through KubeVirt's macvtap network binding (docs/install.md).
+	DatapathMacvtap Datapath = "Macvtap"
 )
 
 // OffloadState turns one offload on or off.
@@ -97,16 +103,16 @@ type NetworkSpec struct {
 	Datapath Datapath `json:"datapath,omitempty"`
 
 	// bridge is refused by the API server, like datapath: tenants do not
-	// choose node bridges (1-15 characters of [a-zA-Z0-9_.-] when filled in by
-	// the operator from the FastPathNetwork).
+	// choose node bridges or macvtap lower devices (1-15 characters of
+	// [a-zA-Z0-9_.-] when filled in by the operator from the FastPathNetwork).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]{1,15}$`
 	Bridge string `json:"bridge,omitempty"`
 
-	// mtu is the MTU in bytes of both veth ends and (through virtio host_mtu)
-	// the guest: 1280-65535, and inside the FastPathNetwork's spec.mtu bounds.
+	// mtu is the MTU in bytes of both veth ends (of the macvtap on datapath
+	// Macvtap) and (through virtio host_mtu) the guest: 1280-65535, and inside the FastPathNetwork's spec.mtu bounds.
 	// Same-node frames never touch a wire, so "super-jumbo" sizes are legal.
 	// Default: the network's spec.mtu.default.
 	// +optional

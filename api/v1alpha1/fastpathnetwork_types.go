@@ -30,7 +30,8 @@ type MTURange struct {
 	// max is the largest MTU an attachment may ask for, bytes: 1280-65535. It
 	// is also the MTU of the node bridge (a bridge's own MTU does not limit
 	// what it forwards between ports, but the CNI plugin refuses a pod MTU
-	// above it). Default 9000.
+	// above it), or of the macvtap lower device (the kernel refuses a macvtap
+	// MTU above its lower device's). Default 9000.
 	// +optional
 	// +kubebuilder:validation:Minimum=1280
 	// +kubebuilder:validation:Maximum=65535
@@ -45,15 +46,24 @@ type MTURange struct {
 // FastPathNetworkSpec is a node-local L2 network a cluster admin offers to
 // tenants: which switch, which bridge, the limits attachments must respect,
 // and which namespaces may attach.
+// +kubebuilder:validation:XValidation:rule="!has(self.datapath) || self.datapath != 'Macvtap' || self.bridge.matches('^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$')",message="spec.bridge must start and end with a letter or digit when spec.datapath is Macvtap: it names the device plugin resource macvtap.fastpath.io/<bridge>",fieldPath=".bridge"
 type FastPathNetworkSpec struct {
-	// datapath is the node switch: LinuxBridge | OVS. Default LinuxBridge.
+	// datapath is the node switch: LinuxBridge | OVS | Macvtap. Default
+	// LinuxBridge. Macvtap gives every pod a bridge-mode macvtap on the
+	// node-local lower device spec.bridge; VMs need KubeVirt's macvtap network
+	// binding registered (docs/install.md).
 	// +optional
 	Datapath Datapath `json:"datapath,omitempty"`
 
 	// bridge is the node bridge the node agent creates, marks as its own and
 	// tunes on every node: 1-15 characters of [a-zA-Z0-9_.-] (Linux IFNAMSIZ).
-	// The agent never adopts, changes or deletes a bridge of this name it did
-	// not create, and two FastPathNetworks naming one bridge are both refused.
+	// For datapath Macvtap it is the macvtap lower device instead: the agent
+	// creates it as one end of a veth pair whose other end only provides
+	// carrier, and it must start and end with a letter or digit (it is part
+	// of the extended resource name macvtap.fastpath.io/<bridge>). Tenants
+	// never name it: it comes from this network only. The agent never adopts,
+	// changes or deletes a link of this name it did not create, and two
+	// FastPathNetworks naming one bridge are both refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15

@@ -76,6 +76,14 @@ type NodeCapabilities struct {
 	// ovs describes Open vSwitch when its OVSDB answers.
 	// +optional
 	OVS *OVSInfo `json:"ovs,omitempty"`
+	// datapathTypes are the FastPathNetwork datapaths this node can carry:
+	// LinuxBridge when the kernel has the bridge driver (/sys/module/bridge),
+	// OVS when OVSDB answers, Macvtap when the kernel has macvtap
+	// (/sys/class/macvtap).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	DatapathTypes []Datapath `json:"datapathTypes,omitempty"`
 }
 
 // OVSInfo describes the node's Open vSwitch.
@@ -96,9 +104,9 @@ type OVSInfo struct {
 
 // BridgeStatus is one node bridge.
 type BridgeStatus struct {
-	// name of the bridge.
+	// name of the bridge (of the macvtap lower device on datapath Macvtap).
 	Name string `json:"name"`
-	// datapath: LinuxBridge | OVS.
+	// datapath: LinuxBridge | OVS | Macvtap.
 	// +optional
 	Datapath Datapath `json:"datapath,omitempty"`
 	// mtu is the bridge MTU in bytes as read back from the kernel or OVSDB.
@@ -117,6 +125,12 @@ type BridgeStatus struct {
 	// message explains a bridge that is not ready (e.g. a datapath conflict).
 	// +optional
 	Message string `json:"message,omitempty"`
+	// resourceName is, on datapath Macvtap, the extended resource the agent's
+	// device plugin offers for the macvtap tap devices (/dev/tapN) of this
+	// network, e.g. macvtap.fastpath.io/fastpath0; empty without a device
+	// plugin.
+	// +optional
+	ResourceName string `json:"resourceName,omitempty"`
 }
 
 // RelayListenerStatus is one vsock relay listener.

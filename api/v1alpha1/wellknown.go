@@ -52,6 +52,20 @@ const (
 	// CNIType is the "type" of the fastpath CNI netconf (the binary's name).
 	CNIType = "fastpath"
 
+	// MacvtapResourceDomain is the domain of the extended resources the node
+	// agent's device plugin offers on datapath Macvtap, one per lower device:
+	// macvtap.fastpath.io/<FastPathNetwork spec.bridge>. The operator names it
+	// in the NetworkAttachmentDefinition's NADResourceNameAnnotation, KubeVirt
+	// then requests one per interface for virt-launcher's compute container,
+	// and kubelet gives that container the /dev/tapN of the allocated device.
+	MacvtapResourceDomain = "macvtap.fastpath.io"
+
+	// NADResourceNameAnnotation on a NetworkAttachmentDefinition names the
+	// extended resource a pod on that network needs (Multus and KubeVirt read
+	// it; Multus passes the allocated device ID to the CNI plugin as the
+	// netconf key "deviceID").
+	NADResourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
+
 	// HostCID is the vsock context ID of the host (VMADDR_CID_HOST, linux/vm_sockets.h):
 	// guests dial the relay at CID 2.
 	HostCID = 2
@@ -67,6 +81,10 @@ func SiblingSocketPath(namespace, vm string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + vm))
 	return SiblingSocketDir + "/" + hex.EncodeToString(sum[:8]) + ".vhost"
 }
+
+// MacvtapResourceName returns the extended resource of the macvtap lower
+// device lower: "macvtap.fastpath.io/<lower>".
+func MacvtapResourceName(lower string) string { return MacvtapResourceDomain + "/" + lower }
 
 // NetworkName returns the VM network and interface name of an attachment:
 // "fp-<attachment>".
