@@ -15,9 +15,9 @@ import (
 
 // DesiredBridge is one node bridge a FastPathNetwork asks for.
 type DesiredBridge struct {
-	// Name of the bridge.
+	// Name of the bridge (of the macvtap lower device on datapath Macvtap).
 	Name string
-	// Datapath is LinuxBridge or OVS.
+	// Datapath is LinuxBridge, OVS or Macvtap.
 	Datapath fastpathv1alpha1.Datapath
 	// MTU is the network's largest allowed MTU (spec.mtu.max after
 	// defaulting), bytes: the CNI plugin refuses a pod MTU above the bridge's.

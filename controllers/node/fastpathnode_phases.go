@@ -131,9 +131,12 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-func wantsOVS(ds []DesiredBridge) bool {
+func wantsOVS(ds []DesiredBridge) bool { return wantsDatapath(ds, fastpathv1alpha1.DatapathOVS) }
+
+// wantsDatapath reports whether one of ds is on datapath dp.
+func wantsDatapath(ds []DesiredBridge, dp fastpathv1alpha1.Datapath) bool {
 	for _, d := range ds {
-		if d.Datapath == fastpathv1alpha1.DatapathOVS {
+		if d.Datapath == dp {
 			return true
 		}
 	}

@@ -166,6 +166,9 @@ func setReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64) {
 	if !obs.caps.Tun {
 		warnings = append(warnings, probe.MsgTunMissing)
 	}
+	if wantsDatapath(obs.desired, fastpathv1alpha1.DatapathMacvtap) && !slices.Contains(obs.caps.DatapathTypes, fastpathv1alpha1.DatapathMacvtap) {
+		warnings = append(warnings, probe.MsgMacvtapMissing)
+	}
 	if obs.sysctlErr != nil {
 		warnings = append(warnings, "sysctl tuning failed: "+obs.sysctlErr.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/go-logr/logr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -31,9 +32,11 @@ var ErrOVSUnreachable = ovsdb.ErrUnreachable
 
 // Spec is a bridge the node should have.
 type Spec struct {
-	// Name of the bridge (1-15 characters, IFNAMSIZ).
+	// Name of the bridge (1-15 characters, IFNAMSIZ); on datapath Macvtap the
+	// lower device.
 	Name string
-	// Datapath is LinuxBridge or OVS.
+	// Datapath is LinuxBridge, OVS or Macvtap (a macvtap lower device: a
+	// marked veth whose peer LowerPeerName provides carrier; see macvtap.go).
 	Datapath fastpathv1alpha1.Datapath
 	// MTU in bytes (1280-65535 from the API).
 	MTU int
@@ -42,19 +45,22 @@ type Spec struct {
 // State is what the node has for one bridge, as read back after Ensure (or by
 // Managed).
 type State struct {
-	// Name of the bridge.
+	// Name of the bridge (of the macvtap lower device).
 	Name string
-	// Datapath is LinuxBridge or OVS.
+	// Datapath is LinuxBridge, OVS or Macvtap.
 	Datapath fastpathv1alpha1.Datapath
 	// Exists is true when the bridge is there.
 	Exists bool
 	// MTU is the MTU in bytes the kernel (Linux bridge) or ovs-vswitchd (OVS
 	// internal interface) reports; 0 when unknown.
 	MTU int
-	// Up is true when the bridge's interface is administratively up.
+	// Up is true when the bridge's interface is administratively up (for a
+	// macvtap lower device: it and its peer, so that it has carrier).
 	Up bool
 	// Ports are the names of the ports that carry traffic: the Linux bridge's
-	// enslaved links, or the OVS bridge's ports other than its internal one.
+	// enslaved links, or the OVS bridge's ports other than its internal one;
+	// none for a macvtap lower device (its macvtaps are in the pods'
+	// network namespaces, which the host namespace cannot list).
 	Ports []string
 	// Created is true when this Ensure call created the bridge.
 	Created bool
@@ -129,20 +135,32 @@ func (m *Manager) Ensure(ctx context.Context, spec Spec) (State, error) {
 		return m.ensureLinux(spec)
 	case fastpathv1alpha1.DatapathOVS:
 		return m.ensureOVS(ctx, spec)
+	case fastpathv1alpha1.DatapathMacvtap:
+		return m.ensureMacvtap(spec)
 	default:
 		return State{Name: spec.Name, Datapath: spec.Datapath}, fmt.Errorf("failed to ensure bridge %s: unknown datapath %q", spec.Name, spec.Datapath)
 	}
 }
 
 // Managed returns the state of every bridge carrying the agent's marker,
-// Linux bridges first, each group sorted by name. OVS bridges are listed
-// only when Manager.OVS is set; an unreachable OVSDB is reported in the
-// error (wrapping ErrOVSUnreachable) next to the Linux bridges found.
+// Linux bridges first, then macvtap lower devices, then OVS bridges, each
+// group sorted by name. OVS bridges are listed only when Manager.OVS is set;
+// an unreachable OVSDB is reported in the error (wrapping ErrOVSUnreachable)
+// next to the Linux bridges and lower devices found.
 func (m *Manager) Managed(ctx context.Context) ([]State, error) {
 	out, err := m.managedLinux()
 	if err != nil {
 		return nil, err
 	}
+	links, err := netlinksafe.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list links: %w", err)
+	}
+	lowers, err := m.managedMacvtap(links)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, lowers...)
 	if m.OVS == nil {
 		return out, nil
 	}

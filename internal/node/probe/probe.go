@@ -35,6 +35,19 @@ const (
 	MsgVhostVSOCKMissing = "/dev/vhost-vsock is missing: vhost_vsock module not loaded: run modprobe vhost_vsock"
 	// MsgTunMissing: virt-launcher needs tun for the VM's tap devices.
 	MsgTunMissing = "/dev/net/tun is missing: tun module not loaded: run modprobe tun"
+	// MsgMacvtapMissing: the CNI plugin cannot make a pod's macvtap on a
+	// Macvtap network (it asks the kernel to load the module, which works
+	// only where the module is installed).
+	MsgMacvtapMissing = "the kernel has no macvtap (/sys/class/macvtap is missing): run modprobe macvtap, or pods on Macvtap networks fail to start on this node"
+)
+
+// Paths under the sysfs directory (Host.SysDir, default /sys) whose
+// existence says the kernel has a datapath's driver loaded (or built in).
+const (
+	// BridgeModule exists while the bridge driver is loaded or built in.
+	BridgeModule = "module/bridge"
+	// MacvtapClass is the device class the macvtap driver registers.
+	MacvtapClass = "class/macvtap"
 )
 
 // DefaultOVSTimeout bounds the OVS probe (dial, monitor and read).
@@ -50,6 +63,8 @@ type Prober interface {
 type Host struct {
 	// DevDir is the device directory; empty means /dev.
 	DevDir string
+	// SysDir is the sysfs directory; empty means /sys.
+	SysDir string
 	// OVS reaches OVSDB; nil reports OVS as not reachable ("no OVSDB
 	// endpoint configured").
 	OVS *ovsdb.Conn
@@ -60,19 +75,36 @@ type Host struct {
 var _ Prober = (*Host)(nil)
 
 // Probe checks the devices (existence only: the agent never opens them), the
-// kernel release (uname -r) and OVS.
+// kernel release (uname -r), OVS, and which datapaths the node can carry
+// (DatapathTypes: LinuxBridge with the bridge driver loaded, OVS with OVSDB
+// answering, Macvtap with the macvtap driver loaded). A driver that is
+// installed as a module but not loaded yet is not listed: the kernel loads it
+// on first use, but only an admin's modprobe makes that certain.
 func (h *Host) Probe(ctx context.Context) fastpathv1alpha1.NodeCapabilities {
-	dev := h.DevDir
+	dev, sys := h.DevDir, h.SysDir
 	if dev == "" {
 		dev = "/dev"
 	}
-	return fastpathv1alpha1.NodeCapabilities{
+	if sys == "" {
+		sys = "/sys"
+	}
+	caps := fastpathv1alpha1.NodeCapabilities{
 		VhostNet:   exists(filepath.Join(dev, VhostNetDevice)),
 		VhostVSOCK: exists(filepath.Join(dev, VhostVSOCKDevice)),
 		Tun:        exists(filepath.Join(dev, TunDevice)),
 		Kernel:     kernelRelease(),
 		OVS:        h.probeOVS(ctx),
 	}
+	if exists(filepath.Join(sys, BridgeModule)) {
+		caps.DatapathTypes = append(caps.DatapathTypes, fastpathv1alpha1.DatapathLinuxBridge)
+	}
+	if caps.OVS.Reachable {
+		caps.DatapathTypes = append(caps.DatapathTypes, fastpathv1alpha1.DatapathOVS)
+	}
+	if exists(filepath.Join(sys, MacvtapClass)) {
+		caps.DatapathTypes = append(caps.DatapathTypes, fastpathv1alpha1.DatapathMacvtap)
+	}
+	return caps
 }
 
 func exists(path string) bool {

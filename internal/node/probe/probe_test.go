@@ -57,13 +57,47 @@ func TestProbeDevices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := (&probe.Host{DevDir: fakeDev(t, tc.entries...)}).Probe(context.Background())
+			got := (&probe.Host{DevDir: fakeDev(t, tc.entries...), SysDir: t.TempDir()}).Probe(context.Background())
 			g.Expect(got.Kernel).To(Equal(release))
 			g.Expect(got.OVS).To(Equal(&fastpathv1alpha1.OVSInfo{Message: "no OVSDB endpoint configured"}))
 			got.Kernel, got.OVS = "", nil
 			g.Expect(got).To(Equal(tc.want))
 			g.Expect(probe.Problems(got)).To(Equal(tc.problems))
 		})
+	}
+}
+
+func TestProbeDatapathTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []string
+		want    []fastpathv1alpha1.Datapath
+	}{
+		{"none", nil, nil},
+		{"bridge", []string{probe.BridgeModule + "/refcnt"}, []fastpathv1alpha1.Datapath{fastpathv1alpha1.DatapathLinuxBridge}},
+		{"macvtap", []string{probe.MacvtapClass + "/tap12"}, []fastpathv1alpha1.Datapath{fastpathv1alpha1.DatapathMacvtap}},
+		{"both", []string{probe.BridgeModule + "/refcnt", probe.MacvtapClass + "/tap12"},
+			[]fastpathv1alpha1.Datapath{fastpathv1alpha1.DatapathLinuxBridge, fastpathv1alpha1.DatapathMacvtap}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := (&probe.Host{DevDir: t.TempDir(), SysDir: fakeDev(t, tc.entries...)}).Probe(context.Background())
+			g.Expect(got.DatapathTypes).To(Equal(tc.want))
+		})
+	}
+}
+
+// TestProbeDatapathTypesOfThisKernel reads the real /sys: the development
+// kernel (6.18, CONFIG_MACVTAP=y) has macvtap, and the probe must say so
+// exactly when the kernel registered the macvtap class.
+func TestProbeDatapathTypesOfThisKernel(t *testing.T) {
+	g := NewWithT(t)
+	_, err := os.Stat("/sys/class/macvtap")
+	got := (&probe.Host{DevDir: t.TempDir()}).Probe(context.Background())
+	if err == nil {
+		g.Expect(got.DatapathTypes).To(ContainElement(fastpathv1alpha1.DatapathMacvtap))
+	} else {
+		g.Expect(got.DatapathTypes).NotTo(ContainElement(fastpathv1alpha1.DatapathMacvtap))
 	}
 }
 
