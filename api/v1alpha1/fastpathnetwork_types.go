@@ -47,6 +47,7 @@ type MTURange struct {
 // tenants: which switch, which bridge, the limits attachments must respect,
 // and which namespaces may attach.
 // +kubebuilder:validation:XValidation:rule="!has(self.datapath) || self.datapath != 'Macvtap' || self.bridge.matches('^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$')",message="spec.bridge must start and end with a letter or digit when spec.datapath is Macvtap: it names the device plugin resource macvtap.fastpath.io/<bridge>",fieldPath=".bridge"
+// +kubebuilder:validation:XValidation:rule="!has(self.datapath) || self.datapath != 'Macvtap' || !has(self.offloads) || ((!has(self.offloads.tso) || self.offloads.tso == 'On') && (!has(self.offloads.gso) || self.offloads.gso == 'On') && (!has(self.offloads.gro) || self.offloads.gro == 'On') && (!has(self.offloads.txChecksum) || self.offloads.txChecksum == 'On'))",message="spec.offloads must all be On when spec.datapath is Macvtap: the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO",fieldPath=".offloads"
 type FastPathNetworkSpec struct {
 	// datapath is the node switch: LinuxBridge | OVS | Macvtap. Default
 	// LinuxBridge. Macvtap gives every pod a bridge-mode macvtap on the
@@ -81,7 +82,8 @@ type FastPathNetworkSpec struct {
 	OffloadPolicy OffloadPolicy `json:"offloadPolicy,omitempty"`
 
 	// offloads are the network's offloads: the defaults under TenantChoice,
-	// the only values under Fixed. Each defaults to On.
+	// the only values under Fixed. Each defaults to On, and each must be On
+	// on datapath Macvtap (the kernel keeps a macvtap's offloads on).
 	// +optional
 	Offloads *Offloads `json:"offloads,omitempty"`
 

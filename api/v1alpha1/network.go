@@ -74,8 +74,8 @@ func NetworkRefName(spec *FastPathAttachmentSpec) string {
 // It fails, naming the field, when the network's namespaceSelector does not
 // select the namespace (spec.networkRef), when the attachment sets
 // spec.network.bridge or datapath, when spec.network.mtu is outside the
-// network's spec.mtu bounds, or when an offload differs from a Fixed
-// network's. A spec without spec.network is returned defaulted and unchecked.
+// network's spec.mtu bounds, when an offload differs from a Fixed
+// network's, or when an offload is Off on a Macvtap network. A spec without spec.network is returned defaulted and unchecked.
 func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, network *FastPathNetwork) (FastPathAttachmentSpec, error) {
 	if spec.Network == nil {
 		return DefaultAttachmentSpec(spec), nil
@@ -107,6 +107,16 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 			{"gro", n.Offloads.GRO, net.Offloads.GRO}, {"txChecksum", n.Offloads.TXChecksum, net.Offloads.TXChecksum}} {
 			if o.got != "" && o.got != o.want {
 				return spec, fmt.Errorf("spec.network.offloads.%s %s is not accepted: FastPathNetwork %s fixes it to %s (spec.offloadPolicy Fixed)", o.key, o.got, network.Name, o.want)
+			}
+		}
+	}
+	if n.Offloads != nil && net.Datapath == DatapathMacvtap {
+		for _, o := range []struct {
+			key string
+			got OffloadState
+		}{{"tso", n.Offloads.TSO}, {"gso", n.Offloads.GSO}, {"gro", n.Offloads.GRO}, {"txChecksum", n.Offloads.TXChecksum}} {
+			if o.got == OffloadOff {
+				return spec, fmt.Errorf("spec.network.offloads.%s Off is not accepted: FastPathNetwork %s uses datapath Macvtap, where the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO (on)", o.key, network.Name)
 			}
 		}
 	}

@@ -137,6 +137,8 @@ func TestChartPassesTheDomainHookImage(t *testing.T) {
 	g.Expect(operatorArgs(t, "operator.domainHookImage=registry.example.com/own/hook:1")).To(ContainElement(
 		"--domain-hook-image=registry.example.com/own/hook:1"))
 	g.Expect(operatorArgs(t, "operator.domainHook=false")).NotTo(ContainElement(HavePrefix("--domain-hook-image")))
+	g.Expect(operatorArgs(t)).To(ContainElement("--macvtap-binding=macvtap"))
+	g.Expect(operatorArgs(t, "operator.macvtapBinding=fp-macvtap")).To(ContainElement("--macvtap-binding=fp-macvtap"))
 }
 
 // renderedObject is the part of a rendered object the least-privilege checks read.

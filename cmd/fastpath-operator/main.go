@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // flags are the command line of fastpath-operator.
@@ -33,6 +34,7 @@ type flags struct {
 	relayPortRange   string
 	runnerImage      string
 	domainHookImage  string
+	macvtapBinding   string
 	concurrency      int
 	wiringWorkers    int
 	qps              float64
@@ -49,6 +51,7 @@ func main() {
 	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
 	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook sidecar (fastpath-domain-hook) added to the hooks.kubevirt.io/hookSidecars template annotation of every VM an attachment with spec.network wires; needs KubeVirt's Sidecar feature gate. Empty: no sidecar, and the ring sizes, queue cap and offloads in fastpath.io/tuning have no effect.")
+	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers the macvtap network binding plugin (spec.configuration.network.binding.<name>: {domainAttachmentType: tap}); VMs on datapath Macvtap networks are wired with it.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
 	flag.Float64Var(&f.qps, "kube-api-qps", attachment.DefaultKubeAPIQPS, "Sustained queries per second to the API server.")
@@ -90,7 +93,7 @@ func run(f flags) error {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage}
+	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding}
 	if err := setupControllers(ctx, mgr, f, attOpts); err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func run(f flags) error {
 		log.Info("Domain hook disabled: --domain-hook-image is empty, so wired VMs get no hook sidecar and the rx/tx ring sizes, queue cap and offloads in the fastpath.io/tuning annotation have no effect")
 	}
 	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
-		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage)
+		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage, "macvtapBinding", f.macvtapBinding)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}

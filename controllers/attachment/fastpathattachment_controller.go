@@ -57,6 +57,11 @@ type Options struct {
 	// and the ring sizes, queue cap and offloads of fastpath.io/tuning have no
 	// effect.
 	DomainHookImage string
+	// MacvtapBinding is the name under which the KubeVirt CR registers the
+	// macvtap network binding plugin (--macvtap-binding), which VMs on
+	// datapath Macvtap are wired with; empty means
+	// wiring.DefaultMacvtapBinding ("macvtap").
+	MacvtapBinding string
 }
 
 // Reconciler reconciles FastPathAttachments. Fill in what the defaults do not

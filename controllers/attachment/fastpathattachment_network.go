@@ -40,7 +40,7 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.ensureNAD(ctx, s, nad, found, config); err != nil {
+	if err := r.ensureNAD(ctx, s, nad, found, config, nadResourceName(s.spec.Network)); err != nil {
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNADFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -49,18 +49,38 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Resul
 	}
 	s.att.Status.NetworkAttachmentDefinition = key.String()
 	n := s.spec.Network
-	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNADCreated,
-		fmt.Sprintf("NetworkAttachmentDefinition %s: FastPathNetwork %s, datapath %s, bridge %s, MTU %d", key, s.network, n.Datapath, n.Bridge, *n.MTU))
+	msg := fmt.Sprintf("NetworkAttachmentDefinition %s: FastPathNetwork %s, datapath %s, bridge %s, MTU %d", key, s.network, n.Datapath, n.Bridge, *n.MTU)
+	if res := nadResourceName(n); res != "" {
+		msg = fmt.Sprintf("NetworkAttachmentDefinition %s: FastPathNetwork %s, datapath %s, lower device %s, MTU %d, device plugin resource %s, KubeVirt network binding %s",
+			key, s.network, n.Datapath, n.Bridge, *n.MTU, res, s.desired.Network.Binding)
+	}
+	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNADCreated, msg)
 	return ctrl.Result{}, nil
 }
 
-// ensureNAD creates or updates the NAD of the attachment. A NAD of that name
-// that the attachment does not control is NADConflict and stops the reconcile.
-func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.NetworkAttachmentDefinition, found bool, config string) error {
+// nadResourceName returns the extended resource a pod on network n needs
+// (the NAD's v1alpha1.NADResourceNameAnnotation): on datapath Macvtap the
+// node agent's device plugin resource of the lower device, whose devices are
+// the macvtaps' /dev/tapN; "" for the other datapaths.
+func nadResourceName(n *v1alpha1.NetworkSpec) string {
+	if n == nil || n.Datapath != v1alpha1.DatapathMacvtap {
+		return ""
+	}
+	return v1alpha1.MacvtapResourceName(n.Bridge)
+}
+
+// ensureNAD creates or updates the NAD of the attachment with config and,
+// when resource is not "", the resource name annotation (removed when it is
+// ""). A NAD of that name that the attachment does not control is
+// NADConflict and stops the reconcile.
+func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.NetworkAttachmentDefinition, found bool, config, resource string) error {
 	key := client.ObjectKeyFromObject(s.att)
 	if !found {
 		nad = &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
 		nad.Labels = map[string]string{v1alpha1.AttachmentLabel: s.att.Name}
+		if resource != "" {
+			nad.Annotations = map[string]string{v1alpha1.NADResourceNameAnnotation: resource}
+		}
 		nad.Spec.Config = config
 		if err := controllerutil.SetControllerReference(s.att, nad, r.Client.Scheme()); err != nil {
 			return fmt.Errorf("failed to set owner of NetworkAttachmentDefinition %s: %w", key, err)
@@ -98,7 +118,9 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 		s.stop = true
 		return nil
 	}
-	if nad.Spec.Config == config && nad.Labels[v1alpha1.AttachmentLabel] == s.att.Name {
+	gotResource, hasResource := nad.Annotations[v1alpha1.NADResourceNameAnnotation]
+	if nad.Spec.Config == config && nad.Labels[v1alpha1.AttachmentLabel] == s.att.Name &&
+		gotResource == resource && hasResource == (resource != "") {
 		return nil
 	}
 	base := nad.DeepCopy()
@@ -107,6 +129,14 @@ func (r *Reconciler) ensureNAD(ctx context.Context, s *scope, nad *nadv1.Network
 		nad.Labels = map[string]string{}
 	}
 	nad.Labels[v1alpha1.AttachmentLabel] = s.att.Name
+	switch {
+	case resource != "" && nad.Annotations == nil:
+		nad.Annotations = map[string]string{v1alpha1.NADResourceNameAnnotation: resource}
+	case resource != "":
+		nad.Annotations[v1alpha1.NADResourceNameAnnotation] = resource
+	default:
+		delete(nad.Annotations, v1alpha1.NADResourceNameAnnotation)
+	}
 	if err := r.Client.Patch(ctx, nad, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("failed to update NetworkAttachmentDefinition %s: %w", key, err)
 	}

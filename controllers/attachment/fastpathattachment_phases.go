@@ -105,6 +105,9 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, 
 	s.spec = spec
 	s.desired = wiring.ForAttachment(s.effective())
 	s.desired.DomainHookImage = r.DomainHookImage
+	if n := s.desired.Network; n != nil && n.Binding != "" && r.MacvtapBinding != "" {
+		n.Binding = r.MacvtapBinding
+	}
 	st := &s.att.Status
 	st.Datapath, st.MTU = "", 0
 	sel, err := metav1.LabelSelectorAsSelector(&s.att.Spec.VMSelector)

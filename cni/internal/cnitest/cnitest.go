@@ -17,7 +17,9 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -107,8 +109,9 @@ type Bridge struct {
 }
 
 // NewBridge makes a bridge of the datapath with mtu bytes, marked as the node
-// agent's: a Linux bridge (set up, like the node agent leaves it) or an OVS bridge with the
-// userspace datapath (testutil.StartOVS must have been called for OVS). It is
+// agent's: a Linux bridge (set up, like the node agent leaves it), an OVS bridge with the
+// userspace datapath (testutil.StartOVS must have been called for OVS) or a
+// macvtap lower device made by the node agent's bridge.Manager. It is
 // deleted at cleanup.
 func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 	tb.Helper()
@@ -143,15 +146,35 @@ func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 		name := testutil.UniqueName("fpco")
 		testutil.AddOVSBridge(tb, testutil.OVSSocket, name, mtu)
 		return &Bridge{Datapath: datapath, Name: name, OVSSocket: testutil.OVSSocket}
+	case netconf.DatapathMacvtap:
+		// The macvtap lower device as the node agent makes it, by the
+		// agent's own code (a marked veth pair, all offloads on, up).
+		name := testutil.UniqueName("fpcm")
+		m := &bridge.Manager{Marker: strings.TrimPrefix(BridgeMarker, bridge.MarkerKey+"=")}
+		tb.Cleanup(func() {
+			if l, err := netlink.LinkByName(name); err == nil {
+				if err := netlink.LinkDel(l); err != nil {
+					tb.Errorf("failed to delete macvtap lower device %s: %v", name, err)
+				}
+			}
+		})
+		if _, err := m.Ensure(context.Background(), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathMacvtap, MTU: mtu}); err != nil {
+			tb.Fatalf("failed to make macvtap lower device %s: %v", name, err)
+		}
+		return &Bridge{Datapath: datapath, Name: name}
 	}
 	tb.Fatalf("unknown datapath %q", datapath)
 	return nil
 }
 
 // Ports returns the names of the bridge's ports, except an OVS bridge's
-// internal port.
+// internal port; none for a macvtap lower device (its macvtaps are in the
+// pods' namespaces).
 func (b *Bridge) Ports(tb testing.TB) []string {
 	tb.Helper()
+	if b.Datapath == netconf.DatapathMacvtap {
+		return nil
+	}
 	if b.Datapath == netconf.DatapathOVS {
 		out, err := exec.Command("ovs-vsctl", "--db="+b.OVSSocket, "list-ports", b.Name).CombinedOutput()
 		if err != nil {

@@ -32,7 +32,7 @@ func FuzzLoadNetConf(f *testing.F) {
 		}
 		g.Expect(version).To(Equal(conf.CNIVersion))
 		g.Expect(slices.Contains(SupportedVersions, version)).To(BeTrue())
-		g.Expect(conf.Datapath).To(BeElementOf(DatapathLinuxBridge, DatapathOVS))
+		g.Expect(conf.Datapath).To(BeElementOf(DatapathLinuxBridge, DatapathOVS, DatapathMacvtap))
 		g.Expect(ValidateBridgeName(conf.Bridge)).To(Succeed())
 		g.Expect(conf.MTU).To(BeNumerically(">=", MinMTU))
 		g.Expect(conf.MTU).To(BeNumerically("<=", MaxMTU))

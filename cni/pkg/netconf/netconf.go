@@ -24,6 +24,9 @@ const (
 	DatapathLinuxBridge = "LinuxBridge"
 	// DatapathOVS adds the host end of a veth pair as a port of an Open vSwitch bridge.
 	DatapathOVS = "OVS"
+	// DatapathMacvtap makes the container interface a bridge-mode macvtap on
+	// the node-local lower device named by "bridge" (macvtap.go).
+	DatapathMacvtap = "Macvtap"
 )
 
 // Defaults applied by LoadNetConf to fields that are absent (or zero).
@@ -81,11 +84,18 @@ type NetConf struct {
 	// Capabilities asks the runtime for runtimeConfig entries, e.g. {"mac": true}.
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
 
-	// Datapath is DatapathLinuxBridge (default) or DatapathOVS.
+	// Datapath is DatapathLinuxBridge (default), DatapathOVS or DatapathMacvtap.
 	Datapath string `json:"datapath,omitempty"`
 	// Bridge is the node bridge, 1-15 characters of [a-zA-Z0-9_.-]; default
-	// DefaultBridge. The node agent creates it; the plugin never does.
+	// DefaultBridge; on DatapathMacvtap the macvtap lower device. The node
+	// agent creates it; the plugin never does.
 	Bridge string `json:"bridge,omitempty"`
+	// DeviceID is the device a device plugin allocated to the pod for this
+	// network (set by the runtime: Multus adds it for a NetworkAttachmentDefinition
+	// with a k8s.v1.cni.cncf.io/resourceName annotation). On DatapathMacvtap
+	// it names the macvtap's interface index and so its /dev/tapN
+	// (ParseDeviceID); other datapaths ignore it.
+	DeviceID string `json:"deviceID,omitempty"`
 	// MTU in bytes of both veth ends, MinMTU-MaxMTU; default DefaultMTU (0 means default).
 	MTU int `json:"mtu,omitempty"`
 	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
@@ -265,9 +275,9 @@ func (c *NetConf) defaultAndValidate() error {
 	switch c.Datapath {
 	case "":
 		c.Datapath = DatapathLinuxBridge
-	case DatapathLinuxBridge, DatapathOVS:
+	case DatapathLinuxBridge, DatapathOVS, DatapathMacvtap:
 	default:
-		return invalid("datapath %q is not supported: must be %s or %s", c.Datapath, DatapathLinuxBridge, DatapathOVS)
+		return invalid("datapath %q is not supported: must be %s, %s or %s", c.Datapath, DatapathLinuxBridge, DatapathOVS, DatapathMacvtap)
 	}
 
 	if c.Bridge == "" {
@@ -295,6 +305,11 @@ func (c *NetConf) defaultAndValidate() error {
 	}
 	if *c.Offloads.TSO && !*c.Offloads.TXChecksum {
 		return invalid("offloads.tso true requires offloads.txChecksum true: the kernel turns TSO off without TX checksum offload")
+	}
+	if c.Datapath == DatapathMacvtap {
+		if err := c.validateMacvtap(); err != nil {
+			return err
+		}
 	}
 
 	if len(c.IPAM) == 0 {

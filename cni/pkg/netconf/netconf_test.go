@@ -81,7 +81,7 @@ func TestLoadNetConfRejects(t *testing.T) {
 		{"bad name", `{"cniVersion": "1.0.0", "name": "-x", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `name "-x" is invalid`},
 		{"missing version", `{"name": "fp", ` + ipam + `}`, types.ErrInvalidNetworkConfig, "cniVersion is required: must be one of 0.3.1, 0.4.0, 1.0.0, 1.1.0"},
 		{"old version", `{"cniVersion": "0.2.0", "name": "fp", ` + ipam + `}`, types.ErrIncompatibleCNIVersion, `cniVersion "0.2.0" is not supported`},
-		{"unknown datapath", `{` + base + `, "datapath": "Macvtap", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `datapath "Macvtap" is not supported: must be LinuxBridge or OVS`},
+		{"unknown datapath", `{` + base + `, "datapath": "macvtap", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `datapath "macvtap" is not supported: must be LinuxBridge, OVS or Macvtap`},
 		{"mtu too large", `{` + base + `, "mtu": 70000, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu 70000 is out of range: must be 1280-65535"},
 		{"mtu too small", `{` + base + `, "mtu": 1279, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu 1279 is out of range: must be 1280-65535"},
 		{"mtu negative", `{` + base + `, "mtu": -1, ` + ipam + `}`, types.ErrInvalidNetworkConfig, "mtu -1 is out of range"},

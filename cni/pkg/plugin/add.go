@@ -72,6 +72,9 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 		return fmt.Errorf("failed to add attachment %s/%s: its state file exists but cannot be read (%w): DEL it before adding it again",
 			args.ContainerID, args.IfName, err)
 	}
+	if conf.Datapath == netconf.DatapathMacvtap {
+		return addMacvtap(ctx, args, conf, cniVersion, store, ipamEx, mac)
+	}
 
 	dp, bridgeMTU, err := openBridge(ctx, conf)
 	if err != nil {
@@ -231,7 +234,12 @@ func repeatAdd(att *state.Attachment, args *skel.CmdArgs, cniVersion string) err
 		return fmt.Errorf("attachment %s already exists (added %s) but its record holds no result to repeat: left as it is; DEL it before adding it again",
 			key, att.Created.Format(time.RFC3339))
 	}
-	if _, err := netlinksafe.LinkByName(att.HostIfName); err != nil {
+	if att.Datapath == netconf.DatapathMacvtap {
+		if err := macvtapStill(att); err != nil {
+			return fmt.Errorf("attachment %s already exists (added %s) but %v: left as it is; DEL it before adding it again",
+				key, att.Created.Format(time.RFC3339), err)
+		}
+	} else if _, err := netlinksafe.LinkByName(att.HostIfName); err != nil {
 		return fmt.Errorf("attachment %s already exists (added %s) but its host veth %s is gone (%v), e.g. with its netns: left as it is; DEL it before adding it again",
 			key, att.Created.Format(time.RFC3339), att.HostIfName, err)
 	}

@@ -64,6 +64,9 @@ func CmdCheck(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
+	if conf.Datapath == netconf.DatapathMacvtap {
+		return checkMacvtap(ctx, args, conf, prev, contIface, newIPAMExec(nodeLock))
+	}
 	dp, bridgeMTU, err := openBridge(ctx, conf)
 	if err != nil {
 		return err

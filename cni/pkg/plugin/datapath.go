@@ -66,6 +66,8 @@ func openDatapath(ctx context.Context, conf *netconf.NetConf) (datapath, error) 
 	switch conf.Datapath {
 	case netconf.DatapathLinuxBridge:
 		return &linuxBridgeDatapath{bridge: conf.Bridge}, nil
+	case netconf.DatapathMacvtap:
+		return &macvtapDatapath{lower: conf.Bridge}, nil
 	case netconf.DatapathOVS:
 		c, err := connectOVS(ctx, conf.OVS.Socket)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
@@ -47,7 +48,7 @@ func CmdDel(args *skel.CmdArgs) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			logger.Printf("Ignoring unreadable state, deleting by derived names container=%s ifname=%s error=%q", args.ContainerID, args.IfName, err)
 		}
-		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name,
+		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Netns: args.Netns,
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
 			HostIfName: HostIfName(args.ContainerID, args.IfName)}
 	}
@@ -76,10 +77,14 @@ func (m ovsClients) close() {
 	}
 }
 
-// teardown deletes the host veth of att and, for OVS, its port. It reports
+// teardown deletes the host veth of att and, for OVS, its port; on
+// datapath Macvtap the macvtap in att.Netns (nothing when the netns is gone). It reports
 // kept=true when OVSDB could not be reached, in which case the caller keeps
 // the state file for a later GC. clients may be nil.
 func teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
+	if att.Datapath == netconf.DatapathMacvtap {
+		return false, macvtap.Delete(att.Netns, att.IfName, alias)
+	}
 	if err := deleteHostVeth(att.HostIfName, alias); err != nil {
 		return false, err
 	}

@@ -357,7 +357,7 @@ func testMAC(t *testing.T, datapath string) {
 		netns := cnitest.NewNS(t)
 		a, err := e.add(netns, e.conf(cnitest.Conf{Extra: tc.extra}), tc.cniArgs)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(a.result.Interfaces[1].Mac).To(Equal(tc.mac))
+		g.Expect(a.result.Interfaces[len(a.result.Interfaces)-1].Mac).To(Equal(tc.mac), "the container interface comes last")
 		g.Expect(netns.Do(func(ns.NetNS) error {
 			link, err := netlink.LinkByName("net1")
 			if err == nil {

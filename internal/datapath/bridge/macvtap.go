@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 )
 
 // The macvtap lower device (datapath Macvtap) is one end of a veth pair in
@@ -38,6 +39,9 @@ import (
 // drops them (it has no upper device and no address): the network stays
 // inside the node. The local benchmark's fastpath-macvtap path has the same
 // shape (internal/localenv/localbench).
+
+// lowerOffloads are the offloads of a macvtap lower device: all on.
+var lowerOffloads = map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}
 
 // linkTypeVeth is netlink's Type() of a veth.
 const linkTypeVeth = "veth"
@@ -93,6 +97,14 @@ func (m *Manager) ensureMacvtap(spec Spec) (State, error) {
 			}
 			m.Log.Info("Set macvtap lower device MTU", "link", l.Attrs().Name, "lower", spec.Name, "from", l.Attrs().MTU, "to", spec.MTU)
 		}
+	}
+	// Every offload on the lower: macvlan gives each macvtap its lower
+	// device's GRO (a veth starts with GRO off) and keeps TSO, GSO and TX
+	// checksum offload on (ALWAYS_ON_OFFLOADS, drivers/net/macvlan.c); the CNI
+	// plugin then checks the macvtap has all four.
+	if err := offload.Apply(spec.Name, lowerOffloads); err != nil {
+		st, _ = m.inspectMacvtap(link)
+		return st, fmt.Errorf("failed to switch the offloads of macvtap lower device %s on: %w", spec.Name, err)
 	}
 	// The peer first: the lower has carrier once both are up.
 	for _, l := range []netlink.Link{peer, link} {

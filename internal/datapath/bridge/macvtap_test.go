@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -52,6 +53,9 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(peer.Attrs().MTU).To(Equal(9000))
 	g.Expect(peer.Attrs().Alias).To(Equal(bridge.PeerMarkerKey + "=" + m.Marker))
 	index := link.Attrs().Index
+	got, err := offload.Read(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}), "a veth starts with GRO off")
 
 	// Two macvtaps on it, as the CNI plugin makes them (here in the host
 	// namespace): they are up with carrier, at the lower's MTU.
@@ -65,6 +69,9 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 		l, err = netlink.LinkByName(n)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(l.Attrs().OperState).To(Equal(netlink.LinkOperState(netlink.OperUp)), "macvtap %s has carrier", n)
+		got, err := offload.Read(n)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}), "macvtap %s has the lower's GRO", n)
 	}
 
 	// An agent restart: nothing new.

@@ -8,6 +8,8 @@
 //
 //   - spec.networks[]: {"name": "fp-<a>", "multus": {"networkName": "<nad>"}}
 //   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "bridge": {}, "model": "virtio"}
+//     (datapath Macvtap: "binding": {"name": "macvtap"} instead of "bridge", KubeVirt's
+//     macvtap network binding plugin; see Network.Binding)
 //   - spec.domain.devices.networkInterfaceMultiqueue: true when queues > 1
 //   - spec.domain.devices.autoattachVSOCK: true when vsock services are declared
 //     in mode Relay (KubeVirt's kernel vsock device)

@@ -57,6 +57,9 @@ func wanted(d Desired) (wants, error) {
 	tuningAnn := entry{item: ItemTuning, path: pathAnnotations, key: v1alpha1.TuningAnnotation}
 	if d.Network != nil {
 		iface.value = map[string]any{"name": name, "bridge": map[string]any{}, "model": InterfaceModel}
+		if b := d.Network.Binding; b != "" {
+			iface.value = map[string]any{"name": name, "binding": map[string]any{"name": b}, "model": InterfaceModel}
+		}
 		network.value = map[string]any{"name": name, "multus": map[string]any{"networkName": d.Network.NetworkAttachmentDefinition}}
 		value, err := tuning.Annotation{Interfaces: map[string]tuning.Interface{name: d.Network.Tuning}}.Marshal()
 		if err != nil {

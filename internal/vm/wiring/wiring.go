@@ -21,6 +21,11 @@ const (
 	PreferredAffinityWeight = int64(100)
 	// InterfaceModel is the virtio-net device model of the fast-path interface.
 	InterfaceModel = "virtio"
+	// DefaultMacvtapBinding is the KubeVirt network binding plugin name of
+	// datapath Macvtap's interfaces: "macvtap", the name KubeVirt's macvtap
+	// binding documentation registers ({"domainAttachmentType": "tap"} under
+	// spec.configuration.network.binding of the KubeVirt CR).
+	DefaultMacvtapBinding = "macvtap"
 )
 
 // Item names an entry the operator adds to a VM template.
@@ -81,18 +86,29 @@ type Network struct {
 	// NetworkAttachmentDefinition is the Multus network name: the NAD's name
 	// (it lives in the VM's namespace).
 	NetworkAttachmentDefinition string
+	// Binding is the KubeVirt network binding plugin of the interface
+	// ("binding": {"name": Binding}); "" gives KubeVirt's built-in
+	// "bridge": {} binding (datapaths LinuxBridge and OVS). Datapath Macvtap
+	// uses the macvtap binding plugin (DefaultMacvtapBinding), which the
+	// KubeVirt CR must register with domainAttachmentType tap
+	// (docs/install.md).
+	Binding string
 	// Tuning goes into the fastpath.io/tuning annotation; Queues > 1 also sets
 	// networkInterfaceMultiqueue: true.
 	Tuning tuning.Interface
 }
 
 // ForAttachment returns the wiring of an attachment, with the API defaults
-// applied (v1alpha1.DefaultAttachmentSpec). The NAD has the attachment's name.
+// applied (v1alpha1.DefaultAttachmentSpec). The NAD has the attachment's
+// name; datapath Macvtap gets the binding DefaultMacvtapBinding.
 func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
 	d := Desired{Attachment: att.Name, AttachmentUID: string(att.UID), Placement: spec.Placement}
 	if spec.Network != nil {
 		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Tuning: tuning.FromNetworkSpec(*spec.Network)}
+		if spec.Network.Datapath == v1alpha1.DatapathMacvtap {
+			d.Network.Binding = DefaultMacvtapBinding
+		}
 	}
 	if spec.VSOCK != nil && len(spec.VSOCK.Services) > 0 {
 		if spec.VSOCK.Mode == v1alpha1.VSOCKModeSibling {

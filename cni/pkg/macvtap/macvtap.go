@@ -1,0 +1,201 @@
+package macvtap
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ErrLowerNotFound is wrapped by Lower when no link of that name exists.
+var ErrLowerNotFound = errors.New("macvtap lower device not found")
+
+// linkType is netlink's Type() of a macvtap.
+const linkType = "macvtap"
+
+// Lower returns the link name in the current network namespace (the host's):
+// the lower device the macvtaps are made on. The error wraps
+// ErrLowerNotFound when there is no such link.
+func Lower(name string) (netlink.Link, error) {
+	link, err := netlinksafe.LinkByName(name)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil, fmt.Errorf("failed to find macvtap lower device %s: %w", name, ErrLowerNotFound)
+		}
+		return nil, fmt.Errorf("failed to look up macvtap lower device %s: %w", name, err)
+	}
+	return link, nil
+}
+
+// Spec is one macvtap to create.
+type Spec struct {
+	// Name is the interface name in the netns (CNI_IFNAME).
+	Name string
+	// MTU in bytes; at most the lower device's (the kernel refuses more).
+	MTU int
+	// MAC is the address ("" lets the kernel choose one).
+	MAC string
+	// Index is the interface index to ask for (0 lets the kernel choose):
+	// the kernel names the macvtap's character device /dev/tap<index>.
+	Index int
+	// Alias names the attachment (IFLA_IFALIAS), so that Delete removes only
+	// this attachment's macvtap; "" sets none.
+	Alias string
+}
+
+// Create makes s as a bridge-mode macvtap on lower directly in netns (one
+// RTM_NEWLINK with IFLA_NET_NS_FD: the link never exists in the host
+// namespace), sets its alias there, and returns it as read back in netns,
+// still down. Errors name the interface, the lower device and, for an
+// interface index that is taken in netns (EEXIST with s.Index set), the index.
+// On an error after the link was made it deletes the link again.
+func Create(netns ns.NetNS, lower netlink.Link, s Spec) (netlink.Link, error) {
+	attrs := netlink.LinkAttrs{Name: s.Name, MTU: s.MTU, ParentIndex: lower.Attrs().Index, Index: s.Index,
+		Namespace: netlink.NsFd(int(netns.Fd()))}
+	if s.MAC != "" {
+		hw, err := net.ParseMAC(s.MAC)
+		if err != nil {
+			return nil, fmt.Errorf("failed to create macvtap %s: MAC %q: %w", s.Name, s.MAC, err)
+		}
+		attrs.HardwareAddr = hw
+	}
+	mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_BRIDGE}}
+	if err := netlink.LinkAdd(mv); err != nil {
+		where := fmt.Sprintf("macvtap %s on %s in %s", s.Name, lower.Attrs().Name, netns.Path())
+		if errors.Is(err, unix.EEXIST) && s.Index != 0 {
+			return nil, fmt.Errorf("failed to create %s: a link named %s or with interface index %d exists there: %w", where, s.Name, s.Index, err)
+		}
+		return nil, fmt.Errorf("failed to create %s (MTU %d, index %d): %w", where, s.MTU, s.Index, err)
+	}
+	var link netlink.Link
+	err := netns.Do(func(ns.NetNS) error {
+		l, err := netlinksafe.LinkByName(s.Name)
+		if err != nil {
+			return fmt.Errorf("failed to look up macvtap %s after creating it: %w", s.Name, err)
+		}
+		if s.Alias != "" {
+			if err := netlink.LinkSetAlias(l, s.Alias); err != nil {
+				_ = netlink.LinkDel(l)
+				return fmt.Errorf("failed to set the alias of macvtap %s: %w", s.Name, err)
+			}
+		}
+		link, err = netlink.LinkByIndex(l.Attrs().Index)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return link, nil
+}
+
+// Delete deletes the macvtap name in the network namespace at netnsPath. A
+// missing namespace or link is not an error (the macvtap goes with its
+// namespace). A link of that name that is not a macvtap, or whose alias is
+// set and differs from alias, is left alone and reported.
+func Delete(netnsPath, name, alias string) error {
+	if netnsPath == "" {
+		return nil
+	}
+	netns, err := ns.GetNS(netnsPath)
+	if err != nil {
+		var gone ns.NSPathNotExistErr
+		if errors.As(err, &gone) {
+			return nil
+		}
+		return fmt.Errorf("failed to open netns %s to delete macvtap %s: %w", netnsPath, name, err)
+	}
+	defer netns.Close()
+	return netns.Do(func(ns.NetNS) error {
+		link, err := netlinksafe.LinkByName(name)
+		if err != nil {
+			var notFound netlink.LinkNotFoundError
+			if errors.As(err, &notFound) {
+				return nil
+			}
+			return fmt.Errorf("failed to look up macvtap %s in %s: %w", name, netnsPath, err)
+		}
+		if link.Type() != linkType {
+			return fmt.Errorf("failed to delete macvtap %s in %s: it is a %s link, not a macvtap; left alone", name, netnsPath, link.Type())
+		}
+		if got := link.Attrs().Alias; alias != "" && got != "" && got != alias {
+			return fmt.Errorf("failed to delete macvtap %s in %s: its alias %q names another attachment than %q; left alone", name, netnsPath, got, alias)
+		}
+		if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+			return fmt.Errorf("failed to delete macvtap %s in %s: %w", name, netnsPath, err)
+		}
+		return nil
+	})
+}
+
+// Verify checks, in the current network namespace, that name is a
+// bridge-mode macvtap on the lower device with interface index lowerIndex
+// (in the host namespace), up, with mtu, and with mac and alias when they
+// are not "". The error lists what differs.
+func Verify(name string, lowerIndex, mtu int, mac, alias string) error {
+	link, err := netlinksafe.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("failed to check macvtap %s: %w", name, err)
+	}
+	mv, ok := link.(*netlink.Macvtap)
+	if !ok {
+		return fmt.Errorf("failed to check macvtap %s: it is a %s link", name, link.Type())
+	}
+	a := mv.Attrs()
+	var diffs []string
+	if mv.Mode != netlink.MACVLAN_MODE_BRIDGE {
+		diffs = append(diffs, fmt.Sprintf("mode is %d, want bridge (%d)", mv.Mode, netlink.MACVLAN_MODE_BRIDGE))
+	}
+	if a.ParentIndex != lowerIndex {
+		diffs = append(diffs, fmt.Sprintf("lower device index is %d, want %d", a.ParentIndex, lowerIndex))
+	}
+	if a.MTU != mtu {
+		diffs = append(diffs, fmt.Sprintf("MTU is %d, want %d", a.MTU, mtu))
+	}
+	if a.Flags&net.FlagUp == 0 {
+		diffs = append(diffs, "it is down")
+	}
+	if mac != "" && a.HardwareAddr.String() != mac {
+		diffs = append(diffs, fmt.Sprintf("MAC is %s, want %s", a.HardwareAddr, mac))
+	}
+	if alias != "" && a.Alias != alias {
+		diffs = append(diffs, fmt.Sprintf("alias is %q, want %q", a.Alias, alias))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("failed to check macvtap %s: %s", name, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// Exists reports whether the network namespace at netnsPath holds a macvtap
+// called name.
+func Exists(netnsPath, name string) (bool, error) {
+	netns, err := ns.GetNS(netnsPath)
+	if err != nil {
+		var gone ns.NSPathNotExistErr
+		if errors.As(err, &gone) {
+			return false, nil
+		}
+		return false, fmt.Errorf("failed to open netns %s: %w", netnsPath, err)
+	}
+	defer netns.Close()
+	found := false
+	err = netns.Do(func(ns.NetNS) error {
+		link, err := netlinksafe.LinkByName(name)
+		if err != nil {
+			var notFound netlink.LinkNotFoundError
+			if errors.As(err, &notFound) {
+				return nil
+			}
+			return err
+		}
+		found = link.Type() == linkType
+		return nil
+	})
+	return found, err
+}

@@ -1,0 +1,71 @@
+package macvtap
+
+import (
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+)
+
+// TestCreateVerifyDelete makes a lower device (a veth end) in the test's
+// namespace and a bridge-mode macvtap on it directly in another, at a chosen
+// interface index, then checks and deletes it.
+func TestCreateVerifyDelete(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	hostNS, err := testutils.NewNS()
+	g.Expect(err).NotTo(HaveOccurred())
+	podNS, err := testutils.NewNS()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		for _, n := range []ns.NetNS{podNS, hostNS} {
+			n.Close()
+			_ = testutils.UnmountNS(n)
+		}
+	})
+	g.Expect(hostNS.Do(func(ns.NetNS) error {
+		g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "fpmvl", MTU: 9000}, PeerName: "fpmvp"})).To(Succeed())
+		for _, n := range []string{"fpmvp", "fpmvl"} {
+			l, err := netlink.LinkByName(n)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(netlink.LinkSetUp(l)).To(Succeed())
+		}
+		_, err := Lower("fpmvnone")
+		g.Expect(err).To(MatchError(ErrLowerNotFound))
+		lower, err := Lower("fpmvl")
+		g.Expect(err).NotTo(HaveOccurred())
+
+		_, err = Create(podNS, lower, Spec{Name: "net1", MTU: 9216, Index: 1 << 30})
+		g.Expect(err).To(MatchError(ContainSubstring("failed to create macvtap net1 on fpmvl")), "MTU above the lower's")
+		link, err := Create(podNS, lower, Spec{Name: "net1", MTU: 9000, MAC: "02:fa:57:00:00:07", Index: 1<<30 + 7, Alias: "fastpath/n/c/net1"})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(link.Attrs().Index).To(Equal(1<<30 + 7))
+		_, err = Create(podNS, lower, Spec{Name: "net2", MTU: 9000, Index: 1<<30 + 7})
+		g.Expect(err).To(MatchError(ContainSubstring("with interface index 1073741831 exists there")))
+
+		ok, err := Exists(podNS.Path(), "net1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeTrue())
+		g.Expect(podNS.Do(func(ns.NetNS) error {
+			g.Expect(Verify("net1", lower.Attrs().Index, 9000, "02:fa:57:00:00:07", "fastpath/n/c/net1")).To(MatchError(ContainSubstring("it is down")))
+			g.Expect(netlink.LinkSetUp(link)).To(Succeed())
+			g.Expect(Verify("net1", lower.Attrs().Index, 9000, "02:fa:57:00:00:07", "fastpath/n/c/net1")).To(Succeed())
+			g.Expect(Verify("net1", lower.Attrs().Index, 1500, "", "fastpath/n/c/other")).To(MatchError(
+				`failed to check macvtap net1: MTU is 9000, want 1500; alias is "fastpath/n/c/net1", want "fastpath/n/c/other"`))
+			return nil
+		})).To(Succeed())
+
+		g.Expect(Delete(podNS.Path(), "net1", "fastpath/n/c/other")).To(MatchError(ContainSubstring("names another attachment")))
+		g.Expect(Delete(podNS.Path(), "net1", "fastpath/n/c/net1")).To(Succeed())
+		g.Expect(Delete(podNS.Path(), "net1", "fastpath/n/c/net1")).To(Succeed(), "a missing link is fine")
+		g.Expect(Delete("/var/run/netns/fastpath-no-such-netns", "net1", "")).To(Succeed(), "so is a missing netns")
+		ok, err = Exists(podNS.Path(), "net1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeFalse())
+		return nil
+	})).To(Succeed())
+}
