@@ -255,3 +255,30 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	g.Expect(string(b)).To(ContainSubstring("agent.tuneSysctls needs a writable /proc/sys"))
 	g.Expect(helm(t, "template", "fp", ".", "--set", "agent.tuneSysctls=true", "--set", "agent.privileged=true")).To(MatchRegexp(`privileged:\s*true`))
 }
+
+// agentDaemonSet renders the agent's DaemonSet with set.
+func agentDaemonSet(t *testing.T, set ...string) string {
+	t.Helper()
+	args := []string{"template", "fp", ".", "--namespace", "fastpath-system", "--show-only", "templates/agent.yaml"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	for _, doc := range strings.Split(helm(t, args...), "\n---") {
+		if strings.Contains(doc, "kind: DaemonSet") {
+			return doc
+		}
+	}
+	t.Fatal("no DaemonSet in templates/agent.yaml")
+	return ""
+}
+
+func TestChartAgentDevicePlugin(t *testing.T) {
+	g := NewWithT(t)
+	ds := agentDaemonSet(t)
+	g.Expect(ds).To(ContainSubstring("- --device-plugin-dir=/var/lib/kubelet/device-plugins"))
+	g.Expect(ds).To(ContainSubstring("- --macvtap-devices=128"))
+	g.Expect(ds).To(ContainSubstring("{name: device-plugins, mountPath: /var/lib/kubelet/device-plugins}"))
+	ds = agentDaemonSet(t, "agent.devicePlugin.enabled=false")
+	g.Expect(ds).To(ContainSubstring("- --device-plugin-dir=\n"))
+	g.Expect(ds).NotTo(ContainSubstring("device-plugins, mountPath"))
+}

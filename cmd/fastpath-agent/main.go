@@ -19,6 +19,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -33,6 +34,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/node/sysctl"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
@@ -64,6 +66,8 @@ type flags struct {
 	metrics          metricsauth.Flags
 	probeAddr        string
 	resync           time.Duration
+	devicePluginDir  string
+	macvtapDevices   int
 }
 
 func main() {
@@ -87,6 +91,8 @@ func main() {
 	flag.StringVar(&f.vsockTransport, "vsock-transport", "vsock", "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
 	f.metrics.Register(flag.CommandLine, ":9443", "the vsock relay's and controller-runtime's metrics")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
+	flag.StringVar(&f.devicePluginDir, "device-plugin-dir", pluginapi.DevicePluginPath, "kubelet's device plugin directory (with kubelet.sock): the agent offers macvtap.fastpath.io/<lower> there for every Macvtap network, whose devices are the /dev/tapN of VM macvtaps; \"\" disables the device plugin.")
+	flag.IntVar(&f.macvtapDevices, "macvtap-devices", deviceplugin.DefaultMacvtapCapacity, "Devices (VM macvtap interfaces) each Macvtap network offers on this node, 1-8192.")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -145,6 +151,9 @@ func run(f flags) error {
 		return fmt.Errorf("failed to add the relay to the manager: %w", err)
 	}
 
+	if f.macvtapDevices < 1 || f.macvtapDevices > 8192 {
+		return fmt.Errorf("failed to start: --macvtap-devices %d is out of range: must be 1-8192", f.macvtapDevices)
+	}
 	ovs := ovsdb.NewConn(f.ovsSocket, ctrl.Log.WithName("ovsdb"))
 	defer ovs.Close()
 	r := &agent.Reconciler{
@@ -156,8 +165,14 @@ func run(f flags) error {
 		Sysctls:       &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
 		CNI: &cniinstall.Installer{Source: f.cniBinSource, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
 			NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}}},
-		AgentVersion: agentVersion(),
-		ResyncPeriod: f.resync,
+		AgentVersion:    agentVersion(),
+		ResyncPeriod:    f.resync,
+		MacvtapCapacity: f.macvtapDevices,
+	}
+	if f.devicePluginDir != "" {
+		dp := &deviceplugin.Manager{Dir: f.devicePluginDir, KubeletSocket: filepath.Join(f.devicePluginDir, "kubelet.sock"), Log: ctrl.Log.WithName("device-plugin")}
+		defer dp.Stop()
+		r.DevicePlugins = dp
 	}
 	if f.vhostDeviceVsock != "" {
 		version, err := backend.Version(context.Background(), f.vhostDeviceVsock)
@@ -190,7 +205,8 @@ func run(f flags) error {
 		log.Info("Using the EMULATED vsock transport: UNIX sockets, not AF_VSOCK (tests and demo only)", "root", emulatedRoot)
 	}
 	log.Info("Starting agent", "node", f.nodeName, "version", r.AgentVersion, "cniBinSource", f.cniBinSource, "cniBinDir", f.cniBinDir,
-		"ovsSocket", f.ovsSocket, "ovsDatapathType", f.ovsDatapathType, "vsockTransport", f.vsockTransport, "tuneSysctls", f.tuneSysctls)
+		"ovsSocket", f.ovsSocket, "ovsDatapathType", f.ovsDatapathType, "vsockTransport", f.vsockTransport, "tuneSysctls", f.tuneSysctls,
+		"devicePluginDir", f.devicePluginDir, "macvtapDevices", f.macvtapDevices)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}

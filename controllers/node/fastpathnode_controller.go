@@ -18,6 +18,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/platform/phases"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
@@ -57,6 +58,14 @@ type RelayProgrammer interface {
 // *sysctl.Tuner is the real one.
 type SysctlTuner interface {
 	Ensure() ([]fastpathv1alpha1.SysctlStatus, error)
+}
+
+// DevicePluginManager runs kubelet device plugins; *deviceplugin.Manager is
+// the real one.
+type DevicePluginManager interface {
+	// Sync makes exactly want run and returns each one's error (nil once
+	// registered with kubelet).
+	Sync(want []deviceplugin.Want) map[string]error
 }
 
 // CNIInstaller installs the CNI binary; *cniinstall.Installer is the real one.
@@ -105,6 +114,13 @@ type Reconciler struct {
 	Sysctls SysctlTuner
 	// CNI, when set, is run on every reconcile.
 	CNI CNIInstaller
+	// DevicePlugins, when set, serves the macvtap device plugin resource
+	// (macvtap.fastpath.io/<lower>) of every Macvtap network's lower device;
+	// nil: none (VMs on Macvtap networks then get no /dev/tapN).
+	DevicePlugins DevicePluginManager
+	// MacvtapCapacity is how many devices each macvtap resource offers; 0
+	// means deviceplugin.DefaultMacvtapCapacity.
+	MacvtapCapacity int
 	// Siblings, when set, runs vhost-device-vsock for the attachments in vsock
 	// mode Sibling; nil: this node cannot do Sibling.
 	Siblings SiblingSupervisor

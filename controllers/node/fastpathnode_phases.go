@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 )
 
 // probe reports the node's capabilities.
@@ -106,6 +108,7 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 		s.bridges = append(s.bridges, bs)
 		listed[d.Name] = true
 	}
+	r.syncDevicePlugins(ctx, s)
 	for _, c := range s.conflicts {
 		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{Name: c.Name, Attachments: c.Attachments(), Message: c.Message()})
 		listed[c.Name] = true
@@ -129,6 +132,41 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 		return r.retry(), nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// syncDevicePlugins runs the macvtap device plugin of every desired Macvtap
+// bridge (healthy while the bridge is ready) and stops the others, when
+// r.DevicePlugins is set. A resource kubelet has not registered is a bridge
+// error: VMs on that network cannot get their /dev/tapN.
+func (r *Reconciler) syncDevicePlugins(ctx context.Context, s *scope) {
+	if r.DevicePlugins == nil {
+		return
+	}
+	capacity := r.MacvtapCapacity
+	if capacity <= 0 {
+		capacity = deviceplugin.DefaultMacvtapCapacity
+	}
+	var want []deviceplugin.Want
+	at := map[string]int{}
+	for i, bs := range s.bridges {
+		if bs.Datapath != fastpathv1alpha1.DatapathMacvtap {
+			continue
+		}
+		res := deviceplugin.MacvtapResource(bs.Name, capacity)
+		want = append(want, deviceplugin.Want{Resource: res, Healthy: bs.Ready})
+		at[res.Name] = i
+	}
+	for name, err := range r.DevicePlugins.Sync(want) {
+		bs := &s.bridges[at[name]]
+		if err == nil {
+			bs.ResourceName = name
+			continue
+		}
+		err = fmt.Errorf("macvtap lower device %s: %w", bs.Name, err)
+		bs.Message = strings.TrimPrefix(bs.Message+"; "+err.Error(), "; ")
+		s.bridgeErrs = append(s.bridgeErrs, err)
+		ctrl.LoggerFrom(ctx).Error(err, "Device plugin not serving", "resource", name)
+	}
 }
 
 func wantsOVS(ds []DesiredBridge) bool { return wantsDatapath(ds, fastpathv1alpha1.DatapathOVS) }

@@ -1,0 +1,19 @@
+// Package deviceplugin is the node agent's kubelet device plugin (API
+// v1beta1): a Server offers one extended resource on a UNIX socket in
+// kubelet's device plugin directory, registers it with kubelet, and serves
+// and registers again when kubelet restarts; a Manager runs one Server per
+// wanted resource.
+//
+// The agent offers, per FastPathNetwork with datapath Macvtap, the resource
+// macvtap.fastpath.io/<lower device> (MacvtapResource): its device IDs are
+// "tap<N>", and Allocate hands the container /dev/tap<N>. The operator
+// names the resource in the network's NetworkAttachmentDefinition, KubeVirt
+// requests one per macvtap interface for virt-launcher's compute container,
+// Multus passes the allocated ID to the CNI plugin as "deviceID", and the
+// plugin creates the pod's macvtap with interface index N, whose character
+// device the kernel names /dev/tap<N>: the node kubelet put into the
+// container. This is what kubevirt/macvtap-cni's device plugin does with
+// macvtaps it pre-creates in the host namespace; here the index is fixed in
+// advance instead, so the CNI plugin can create the macvtap directly in the
+// pod's namespace.
+package deviceplugin
