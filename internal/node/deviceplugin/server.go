@@ -74,7 +74,9 @@ func NewServer(res Resource, dir, kubeletSocket string, watchInterval time.Durat
 
 // SocketName returns the socket file name of resource name in the device
 // plugin directory: "fastpath-" followed by name with '/' replaced by '_'.
-func SocketName(name string) string { return "fastpath-" + strings.ReplaceAll(name, "/", "_") + ".sock" }
+func SocketName(name string) string {
+	return "fastpath-" + strings.ReplaceAll(name, "/", "_") + ".sock"
+}
 
 // Socket returns the path of the server's socket.
 func (s *Server) Socket() string { return filepath.Join(s.dir, SocketName(s.res.Name)) }
