@@ -56,8 +56,13 @@ type Spec struct {
 // interface index that is taken in netns (EEXIST with s.Index set), the index.
 // On an error after the link was made it deletes the link again.
 func Create(netns ns.NetNS, lower netlink.Link, s Spec) (netlink.Link, error) {
-	attrs := netlink.LinkAttrs{Name: s.Name, MTU: s.MTU, ParentIndex: lower.Attrs().Index, Index: s.Index,
-		Namespace: netlink.NsFd(int(netns.Fd()))}
+	// TxQLen -1 leaves the kernel's default (TUN_READQ_SIZE, 500): a
+	// macvtap's tx queue length is the size of the ring its tap queues
+	// receive into (tap_open, drivers/net/tap.c), and with 0, which a zero
+	// LinkAttrs would send, every frame for QEMU is dropped.
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.MTU, attrs.ParentIndex, attrs.Index = s.Name, s.MTU, lower.Attrs().Index, s.Index
+	attrs.Namespace = netlink.NsFd(int(netns.Fd()))
 	if s.MAC != "" {
 		hw, err := net.ParseMAC(s.MAC)
 		if err != nil {
@@ -135,8 +140,9 @@ func Delete(netnsPath, name, alias string) error {
 
 // Verify checks, in the current network namespace, that name is a
 // bridge-mode macvtap on the lower device with interface index lowerIndex
-// (in the host namespace), up, with mtu, and with mac and alias when they
-// are not "". The error lists what differs.
+// (in the host namespace), up, with a tx queue length above 0 (the size of
+// its tap queues' rings), with mtu, and with mac and alias when they are
+// not "". The error lists what differs.
 func Verify(name string, lowerIndex, mtu int, mac, alias string) error {
 	link, err := netlinksafe.LinkByName(name)
 	if err != nil {
@@ -159,6 +165,9 @@ func Verify(name string, lowerIndex, mtu int, mac, alias string) error {
 	}
 	if a.Flags&net.FlagUp == 0 {
 		diffs = append(diffs, "it is down")
+	}
+	if a.TxQLen <= 0 {
+		diffs = append(diffs, fmt.Sprintf("tx queue length is %d: its tap queues would drop every frame", a.TxQLen))
 	}
 	if mac != "" && a.HardwareAddr.String() != mac {
 		diffs = append(diffs, fmt.Sprintf("MAC is %s, want %s", a.HardwareAddr, mac))

@@ -44,6 +44,7 @@ func TestCreateVerifyDelete(t *testing.T) {
 		link, err := Create(podNS, lower, Spec{Name: "net1", MTU: 9000, MAC: "02:fa:57:00:00:07", Index: 1<<30 + 7, Alias: "fastpath/n/c/net1"})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(link.Attrs().Index).To(Equal(1<<30 + 7))
+		g.Expect(link.Attrs().TxQLen).To(Equal(500), "the kernel's macvtap default: the size of the tap queues' rings")
 		_, err = Create(podNS, lower, Spec{Name: "net2", MTU: 9000, Index: 1<<30 + 7})
 		g.Expect(err).To(MatchError(ContainSubstring("with interface index 1073741831 exists there")))
 
@@ -56,6 +57,9 @@ func TestCreateVerifyDelete(t *testing.T) {
 			g.Expect(Verify("net1", lower.Attrs().Index, 9000, "02:fa:57:00:00:07", "fastpath/n/c/net1")).To(Succeed())
 			g.Expect(Verify("net1", lower.Attrs().Index, 1500, "", "fastpath/n/c/other")).To(MatchError(
 				`failed to check macvtap net1: MTU is 9000, want 1500; alias is "fastpath/n/c/net1", want "fastpath/n/c/other"`))
+			g.Expect(netlink.LinkSetTxQLen(link, 0)).To(Succeed())
+			g.Expect(Verify("net1", lower.Attrs().Index, 9000, "", "")).To(MatchError(ContainSubstring("tx queue length is 0")))
+			g.Expect(netlink.LinkSetTxQLen(link, 500)).To(Succeed())
 			return nil
 		})).To(Succeed())
 

@@ -66,6 +66,14 @@ type NICSpec struct {
 	MTU int
 	// Lease is served on Bridge; Lease.MAC is the NIC's MAC.
 	Lease DHCPLease
+	// Macvtap says Tap is not a tap to make but the launcher namespace's
+	// macvtap, made by the CNI plugin on datapath Macvtap: KubeVirt's
+	// macvtap binding (domainAttachmentType tap) points the domain at the pod
+	// interface itself, and virt-launcher makes no tap, no bridge and serves
+	// no DHCP. Bridge and Lease.ServerIP are then unused, Lease.MAC must be
+	// the macvtap's MAC (macvlan delivers only frames to it), and Stop leaves
+	// the macvtap to the CNI plugin's DEL.
+	Macvtap bool
 }
 
 // NIC is what the guest's virtio-net driver reports for one NIC, read
@@ -162,18 +170,11 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 		Multiqueue:    o.Multiqueue,
 	}
 	for _, n := range o.NICs {
-		if err := addTap(o.Launcher, n.Tap, n.Bridge, n.MTU, o.Multiqueue); err != nil {
-			return nil, err
+		if !n.Macvtap {
+			if err := g.addTapAndDHCP(n); err != nil {
+				return nil, err
+			}
 		}
-		g.taps = append(g.taps, n.Tap)
-		if err := ensureServerIP(o.Launcher, n.Bridge, n.Lease.ServerIP); err != nil {
-			return nil, err
-		}
-		s, err := ServeDHCP(o.Launcher, n.Bridge, n.Lease)
-		if err != nil {
-			return nil, err
-		}
-		g.dhcp = append(g.dhcp, s)
 		spec.Interfaces = append(spec.Interfaces, DomainInterface{Network: n.Network, Tap: n.Tap, MAC: n.Lease.MAC.String(), MTU: n.MTU})
 	}
 	vhostUser := ""
@@ -233,6 +234,25 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 	o.Logf("%s %s/%s booted in %s (guest kernel uptime %s), %d NIC(s)", Label, o.Namespace, o.Name,
 		g.BootTime.Round(100*time.Millisecond), g.GuestUptime.Round(10*time.Millisecond), len(g.NICs))
 	return g, nil
+}
+
+// addTapAndDHCP makes the tap of n on its launcher bridge and serves n's
+// DHCP lease there, as virt-launcher's bridge binding does.
+func (g *Guest) addTapAndDHCP(n NICSpec) error {
+	o := g.opts
+	if err := addTap(o.Launcher, n.Tap, n.Bridge, n.MTU, o.Multiqueue); err != nil {
+		return err
+	}
+	g.taps = append(g.taps, n.Tap)
+	if err := ensureServerIP(o.Launcher, n.Bridge, n.Lease.ServerIP); err != nil {
+		return err
+	}
+	s, err := ServeDHCP(o.Launcher, n.Bridge, n.Lease)
+	if err != nil {
+		return err
+	}
+	g.dhcp = append(g.dhcp, s)
+	return nil
 }
 
 // waitReady reads the console log until the guest's FPGUEST-READY line and
