@@ -25,8 +25,10 @@ import (
 // EMULATED: a macvtap is a macvlan whose received frames go to a tap queue
 // (/dev/tapN) that QEMU reads instead of an IP stack, so a namespace (which
 // plays the guest) needs the macvlan; the forwarding between the two is the
-// same kernel code (drivers/net/macvlan.c). It is wired by the benchmark,
-// not by the CNI plugin (the plugin has no Macvtap datapath yet).
+// same kernel code (drivers/net/macvlan.c). It is wired by the benchmark;
+// the CNI plugin's datapath Macvtap makes the same shape with macvtaps (whose
+// frames reach the namespace's stack while no QEMU holds /dev/tapN) on the
+// lower device the node agent makes (internal/datapath/bridge).
 func (s *Setup) buildMacvtap(v variant, client, server *topology.NetNS) (string, error) {
 	lower, peer := s.linkName("v", v, 0), s.linkName("v", v, 1)
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: lower, MTU: v.mtu}, PeerName: peer}
