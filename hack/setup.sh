@@ -8,6 +8,9 @@
 #     kube-apiserver and kubectl (k8s.io/kubernetes v1.34.1, every staging module
 #     replaced by its v0.34.1 release), helm (chart lint/render tests); bin/ is what
 #     KUBEBUILDER_ASSETS points at
+#   - the real single-node cluster's parts (make cluster): kubelet, kube-controller-manager,
+#     kube-scheduler and kube-proxy (same k8s.io/kubernetes), crictl (go install) and
+#     Multus's thin plugin (module hack/multus) into bin/; containerd and runc from Debian
 #   - etcd from Debian's etcd-server, linked into bin/
 set -euo pipefail
 
@@ -29,6 +32,8 @@ APT_PACKAGES=(
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
   # real guests (internal/localenv/guests): QEMU under libvirt, and the guest image's inputs
   qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip
+  # the real single-node cluster (make cluster): its own containerd (never the system service) and runc
+  containerd runc
 )
 
 missing=()
@@ -49,8 +54,9 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # Debian starts netserver, etcd and OVS as services on install; tests start their own.
-  for svc in netperf etcd openvswitch-switch; do
+  # Debian starts netserver, etcd, OVS and containerd as services on install; tests and
+  # make cluster start their own.
+  for svc in netperf etcd openvswitch-switch containerd; do
     if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
   done
   pkill -x netserver 2>/dev/null || true
@@ -65,11 +71,14 @@ fi
 # Go tools, pinned in hack/tools/go.mod.
 TOOLS="${ROOT}/hack/tools"
 K8S_VERSION="v1.34.1"
-build_tool() { # name package [ldflags]
+# build_tool name package [ldflags]: build package from hack/tools into bin/name. The
+# stamp is the tool module's version and the ldflags, so adding a tool to go.mod does
+# not rebuild the others.
+build_tool() {
   local name=$1 pkg=$2 ldflags=${3:-}
   local stamp="${BIN}/.${name}.stamp"
   local want
-  want="$(sha256sum "${TOOLS}/go.mod" | cut -c1-16)"
+  want="$(cd "${TOOLS}" && go list -f '{{.Module.Path}}@{{.Module.Version}}' "${pkg}") ${ldflags}"
   if [[ -x "${BIN}/${name}" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     return 0
   fi
@@ -80,13 +89,48 @@ build_tool() { # name package [ldflags]
 
 build_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 VPKG=k8s.io/component-base/version
-build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
-  "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
-
-build_tool kubectl k8s.io/kubernetes/cmd/kubectl \
-  "-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
-
+K8S_LDFLAGS="-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
+build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${K8S_LDFLAGS}"
+build_tool kubectl k8s.io/kubernetes/cmd/kubectl "${K8S_LDFLAGS}"
 build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
+
+# The real single-node cluster (make cluster, internal/localenv/cluster): the kubelet,
+# kube-controller-manager, kube-scheduler and kube-proxy of the same k8s.io/kubernetes,
+# crictl and Multus's thin plugin. Built one at a time: each is minutes cold on two cores.
+build_tool kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${K8S_LDFLAGS}"
+build_tool kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "${K8S_LDFLAGS}"
+build_tool kubelet k8s.io/kubernetes/cmd/kubelet "${K8S_LDFLAGS}"
+build_tool kube-proxy k8s.io/kubernetes/cmd/kube-proxy "${K8S_LDFLAGS}"
+
+# go_install name package version [ldflags]: `go install package@version` into bin/ (a
+# module of its own, outside hack/tools, whose requirements would clash with
+# k8s.io/kubernetes's).
+go_install() {
+  local name=$1 pkg=$2 version=$3 ldflags=${4:-}
+  local stamp="${BIN}/.${name}.stamp"
+  if [[ -x "${BIN}/${name}" && "$(cat "$stamp" 2>/dev/null)" == "${pkg}@${version} ${ldflags}" ]]; then
+    return 0
+  fi
+  log "installing ${name} from ${pkg}@${version} (cold: a minute or two; cached after)"
+  GOFLAGS= GOBIN="${BIN}" CGO_ENABLED=0 go install -trimpath -ldflags "${ldflags}" "${pkg}@${version}"
+  echo "${pkg}@${version} ${ldflags}" >"$stamp"
+}
+# crictl: the module proxy serves cri-tools v1.34.0 and v1.37.0, nothing older.
+go_install crictl sigs.k8s.io/cri-tools/cmd/crictl v1.34.0 "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0"
+
+# Multus's thin plugin, pinned in the module hack/multus (its own requirements; `go
+# install @version` fails there: the proxy refuses the module's version list). The
+# cluster applies the NetworkAttachmentDefinition CRD and Multus's ClusterRole from the
+# same module version's deployments/multus-daemonset.yml.
+MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+MULTUS_VERSION="$(cd "${ROOT}/hack/multus" && go list -m -f '{{.Version}}' "${MULTUS_MOD}")"
+if [[ ! -x "${BIN}/multus" || "$(cat "${BIN}/.multus.stamp" 2>/dev/null)" != "${MULTUS_MOD}@${MULTUS_VERSION}" ]]; then
+  log "building multus ${MULTUS_VERSION} (thin plugin; cold: a few minutes; cached after)"
+  (cd "${ROOT}/hack/multus" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X ${MULTUS_MOD}/pkg/multus.version=${MULTUS_VERSION} -X ${MULTUS_MOD}/pkg/multus.releaseStatus=released" \
+    -o "${BIN}/multus" "${MULTUS_MOD}/cmd/multus")
+  echo "${MULTUS_MOD}@${MULTUS_VERSION}" >"${BIN}/.multus.stamp"
+fi
 
 # libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
 # compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
