@@ -15,7 +15,7 @@ export KUBEBUILDER_ASSETS ?= $(BIN)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 IMG ?= ghcr.io/fastpath-io/fastpath:dev
-BINARIES := fastpath fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath fastpath-demo
+BINARIES := fastpath fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath fastpath-demo fastpath-cluster
 
 ##@ General
 
@@ -112,6 +112,24 @@ bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, rel
 	FASTPATH_BENCH_DIR=$(ROOT)/_out/bench go test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 60m $$(go list ./... | grep -v /e2e)
 	@if [ -x $(BIN)/fastpath-bench ] && $(BIN)/fastpath-bench local --help >/dev/null 2>&1; then \
 	  $(BIN)/fastpath-bench local --out _out/bench $(if $(FULL),--full,); fi
+
+##@ Cluster (a REAL single-node Kubernetes on this machine, root; docs/install.md)
+
+CLUSTER_DIR ?= $(ROOT)/_out/cluster
+CLUSTER := $(BIN)/fastpath-cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
+
+.PHONY: cluster
+cluster: setup build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig.
+	$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).
+	@test -x $(BIN)/fastpath-cluster || CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-cluster ./cmd/fastpath-cluster
+	$(CLUSTER) down
+
+.PHONY: cluster-install
+cluster-install: build ## helm install Fastpath on the cluster with the local images (KUSTOMIZE=1: kubectl apply -k config/default).
+	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
 ##@ Demo
 
