@@ -6,12 +6,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
+	"k8s.io/client-go/discovery"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
+	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
@@ -93,7 +98,21 @@ func run(f flags) error {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create a discovery client: %w", err)
+	}
+	kubevirt, err := apiprobe.Served(disc, kubevirtv1.GroupVersion.String(), "virtualmachines", "virtualmachineinstances")
+	if err != nil {
+		return err
+	}
+	if !kubevirt {
+		log.Info("KubeVirt is not installed (no kubevirt.io/v1 VirtualMachines served): attachments select no VM and only Pod-mode benchmarks run; the operator restarts when KubeVirt's API appears")
+		if err := mgr.Add(apiprobe.RestartWhenServed(disc, 30*time.Second, kubevirtv1.GroupVersion.String(), "virtualmachines", "virtualmachineinstances")); err != nil {
+			return fmt.Errorf("failed to add the KubeVirt probe: %w", err)
+		}
+	}
+	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding, KubeVirtAbsent: !kubevirt}
 	if err := setupControllers(ctx, mgr, f, attOpts); err != nil {
 		return err
 	}
@@ -109,6 +128,10 @@ func run(f flags) error {
 	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
 		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage, "macvtapBinding", f.macvtapBinding)
 	if err := mgr.Start(ctx); err != nil {
+		if errors.Is(err, apiprobe.ErrAppeared) {
+			log.Info("Exiting so that the restarted operator watches KubeVirt's VMs", "reason", err.Error())
+			return nil
+		}
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
 	return nil
@@ -126,7 +149,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts at
 		ctrl.Log.WithName("setup").Info("FastPathBenchmark controller disabled: --runner-image is empty")
 		return nil
 	}
-	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
+	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage, KubeVirtAbsent: attOpts.KubeVirtAbsent}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}
 

@@ -62,6 +62,13 @@ type Options struct {
 	// datapath Macvtap are wired with; empty means
 	// wiring.DefaultMacvtapBinding ("macvtap").
 	MacvtapBinding string
+	// KubeVirtAbsent is true when the API server serves no kubevirt.io/v1
+	// VirtualMachines (KubeVirt is not installed): the controller then
+	// watches no VMs or VMIs and every attachment selects none (VMsWired
+	// False, NoVMsSelected, saying why), while NADs are still rendered (Pod-mode
+	// benchmarks need only those). cmd/fastpath-operator restarts the operator
+	// when KubeVirt's API appears.
+	KubeVirtAbsent bool
 }
 
 // Reconciler reconciles FastPathAttachments. Fill in what the defaults do not

@@ -218,9 +218,13 @@ func (r *Reconciler) unwireOrphans(ctx context.Context, key types.NamespacedName
 	})...)
 }
 
-// listVMs lists the VirtualMachines of a namespace as unstructured objects.
-// Objects from the cache reader are shared: callers copy before changing.
+// listVMs lists the VirtualMachines of a namespace as unstructured objects
+// (none when KubeVirt is absent). Objects from the cache reader are shared:
+// callers copy before changing.
 func (r *Reconciler) listVMs(ctx context.Context, reader client.Reader, namespace string) ([]unstructured.Unstructured, error) {
+	if r.KubeVirtAbsent {
+		return nil, nil
+	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(vmListGVK)
 	opts := []client.ListOption{client.InNamespace(namespace)}

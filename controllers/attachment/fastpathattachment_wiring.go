@@ -115,6 +115,9 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, errors.Join(failed...)
 	case len(conflicts) > 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonVMConflict, summarize(conflicts))
+	case len(s.vms) == 0 && r.KubeVirtAbsent:
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonNoVMsSelected,
+			"KubeVirt is not installed (the API server serves no kubevirt.io/v1 VirtualMachines): no VM can be selected; Pod-mode FastPathBenchmarks still run on the NetworkAttachmentDefinition")
 	case len(s.vms) == 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonNoVMsSelected,
 			fmt.Sprintf("spec.vmSelector matches no VirtualMachine in namespace %s", s.att.Namespace))

@@ -54,6 +54,10 @@ type Reconciler struct {
 	RunnerImage string
 	// RunnerPullPolicy of RunnerImage; empty leaves the Kubernetes default.
 	RunnerPullPolicy corev1.PullPolicy
+	// KubeVirtAbsent is true when the API server serves no kubevirt.io/v1
+	// VirtualMachineInstances: no VMI watch (VM-mode benchmarks then wait for
+	// an attachment that cannot be Ready; Pod mode runs).
+	KubeVirtAbsent bool
 	// SSHKeyRetry overrides DefaultSSHKeyRetry when positive.
 	SSHKeyRetry time.Duration
 }
@@ -95,7 +99,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if options.RateLimiter == nil {
 		options.RateLimiter = phases.RateLimiter() // failed reconciles retry within phases.MaxRetryDelay
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&fastpathv1alpha1.FastPathBenchmark{}).
 		Owns(&batchv1.Job{}).
@@ -104,10 +108,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment))).
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexVM))).
-		WithOptions(options).
-		Complete(r)
+		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment)))
+	if !r.KubeVirtAbsent {
+		b = b.Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexVM)))
+	}
+	return b.WithOptions(options).Complete(r)
 }
 
 // scope is what the phases of one reconcile share.
