@@ -92,3 +92,26 @@ func TestInvalidSamplesAreRejectedNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterSamplesAreAccepted applies cluster/, the Pod-mode benchmark of
+// the real local cluster (make cluster; docs/demo.md), in its own namespace.
+func TestClusterSamplesAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "cluster-samples")
+	g.Expect(err).NotTo(HaveOccurred())
+	files, err := filepath.Glob("cluster/*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	kinds := map[string]int{}
+	for _, f := range files {
+		obj, _ := load(t, f)
+		if obj.GetKind() == "FastPathNetwork" {
+			obj.SetName(obj.GetName() + "-" + ns) // cluster-scoped
+		} else {
+			obj.SetNamespace(ns)
+		}
+		g.Expect(env.Client.Create(ctx, obj)).To(Succeed(), f)
+		kinds[obj.GetKind()]++
+	}
+	g.Expect(kinds).To(Equal(map[string]int{"FastPathNetwork": 1, "FastPathAttachment": 1, "FastPathBenchmark": 1}))
+}

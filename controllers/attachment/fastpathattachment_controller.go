@@ -130,22 +130,24 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	r.ports = newPortAllocator(r.RelayPorts)
 	r.metrics = newMetricsRecorder()
 
-	vm := &unstructured.Unstructured{}
-	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
 	if options.RateLimiter == nil {
 		options.RateLimiter = phases.RateLimiter() // failed reconciles retry within phases.MaxRetryDelay
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.FastPathAttachment{}).
 		Watches(&v1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.siblingAttachments),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(sameName)).
-		Watches(vm, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVM),
+		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(sameName))
+	if !r.KubeVirtAbsent {
+		vm := &unstructured.Unstructured{}
+		vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+		b = b.Watches(vm, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVM),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI)).
-		Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
+			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI))
+	}
+	err := b.Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
 		Watches(&v1alpha1.FastPathNetwork{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNetwork),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNamespace),
