@@ -1,0 +1,46 @@
+package fastpath_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestConfigDefaultIsTheChart checks that config/default/fastpath.yaml is
+// the chart rendered with its defaults (make manifests writes it; a chart
+// change without make manifests fails here), and that `kubectl kustomize
+// config/default` builds the namespace, the CRDs of config/crd/bases and
+// every object of the chart.
+func TestConfigDefaultIsTheChart(t *testing.T) {
+	g := NewWithT(t)
+	committed, err := os.ReadFile("../../config/default/fastpath.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	rendered := helm(t, "template", "fastpath", ".", "--namespace", "fastpath-system")
+	body := regexp.MustCompile(`(?s)^(#[^\n]*\n)*`).ReplaceAllString(string(committed), "")
+	g.Expect(body).To(Equal(rendered), "config/default/fastpath.yaml is stale: run make manifests")
+
+	kubectl, err := filepath.Abs("../../bin/kubectl")
+	g.Expect(err).NotTo(HaveOccurred())
+	var out, errb bytes.Buffer
+	cmd := exec.Command(kubectl, "kustomize", "../../config/default")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	g.Expect(cmd.Run()).To(Succeed(), errb.String())
+	kindRE := regexp.MustCompile(`(?m)^kind: (\S+)$`)
+	kinds := map[string]int{}
+	for _, m := range kindRE.FindAllStringSubmatch(out.String(), -1) {
+		kinds[m[1]]++
+	}
+	crds, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kinds).To(HaveKeyWithValue("Namespace", 1))
+	g.Expect(kinds).To(HaveKeyWithValue("CustomResourceDefinition", len(crds)))
+	g.Expect(kinds).To(HaveKeyWithValue("Deployment", 1))
+	g.Expect(kinds).To(HaveKeyWithValue("DaemonSet", 1))
+	g.Expect(len(kindRE.FindAllString(out.String(), -1))).To(Equal(len(kindRE.FindAllString(rendered, -1))+1+len(crds)),
+		"every object of the chart, plus the namespace and the CRDs")
+}
