@@ -137,6 +137,14 @@ cluster-down: ## Stop the cluster and remove everything it made (containers, shi
 cluster-install: build ## helm install Fastpath on the cluster with the local images (KUSTOMIZE=1: kubectl apply -k config/default).
 	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
+.PHONY: e2e-cluster
+e2e-cluster: setup build images ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (VM specs skipped: no KubeVirt).
+	@start=$$(date +%s); \
+	$(CLUSTER) up && $(CLUSTER) install && \
+	  KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v; rc=$$?; \
+	$(CLUSTER) down || rc=1; \
+	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
+
 ##@ Demo
 
 .PHONY: demo

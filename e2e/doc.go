@@ -16,6 +16,12 @@
 //     commands run through `virtctl ssh`, so virtctl must be on PATH; the VMs'
 //     cloud-init installs netperf, socat and ethtool.
 //
-// A spec that cannot run in an environment fails with the reason; none is
-// skipped.
+//   - cluster without KubeVirt (make e2e-cluster: the real single-node cluster
+//     of internal/localenv/cluster): the VM specs are skipped, each saying that
+//     it did not run and why (Ginkgo reports them as skipped, never as
+//     passed), and the Pod-mode FastPathBenchmark runs on real pods.
+//
+// The Pod-mode specs need a real kubelet and are skipped on the local stack
+// with the reason; any other spec that cannot run in an environment fails
+// with the reason.
 package e2e

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -22,6 +23,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/localenv/demo"
 	"github.com/fastpath-io/fastpath/internal/localenv/emulation"
+	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
@@ -33,6 +35,10 @@ type Environment interface {
 	Client() client.Client
 	// Emulated is true for the local stack.
 	Emulated() bool
+	// KubeVirt is true when VMs can run: KubeVirt's API is served (the local
+	// stack's is emulated); false on a cluster without KubeVirt, where the VM
+	// specs are skipped.
+	KubeVirt() bool
 	// GuestExec runs a shell command line in the guest of the VM key and
 	// returns its combined output; stdin may be "".
 	GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error)
@@ -103,6 +109,7 @@ func (l *localEnv) Name() string {
 }
 func (l *localEnv) Client() client.Client { return l.stack.Client }
 func (l *localEnv) Emulated() bool        { return true }
+func (l *localEnv) KubeVirt() bool        { return true }
 func (l *localEnv) Stop() error           { return l.stack.Stop() }
 
 func (l *localEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
@@ -179,11 +186,15 @@ func (l *localEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, c
 
 // clusterEnv is a real cluster reached through KUBECONFIG.
 type clusterEnv struct {
-	c       client.Client
-	host    string
-	keyFile string
-	user    string
+	c        client.Client
+	host     string
+	keyFile  string
+	user     string
+	kubevirt bool
 }
+
+// NoKubeVirt is the reason the VM specs give when they are skipped.
+const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run: this spec did NOT run (make e2e-cluster's cluster has no KubeVirt; hack/kind-up.sh makes one that has)"
 
 func startCluster(keyFile, user string) (*clusterEnv, error) {
 	cfg, err := config.GetConfig()
@@ -194,15 +205,29 @@ func startCluster(keyFile, user string) (*clusterEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create client: %w", err)
 	}
-	if _, err := exec.LookPath("virtctl"); err != nil {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create a discovery client: %w", err)
+	}
+	kv, err := apiprobe.Served(disc, kubevirtv1.GroupVersion.String(), "virtualmachines", "virtualmachineinstances")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath("virtctl"); kv && err != nil {
 		return nil, fmt.Errorf("failed to find virtctl on PATH: the cluster suite runs guest commands with `virtctl ssh` (hack/kind-up.sh installs it): %w", err)
 	}
-	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user}, nil
+	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user, kubevirt: kv}, nil
 }
 
-func (c *clusterEnv) Name() string          { return "cluster " + c.host + " (real KubeVirt and Multus)" }
+func (c *clusterEnv) Name() string {
+	if !c.kubevirt {
+		return "cluster " + c.host + " (real kubelet and Multus; NO KubeVirt: the VM specs are skipped)"
+	}
+	return "cluster " + c.host + " (real KubeVirt and Multus)"
+}
 func (c *clusterEnv) Client() client.Client { return c.c }
 func (c *clusterEnv) Emulated() bool        { return false }
+func (c *clusterEnv) KubeVirt() bool        { return c.kubevirt }
 func (c *clusterEnv) Stop() error           { return nil }
 
 func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {

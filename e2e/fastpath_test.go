@@ -59,6 +59,9 @@ var _ = Describe("Fastpath", Ordered, func() {
 	}
 
 	BeforeAll(func(ctx SpecContext) {
+		if !env.KubeVirt() {
+			Skip(NoKubeVirt)
+		}
 		c := env.Client()
 		for _, s := range objs.Secrets {
 			Expect(c.Create(ctx, s)).To(Succeed())
