@@ -94,7 +94,7 @@ images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADD
 ##@ Test
 
 .PHONY: test
-test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e (namespace guests, then real QEMU guests).
+test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e (namespace guests, real QEMU guests, then a real cluster).
 	@# One package at a time (-p 1): the root datapath tests share this node's Open
 	@# vSwitch, network namespaces and both CPUs, and netperf in one package starved
 	@# ovs-vswitchd under another's 20 concurrent CNI ADDs. The soak, which SIGKILLs
@@ -102,6 +102,9 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	go test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /internal/testing/soak)
 	go test $(GO_TEST_FLAGS) ./internal/testing/soak/...
 	FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
+	@# The same suite on a real single-node cluster (kubelet, containerd, Multus; no
+	@# KubeVirt, so its VM specs are skipped): about 2-3 minutes warm.
+	$(MAKE) e2e-cluster
 
 .PHONY: soak
 soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).

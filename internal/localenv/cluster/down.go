@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/vishvananda/netlink"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
@@ -40,6 +41,10 @@ type teardown struct {
 	// Bridges are the pod network's bridge and the Linux bridges the agent
 	// made on this node (FastPathNode status, agent's marker).
 	Bridges []string `json:"bridges"`
+	// IPAMDirs are host-local's directories (/var/lib/cni/networks/<network>)
+	// of the cluster's NetworkAttachmentDefinitions, removed once they hold no
+	// address.
+	IPAMDirs []string `json:"ipamDirs"`
 	// Sysctls are the kernel settings restored.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// NFTables are the nftables tables that existed before the kubelet.
@@ -124,10 +129,12 @@ func (d *downer) run(ctx context.Context) {
 	}
 	d.td.Bridges = []string{PodBridge}
 	if p, ok := d.proc("kube-apiserver"); ok && p.alive() {
-		d.step("agent bridges from FastPathNode "+nodeName, func() error {
+		d.step("agent bridges from FastPathNode "+nodeName+", host-local directories of the NADs", func() error {
 			br, err := agentBridges(ctx, d.l.adminKubeconfig, nodeName)
 			d.td.Bridges = append(d.td.Bridges, br...)
-			return err
+			dirs, derr := nadIPAMDirs(ctx, d.l.adminKubeconfig)
+			d.td.IPAMDirs = dirs
+			return errors.Join(err, derr)
 		})
 	}
 	d.step("stop kube-proxy and the kubelet", func() error {
@@ -449,7 +456,8 @@ func (d *downer) removeNFTables() error {
 // (not configurable there).
 const CNICacheDir = "/var/lib/cni"
 
-// removeHostFiles removes the shims' sockets (and /run/containerd/s and
+// removeHostFiles removes host-local's directories of the cluster's NADs
+// when they hold no address, the shims' sockets (and /run/containerd/s and
 // /run/containerd when that leaves them empty), the kubelet's links in
 // /var/log/containers that point into the cluster's pod logs, and
 // containerd's CNI cache of the sandboxes whose CNI DEL failed.
@@ -462,6 +470,11 @@ func (d *downer) removeHostFiles() error {
 	}
 	for _, dir := range []string{"/run/containerd/s", "/run/containerd"} {
 		_ = syscall.Rmdir(dir) // only when empty: the system's containerd may use it
+	}
+	for _, dir := range d.td.IPAMDirs {
+		if err := removeIdleIPAMDir(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, f := range append(logLinks(d.l.podLogs), cniResults(d.td.Sandboxes)...) {
 		if err := os.Remove(f); err != nil {
@@ -519,4 +532,69 @@ func (d *downer) removeDir() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nadIPAMDirs returns host-local's default directories of the networks of
+// every NetworkAttachmentDefinition whose IPAM is host-local without its own
+// dataDir (the fastpath NADs the operator renders).
+func nadIPAMDirs(ctx context.Context, kubeconfig string) ([]string, error) {
+	c, err := adminClient(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nads := &nadv1.NetworkAttachmentDefinitionList{}
+	if err := c.List(ctx, nads); err != nil {
+		return nil, fmt.Errorf("failed to list NetworkAttachmentDefinitions: %w", err)
+	}
+	var out []string
+	for _, n := range nads.Items {
+		var conf struct {
+			Name string `json:"name"`
+			IPAM struct {
+				Type    string `json:"type"`
+				DataDir string `json:"dataDir"`
+			} `json:"ipam"`
+		}
+		if json.Unmarshal([]byte(n.Spec.Config), &conf) != nil || conf.IPAM.Type != "host-local" || conf.IPAM.DataDir != "" ||
+			conf.Name == "" || strings.ContainsAny(conf.Name, "/\x00") || conf.Name == "." || conf.Name == ".." {
+			continue
+		}
+		if dir := filepath.Join(CNICacheDir, "networks", conf.Name); !slices.Contains(out, dir) {
+			out = append(out, dir)
+		}
+	}
+	return out, nil
+}
+
+// ipamDirIdle reports whether a host-local directory holds no address (only
+// its lock and last_reserved_ip.* files).
+func ipamDirIdle(dir string) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		if e.Name() != "lock" && !strings.HasPrefix(e.Name(), "last_reserved_ip.") {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// removeIdleIPAMDir removes dir when it holds no address; a directory with
+// addresses is left for a later CNI DEL and reported.
+func removeIdleIPAMDir(dir string) error {
+	idle, err := ipamDirIdle(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !idle {
+		return fmt.Errorf("%s still holds addresses: not removed", dir)
+	}
+	return os.RemoveAll(dir)
 }

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -21,17 +21,27 @@ const DefaultImageRegistry = "ghcr.io/fastpath-io"
 // for this cluster, and returns its directory: the images make images built
 // (localhost/fastpath-*:local, pull policy Never, also for the runner and
 // domain hook images the operator is given as flags), the cluster's pod
-// network and CNI directories, and no KubeVirt node selector. The operator's
-// flags are read from config/default and changed, not restated.
+// network, CNI directories and CNI state directory, and no KubeVirt node
+// selector. The operator's and agent's flags are read from config/default and
+// changed, not restated.
 func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 	base := filepath.Join(repoRoot, "config", "default")
 	data, err := os.ReadFile(filepath.Join(base, "fastpath.yaml"))
 	if err != nil {
 		return "", fmt.Errorf("failed to read config/default (run make manifests): %w", err)
 	}
-	args, err := operatorArgs(data)
+	args, err := containerArgs(data, "Deployment", "fastpath-operator", "operator")
 	if err != nil {
 		return "", err
+	}
+	agentArgs, err := containerArgs(data, "DaemonSet", "fastpath-agent", "agent")
+	if err != nil {
+		return "", err
+	}
+	for i, a := range agentArgs {
+		if strings.HasPrefix(a, "--cni-state-dir=") {
+			agentArgs[i] = "--cni-state-dir=" + CNIStateDir(o.Dir)
+		}
 	}
 	local := func(component string) string { return "localhost/fastpath-" + component + ":local" }
 	for i, a := range args {
@@ -77,7 +87,7 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 		"metadata": map[string]string{"name": "fastpath-agent", "namespace": Namespace},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"nodeSelector": nil, // KubeVirt is not installed: no node is kubevirt.io/schedulable
-			"containers":   []map[string]any{{"name": "agent", "imagePullPolicy": "Never"}},
+			"containers":   []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs}},
 			"volumes": []map[string]any{
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
@@ -96,28 +106,36 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 	return dir, nil
 }
 
-// operatorArgs returns the args of the operator container of the
-// fastpath-operator Deployment in a multi-document manifest.
-func operatorArgs(manifest []byte) ([]string, error) {
+// containerArgs returns the args of container in the workload kind/name of
+// a multi-document manifest.
+func containerArgs(manifest []byte, kind, name, container string) ([]string, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
 	for {
-		var d appsv1.Deployment
-		if err := dec.Decode(&d); err != nil {
+		var w struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := dec.Decode(&w); err != nil {
 			if err == io.EOF {
 				break
 			}
 			return nil, fmt.Errorf("failed to decode config/default/fastpath.yaml: %w", err)
 		}
-		if d.Kind != "Deployment" || d.Name != "fastpath-operator" {
+		if w.Kind != kind || w.Metadata.Name != name {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name == "operator" {
+		for _, c := range w.Spec.Template.Spec.Containers {
+			if c.Name == container {
 				return append([]string(nil), c.Args...), nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("config/default/fastpath.yaml has no Deployment fastpath-operator with a container operator")
+	return nil, fmt.Errorf("config/default/fastpath.yaml has no %s %s with a container %s", kind, name, container)
 }
 
 // slicesCompact drops empty strings.

@@ -212,6 +212,12 @@ func (l layout) kubeconfig(component string) string {
 // Kubeconfig is the admin kubeconfig of the cluster in dir.
 func Kubeconfig(dir string) string { return Options{Dir: dir}.layout().adminKubeconfig }
 
+// CNIStateDir is the fastpath CNI plugin's state directory on this cluster
+// (the chart's agent.cniStateDir), under the cluster directory.
+func CNIStateDir(dir string) string {
+	return filepath.Join(Options{Dir: dir}.layout().dir, "cni", "fastpath-state")
+}
+
 // CNIDirs returns the cluster's CNI binary and configuration directories
 // (what the chart's agent.cniBinDir and agent.cniConfDir must be).
 func CNIDirs(dir string) (bin, conf string) {
