@@ -137,6 +137,15 @@ func (d *downer) run(ctx context.Context) {
 			return errors.Join(err, derr)
 		})
 	}
+	// NADs deleted before Down (with their namespace) leave their
+	// directories too: the fastpath networks' (fp-*) made since Up.
+	if d.st.IPAMBefore != nil {
+		for _, dir := range ipamDirs() {
+			if strings.HasPrefix(filepath.Base(dir), "fp-") && !slices.Contains(d.st.IPAMBefore, dir) && !slices.Contains(d.td.IPAMDirs, dir) {
+				d.td.IPAMDirs = append(d.td.IPAMDirs, dir)
+			}
+		}
+	}
 	d.step("stop kube-proxy and the kubelet", func() error {
 		return errors.Join(d.stopProc("kube-proxy", 10*time.Second), d.stopProc("kubelet", 20*time.Second))
 	})
@@ -597,4 +606,17 @@ func removeIdleIPAMDir(dir string) error {
 		return fmt.Errorf("%s still holds addresses: not removed", dir)
 	}
 	return os.RemoveAll(dir)
+}
+
+// ipamDirs lists host-local's directories in CNICacheDir/networks (an empty,
+// non-nil list when there are none).
+func ipamDirs() []string {
+	out := []string{}
+	ents, _ := os.ReadDir(filepath.Join(CNICacheDir, "networks"))
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join(CNICacheDir, "networks", e.Name()))
+		}
+	}
+	return out
 }

@@ -27,6 +27,10 @@ type runState struct {
 	// NFTables are the nftables tables ("family name") that existed before
 	// the kubelet started: Down deletes only the iptables tables it made.
 	NFTables []string `json:"nftTables"`
+	// IPAMBefore are the host-local directories (/var/lib/cni/networks/*)
+	// that existed before the cluster: Down may remove the idle ones made
+	// since for fastpath networks (fp-*), whose NADs may be gone by then.
+	IPAMBefore []string `json:"ipamBefore"`
 }
 
 // procRecord identifies a daemon: a PID is only trusted while the process

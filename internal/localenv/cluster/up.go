@@ -227,6 +227,7 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		if u.state.NFTables, err = nftTables(); err != nil {
 			return err
 		}
+		u.state.IPAMBefore = ipamDirs()
 		if err := writeState(l.state, u.state); err != nil {
 			return err
 		}
