@@ -218,6 +218,12 @@ func CNIStateDir(dir string) string {
 	return filepath.Join(Options{Dir: dir}.layout().dir, "cni", "fastpath-state")
 }
 
+// DevicePluginDir is the kubelet's device plugin directory on this cluster
+// (the chart's agent.devicePlugin.kubeletDir).
+func DevicePluginDir(dir string) string {
+	return filepath.Join(Options{Dir: dir}.layout().kubeletRoot, "device-plugins")
+}
+
 // CNIDirs returns the cluster's CNI binary and configuration directories
 // (what the chart's agent.cniBinDir and agent.cniConfDir must be).
 func CNIDirs(dir string) (bin, conf string) {
