@@ -45,6 +45,9 @@ type teardown struct {
 	// of the cluster's NetworkAttachmentDefinitions, removed once they hold no
 	// address.
 	IPAMDirs []string `json:"ipamDirs"`
+	// DevicePluginDirs are the kubelet's device plugin directories Up saw
+	// made (DevicePluginDir is fixed, outside Dir).
+	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
 	// Sysctls are the kernel settings restored.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// NFTables are the nftables tables that existed before the kubelet.
@@ -74,7 +77,7 @@ func Down(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables}}
+	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs}}
 	start := time.Now()
 	d.run(ctx)
 	if err := os.MkdirAll(l.logs, 0o755); err == nil {
@@ -466,7 +469,8 @@ func (d *downer) removeNFTables() error {
 const CNICacheDir = "/var/lib/cni"
 
 // removeHostFiles removes host-local's directories of the cluster's NADs
-// when they hold no address, the shims' sockets (and /run/containerd/s and
+// when they hold no address, the kubelet's device plugin directory when Up
+// saw the kubelet make it, the shims' sockets (and /run/containerd/s and
 // /run/containerd when that leaves them empty), the kubelet's links in
 // /var/log/containers that point into the cluster's pod logs, and
 // containerd's CNI cache of the sandboxes whose CNI DEL failed.
@@ -483,6 +487,19 @@ func (d *downer) removeHostFiles() error {
 	for _, dir := range d.td.IPAMDirs {
 		if err := removeIdleIPAMDir(dir); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// The kubelet's registration socket and checkpoint, and the device
+	// plugins' sockets, in the device plugin directory it made.
+	for i, dir := range d.td.DevicePluginDirs {
+		var err error
+		if i == 0 {
+			err = os.RemoveAll(dir)
+		} else {
+			err = syscall.Rmdir(dir)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("failed to remove %s: %w", dir, err))
 		}
 	}
 	for _, f := range append(logLinks(d.l.podLogs), cniResults(d.td.Sandboxes)...) {

@@ -40,16 +40,13 @@ type InstallOptions struct {
 
 // HelmValues are the chart values for this cluster: the images make images
 // built (localhost/fastpath-*:local, never pulled), the cluster's CNI
-// directories (the plugin's state directory too), the kubelet's device
-// plugin directory (its --root-dir is under the cluster directory), its pod
-// network, and no KubeVirt node selector (KubeVirt is
+// directories (the plugin's state directory too), its pod network, and no KubeVirt node selector (KubeVirt is
 // not installed, so no node carries kubevirt.io/schedulable).
 func HelmValues(dir string) []string {
 	bin, conf := CNIDirs(dir)
 	return []string{
 		"image.registry=localhost", "image.tag=local", "image.pullPolicy=Never",
 		"agent.cniBinDir=" + bin, "agent.cniConfDir=" + conf, "agent.cniStateDir=" + CNIStateDir(dir),
-		"agent.devicePlugin.kubeletDir=" + DevicePluginDir(dir),
 		"operator.podNetworkCIDRs=" + DefaultPodCIDR.String(),
 		"agent.nodeSelector=null",
 	}

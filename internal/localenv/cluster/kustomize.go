@@ -21,8 +21,7 @@ const DefaultImageRegistry = "ghcr.io/fastpath-io"
 // for this cluster, and returns its directory: the images make images built
 // (localhost/fastpath-*:local, pull policy Never, also for the runner and
 // domain hook images the operator is given as flags), the cluster's pod
-// network, CNI directories, CNI state directory and the kubelet's device
-// plugin directory, and no KubeVirt node
+// network, CNI directories and CNI state directory, and no KubeVirt node
 // selector. The operator's and agent's flags are read from config/default and
 // changed, not restated.
 func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
@@ -92,7 +91,6 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 			"volumes": []map[string]any{
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
-				{"name": "device-plugins", "hostPath": map[string]string{"path": DevicePluginDir(o.Dir), "type": "Directory"}},
 			},
 		}}},
 	}

@@ -73,6 +73,11 @@ func Leftovers(opts Options) ([]string, error) {
 	for _, f := range logLinks(l.podLogs) {
 		left = append(left, "log link "+f)
 	}
+	for _, dir := range td.DevicePluginDirs {
+		if _, err := os.Lstat(dir); err == nil {
+			left = append(left, "directory "+dir)
+		}
+	}
 	for _, dir := range td.IPAMDirs {
 		if _, err := os.Stat(dir); err == nil {
 			left = append(left, "host-local directory "+dir)

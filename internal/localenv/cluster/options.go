@@ -218,11 +218,11 @@ func CNIStateDir(dir string) string {
 	return filepath.Join(Options{Dir: dir}.layout().dir, "cni", "fastpath-state")
 }
 
-// DevicePluginDir is the kubelet's device plugin directory on this cluster
-// (the chart's agent.devicePlugin.kubeletDir).
-func DevicePluginDir(dir string) string {
-	return filepath.Join(Options{Dir: dir}.layout().kubeletRoot, "device-plugins")
-}
+// DevicePluginDir is the kubelet's device plugin directory: fixed by the
+// device plugin API (k8s.io/kubelet deviceplugin/v1beta1 DevicePluginPath),
+// whatever the kubelet's --root-dir, so the one directory of the cluster
+// outside Dir (Up notes whether it existed, Down removes what it made).
+const DevicePluginDir = "/var/lib/kubelet/device-plugins"
 
 // CNIDirs returns the cluster's CNI binary and configuration directories
 // (what the chart's agent.cniBinDir and agent.cniConfDir must be).

@@ -31,6 +31,10 @@ type runState struct {
 	// that existed before the cluster: Down may remove the idle ones made
 	// since for fastpath networks (fp-*), whose NADs may be gone by then.
 	IPAMBefore []string `json:"ipamBefore"`
+	// DevicePluginDirs are the directories of DevicePluginDir (itself and
+	// its parents up to /var/lib) that did not exist before the kubelet
+	// started, deepest first: Down removes them.
+	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
 }
 
 // procRecord identifies a daemon: a PID is only trusted while the process

@@ -228,6 +228,12 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 			return err
 		}
 		u.state.IPAMBefore = ipamDirs()
+		for d := DevicePluginDir; d != "/var/lib"; d = filepath.Dir(d) {
+			if _, err := os.Stat(d); err == nil {
+				break
+			}
+			u.state.DevicePluginDirs = append(u.state.DevicePluginDirs, d)
+		}
 		if err := writeState(l.state, u.state); err != nil {
 			return err
 		}
