@@ -11,6 +11,7 @@
 //     internal/localenv/emulation. Guests are network namespaces, so "in the guest"
 //     means inside that namespace, and vsock is the UNIX-socket transport.
 //     FASTPATH_BIN_DIR overrides bin/ (the binaries `make build` makes).
+//
 //   - cluster (KUBECONFIG set): a real cluster with KubeVirt (VSOCK and Sidecar
 //     feature gates), Multus and Fastpath installed (hack/kind-up.sh). Guest
 //     commands run through `virtctl ssh`, so virtctl must be on PATH; the VMs'
