@@ -85,6 +85,9 @@ func (r *Reconciler) reconcileSiblingVSOCK(ctx context.Context, s *scope) error 
 			notFound = append(notFound, fmt.Sprintf("service %s: VirtualMachine %s/%s does not exist", svc.Name, s.att.Namespace, svc.VM))
 		case target.vmi == nil:
 			notRunning = append(notRunning, fmt.Sprintf("service %s: VM %s is not running", svc.Name, svc.VM))
+		case target.vmi.Status.NodeName == "":
+			// Created but not yet scheduled: nothing on a node serves it yet.
+			notRunning = append(notRunning, fmt.Sprintf("service %s: VM %s is not running on a node yet", svc.Name, svc.VM))
 		default:
 			out.Node = target.vmi.Status.NodeName
 		}
