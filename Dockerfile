@@ -34,7 +34,9 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     for b in fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
     done; \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath
+    for b in fastpath fastpath-ovs-plugin; do \
+      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cni/cmd/$b; \
+    done
 
 FROM ${STATIC_NONROOT_IMAGE} AS operator
 COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
@@ -43,10 +45,11 @@ ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
 
 # The agent runs privileged on the host network: it needs NET_ADMIN for bridges and
 # sysctls, /opt/cni/bin to install the plugin, the OVSDB socket and /dev/vhost-vsock.
-# The CNI binary ships beside it and is copied to the host by the agent itself.
+# The CNI binaries (fastpath and fastpath-ovs-plugin) ship beside it and are copied
+# to the host by the agent itself.
 FROM ${STATIC_IMAGE} AS agent
 COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
-COPY --from=build /out/fastpath /usr/local/bin/fastpath
+COPY --from=build /out/fastpath /out/fastpath-ovs-plugin /usr/local/bin/
 ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
 
 # The runner needs netperf (Debian non-free) and an SSH client for VM mode. ssh exits

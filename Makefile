@@ -15,7 +15,7 @@ export KUBEBUILDER_ASSETS ?= $(BIN)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 IMG ?= ghcr.io/fastpath-io/fastpath:dev
-BINARIES := fastpath fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath fastpath-demo fastpath-cluster
+BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath fastpath-demo fastpath-cluster
 
 ##@ General
 

@@ -74,7 +74,7 @@ func main() {
 	var f flags
 	flag.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node (default $NODE_NAME); the FastPathNode gets this name. Required.")
 	flag.StringVar(&f.cniBinDir, "cni-bin-dir", cniinstall.DefaultBinDir, "Directory the fastpath CNI binary is installed into.")
-	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable).")
+	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable); fastpath-ovs-plugin beside it is installed too.")
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
 	flag.StringVar(&f.cniNodeConfig, "cni-node-config", "", "Where to write the CNI plugin's node configuration (its state directory and OVSDB endpoint), e.g. "+netconf.DefaultNodeConfigPath+"; empty: none (the plugin then uses its defaults).")
 	flag.StringVar(&f.cniStateDir, "cni-state-dir", netconf.DefaultStateDir, "The CNI plugin's state directory, written into the node configuration.")
@@ -163,7 +163,7 @@ func run(f flags) error {
 		Relay:         rl,
 		RelayEmulated: emulatedRoot != "",
 		Sysctls:       &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
-		CNI: &cniinstall.Installer{Source: f.cniBinSource, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
+		CNI: &cniinstall.Installer{Source: f.cniBinSource, Companions: []string{netconf.OVSPluginBinary}, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
 			NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}}},
 		AgentVersion:    agentVersion(),
 		ResyncPeriod:    f.resync,

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 )
 
@@ -13,5 +16,9 @@ func init() {
 }
 
 func main() {
-	plugin.Main()
+	opts := plugin.Options{}
+	if exe, err := os.Executable(); err == nil {
+		opts.OVSPlugin = filepath.Join(filepath.Dir(exe), netconf.OVSPluginBinary)
+	}
+	plugin.Main(opts)
 }

@@ -31,15 +31,28 @@ const SystemCNIPath = "/usr/lib/cni"
 // Package paths of the binaries Build compiles.
 const (
 	PluginPackage    = "github.com/fastpath-io/fastpath/cni/cmd/fastpath"
+	OVSPluginPackage = "github.com/fastpath-io/fastpath/cni/cmd/fastpath-ovs-plugin"
 	HostLocalPackage = "github.com/containernetworking/plugins/plugins/ipam/host-local"
 )
+
+// OVSPluginName is the binary bin/fastpath hands OVS invocations over to,
+// beside itself.
+const OVSPluginName = netconf.OVSPluginBinary
+
+// BuildFlags build the binaries as the container image ships them
+// (Dockerfile): static (no cgo), without paths or symbol tables. A cgo
+// build is dynamically linked, and the loader and libc start-up cost each
+// plugin execution about 1.1 ms of CPU on the development machine (issue
+// 13): tests and benchmarks run what ships.
+var BuildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
 
 // Subnet is the node-local subnet the tests' netconfs give host-local.
 const Subnet = "10.250.0.0/24"
 
 // Binaries are the executables a test binary built for itself.
 type Binaries struct {
-	// Dir holds the fastpath plugin (when built) and host-local v1.9.1.
+	// Dir holds the fastpath plugin (fastpath and fastpath-ovs-plugin, when
+	// built) and host-local v1.9.1.
 	Dir string
 }
 
@@ -60,8 +73,9 @@ func Main(m *testing.M, withPlugin bool, bins **Binaries) int {
 
 // Build compiles host-local from containernetworking/plugins v1.9.1 (the
 // version in go.mod, which speaks CNI 1.1.0) and, when withPlugin is true,
-// the fastpath plugin into a new temporary directory. Call it from TestMain;
-// remove Dir when done.
+// the fastpath plugin (fastpath and fastpath-ovs-plugin) into a new
+// temporary directory, with BuildFlags and CGO_ENABLED=0. Call it from
+// TestMain; remove Dir when done.
 func Build(withPlugin bool) (*Binaries, error) {
 	dir, err := os.MkdirTemp("", "fastpath-cni-bin-")
 	if err != nil {
@@ -70,9 +84,11 @@ func Build(withPlugin bool) (*Binaries, error) {
 	pkgs := map[string]string{"host-local": HostLocalPackage}
 	if withPlugin {
 		pkgs[netconf.PluginType] = PluginPackage
+		pkgs[OVSPluginName] = OVSPluginPackage
 	}
 	for name, pkg := range pkgs {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd := exec.Command("go", append(append([]string{"build"}, BuildFlags...), "-o", filepath.Join(dir, name), pkg)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("failed to build %s: %w: %s", pkg, err, out)
@@ -83,6 +99,9 @@ func Build(withPlugin bool) (*Binaries, error) {
 
 // Plugin returns the path of the built fastpath binary.
 func (b *Binaries) Plugin() string { return filepath.Join(b.Dir, netconf.PluginType) }
+
+// OVSPlugin returns the path of the built fastpath-ovs-plugin binary.
+func (b *Binaries) OVSPlugin() string { return filepath.Join(b.Dir, OVSPluginName) }
 
 // CNIPath returns the CNI_PATH for a netconf of cniVersion: Debian's plugins
 // first for versions they speak, the host-local built by Build first for

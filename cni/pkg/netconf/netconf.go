@@ -17,6 +17,11 @@ import (
 // PluginType is the "type" of the plugin, the name of its binary in CNI_PATH.
 const PluginType = "fastpath"
 
+// OVSPluginBinary is the plugin binary with the Open vSwitch datapath, in the
+// directory of the PluginType binary, which hands it every invocation that
+// needs OVSDB (see package cni/pkg/datapath for why there are two).
+const OVSPluginBinary = "fastpath-ovs-plugin"
+
 // Datapath names (the "datapath" field). The values are the API enum of
 // FastPathAttachment.spec.network.datapath (docs/design.md §3.1).
 const (

@@ -172,3 +172,19 @@ func TestPreflight(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(data)).To(Equal(`{}`))
 }
+
+func TestPeekDatapath(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"datapath": "OVS"}`: "OVS",
+		`{"cniVersion": "1.0.0", "datapath": "LinuxBridge", "mtu": 9000}`: "LinuxBridge",
+		`{"cniVersion": "1.0.0"}`: "",
+		`{"datapath": 7}`:         "",
+		`{"datapath": "OVS"`:      "",
+		`["OVS"]`:                 "",
+		``:                        "",
+	} {
+		if got := PeekDatapath([]byte(in)); got != want {
+			t.Errorf("PeekDatapath(%s) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -159,3 +159,21 @@ func Preflight(stdin []byte) error {
 	}
 	return nil
 }
+
+// PeekDatapath returns the "datapath" of the network configuration stdin
+// as written ("" when absent, not a string, or stdin is not a JSON object):
+// what the plugin binary reads to decide, before anything else, whether it
+// hands the invocation over to the OVS plugin. LoadNetConf validates it.
+func PeekDatapath(stdin []byte) string {
+	var v struct {
+		Datapath json.RawMessage `json:"datapath"`
+	}
+	if json.Unmarshal(stdin, &v) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v.Datapath, &s) != nil {
+		return ""
+	}
+	return s
+}

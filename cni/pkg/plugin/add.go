@@ -37,7 +37,7 @@ import (
 // earlier ADD that died half-way left is reclaimed first (see reclaim). On
 // any failure it undoes what this invocation created (IPAM allocation,
 // bridge port, veth, state file) and nothing else.
-func CmdAdd(args *skel.CmdArgs) (err error) {
+func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	conf, cniVersion, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -65,7 +65,10 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	case err == nil && prior.Complete:
 		return repeatAdd(prior, args, cniVersion)
 	case err == nil:
-		if err := reclaim(ctx, ipamEx, store, prior); err != nil {
+		if prior.Datapath == netconf.DatapathOVS && p.ovs == nil {
+			return p.handOver(args.StdinData, "reclaiming an unfinished ADD on datapath OVS")
+		}
+		if err := p.reclaim(ctx, ipamEx, store, prior); err != nil {
 			return err
 		}
 	case !errors.Is(err, fs.ErrNotExist):
@@ -76,17 +79,17 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 		return addMacvtap(ctx, args, conf, cniVersion, store, ipamEx, mac)
 	}
 
-	dp, bridgeMTU, err := openBridge(ctx, conf)
+	dp, bridgeMTU, err := p.openBridge(ctx, conf)
 	if err != nil {
 		return err
 	}
-	defer dp.close()
+	defer dp.Close()
 	if conf.MTU > bridgeMTU {
 		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
 			"mtu %d is larger than the MTU %d of bridge %s: lower the attachment mtu to at most %d or raise the bridge MTU (the node agent fastpath-agent sets it)",
 			conf.MTU, bridgeMTU, conf.Bridge, bridgeMTU), "")
 	}
-	if err := dp.preflight(ctx, conf); err != nil {
+	if err := dp.Preflight(ctx, conf.Offloads.Map()); err != nil {
 		return err
 	}
 
@@ -128,7 +131,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 			}
 		}
 		if vethMade {
-			if derr := dp.detach(rctx, hostIf); derr != nil {
+			if derr := dp.Detach(rctx, hostIf); derr != nil {
 				logger.Printf("Rollback failed to detach port=%s error=%q", hostIf, derr)
 			}
 			if derr := deleteHostVeth(hostIf, alias); derr != nil {
@@ -163,7 +166,7 @@ func CmdAdd(args *skel.CmdArgs) (err error) {
 	if err := setUpHostEnd(hostIf, alias, conf); err != nil {
 		return err
 	}
-	if err := dp.attach(ctx, att, pod); err != nil {
+	if err := dp.Attach(ctx, att, pod); err != nil {
 		return err
 	}
 	// ovs-vswitchd applies the removal of an earlier port of the same name
@@ -265,13 +268,14 @@ func sameJSON(a, b []byte) bool {
 // record says Complete false): the addresses the IPAM plugin may hold for
 // it (released with that ADD's netconf), its veth and bridge port, and the
 // record. The caller holds the attachment's lock, so that ADD is not running.
-func reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Store, att *state.Attachment) error {
+// A plugin without OVS hands the ADD over before it reclaims an OVS record.
+func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Store, att *state.Attachment) error {
 	logger.Printf("Reclaiming what an unfinished ADD left container=%s ifname=%s created=%s",
 		att.ContainerID, att.IfName, att.Created.Format(time.RFC3339Nano))
 	if err := releaseAddresses(ctx, ipamEx, att); err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}
-	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
 	if err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}

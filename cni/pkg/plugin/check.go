@@ -23,7 +23,7 @@ import (
 // says: both veth ends exist and are peers, MTU and offloads on both ends,
 // the container MAC, addresses and routes, the host end on the bridge, the
 // bridge MTU still large enough, and the IPAM plugin's own CHECK.
-func CmdCheck(args *skel.CmdArgs) error {
+func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -67,15 +67,15 @@ func CmdCheck(args *skel.CmdArgs) error {
 	if conf.Datapath == netconf.DatapathMacvtap {
 		return checkMacvtap(ctx, args, conf, prev, contIface, newIPAMExec(nodeLock))
 	}
-	dp, bridgeMTU, err := openBridge(ctx, conf)
+	dp, bridgeMTU, err := p.openBridge(ctx, conf)
 	if err != nil {
 		return err
 	}
-	defer dp.close()
+	defer dp.Close()
 	if conf.MTU > bridgeMTU {
 		return fmt.Errorf("failed to check attachment: mtu %d is larger than the MTU %d of bridge %s", conf.MTU, bridgeMTU, conf.Bridge)
 	}
-	if err := dp.verify(ctx, att.HostIfName); err != nil {
+	if err := dp.Verify(ctx, att.HostIfName); err != nil {
 		return err
 	}
 	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock)); err != nil {

@@ -15,10 +15,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
-	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
 // CmdDel undoes the attachment args.ContainerID/args.IfName: releases its
@@ -27,7 +27,7 @@ import (
 // already gone. When OVSDB does not answer it still succeeds (pod deletion
 // must not hang on Open vSwitch) and keeps the state file, so that GC removes
 // the port later.
-func CmdDel(args *skel.CmdArgs) error {
+func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -52,13 +52,17 @@ func CmdDel(args *skel.CmdArgs) error {
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
 			HostIfName: HostIfName(args.ContainerID, args.IfName)}
 	}
+	if att.Datapath == netconf.DatapathOVS && p.ovs == nil {
+		// Recorded on OVS by an ADD whose network has since moved to another datapath.
+		return p.handOver(args.StdinData, "deleting an attachment recorded on datapath OVS")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock, attLock)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
-	kept, err := teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
 	if err != nil {
 		return err
 	}
@@ -68,8 +72,9 @@ func CmdDel(args *skel.CmdArgs) error {
 	return store.Delete(args.ContainerID, args.IfName) // with a temporary file a killed ADD left
 }
 
-// ovsClients caches one OVSDB connection per endpoint during a GC.
-type ovsClients map[string]*ovsdb.Client
+// ovsClients caches one OVSDB connection (an open OVS datapath) per endpoint
+// during a GC.
+type ovsClients map[string]datapath.Datapath
 
 func (m ovsClients) close() {
 	for _, c := range m {
@@ -81,7 +86,7 @@ func (m ovsClients) close() {
 // datapath Macvtap the macvtap in att.Netns (nothing when the netns is gone). It reports
 // kept=true when OVSDB could not be reached, in which case the caller keeps
 // the state file for a later GC. clients may be nil.
-func teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
+func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
 	if att.Datapath == netconf.DatapathMacvtap {
 		return false, macvtap.Delete(att.Netns, att.IfName, alias)
 	}
@@ -91,6 +96,9 @@ func teardown(ctx context.Context, att *state.Attachment, alias string, clients 
 	if att.Datapath != netconf.DatapathOVS {
 		return false, nil
 	}
+	if p.ovs == nil {
+		return false, p.errNoOVS() // callers hand OVS records over first
+	}
 	socket := att.OVSSocket
 	if socket == "" {
 		socket = netconf.DefaultOVSSocket
@@ -99,7 +107,7 @@ func teardown(ctx context.Context, att *state.Attachment, alias string, clients 
 	if c == nil {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		c, err = connectOVS(dctx, socket)
+		c, err = p.ovs(dctx, socket, att.Bridge)
 		if err != nil {
 			logger.Printf("Keeping state for GC: cannot remove OVS port port=%s error=%q", att.HostIfName, err)
 			return true, nil
@@ -110,7 +118,7 @@ func teardown(ctx context.Context, att *state.Attachment, alias string, clients 
 			defer c.Close()
 		}
 	}
-	if err := c.DeletePort(ctx, att.HostIfName); err != nil {
+	if err := c.Detach(ctx, att.HostIfName); err != nil {
 		return false, err
 	}
 	return false, nil
@@ -122,7 +130,7 @@ func teardown(ctx context.Context, att *state.Attachment, alias string, clients 
 // bridge ports and veths that name such an attachment but have no state file
 // (e.g. OVS ports that survived a reboot). It then delegates GC to the IPAM
 // plugin. It holds the node lock exclusively, so no ADD runs meanwhile.
-func CmdGC(args *skel.CmdArgs) error {
+func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -157,6 +165,14 @@ func CmdGC(args *skel.CmdArgs) error {
 	if err != nil {
 		logger.Printf("Skipping unreadable state files error=%q", err)
 	}
+	if p.ovs == nil {
+		for _, a := range atts {
+			if a.Network == conf.Name && a.Datapath == netconf.DatapathOVS && !valid[types.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
+				// Recorded on OVS by an ADD whose network has since moved to another datapath.
+				return p.handOver(args.StdinData, "collecting an attachment recorded on datapath OVS")
+			}
+		}
+	}
 	for _, a := range atts {
 		if a.Network != conf.Name || valid[types.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
 			continue
@@ -166,7 +182,7 @@ func CmdGC(args *skel.CmdArgs) error {
 			errs = append(errs, err)
 			continue
 		}
-		kept, err := teardown(ctx, a, hostAlias(a.Network, a.ContainerID, a.IfName), clients)
+		kept, err := p.teardown(ctx, a, hostAlias(a.Network, a.ContainerID, a.IfName), clients)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -178,24 +194,24 @@ func CmdGC(args *skel.CmdArgs) error {
 		}
 	}
 
-	dp, err := openDatapath(ctx, conf)
+	dp, err := p.openDatapath(ctx, conf)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	defer dp.close()
-	ports, err := dp.ports(ctx)
+	defer dp.Close()
+	ports, err := dp.Ports(ctx)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, p := range ports {
-		if p.network != conf.Name || valid[types.GCAttachment{ContainerID: p.containerID, IfName: p.ifName}] {
+	for _, port := range ports {
+		if port.Network != conf.Name || valid[types.GCAttachment{ContainerID: port.ContainerID, IfName: port.IfName}] {
 			continue
 		}
-		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", p.containerID, p.ifName, p.hostIf)
-		if err := deleteHostVeth(p.hostIf, hostAlias(p.network, p.containerID, p.ifName)); err != nil {
+		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", port.ContainerID, port.IfName, port.HostIf)
+		if err := deleteHostVeth(port.HostIf, hostAlias(port.Network, port.ContainerID, port.IfName)); err != nil {
 			errs = append(errs, err)
 		}
-		if err := dp.detach(ctx, p.hostIf); err != nil {
+		if err := dp.Detach(ctx, port.HostIf); err != nil {
 			errs = append(errs, err)
 		}
 	}

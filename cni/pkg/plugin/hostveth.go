@@ -10,6 +10,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 )
 
 // HostIfPrefix starts the name of every host-side veth the plugin creates.
@@ -44,16 +46,16 @@ func hostAlias(network, containerID, ifName string) string {
 }
 
 // parseAlias is the inverse of hostAlias.
-func parseAlias(alias string) (bridgePort, bool) {
+func parseAlias(alias string) (datapath.Port, bool) {
 	rest, ok := strings.CutPrefix(alias, aliasPrefix)
 	if !ok {
-		return bridgePort{}, false
+		return datapath.Port{}, false
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return bridgePort{}, false
+		return datapath.Port{}, false
 	}
-	return bridgePort{network: parts[0], containerID: parts[1], ifName: parts[2]}, true
+	return datapath.Port{Network: parts[0], ContainerID: parts[1], IfName: parts[2]}, true
 }
 
 // deleteHostVeth deletes the host veth name (which takes its container peer

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 )
 
 func TestHostIfName(t *testing.T) {
@@ -23,7 +25,7 @@ func TestAlias(t *testing.T) {
 	g.Expect(alias).To(Equal("fastpath/fp-db-link/3f1c2d9e8b7a/net1"))
 	p, ok := parseAlias(alias)
 	g.Expect(ok).To(BeTrue())
-	g.Expect(p).To(Equal(bridgePort{network: "fp-db-link", containerID: "3f1c2d9e8b7a", ifName: "net1"}))
+	g.Expect(p).To(Equal(datapath.Port{Network: "fp-db-link", ContainerID: "3f1c2d9e8b7a", IfName: "net1"}))
 
 	for _, bad := range []string{"", "other", "fastpath/", "fastpath/a/b", "fastpath/a//c", "fastpath/a/b/c/d"} {
 		_, ok := parseAlias(bad)

@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/offload"
@@ -39,23 +40,23 @@ type macvtapDatapath struct {
 	lower string
 }
 
-// lowerLink returns the lower device, refusing (notMarkedError) one without
-// the node agent's marker or that is the marked peer of one.
+// lowerLink returns the lower device, refusing (datapath.NotMarkedError)
+// one without the node agent's marker or that is the marked peer of one.
 func (d *macvtapDatapath) lowerLink() (netlink.Link, error) {
 	l, err := macvtap.Lower(d.lower)
 	if errors.Is(err, macvtap.ErrLowerNotFound) {
-		return nil, fmt.Errorf("%w: %w", errBridgeMissing, err)
+		return nil, fmt.Errorf("%w: %w", datapath.ErrBridgeMissing, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if alias := l.Attrs().Alias; !strings.HasPrefix(alias, bridgeMarkerKey+"=") {
-		return nil, notMarkedError(d.lower, netconf.DatapathMacvtap, fmt.Sprintf("its alias is %q, not %s=<agent>", alias, bridgeMarkerKey))
+	if alias := l.Attrs().Alias; !strings.HasPrefix(alias, datapath.MarkerKey+"=") {
+		return nil, datapath.NotMarkedError(d.lower, netconf.DatapathMacvtap, fmt.Sprintf("its alias is %q, not %s=<agent>", alias, datapath.MarkerKey))
 	}
 	return l, nil
 }
 
-func (d *macvtapDatapath) bridgeMTU(context.Context) (int, error) {
+func (d *macvtapDatapath) BridgeMTU(context.Context) (int, error) {
 	l, err := d.lowerLink()
 	if err != nil {
 		return 0, err
@@ -63,24 +64,24 @@ func (d *macvtapDatapath) bridgeMTU(context.Context) (int, error) {
 	return l.Attrs().MTU, nil
 }
 
-func (d *macvtapDatapath) preflight(context.Context, *netconf.NetConf) error { return nil }
+func (d *macvtapDatapath) Preflight(context.Context, map[string]bool) error { return nil }
 
-func (d *macvtapDatapath) attach(context.Context, *state.Attachment, string) error {
+func (d *macvtapDatapath) Attach(context.Context, *state.Attachment, string) error {
 	return fmt.Errorf("datapath %s has no bridge port to attach", netconf.DatapathMacvtap)
 }
 
-func (d *macvtapDatapath) detach(context.Context, string) error { return nil }
+func (d *macvtapDatapath) Detach(context.Context, string) error { return nil }
 
-func (d *macvtapDatapath) verify(context.Context, string) error { return nil }
+func (d *macvtapDatapath) Verify(context.Context, string) error { return nil }
 
-func (d *macvtapDatapath) ports(context.Context) ([]bridgePort, error) { return nil, nil }
+func (d *macvtapDatapath) Ports(context.Context) ([]datapath.Port, error) { return nil, nil }
 
-// status: 50 when the lower device is missing or not the agent's, 51 when
+// Status: 50 when the lower device is missing or not the agent's, 51 when
 // it has no carrier (its macvtaps then have none either).
-func (d *macvtapDatapath) status(context.Context) error {
+func (d *macvtapDatapath) Status(context.Context) error {
 	l, err := d.lowerLink()
-	if errors.Is(err, errBridgeMissing) {
-		return bridgeMissingError(&netconf.NetConf{Bridge: d.lower, Datapath: netconf.DatapathMacvtap}, types.ErrPluginNotAvailable)
+	if errors.Is(err, datapath.ErrBridgeMissing) {
+		return datapath.BridgeMissingError(d.lower, netconf.DatapathMacvtap, types.ErrPluginNotAvailable)
 	}
 	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
@@ -92,7 +93,7 @@ func (d *macvtapDatapath) status(context.Context) error {
 	return nil
 }
 
-func (d *macvtapDatapath) close() {}
+func (d *macvtapDatapath) Close() {}
 
 // addMacvtap is CmdAdd from the datapath on: the caller took the locks and
 // found no complete record of the attachment (reclaiming an unfinished one).
@@ -105,8 +106,8 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	store *state.Store, ipamEx *ipamExec, mac string) (err error) {
 	d := &macvtapDatapath{lower: conf.Bridge}
 	lower, err := d.lowerLink()
-	if errors.Is(err, errBridgeMissing) {
-		return bridgeMissingError(conf, types.ErrTryAgainLater)
+	if errors.Is(err, datapath.ErrBridgeMissing) {
+		return datapath.BridgeMissingError(conf.Bridge, conf.Datapath, types.ErrTryAgainLater)
 	}
 	if err != nil {
 		return err
@@ -224,8 +225,8 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 func checkMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, prev *current.Result, contIface *current.Interface, ipamEx *ipamExec) error {
 	d := &macvtapDatapath{lower: conf.Bridge}
 	lower, err := d.lowerLink()
-	if errors.Is(err, errBridgeMissing) {
-		return bridgeMissingError(conf, types.ErrTryAgainLater)
+	if errors.Is(err, datapath.ErrBridgeMissing) {
+		return datapath.BridgeMissingError(conf.Bridge, conf.Datapath, types.ErrTryAgainLater)
 	}
 	if err != nil {
 		return err

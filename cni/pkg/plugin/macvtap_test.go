@@ -136,7 +136,7 @@ func testMacvtapAddTwice(t *testing.T, version string) {
 	again := func(conf []byte, netnsPath string) ([]byte, error) {
 		args := a.args(conf)
 		args.Netns = netnsPath
-		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs().Add(args) })
+		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 		return raw, err
 	}
 	raw, err := again(conf, netns.Path())
@@ -295,7 +295,7 @@ func testMacvtapReAddAfterUnfinishedAdd(t *testing.T) {
 		}
 		g.Expect(e.check(a)).To(MatchError(ContainSubstring("its ADD did not complete")))
 		args := a.args(conf)
-		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs().Add(args) })
+		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 		g.Expect(err).NotTo(HaveOccurred(), "round %d", i)
 		a.raw = raw
 		g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(HaveLen(1))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -16,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
@@ -26,11 +28,36 @@ var VersionInfo = version.PluginSupports(netconf.SupportedVersions...)
 // About is printed on stderr when the binary runs without CNI_COMMAND.
 const About = "CNI plugin fastpath: node-local jumbo-frame network on a Linux bridge or Open vSwitch"
 
-// Funcs returns the skel callbacks of the plugin, for skel.PluginMainFuncs.
-func Funcs() skel.CNIFuncs {
+// Options say which datapaths a plugin binary carries.
+type Options struct {
+	// OVS opens the Open vSwitch datapath (ovs.Open). bin/fastpath is built
+	// without it (package datapath says why) and leaves it nil.
+	OVS datapath.Opener
+	// OVSPlugin, used when OVS is nil, is the binary that serves the
+	// invocations that need OVSDB: bin/fastpath hands them over to it
+	// (execve: same process, environment and stdin; see handOver). Empty:
+	// they fail with an error naming the missing datapath.
+	OVSPlugin string
+}
+
+// Plugin is the fastpath CNI plugin with the datapaths of its Options.
+type Plugin struct {
+	ovs       datapath.Opener
+	ovsPlugin string
+}
+
+// New returns the plugin with opts.
+func New(opts Options) *Plugin { return &Plugin{ovs: opts.OVS, ovsPlugin: opts.OVSPlugin} }
+
+// Funcs returns the skel callbacks of the plugin with opts, for
+// skel.PluginMainFuncs.
+func Funcs(opts Options) skel.CNIFuncs { return New(opts).Funcs() }
+
+// Funcs returns the skel callbacks of p, for skel.PluginMainFuncs.
+func (p *Plugin) Funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{
-		Add: keepContext(CmdAdd), Check: keepContext(CmdCheck), Del: keepContext(CmdDel),
-		Status: keepContext(CmdStatus), GC: keepContext(CmdGC),
+		Add: keepContext(p.CmdAdd), Check: keepContext(p.CmdCheck), Del: keepContext(p.CmdDel),
+		Status: keepContext(p.CmdStatus), GC: keepContext(p.CmdGC),
 	}
 }
 
@@ -50,7 +77,7 @@ func keepContext(f func(*skel.CmdArgs) error) func(*skel.CmdArgs) error {
 }
 
 // opTimeout bounds the OVSDB and netlink work of one invocation; the OVS
-// attach wait (ovsdb.AttachTimeout) is part of it.
+// attach wait (internal/datapath/ovsdb.AttachTimeout, 30 s) is part of it.
 const opTimeout = 60 * time.Second
 
 // logger writes to stderr: stdout carries only the CNI result.
@@ -112,16 +139,16 @@ func lockedStore(dir string, exclusive bool) (_ *state.Store, lock *state.Lock, 
 // openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A
 // missing bridge is CNI error 11 (ErrTryAgainLater) naming the bridge and the
 // node agent that creates it. On success the caller must close the datapath.
-func openBridge(ctx context.Context, conf *netconf.NetConf) (datapath, int, error) {
-	dp, err := openDatapath(ctx, conf)
+func (p *Plugin) openBridge(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, int, error) {
+	dp, err := p.openDatapath(ctx, conf)
 	if err != nil {
 		return nil, 0, err
 	}
-	mtu, err := dp.bridgeMTU(ctx)
+	mtu, err := dp.BridgeMTU(ctx)
 	if err != nil {
-		dp.close()
-		if errors.Is(err, errBridgeMissing) {
-			return nil, 0, bridgeMissingError(conf, types.ErrTryAgainLater)
+		dp.Close()
+		if errors.Is(err, datapath.ErrBridgeMissing) {
+			return nil, 0, datapath.BridgeMissingError(conf.Bridge, conf.Datapath, types.ErrTryAgainLater)
 		}
 		return nil, 0, err
 	}
@@ -141,7 +168,7 @@ func openNetNS(path string) (ns.NetNS, error) {
 // directory is usable, the bridge exists (and, for OVS, OVSDB answers), and
 // the IPAM plugin's own STATUS. Errors carry code 50 (ErrPluginNotAvailable)
 // or 51 (ErrLimitedConnectivity, e.g. a Linux bridge that is down).
-func CmdStatus(args *skel.CmdArgs) error {
+func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -151,12 +178,12 @@ func CmdStatus(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dp, err := openDatapath(ctx, conf)
+	dp, err := p.openDatapath(ctx, conf)
 	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
-	defer dp.close()
-	if err := dp.status(ctx); err != nil {
+	defer dp.Close()
+	if err := dp.Status(ctx); err != nil {
 		return err
 	}
 	if err := ipam.ExecStatus(conf.IPAM.Type(), args.StdinData); err != nil {
@@ -169,18 +196,24 @@ func CmdStatus(args *skel.CmdArgs) error {
 	return nil
 }
 
-// Main is the body of the plugin binary's main: it checks stdin with
+// Main is the body of a plugin binary's main: it checks stdin with
 // netconf.Preflight before the CNI library (skel) sees it, so that an
 // oversize configuration is refused without being read whole and a missing
 // cniVersion gets the plugin's own message instead of skel's "incompatible
-// CNI versions" for "0.1.0", and then runs skel.PluginMainFuncs with Funcs.
-// VERSION and a call without CNI_COMMAND go to skel directly. A refused
-// configuration is printed as a CNI error on stdout with exit status 1.
-func Main() {
+// CNI versions" for "0.1.0"; a plugin without opts.OVS hands a netconf of
+// datapath OVS over to opts.OVSPlugin (see handOver); then it runs
+// skel.PluginMainFuncs with Funcs(opts). VERSION and a call without
+// CNI_COMMAND go to skel directly. A refused configuration is printed as a
+// CNI error on stdout with exit status 1.
+func Main(opts Options) {
+	p := New(opts)
 	if cmd := os.Getenv("CNI_COMMAND"); cmd != "" && cmd != "VERSION" {
 		data, err := netconf.ReadStdin(os.Stdin)
 		if err == nil {
 			err = netconf.Preflight(data)
+		}
+		if err == nil && p.ovs == nil && netconf.PeekDatapath(data) == netconf.DatapathOVS {
+			err = p.handOver(data, "datapath OVS")
 		}
 		if err == nil {
 			err = replaceStdin(data)
@@ -194,25 +227,67 @@ func Main() {
 			os.Exit(1)
 		}
 	}
-	skel.PluginMainFuncs(Funcs(), VersionInfo, About)
+	skel.PluginMainFuncs(p.Funcs(), VersionInfo, About)
 }
 
 // replaceStdin makes os.Stdin an anonymous in-memory file (memfd) holding
 // data, for skel to read again.
 func replaceStdin(data []byte) error {
+	f, err := memFile(data)
+	if err != nil {
+		return err
+	}
+	os.Stdin = f
+	return nil
+}
+
+// memFile returns an anonymous in-memory file (memfd, close-on-exec)
+// holding data, positioned at its start.
+func memFile(data []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate("fastpath-stdin", unix.MFD_CLOEXEC)
 	if err != nil {
-		return fmt.Errorf("failed to create in-memory file for stdin: %w", err)
+		return nil, fmt.Errorf("failed to create in-memory file for stdin: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "stdin")
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("failed to buffer stdin: %w", err)
+		return nil, fmt.Errorf("failed to buffer stdin: %w", err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
-		return fmt.Errorf("failed to rewind buffered stdin: %w", err)
+		return nil, fmt.Errorf("failed to rewind buffered stdin: %w", err)
 	}
-	os.Stdin = f
-	return nil
+	return f, nil
+}
+
+// handOver replaces this process (execve) with p.ovsPlugin, which runs the
+// same invocation, with stdin (the netconf) on its standard input and this
+// process's environment, and has the OVS datapath: what needs the OVS
+// datapath says why. It returns only when it cannot exec, with a CNI error
+// naming the binary. The locks this process holds are released by the exec
+// (their files are close-on-exec) and taken again by the OVS plugin, so it
+// must run before this invocation changed anything.
+func (p *Plugin) handOver(stdin []byte, what string) error {
+	if p.ovsPlugin == "" {
+		return p.errNoOVS()
+	}
+	f, err := memFile(stdin)
+	if err != nil {
+		return err
+	}
+	if err := unix.Dup3(int(f.Fd()), 0, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("failed to pass stdin to %s: %w", p.ovsPlugin, err)
+	}
+	err = syscall.Exec(p.ovsPlugin, []string{p.ovsPlugin}, os.Environ())
+	f.Close()
+	return types.NewError(types.ErrInternal, fmt.Sprintf(
+		"failed to hand the invocation (%s) over to the OVS plugin %s: %v: fastpath needs it beside itself for the OVS datapath (the node agent fastpath-agent installs both)",
+		what, p.ovsPlugin, err), "")
+}
+
+// errNoOVS is the error of a plugin that has neither the OVS datapath nor
+// a binary to hand OVS invocations over to.
+func (p *Plugin) errNoOVS() error {
+	return types.NewError(types.ErrInternal, "datapath OVS is not built into this plugin binary and no OVS plugin is set to hand it over to", "")
 }

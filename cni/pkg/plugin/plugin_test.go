@@ -24,11 +24,16 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 var bins *cnitest.Binaries
+
+// pluginOpts give the plugin under test both datapaths, as
+// bin/fastpath-ovs-plugin has them.
+var pluginOpts = plugin.Options{OVS: ovs.Open}
 
 func TestMain(m *testing.M) {
 	os.Exit(cnitest.Main(m, false, &bins))
@@ -112,7 +117,7 @@ func (e *env) add(netns ns.NetNS, conf []byte, cniArgs string) (*attachment, err
 	a := &attachment{netns: netns, containerID: testutil.UniqueName("fpcid-"), ifName: "net1", conf: conf}
 	args := a.args(conf)
 	args.Args = cniArgs
-	r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs().Add(args) })
+	r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 	if err != nil {
 		return a, err
 	}
@@ -140,13 +145,13 @@ func (e *env) check(a *attachment) error {
 	m["prevResult"] = prev
 	conf, _ := json.Marshal(m)
 	args := a.args(conf)
-	return testutils.CmdCheckWithArgs(args, func() error { return plugin.Funcs().Check(args) })
+	return testutils.CmdCheckWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Check(args) })
 }
 
 func (e *env) del(a *attachment, netnsPath string) error {
 	args := a.args(a.conf)
 	args.Netns = netnsPath
-	return testutils.CmdDelWithArgs(args, func() error { return plugin.Funcs().Del(args) })
+	return testutils.CmdDelWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Del(args) })
 }
 
 func (e *env) gc(conf []byte) error {
@@ -154,11 +159,11 @@ func (e *env) gc(conf []byte) error {
 	os.Setenv("CNI_PATH", os.Getenv("PATH"))
 	defer os.Unsetenv("CNI_COMMAND")
 	defer os.Unsetenv("CNI_PATH")
-	return plugin.Funcs().GC(&skel.CmdArgs{StdinData: conf})
+	return plugin.Funcs(pluginOpts).GC(&skel.CmdArgs{StdinData: conf})
 }
 
 func (e *env) status(conf []byte) error {
-	return testutils.CmdStatus(func() error { return plugin.Funcs().Status(&skel.CmdArgs{StdinData: conf}) })
+	return testutils.CmdStatus(func() error { return plugin.Funcs(pluginOpts).Status(&skel.CmdArgs{StdinData: conf}) })
 }
 
 // expectGone asserts that nothing of a is left on the node: host veth,

@@ -67,7 +67,7 @@ func testAddTwiceKeepsFirst(t *testing.T, datapath, version string) {
 	again := func(conf []byte, netnsPath, cniArgs string) ([]byte, error) {
 		args := a.args(conf)
 		args.Netns, args.Args = netnsPath, cniArgs
-		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs().Add(args) })
+		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 		return raw, err
 	}
 	raw, err := again(conf, netns.Path(), "")
@@ -119,7 +119,7 @@ func testReAddAfterUnfinishedAdd(t *testing.T, datapath string) {
 		g.Expect(e.check(a)).To(MatchError(ContainSubstring("its ADD did not complete")))
 
 		args := a.args(conf)
-		r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs().Add(args) })
+		r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 		g.Expect(err).NotTo(HaveOccurred(), "round %d: a host-local allocation of the dead ADD does not make this one a duplicate", i)
 		g.Expect(r).NotTo(BeNil())
 		a.raw = raw
@@ -178,7 +178,7 @@ func testGCWithIPAMWithoutGC(t *testing.T) {
 	os.Setenv("CNI_PATH", cnitest.SystemCNIPath)
 	defer os.Unsetenv("CNI_COMMAND")
 	defer os.Unsetenv("CNI_PATH")
-	g.Expect(plugin.Funcs().GC(&skel.CmdArgs{StdinData: gcConf})).To(Succeed())
+	g.Expect(plugin.Funcs(pluginOpts).GC(&skel.CmdArgs{StdinData: gcConf})).To(Succeed())
 	e.expectGone(g, stale, true)
 	e.expectNothingLeft(g, netns)
 }

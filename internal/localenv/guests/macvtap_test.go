@@ -86,10 +86,10 @@ func TestMacvtapGuests(t *testing.T) {
 		})
 		n := macvtapNIC{ns: ns, ifName: "pod" + suffix + "00000"[:11-len(suffix)], dev: car.Devices[0].HostPath}
 		n.args = &skel.CmdArgs{ContainerID: "fpg-" + suffix, Netns: ns.Path, IfName: n.ifName, StdinData: conf}
-		r, _, err := testutils.CmdAddWithArgs(n.args, func() error { return plugin.Funcs().Add(n.args) })
+		r, _, err := testutils.CmdAddWithArgs(n.args, func() error { return plugin.Funcs(plugin.Options{}).Add(n.args) })
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() {
-			if err := testutils.CmdDelWithArgs(n.args, func() error { return plugin.Funcs().Del(n.args) }); err != nil {
+			if err := testutils.CmdDelWithArgs(n.args, func() error { return plugin.Funcs(plugin.Options{}).Del(n.args) }); err != nil {
 				t.Errorf("CNI DEL of %s: %v", vm, err)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/internal/bench"
@@ -27,15 +28,22 @@ import (
 // testPrefix names what these tests make; the benchmark itself uses "fpbl".
 const testPrefix = "fpbt"
 
-// buildPlugin compiles the fastpath CNI binary into a temporary directory.
+// buildPlugin compiles the fastpath CNI binaries (fastpath and, beside it,
+// the fastpath-ovs-plugin it hands OVS invocations over to) into a
+// temporary directory and returns the path of fastpath.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "fastpath")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/fastpath-io/fastpath/cni/cmd/fastpath")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("failed to build the fastpath CNI binary: %v: %s", err, b)
+	dir := t.TempDir()
+	for name, pkg := range map[string]string{
+		netconf.PluginType:      "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
+		netconf.OVSPluginBinary: "github.com/fastpath-io/fastpath/cni/cmd/fastpath-ovs-plugin",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("failed to build %s: %v: %s", pkg, err, b)
+		}
 	}
-	return out
+	return filepath.Join(dir, netconf.PluginType)
 }
 
 // build runs Build and closes the setup at cleanup, failing the test when

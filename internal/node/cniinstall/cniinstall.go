@@ -50,6 +50,12 @@ type Installer struct {
 	DestDir string
 	// Name of the installed file; empty means DefaultName.
 	Name string
+	// Companions are the names of files that ship beside Source and are
+	// installed beside the plugin, each before the plugin itself: the
+	// fastpath plugin hands OVS invocations over to
+	// netconf.OVSPluginBinary in its own directory, so a new plugin must
+	// never be in place before its companion.
+	Companions []string
 	// NodeConfigPath, when set, is where Ensure keeps NodeConfig: the
 	// node configuration the plugin takes host paths and addresses from
 	// (netconf.NodeConfig), root-owned, in the CNI configuration directory.
@@ -73,8 +79,8 @@ type fileID struct {
 	mtime    time.Time
 }
 
-// maxKnown bounds the hash cache; two entries (source and destination) are
-// live at a time.
+// maxKnown bounds the hash cache; two entries (source and destination) per
+// installed file are live at a time.
 const maxKnown = 16
 
 func idOf(fi os.FileInfo) fileID {
@@ -97,10 +103,12 @@ func (i *Installer) Path() string {
 	return filepath.Join(dir, name)
 }
 
-// Ensure installs Source unless the destination already has the same sha256.
-// It fails when Source cannot be read, the directory cannot be created or
-// written, or Source changed while it was copied; a failed install leaves the
-// old binary in place and no temporary file behind.
+// Ensure installs every companion and then Source, each unless its
+// destination already has the same sha256, and returns what it did with
+// Source. It fails when a source cannot be read, the directory cannot be
+// created or written, or a source changed while it was copied; a failed
+// install leaves the old binary in place and no temporary file behind, and
+// a failed companion leaves the plugin as it was.
 func (i *Installer) Ensure() (Result, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -108,23 +116,37 @@ func (i *Installer) Ensure() (Result, error) {
 		i.known = map[fileID]string{}
 	}
 	dest := i.Path()
-	res := Result{Path: dest}
-	srcSum, err := i.sum(i.Source)
+	for _, name := range i.Companions {
+		if _, err := i.ensureFile(filepath.Join(filepath.Dir(i.Source), name), filepath.Join(filepath.Dir(dest), name)); err != nil {
+			return Result{Path: dest}, err
+		}
+	}
+	res, err := i.ensureFile(i.Source, dest)
 	if err != nil {
-		return res, fmt.Errorf("failed to read the CNI binary to install %s: %w", i.Source, err)
+		return res, err
+	}
+	return res, i.ensureNodeConfig()
+}
+
+// ensureFile installs src as dest unless dest already has its sha256.
+func (i *Installer) ensureFile(src, dest string) (Result, error) {
+	res := Result{Path: dest}
+	srcSum, err := i.sum(src)
+	if err != nil {
+		return res, fmt.Errorf("failed to read the CNI binary to install %s: %w", src, err)
 	}
 	res.SHA256 = srcSum
 	if destSum, err := i.sum(dest); err == nil && destSum == srcSum {
-		return res, i.ensureNodeConfig()
+		return res, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, fmt.Errorf("failed to read the installed CNI binary %s: %w", dest, err)
 	}
-	if err := i.install(dest, srcSum); err != nil {
+	if err := i.install(src, dest, srcSum); err != nil {
 		return res, err
 	}
 	res.Installed = true
-	i.Log.Info("Installed CNI binary", "path", dest, "sha256", srcSum, "source", i.Source)
-	return res, i.ensureNodeConfig()
+	i.Log.Info("Installed CNI binary", "path", dest, "sha256", srcSum, "source", src)
+	return res, nil
 }
 
 // ensureNodeConfig writes NodeConfig to NodeConfigPath unless the file
@@ -182,27 +204,27 @@ func (i *Installer) sum(path string) (string, error) {
 	return s, nil
 }
 
-// tempPattern names the temporary files: hidden, in the destination
+// tempPattern names the temporary files of dest: hidden, in the destination
 // directory (rename(2) is atomic only within one file system).
-func (i *Installer) tempPattern() string { return "." + filepath.Base(i.Path()) + ".tmp-*" }
+func tempPattern(dest string) string { return "." + filepath.Base(dest) + ".tmp-*" }
 
-func (i *Installer) install(dest, wantSum string) (err error) {
+func (i *Installer) install(source, dest, wantSum string) (err error) {
 	dir := filepath.Dir(dest)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("failed to create CNI binary directory %s: %w", dir, err)
 	}
 	// Temporary files of an agent killed mid-copy.
-	if stale, _ := filepath.Glob(filepath.Join(dir, i.tempPattern())); len(stale) > 0 {
+	if stale, _ := filepath.Glob(filepath.Join(dir, tempPattern(dest))); len(stale) > 0 {
 		for _, s := range stale {
 			_ = os.Remove(s)
 		}
 	}
-	src, err := os.Open(i.Source)
+	src, err := os.Open(source)
 	if err != nil {
-		return fmt.Errorf("failed to open the CNI binary to install %s: %w", i.Source, err)
+		return fmt.Errorf("failed to open the CNI binary to install %s: %w", source, err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, i.tempPattern())
+	tmp, err := os.CreateTemp(dir, tempPattern(dest))
 	if err != nil {
 		return fmt.Errorf("failed to create a temporary file in %s: %w", dir, err)
 	}
@@ -214,10 +236,10 @@ func (i *Installer) install(dest, wantSum string) (err error) {
 	}()
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
-		return fmt.Errorf("failed to copy %s to %s: %w", i.Source, tmp.Name(), err)
+		return fmt.Errorf("failed to copy %s to %s: %w", source, tmp.Name(), err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != wantSum {
-		return fmt.Errorf("failed to copy %s: it changed while being copied (sha256 %s, then %s)", i.Source, wantSum, got)
+		return fmt.Errorf("failed to copy %s: it changed while being copied (sha256 %s, then %s)", source, wantSum, got)
 	}
 	if err := tmp.Chmod(Mode); err != nil {
 		return fmt.Errorf("failed to set mode of %s: %w", tmp.Name(), err)

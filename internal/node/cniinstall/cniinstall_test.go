@@ -143,3 +143,41 @@ func TestEnsureKeepsTheNodeConfiguration(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(conf).To(BeAnExistingFile())
 }
+
+// TestEnsureInstallsCompanionsFirst: the plugin hands OVS invocations over
+// to a companion beside it, so the companion is installed (and updated)
+// before the plugin, and a companion that cannot be read leaves the plugin
+// as it was.
+func TestEnsureInstallsCompanionsFirst(t *testing.T) {
+	g := NewWithT(t)
+	srcDir, binDir := t.TempDir(), t.TempDir()
+	src := filepath.Join(srcDir, "fastpath")
+	writeFile(t, src, "lean v1")
+	writeFile(t, filepath.Join(srcDir, netconf.OVSPluginBinary), "ovs v1")
+	inst := &cniinstall.Installer{Source: src, DestDir: binDir, Companions: []string{netconf.OVSPluginBinary}}
+
+	res, err := inst.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(cniinstall.Result{Path: filepath.Join(binDir, "fastpath"), SHA256: sum("lean v1"), Installed: true}))
+	g.Expect(os.ReadFile(filepath.Join(binDir, netconf.OVSPluginBinary))).To(Equal([]byte("ovs v1")))
+	companionFirst := func() bool {
+		p, _ := os.Stat(filepath.Join(binDir, "fastpath"))
+		c, _ := os.Stat(filepath.Join(binDir, netconf.OVSPluginBinary))
+		return !c.ModTime().After(p.ModTime())
+	}
+	g.Expect(companionFirst()).To(BeTrue())
+
+	// Only the companion changed: the plugin stays, the companion is replaced.
+	writeFile(t, filepath.Join(srcDir, netconf.OVSPluginBinary), "ovs v2")
+	res, err = inst.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Installed).To(BeFalse())
+	g.Expect(os.ReadFile(filepath.Join(binDir, netconf.OVSPluginBinary))).To(Equal([]byte("ovs v2")))
+
+	// The companion is gone from the image: the new plugin is not installed.
+	g.Expect(os.Remove(filepath.Join(srcDir, netconf.OVSPluginBinary))).To(Succeed())
+	writeFile(t, src, "lean v2")
+	_, err = inst.Ensure()
+	g.Expect(err).To(MatchError(ContainSubstring("failed to read the CNI binary to install " + filepath.Join(srcDir, netconf.OVSPluginBinary))))
+	g.Expect(os.ReadFile(filepath.Join(binDir, "fastpath"))).To(Equal([]byte("lean v1")))
+}

@@ -1,6 +1,7 @@
-// Package cniinstall installs the fastpath CNI plugin binary that ships next
+// Package cniinstall installs the fastpath CNI plugin binaries that ship next
 // to the node agent into the node's CNI binary directory (/opt/cni/bin by
-// default), where Multus executes it. The copy is atomic: a temporary file in
+// default), where Multus executes them: fastpath, and before it the
+// companion it hands OVS invocations over to (fastpath-ovs-plugin). Each copy is atomic: a temporary file in
 // the destination directory is written, fsynced and renamed over the old
 // binary, so a plugin invocation running concurrently sees either the old or
 // the new binary, never a partial one (and a running binary is never

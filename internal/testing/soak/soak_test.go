@@ -29,9 +29,10 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	for name, pkg := range map[string]string{
-		netconf.PluginType:  "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
-		"fastpath-operator": "github.com/fastpath-io/fastpath/cmd/fastpath-operator",
-		"fastpath-agent":    "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
+		netconf.PluginType:      "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
+		netconf.OVSPluginBinary: "github.com/fastpath-io/fastpath/cni/cmd/fastpath-ovs-plugin",
+		"fastpath-operator":     "github.com/fastpath-io/fastpath/cmd/fastpath-operator",
+		"fastpath-agent":        "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
 	} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "failed to build %s: %v: %s\n", pkg, err, out)

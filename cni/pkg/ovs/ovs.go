@@ -1,0 +1,178 @@
+package ovs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/go-logr/stdr"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+)
+
+// logger writes libovsdb's log lines to stderr, like the plugin's own:
+// stdout carries only the CNI result.
+var logger = log.New(os.Stderr, "fastpath: ", log.LstdFlags|log.Lmicroseconds)
+
+// Open connects to OVSDB at endpoint (unix:<path>, tcp:<host>:<port>,
+// ssl:<host>:<port>) and returns the datapath of the OVS bridge named bridge;
+// ctx bounds the connection. Its error wraps ovsdb.ErrUnreachable and asks
+// whether Open vSwitch runs. It is a datapath.Opener.
+func Open(ctx context.Context, endpoint, bridge string) (datapath.Datapath, error) {
+	c, err := ovsdb.Connect(ctx, endpoint, stdr.New(logger))
+	if err != nil {
+		return nil, fmt.Errorf("%w (is Open vSwitch running? the node agent fastpath-agent reports it in the FastPathNode status)", err)
+	}
+	return &Datapath{c: c, bridge: bridge}, nil
+}
+
+// Datapath is an OVS bridge reached through one OVSDB connection.
+type Datapath struct {
+	c      *ovsdb.Client
+	bridge string
+}
+
+// BridgeMTU returns the MTU of the bridge's internal interface
+// (ovsdb.Client.BridgeMTU); it also refuses (datapath.NotMarkedError) a
+// bridge without the agent's external_ids key.
+func (d *Datapath) BridgeMTU(ctx context.Context) (int, error) {
+	br, err := d.c.RequireBridge(ctx, d.bridge)
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
+		return 0, fmt.Errorf("%w: %w", datapath.ErrBridgeMissing, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if br.ExternalIDs[datapath.MarkerKey] == "" {
+		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+datapath.MarkerKey)
+	}
+	mtu, err := d.c.BridgeMTU(ctx, d.bridge)
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
+		return 0, fmt.Errorf("%w: %w", datapath.ErrBridgeMissing, err)
+	}
+	return mtu, err
+}
+
+// Preflight refuses checksum offload, TSO and GRO (offloads keyed as
+// netconf.OffloadKeys) on a userspace-datapath bridge
+// (datapath_type=netdev) whose Open_vSwitch row lacks
+// other_config:userspace-tso-enable=true. ovs-vswitchd then reads the veth
+// through AF_PACKET without virtio-net headers, so it forwards frames with
+// unfinished checksums (txChecksum, tso) and GRO super-frames as they are,
+// and TCP stalls (measured on OVS 3.1 / Linux 6.18: 0 bytes/s with
+// txChecksum on, ~2 Mbit/s with GRO on, 830 Mbit/s with both off).
+func (d *Datapath) Preflight(ctx context.Context, offloads map[string]bool) error {
+	if !offloads["txChecksum"] && !offloads["tso"] && !offloads["gro"] {
+		return nil
+	}
+	br, err := d.c.RequireBridge(ctx, d.bridge)
+	if err != nil {
+		return err
+	}
+	if br.DatapathType != ovsdb.DatapathNetdev {
+		return nil
+	}
+	tso, err := d.c.UserspaceTSO(ctx)
+	if err != nil {
+		return err
+	}
+	if !tso {
+		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+			"OVS bridge %s uses the userspace datapath (datapath_type=netdev) without Open_vSwitch other_config:userspace-tso-enable=true, "+
+				"so TCP from veths with txChecksum, tso or gro on would stall: enable userspace TSO and restart ovs-vswitchd "+
+				"(the node agent fastpath-agent does), or set offloads txChecksum, tso and gro false", d.bridge), "")
+	}
+	return nil
+}
+
+// Attach adds a.HostIfName as a port of the bridge with the attachment's
+// identity in the port's external_ids (and the MAC in the interface's
+// attached-mac), and waits until ovs-vswitchd has opened it
+// (ovsdb.Client.AddPort).
+func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, pod string) error {
+	portIDs := map[string]string{
+		ovsdb.KeyOwner:       ovsdb.Owner,
+		ovsdb.KeyNetwork:     a.Network,
+		ovsdb.KeyContainerID: a.ContainerID,
+		ovsdb.KeyIfName:      a.IfName,
+		ovsdb.KeyNetns:       a.Netns,
+	}
+	if pod != "" {
+		portIDs[ovsdb.KeyPod] = pod
+	}
+	ifaceIDs := map[string]string{ovsdb.KeyOwner: ovsdb.Owner}
+	if a.MAC != "" {
+		ifaceIDs[ovsdb.KeyAttachedMAC] = a.MAC
+	}
+	return d.c.AddPort(ctx, d.bridge, a.HostIfName, portIDs, ifaceIDs)
+}
+
+// Detach removes the port hostIf from every bridge that has it.
+func (d *Datapath) Detach(ctx context.Context, hostIf string) error {
+	return d.c.DeletePort(ctx, hostIf)
+}
+
+// Verify checks that hostIf is a port of the bridge and that ovs-vswitchd
+// opened it (ofport assigned).
+func (d *Datapath) Verify(ctx context.Context, hostIf string) error {
+	on, err := d.c.PortOnBridge(ctx, d.bridge, hostIf)
+	if err != nil {
+		return err
+	}
+	if !on {
+		return fmt.Errorf("failed to verify %s: it is not a port of OVS bridge %s", hostIf, d.bridge)
+	}
+	i, err := d.c.Interface(ctx, hostIf)
+	if err != nil {
+		return err
+	}
+	if i == nil || i.Ofport == nil || *i.Ofport <= 0 {
+		reason := "ovs-vswitchd has not opened it"
+		if i != nil && i.Error != nil {
+			reason = "ovs-vswitchd: " + *i.Error
+		}
+		return fmt.Errorf("failed to verify %s on OVS bridge %s: %s", hostIf, d.bridge, reason)
+	}
+	return nil
+}
+
+// Ports lists the plugin's ports of the bridge with the attachment each
+// names in its external_ids.
+func (d *Datapath) Ports(ctx context.Context) ([]datapath.Port, error) {
+	ports, err := d.c.Ports(ctx, d.bridge)
+	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]datapath.Port, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, datapath.Port{HostIf: p.Name, Network: p.ExternalIDs[ovsdb.KeyNetwork],
+			ContainerID: p.ExternalIDs[ovsdb.KeyContainerID], IfName: p.ExternalIDs[ovsdb.KeyIfName]})
+	}
+	return out, nil
+}
+
+// Status checks that OVSDB answers and the bridge exists.
+func (d *Datapath) Status(ctx context.Context) error {
+	if err := d.c.Echo(ctx); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	if _, err := d.c.RequireBridge(ctx, d.bridge); err != nil {
+		if errors.Is(err, ovsdb.ErrBridgeNotFound) {
+			return datapath.BridgeMissingError(d.bridge, netconf.DatapathOVS, types.ErrPluginNotAvailable)
+		}
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	return nil
+}
+
+// Close closes the OVSDB connection.
+func (d *Datapath) Close() { d.c.Close() }
