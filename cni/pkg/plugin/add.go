@@ -163,7 +163,9 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	att.MAC = contIface.HardwareAddr.String()
-	if err := setUpHostEnd(hostIf, alias, conf); err != nil {
+	// The host end by the index SetupVethWithName read back: no lookup by name.
+	hostLink := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Index: hostIface.Index, Name: hostIf}}
+	if err := setUpHostEnd(hostLink, alias, conf); err != nil {
 		return err
 	}
 	if err := dp.Attach(ctx, att, pod); err != nil {
@@ -174,8 +176,8 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	// that port's netdev restores its interface flags by name: found by the
 	// soak, it set this new host end down. attach returned once
 	// ovs-vswitchd opened the new port, so that removal is behind us now.
-	if err := setLinkUp(hostIf); err != nil {
-		return err
+	if err := netlink.LinkSetUp(hostLink); err != nil {
+		return fmt.Errorf("failed to set host veth %s up: %w", hostIf, err)
 	}
 
 	ipamTried = true
@@ -285,29 +287,15 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 	return store.Delete(att.ContainerID, att.IfName)
 }
 
-// setLinkUp sets the link name (in the current netns) up.
-func setLinkUp(name string) error {
-	link, err := netlinksafe.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("failed to look up host veth %s: %w", name, err)
-	}
-	if err := netlink.LinkSetUp(link); err != nil {
-		return fmt.Errorf("failed to set host veth %s up: %w", name, err)
-	}
-	return nil
-}
-
-// setUpHostEnd names the attachment in the host veth's alias and switches
-// its offloads. Its MTU came with the pair.
-func setUpHostEnd(hostIf, alias string, conf *netconf.NetConf) error {
-	link, err := netlinksafe.LinkByName(hostIf)
-	if err != nil {
-		return fmt.Errorf("failed to look up host veth %s: %w", hostIf, err)
-	}
+// setUpHostEnd names the attachment in the alias of the host veth link
+// (its index and name set) and switches its offloads. Its MTU came with the
+// pair.
+func setUpHostEnd(link netlink.Link, alias string, conf *netconf.NetConf) error {
+	name := link.Attrs().Name
 	if alias != "" {
 		if err := netlink.LinkSetAlias(link, alias); err != nil {
-			return fmt.Errorf("failed to set alias of host veth %s: %w", hostIf, err)
+			return fmt.Errorf("failed to set alias of host veth %s: %w", name, err)
 		}
 	}
-	return offload.Apply(hostIf, conf.Offloads.Map())
+	return offload.Apply(name, conf.Offloads.Map())
 }
