@@ -174,8 +174,22 @@ func tempPath(path string) string {
 	return filepath.Join(filepath.Dir(path), TempPrefix+filepath.Base(path))
 }
 
-// Save writes a atomically: TempPrefix file named after the attachment,
-// fsync, rename over the state file. The caller holds LockAttachment of a.
+// Save writes a atomically: to the TempPrefix file named after the
+// attachment, renamed over the state file, so that a reader (and the next
+// invocation after a kill at any point) sees the old record or the new one,
+// never part of one. The caller holds LockAttachment of a.
+//
+// Save does not fsync. What a record describes (the veth pair, its network
+// namespace, a Linux bridge's port) does not survive a crash of the node
+// either, and what does survive is found without the record: DEL derives the
+// host veth from CNI_CONTAINERID and CNI_IFNAME and releases the addresses
+// with the netconf it is given, GC finds OVS ports by their external_ids (and
+// Debian's host-local, which holds the addresses, does not fsync its own
+// files). After such a crash a record may be missing or empty: DEL then goes
+// by the derived names, GC skips it and says so. The two fsyncs of an ADD
+// were the largest part of the plugin's own file work: under 20 concurrent
+// ADDs on the 2-core development machine (ext4) they waited 8-11 ms
+// (median) and cost 0.35 ms of CPU per ADD (issue 13).
 func (s *Store) Save(a *Attachment) error {
 	path, err := s.Path(a.ContainerID, a.IfName)
 	if err != nil {
@@ -192,20 +206,16 @@ func (s *Store) Save(a *Attachment) error {
 	if err != nil {
 		return fmt.Errorf("failed to create temporary state file in %s: %w", s.dir, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("failed to write state %s: %w", tmp.Name(), err)
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("failed to sync state %s: %w", tmp.Name(), err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("failed to close state %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("failed to rename state file to %s: %w", path, err)
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("failed to write state %s: %w", path, err)
 	}
 	return nil
 }
