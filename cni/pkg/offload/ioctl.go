@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,17 @@ const (
 	maxFeatureStrings = 4096 // far above any kernel's NETDEV_FEATURE_COUNT (< 128)
 )
 
+// featureNames are the kernel's feature names and their bits, read once per
+// process: ETH_SS_FEATURES is the kernel's own table (netdev_features_strings,
+// net/ethtool/common.c), the same for every device and network namespace
+// (__ethtool_get_sset_count answers its size for any device), so the two ends
+// of a veth pair need not read it twice.
+var featureNames struct {
+	sync.Mutex
+	names map[string]uint32
+	count uint32
+}
+
 // featureState is one feature's bits from ETHTOOL_GFEATURES, as `ethtool -k`
 // reads them: Available means the feature can be changed.
 type featureState struct {
@@ -47,7 +59,7 @@ type ifreq struct {
 type ethtoolDev struct {
 	fd   int
 	name string
-	// names maps feature names to their bit, read once.
+	// names maps feature names to their bit (featureNames).
 	names map[string]uint32
 	count uint32
 }
@@ -67,23 +79,36 @@ func (d *ethtoolDev) close() { _ = unix.Close(d.fd) }
 
 // ioctl runs SIOCETHTOOL with buf as the command buffer.
 func (d *ethtoolDev) ioctl(buf []byte) error {
+	_, err := d.ioctlRet(buf)
+	return err
+}
+
+// ioctlRet is ioctl that also returns the ioctl's non-negative result.
+func (d *ethtoolDev) ioctlRet(buf []byte) (uintptr, error) {
 	var ifr ifreq
 	copy(ifr.name[:], d.name)
 	ifr.data = uintptr(unsafe.Pointer(&buf[0]))
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
 	runtime.KeepAlive(buf)
 	if errno != 0 {
-		return errno
+		return 0, errno
 	}
-	return nil
+	return r, nil
 }
 
 func put32(b []byte, off int, v uint32) { *(*uint32)(unsafe.Pointer(&b[off])) = v }
 func get32(b []byte, off int) uint32    { return *(*uint32)(unsafe.Pointer(&b[off])) }
 
-// loadNames reads the feature names (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS).
+// loadNames reads the feature names (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS)
+// unless this process already has them (featureNames).
 func (d *ethtoolDev) loadNames() error {
 	if d.names != nil {
+		return nil
+	}
+	featureNames.Lock()
+	defer featureNames.Unlock()
+	if featureNames.names != nil {
+		d.names, d.count = featureNames.names, featureNames.count
 		return nil
 	}
 	// struct ethtool_sset_info: cmd, reserved, u64 sset_mask, u32 data[1].
@@ -105,17 +130,18 @@ func (d *ethtoolDev) loadNames() error {
 	if err := d.ioctl(strs); err != nil {
 		return fmt.Errorf("failed to read the feature names of %s: %w", d.name, err)
 	}
-	d.names = make(map[string]uint32, n)
+	names := make(map[string]uint32, n)
 	for i := range n {
 		s := strs[12+int(i)*ethGStringLen : 12+int(i+1)*ethGStringLen]
 		if j := bytes.IndexByte(s, 0); j >= 0 {
 			s = s[:j]
 		}
 		if len(s) > 0 {
-			d.names[string(s)] = i
+			names[string(s)] = i
 		}
 	}
-	d.count = n
+	featureNames.names, featureNames.count = names, n
+	d.names, d.count = names, n
 	return nil
 }
 
@@ -146,11 +172,21 @@ func (d *ethtoolDev) features() (map[string]featureState, error) {
 	return out, nil
 }
 
+// ETHTOOL_SFEATURES result bits (include/uapi/linux/ethtool.h,
+// ethtool_sfeatures_retval_bits): a requested feature cannot be changed
+// (UNSUPPORTED), or the device's features differ from the request after it
+// (WISH, e.g. TSO dropped for lack of checksum offload).
+const (
+	ethtoolFUnsupported = 1 << 0
+	ethtoolFWish        = 1 << 1
+)
+
 // change requests the features in want (ETHTOOL_SFEATURES); every name must
-// be one the device has.
-func (d *ethtoolDev) change(want map[string]bool) error {
+// be one the device has. exact is true when the kernel reports that every
+// requested feature is now as requested (no ETHTOOL_F_* bit in the result).
+func (d *ethtoolDev) change(want map[string]bool) (exact bool, err error) {
 	if err := d.loadNames(); err != nil {
-		return err
+		return false, err
 	}
 	// struct ethtool_sfeatures: cmd, size, then size x {valid, requested}.
 	buf := make([]byte, 8+8*d.blocks())
@@ -159,7 +195,7 @@ func (d *ethtoolDev) change(want map[string]bool) error {
 	for name, on := range want {
 		bit, ok := d.names[name]
 		if !ok {
-			return fmt.Errorf("failed to switch offloads of %s: unknown feature %q", d.name, name)
+			return false, fmt.Errorf("failed to switch offloads of %s: unknown feature %q", d.name, name)
 		}
 		off := 8 + 8*int(bit/32)
 		mask := uint32(1) << (bit % 32)
@@ -168,8 +204,9 @@ func (d *ethtoolDev) change(want map[string]bool) error {
 			put32(buf, off+4, get32(buf, off+4)|mask)
 		}
 	}
-	if err := d.ioctl(buf); err != nil {
-		return fmt.Errorf("failed to switch offloads %v of %s: %w", want, d.name, err)
+	r, err := d.ioctlRet(buf)
+	if err != nil {
+		return false, fmt.Errorf("failed to switch offloads %v of %s: %w", want, d.name, err)
 	}
-	return nil
+	return r&(ethtoolFUnsupported|ethtoolFWish) == 0, nil
 }

@@ -30,12 +30,18 @@ func keys(want map[string]bool) []string {
 }
 
 // Apply switches the offloads of ifName to want (keys of Features, true = on)
-// in one ETHTOOL_SFEATURES request, then verifies them with Verify. Features
-// the device cannot change (fixed) are left alone; a key none of whose
-// features can be changed and which is not already as wanted is an error.
-// When every changeable feature already is as wanted it changes nothing and
-// verifies the state it read. It reads the feature names once (5 ioctls at
-// most, buffers sized to the device; see ioctl.go).
+// in one ETHTOOL_SFEATURES request for every changeable feature of those keys
+// and verifies them as Verify does. Features the device cannot change (fixed)
+// are left alone; a key none of whose features can be changed and which is
+// not already as wanted is an error. When every changeable feature already is
+// as wanted it changes nothing and verifies the state it read. After a
+// change it verifies the state it read with the request applied when the
+// kernel answers that the request was carried out exactly and no fixed
+// feature of these keys is on (a veth's fixed ones are off), and otherwise
+// reads the features again. The feature names are
+// read once per process: 2 to 5 ioctls, buffers sized to the device (see
+// ioctl.go). Each ioctl takes the kernel's RTNL lock, which every veth
+// creation holds, so 20 concurrent ADDs queue on it.
 func Apply(ifName string, want map[string]bool) error {
 	e, err := openDev(ifName)
 	if err != nil {
@@ -46,25 +52,47 @@ func Apply(ifName string, want map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	change := map[string]bool{}
+	// request holds every changeable feature of the wanted keys, so that the
+	// kernel's answer to it covers them all; fixedOn tells whether a feature
+	// the device cannot change is on, which a change of another one may
+	// still clear (TSO without checksum offload).
+	request := map[string]bool{}
+	differs, fixedOn := false, false
 	for _, key := range keys(want) {
 		names, ok := Features[key]
 		if !ok {
 			return fmt.Errorf("failed to switch offload %q on %s: unknown offload", key, ifName)
 		}
 		for _, name := range names {
-			if st, ok := states[name]; ok && st.Available && st.Active != want[key] {
-				change[name] = want[key]
+			st, ok := states[name]
+			switch {
+			case !ok:
+			case st.Available:
+				request[name] = want[key]
+				differs = differs || st.Active != want[key]
+			case st.Active:
+				fixedOn = true
 			}
 		}
 	}
-	if len(change) == 0 {
+	if !differs {
 		return verifyStates(ifName, states, want)
 	}
-	if err := e.change(change); err != nil {
+	exact, err := e.change(request)
+	if err != nil {
 		return err
 	}
-	return verify(e, want)
+	if !exact || fixedOn {
+		return verify(e, want)
+	}
+	// The kernel set every requested feature as requested, and no other
+	// feature of these keys can have changed.
+	for name, on := range request {
+		st := states[name]
+		st.Active = on
+		states[name] = st
+	}
+	return verifyStates(ifName, states, want)
 }
 
 // Verify checks that the offloads of ifName are as in want: every changeable
