@@ -36,9 +36,10 @@ type Datapath interface {
 	// Preflight refuses configurations the bridge cannot carry (a
 	// *types.Error).
 	Preflight(ctx context.Context, offloads map[string]bool) error
-	// Attach puts the host end a.HostIfName on the bridge; pod is
-	// "<namespace>/<name>" when the runtime passed them, else "".
-	Attach(ctx context.Context, a *state.Attachment, pod string) error
+	// Attach puts host, the host end of attachment a, on the bridge, sets
+	// its alias and sets it up; pod is "<namespace>/<name>" when the runtime
+	// passed them, else "".
+	Attach(ctx context.Context, a *state.Attachment, host HostEnd, pod string) error
 	// Detach takes hostIf off the bridge (off any bridge for OVS); a missing
 	// port is not an error.
 	Detach(ctx context.Context, hostIf string) error

@@ -30,18 +30,6 @@ func Bridge(name string) (*netlink.Bridge, error) {
 	return br, nil
 }
 
-// Attach enslaves the link hostIf to br.
-func Attach(hostIf string, br *netlink.Bridge) error {
-	link, err := netlinksafe.LinkByName(hostIf)
-	if err != nil {
-		return fmt.Errorf("failed to look up %s: %w", hostIf, err)
-	}
-	if err := netlink.LinkSetMaster(link, br); err != nil {
-		return fmt.Errorf("failed to attach %s to bridge %s: %w", hostIf, br.Name, err)
-	}
-	return nil
-}
-
 // Verify checks that hostIf is enslaved to the bridge named bridge.
 func Verify(hostIf, bridge string) error {
 	br, err := Bridge(bridge)

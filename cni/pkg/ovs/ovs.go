@@ -91,11 +91,18 @@ func (d *Datapath) Preflight(ctx context.Context, offloads map[string]bool) erro
 	return nil
 }
 
-// Attach adds a.HostIfName as a port of the bridge with the attachment's
-// identity in the port's external_ids (and the MAC in the interface's
-// attached-mac), and waits until ovs-vswitchd has opened it
-// (ovsdb.Client.AddPort).
-func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, pod string) error {
+// Attach sets the alias of host, adds it as a port of the bridge with the
+// attachment's identity in the port's external_ids (and the MAC in the
+// interface's attached-mac), waits until ovs-vswitchd has opened it
+// (ovsdb.Client.AddPort), and then sets it up: ovs-vswitchd applies the
+// removal of an earlier port of the same name (a reclaimed or just deleted
+// attachment) asynchronously, and closing that port's netdev restores its
+// interface flags by name (found by the soak, it set a new host end down);
+// once the new port is open that removal is behind us.
+func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, host datapath.HostEnd, pod string) error {
+	if err := host.SetLink(0, false); err != nil {
+		return err
+	}
 	portIDs := map[string]string{
 		ovsdb.KeyOwner:       ovsdb.Owner,
 		ovsdb.KeyNetwork:     a.Network,
@@ -110,7 +117,10 @@ func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, pod string) 
 	if a.MAC != "" {
 		ifaceIDs[ovsdb.KeyAttachedMAC] = a.MAC
 	}
-	return d.c.AddPort(ctx, d.bridge, a.HostIfName, portIDs, ifaceIDs)
+	if err := d.c.AddPort(ctx, d.bridge, host.Name, portIDs, ifaceIDs); err != nil {
+		return err
+	}
+	return datapath.HostEnd{Index: host.Index, Name: host.Name}.SetLink(0, true)
 }
 
 // Detach removes the port hostIf from every bridge that has it.

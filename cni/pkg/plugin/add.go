@@ -19,8 +19,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -143,41 +143,40 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	// No record of this attachment was complete, so a host veth of this name
-	// is a leftover of an earlier ADD of it that never got its DEL and whose
-	// record is gone: reclaim the name.
-	if err := deleteHostVeth(hostIf, alias); err != nil {
-		return err
-	}
 	var hostIface, contIface net.Interface
-	err = netns.Do(func(hostNS ns.NetNS) error {
-		var err error
-		hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostIf, conf.MTU, mac, hostNS)
-		if err != nil {
-			return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
+	setupVeth := func() error {
+		return netns.Do(func(hostNS ns.NetNS) error {
+			var err error
+			hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostIf, conf.MTU, mac, hostNS)
+			if err != nil {
+				return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
+			}
+			vethMade = true
+			return offload.Apply(args.IfName, conf.Offloads.Map())
+		})
+	}
+	err = setupVeth()
+	if err != nil && !vethMade && hostVethExists(hostIf) {
+		// No record of this attachment was complete, so a host veth of this
+		// name is a leftover of an earlier ADD of it that never got its DEL
+		// and whose record is gone: reclaim the name and try again. Looked
+		// for only now: each lookup waits for the RTNL lock.
+		if err := deleteHostVeth(hostIf, alias); err != nil {
+			return err
 		}
-		vethMade = true
-		return offload.Apply(args.IfName, conf.Offloads.Map())
-	})
+		err = setupVeth()
+	}
 	if err != nil {
 		return err
 	}
 	att.MAC = contIface.HardwareAddr.String()
 	// The host end by the index SetupVethWithName read back: no lookup by name.
-	hostLink := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Index: hostIface.Index, Name: hostIf}}
-	if err := setUpHostEnd(hostLink, alias, conf); err != nil {
+	host := datapath.HostEnd{Index: hostIface.Index, Name: hostIf, Alias: alias}
+	if err := offload.Apply(hostIf, conf.Offloads.Map()); err != nil {
 		return err
 	}
-	if err := dp.Attach(ctx, att, pod); err != nil {
+	if err := dp.Attach(ctx, att, host, pod); err != nil {
 		return err
-	}
-	// ovs-vswitchd applies the removal of an earlier port of the same name
-	// (a reclaimed or just deleted attachment) asynchronously, and closing
-	// that port's netdev restores its interface flags by name: found by the
-	// soak, it set this new host end down. attach returned once
-	// ovs-vswitchd opened the new port, so that removal is behind us now.
-	if err := netlink.LinkSetUp(hostLink); err != nil {
-		return fmt.Errorf("failed to set host veth %s up: %w", hostIf, err)
 	}
 
 	ipamTried = true
@@ -287,15 +286,9 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 	return store.Delete(att.ContainerID, att.IfName)
 }
 
-// setUpHostEnd names the attachment in the alias of the host veth link
-// (its index and name set) and switches its offloads. Its MTU came with the
-// pair.
-func setUpHostEnd(link netlink.Link, alias string, conf *netconf.NetConf) error {
-	name := link.Attrs().Name
-	if alias != "" {
-		if err := netlink.LinkSetAlias(link, alias); err != nil {
-			return fmt.Errorf("failed to set alias of host veth %s: %w", name, err)
-		}
-	}
-	return offload.Apply(name, conf.Offloads.Map())
+// hostVethExists reports whether the host network namespace has a link
+// named name.
+func hostVethExists(name string) bool {
+	_, err := netlinksafe.LinkByName(name)
+	return err == nil
 }

@@ -73,12 +73,17 @@ func (d *linuxBridgeDatapath) BridgeMTU(context.Context) (int, error) {
 
 func (d *linuxBridgeDatapath) Preflight(context.Context, map[string]bool) error { return nil }
 
-func (d *linuxBridgeDatapath) Attach(_ context.Context, a *state.Attachment, _ string) error {
+// Attach enslaves host to the bridge, sets its alias and sets it up in one
+// netlink request.
+func (d *linuxBridgeDatapath) Attach(_ context.Context, _ *state.Attachment, host datapath.HostEnd, _ string) error {
 	br, err := d.lookup()
 	if err != nil {
 		return err
 	}
-	return linuxbridge.Attach(a.HostIfName, br)
+	if err := host.SetLink(br.Index, true); err != nil {
+		return fmt.Errorf("failed to attach %s to bridge %s: %w", host.Name, d.bridge, err)
+	}
+	return nil
 }
 
 // Detach is a no-op: deleting the veth takes it off the bridge.

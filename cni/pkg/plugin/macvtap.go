@@ -66,7 +66,7 @@ func (d *macvtapDatapath) BridgeMTU(context.Context) (int, error) {
 
 func (d *macvtapDatapath) Preflight(context.Context, map[string]bool) error { return nil }
 
-func (d *macvtapDatapath) Attach(context.Context, *state.Attachment, string) error {
+func (d *macvtapDatapath) Attach(context.Context, *state.Attachment, datapath.HostEnd, string) error {
 	return fmt.Errorf("datapath %s has no bridge port to attach", netconf.DatapathMacvtap)
 }
 

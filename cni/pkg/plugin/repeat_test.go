@@ -30,6 +30,7 @@ func TestRepeatedAdd(t *testing.T) {
 		}
 		t.Run(datapath+"/re-add-after-unfinished-add", func(t *testing.T) { testReAddAfterUnfinishedAdd(t, datapath) })
 		t.Run(datapath+"/stranded-temp-files", func(t *testing.T) { testStrandedTempFiles(t, datapath) })
+		t.Run(datapath+"/leftover-host-veth", func(t *testing.T) { testLeftoverHostVeth(t, datapath) })
 	}
 	t.Run("gc-with-ipam-without-gc", testGCWithIPAMWithoutGC)
 }
@@ -129,6 +130,68 @@ func testReAddAfterUnfinishedAdd(t *testing.T, datapath string) {
 	}
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
 	e.expectNothingLeft(g, netns)
+}
+
+// testLeftoverHostVeth: a host veth with the attachment's name but no record
+// (an earlier ADD whose record is gone) is reclaimed by the next ADD, which
+// succeeds with a new pair; a link of that name that is not a veth, or whose
+// alias names another attachment, is left alone and the ADD fails with
+// nothing of its own left behind.
+func testLeftoverHostVeth(t *testing.T, datapath string) {
+	g := NewWithT(t)
+	e := newEnv(t, datapath, "1.0.0")
+	conf := e.conf(cnitest.Conf{})
+	leftover := func(cid string, link netlink.Link, alias string) int {
+		g.Expect(netlink.LinkAdd(link)).To(Succeed())
+		t.Cleanup(func() { _ = netlink.LinkDel(link) })
+		l, err := netlink.LinkByName(plugin.HostIfName(cid, "net1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		if alias != "" {
+			g.Expect(netlink.LinkSetAlias(l, alias)).To(Succeed())
+		}
+		return l.Attrs().Index
+	}
+
+	cid := testutil.UniqueName("fpcid-")
+	old := leftover(cid, &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: plugin.HostIfName(cid, "net1")}, PeerName: testutil.UniqueName("fplp")},
+		"fastpath/fp-test/"+cid+"/net1")
+	netns := cnitest.NewNS(t)
+	a := &attachment{netns: netns, containerID: cid, ifName: "net1", conf: conf}
+	args := a.args(conf)
+	r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r).NotTo(BeNil())
+	a.raw = raw
+	host, err := netlink.LinkByName(a.hostIf())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(host.Attrs().Index).NotTo(Equal(old), "a new pair")
+	g.Expect(e.br.Ports(t)).To(ConsistOf(a.hostIf()))
+	g.Expect(e.check(a)).To(Succeed())
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	e.expectNothingLeft(g, netns)
+
+	for name, mk := range map[string]func(cid string) (netlink.Link, string){
+		"not a veth": func(cid string) (netlink.Link, string) {
+			return &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: plugin.HostIfName(cid, "net1")}}, ""
+		},
+		"another attachment's veth": func(cid string) (netlink.Link, string) {
+			return &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: plugin.HostIfName(cid, "net1")}, PeerName: testutil.UniqueName("fplp")},
+				"fastpath/fp-test/someone-else/net1"
+		},
+	} {
+		cid := testutil.UniqueName("fpcid-")
+		link, alias := mk(cid)
+		index := leftover(cid, link, alias)
+		netns := cnitest.NewNS(t)
+		a := &attachment{netns: netns, containerID: cid, ifName: "net1", conf: conf}
+		args := a.args(conf)
+		_, _, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
+		g.Expect(err).To(MatchError(ContainSubstring("left alone")), name)
+		l, err := netlink.LinkByName(a.hostIf())
+		g.Expect(err).NotTo(HaveOccurred(), name)
+		g.Expect(l.Attrs().Index).To(Equal(index), "%s: left alone", name)
+		e.expectNothingLeft(g, netns)
+	}
 }
 
 // testStrandedTempFiles: temporary state files stranded by killed writers
