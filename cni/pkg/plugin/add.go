@@ -207,7 +207,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", args.ContainerID, args.IfName, err)
 	}
 	att.Complete = true
-	if err := store.Save(att); err != nil {
+	if err := store.Complete(att); err != nil {
 		return err
 	}
 	return types.PrintResult(result, cniVersion)

@@ -26,6 +26,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -569,14 +570,13 @@ func testDelWhileOVSDBUnreachable(t *testing.T) {
 	netns := cnitest.NewNS(t)
 	a := e.mustAdd(netns, e.conf(cnitest.Conf{}))
 	statePath := filepath.Join(e.stateDir, a.containerID+":net1.json")
+	store, err := state.New(e.stateDir)
+	g.Expect(err).NotTo(HaveOccurred())
 	setSocket := func(socket string) {
-		var st map[string]any
-		data, err := os.ReadFile(statePath)
+		rec, err := store.Load(a.containerID, "net1")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(json.Unmarshal(data, &st)).To(Succeed())
-		st["ovsSocket"] = socket
-		data, _ = json.Marshal(st)
-		g.Expect(os.WriteFile(statePath, data, 0o600)).To(Succeed())
+		rec.OVSSocket = socket
+		g.Expect(store.Save(rec)).To(Succeed())
 	}
 	setSocket("unix:" + filepath.Join(t.TempDir(), "gone.sock"))
 

@@ -8,7 +8,10 @@
 //
 //	lock                                flock(2) target (node lock) and OFD
 //	                                    byte-range locks (one per attachment), never removed
-//	<containerID>:<ifname>.json         one Attachment
+//	<containerID>:<ifname>.json         one Attachment per line: the record ADD
+//	                                    saves first and, appended once ADD
+//	                                    succeeded, the completed one; the last
+//	                                    whole line counts
 //	.tmp-<containerID>:<ifname>.json    the same while Save writes it; removed by
 //	                                    Save, Delete, or SweepTemp when a kill stranded it
 //

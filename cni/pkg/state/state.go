@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ type Attachment struct {
 	// the request, so that a repeated ADD can be told from a different one.
 	Args string `json:"args,omitempty"`
 	// Complete is false while ADD is still wiring the attachment (or crashed
-	// doing so) and true once ADD succeeded.
+	// doing so) and true once ADD succeeded (see Store.Complete).
 	Complete bool `json:"complete"`
 	// Result is the CNI result ADD printed, as a types/100 Result (JSON), set
 	// with Complete; a repeated identical ADD prints it again.
@@ -177,7 +178,8 @@ func tempPath(path string) string {
 // Save writes a atomically: to the TempPrefix file named after the
 // attachment, renamed over the state file, so that a reader (and the next
 // invocation after a kill at any point) sees the old record or the new one,
-// never part of one. The caller holds LockAttachment of a.
+// never part of one. The file holds a as one line. The caller holds
+// LockAttachment of a.
 //
 // Save does not fsync. What a record describes (the veth pair, its network
 // namespace, a Linux bridge's port) does not survive a crash of the node
@@ -202,6 +204,7 @@ func (s *Store) Save(a *Attachment) error {
 	if err != nil {
 		return fmt.Errorf("failed to encode state %s: %w", path, err)
 	}
+	data = append(data, '\n')
 	tmp, err := os.OpenFile(tempPath(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("failed to create temporary state file in %s: %w", s.dir, err)
@@ -220,8 +223,42 @@ func (s *Store) Save(a *Attachment) error {
 	return nil
 }
 
-// Load reads the attachment containerID/ifName. A missing attachment is an
-// error for which errors.Is(err, fs.ErrNotExist) holds.
+// Complete records the completed attachment a (a.Complete true, its Result
+// set) after Save recorded it: it appends a as a line to the state file in
+// one write(2), its newline last. A kill can cut a write short only between
+// pages, so a line without its newline (or, after a crash of the node, one
+// that does not decode) does not count, and the record stays the one Save
+// wrote: what an ADD killed before it returned must leave. Unlike a second Save it
+// creates no file: every new file costs an inode allocation and a rename in
+// the state directory, which 20 concurrent ADDs take turns on (on the
+// development machine's ext4 a new inode took 0.2-0.4 ms of CPU, issue 13).
+// The caller holds LockAttachment of a; the state file must exist.
+func (s *Store) Complete(a *Attachment) error {
+	path, err := s.Path(a.ContainerID, a.IfName)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("failed to encode state %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("failed to complete state %s: %w", path, err)
+	}
+	_, err = f.Write(append(data, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("failed to complete state %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load reads the attachment containerID/ifName: the last whole line of its
+// state file (see Complete). A missing attachment is an error for which
+// errors.Is(err, fs.ErrNotExist) holds.
 func (s *Store) Load(containerID, ifName string) (*Attachment, error) {
 	path, err := s.Path(containerID, ifName)
 	if err != nil {
@@ -230,14 +267,29 @@ func (s *Store) Load(containerID, ifName string) (*Attachment, error) {
 	return load(path)
 }
 
+// load decodes the state file path: the first line (written whole by Save's
+// rename, with or without its newline), replaced by each later line that
+// ends in a newline and decodes (Complete's).
 func load(path string) (*Attachment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read state %s: %w", path, err)
 	}
+	first, rest, _ := bytes.Cut(data, []byte{'\n'})
 	a := &Attachment{}
-	if err := json.Unmarshal(data, a); err != nil {
+	if err := json.Unmarshal(first, a); err != nil {
 		return nil, fmt.Errorf("failed to decode state %s: %w", path, err)
+	}
+	for len(rest) > 0 {
+		line, more, whole := bytes.Cut(rest, []byte{'\n'})
+		if !whole {
+			break // an append cut short
+		}
+		next := &Attachment{}
+		if json.Unmarshal(line, next) == nil {
+			a = next
+		}
+		rest = more
 	}
 	return a, nil
 }

@@ -171,3 +171,58 @@ func TestLockOutlivesKilledHolderThroughChild(t *testing.T) {
 	g.Expect(time.Since(started)).To(BeNumerically(">=", 400*time.Millisecond), "the lock was held until the child exited")
 	g.Expect(child.Wait()).To(Succeed())
 }
+
+// TestCompleteAppends: Complete appends the completed record, which Load and
+// List then return; a line cut short (a kill in the middle of the append) or
+// one that does not decode does not count; a record in the format of
+// earlier plugin versions (one line without a newline) loads; Complete needs
+// a record to complete.
+func TestCompleteAppends(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	a := &Attachment{ContainerID: "c1", IfName: "net1", Network: "fp", HostIfName: "fp0123456789abc", NetConf: json.RawMessage(`{"name":"fp"}`)}
+	g.Expect(s.Save(a)).To(Succeed())
+	path, err := s.Path("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	saved, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	a.Complete, a.MAC, a.Result = true, "02:00:00:00:00:01", json.RawMessage(`{"cniVersion":"1.0.0"}`)
+	g.Expect(s.Complete(a)).To(Succeed())
+	got, err := s.Load("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Complete).To(BeTrue())
+	g.Expect(got.MAC).To(Equal("02:00:00:00:00:01"))
+	g.Expect(got.Result).To(MatchJSON(`{"cniVersion":"1.0.0"}`))
+	list, err := s.List()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list).To(HaveLen(1))
+	g.Expect(list[0].Complete).To(BeTrue())
+	entries, err := os.ReadDir(s.Dir())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(HaveLen(1), "no other file")
+
+	completed, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, content := range map[string][]byte{
+		"append cut short":          completed[:len(completed)-10],
+		"append without newline":    completed[:len(completed)-1],
+		"line that does not decode": append(append([]byte{}, saved...), []byte("\x00\x00\x00\n")...),
+	} {
+		g.Expect(os.WriteFile(path, content, 0o600)).To(Succeed())
+		got, err := s.Load("c1", "net1")
+		g.Expect(err).NotTo(HaveOccurred(), name)
+		g.Expect(got.Complete).To(BeFalse(), name)
+		g.Expect(got.HostIfName).To(Equal("fp0123456789abc"), name)
+	}
+
+	old, err := json.Marshal(a)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(path, old, 0o600)).To(Succeed())
+	got, err = s.Load("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Complete).To(BeTrue())
+
+	g.Expect(s.Complete(&Attachment{ContainerID: "c2", IfName: "net1"})).To(MatchError(ContainSubstring("failed to complete state")))
+}
