@@ -43,14 +43,30 @@ func keys(want map[string]bool) []string {
 // ioctl.go). Each ioctl takes the kernel's RTNL lock, which every veth
 // creation holds, so 20 concurrent ADDs queue on it.
 func Apply(ifName string, want map[string]bool) error {
+	_, err := ApplyVeth(ifName, want)
+	return err
+}
+
+// Peer is what ApplyVeth learnt on one end of a veth pair, for the other end.
+type Peer struct {
+	want    map[string]bool
+	request map[string]bool
+	// after are the end's features with request carried out; nil when the
+	// other end must be read (a fixed feature of the keys was on).
+	after map[string]featureState
+}
+
+// ApplyVeth is Apply for one end of a veth pair this process just made; what
+// it returns switches the other end with one ioctl (Peer.Apply).
+func ApplyVeth(ifName string, want map[string]bool) (*Peer, error) {
 	e, err := openDev(ifName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer e.close()
 	states, err := e.features()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// request holds every changeable feature of the wanted keys, so that the
 	// kernel's answer to it covers them all; fixedOn tells whether a feature
@@ -61,7 +77,7 @@ func Apply(ifName string, want map[string]bool) error {
 	for _, key := range keys(want) {
 		names, ok := Features[key]
 		if !ok {
-			return fmt.Errorf("failed to switch offload %q on %s: unknown offload", key, ifName)
+			return nil, fmt.Errorf("failed to switch offload %q on %s: unknown offload", key, ifName)
 		}
 		for _, name := range names {
 			st, ok := states[name]
@@ -75,24 +91,55 @@ func Apply(ifName string, want map[string]bool) error {
 			}
 		}
 	}
-	if !differs {
-		return verifyStates(ifName, states, want)
+	peer := &Peer{want: want, request: request}
+	if differs {
+		exact, err := e.change(request)
+		if err != nil {
+			return nil, err
+		}
+		if !exact || fixedOn {
+			return peer, verify(e, want)
+		}
+		// The kernel set every requested feature as requested, and no other
+		// feature of these keys can have changed.
+		for name, on := range request {
+			st := states[name]
+			st.Active = on
+			states[name] = st
+		}
 	}
-	exact, err := e.change(request)
+	if !fixedOn {
+		peer.after = states
+	}
+	return peer, verifyStates(ifName, states, want)
+}
+
+// Apply switches the offloads of ifName, the other end of the veth pair whose
+// first end ApplyVeth switched, to the same want. The kernel gives both ends
+// of a veth the same features when it makes them (veth_setup,
+// drivers/net/veth.c), so it sends the request ApplyVeth built without
+// reading the features first, and verifies what that end ended with when the
+// kernel answers that the request was carried out exactly; otherwise (or
+// when a fixed feature of the keys was on) it reads the features and
+// verifies them, as Apply does. One ioctl instead of two. p comes from an
+// ApplyVeth that succeeded.
+func (p *Peer) Apply(ifName string) error {
+	if p.after == nil {
+		return Apply(ifName, p.want)
+	}
+	e, err := openDev(ifName)
 	if err != nil {
 		return err
 	}
-	if !exact || fixedOn {
-		return verify(e, want)
+	defer e.close()
+	exact, err := e.change(p.request)
+	if err != nil {
+		return err
 	}
-	// The kernel set every requested feature as requested, and no other
-	// feature of these keys can have changed.
-	for name, on := range request {
-		st := states[name]
-		st.Active = on
-		states[name] = st
+	if !exact {
+		return verify(e, p.want)
 	}
-	return verifyStates(ifName, states, want)
+	return verifyStates(ifName, p.after, p.want)
 }
 
 // Verify checks that the offloads of ifName are as in want: every changeable

@@ -86,3 +86,50 @@ func TestApplyAndRead(t *testing.T) {
 	g.Expect(netns.Do(func(ns.NetNS) error { return Apply(a, map[string]bool{"lro": true}) })).To(MatchError(ContainSubstring(`unknown offload`)))
 	g.Expect(netns.Do(func(ns.NetNS) error { return Apply("fpnosuch", map[string]bool{"gro": true}) })).To(MatchError(ContainSubstring("fpnosuch")))
 }
+
+// TestApplyVethPeer: the other end of a veth pair gets the first end's
+// request without being read first; a peer that ends up otherwise than
+// asked (its scatter-gather, outside the keys, turned off, so the kernel
+// drops TSO) is read and the difference named.
+func TestApplyVethPeer(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	netns, err := testutils.NewNS()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		netns.Close()
+		_ = testutils.UnmountNS(netns)
+	})
+	const a, b = "fppeera", "fppeerb"
+	g.Expect(netns.Do(func(ns.NetNS) error {
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a}, PeerName: b})
+	})).To(Succeed())
+
+	for _, want := range []map[string]bool{
+		{"tso": true, "gso": true, "gro": true, "txChecksum": true},
+		{"tso": false, "gso": false, "gro": false, "txChecksum": false},
+		{"tso": false, "gso": true, "gro": true, "txChecksum": false},
+		{"tso": true, "gso": false, "gro": true, "txChecksum": true},
+	} {
+		g.Expect(netns.Do(func(ns.NetNS) error {
+			peer, err := ApplyVeth(a, want)
+			if err != nil {
+				return err
+			}
+			return peer.Apply(b)
+		})).To(Succeed(), "apply %v", want)
+		g.Expect(ethtoolK(g, netns, a)).To(Equal(want))
+		g.Expect(ethtoolK(g, netns, b)).To(Equal(want))
+	}
+
+	g.Expect(netns.Do(func(ns.NetNS) error { return exec.Command("ethtool", "-K", b, "sg", "off").Run() })).To(Succeed())
+	err = netns.Do(func(ns.NetNS) error {
+		peer, err := ApplyVeth(a, map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true})
+		if err != nil {
+			return err
+		}
+		return peer.Apply(b)
+	})
+	g.Expect(err).To(MatchError(ContainSubstring("offloads of fppeerb differ: ")))
+	g.Expect(err).To(MatchError(ContainSubstring("tso is off, want on")))
+}

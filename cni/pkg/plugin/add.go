@@ -149,6 +149,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	}()
 
 	var hostIface, contIface net.Interface
+	var peer *offload.Peer
 	setupVeth := func() error {
 		return netns.Do(func(hostNS ns.NetNS) error {
 			var err error
@@ -157,7 +158,8 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 				return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
 			}
 			vethMade = true
-			return offload.Apply(args.IfName, conf.Offloads.Map())
+			peer, err = offload.ApplyVeth(args.IfName, conf.Offloads.Map())
+			return err
 		})
 	}
 	err = setupVeth()
@@ -177,7 +179,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	att.MAC = contIface.HardwareAddr.String()
 	// The host end by the index SetupVethWithName read back: no lookup by name.
 	host := datapath.HostEnd{Index: hostIface.Index, Name: hostIf, Alias: alias}
-	if err := offload.Apply(hostIf, conf.Offloads.Map()); err != nil {
+	if err := peer.Apply(hostIf); err != nil {
 		return err
 	}
 	if err := dp.Attach(ctx, att, host, pod); err != nil {
