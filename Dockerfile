@@ -34,9 +34,8 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     for b in fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
     done; \
-    for b in fastpath fastpath-ovs-plugin; do \
-      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cni/cmd/$b; \
-    done
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath; \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-ovs-plugin ./cni/cmd/fastpath-ovs-plugin
 
 FROM ${STATIC_NONROOT_IMAGE} AS operator
 COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
@@ -49,7 +48,8 @@ ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
 # to the host by the agent itself.
 FROM ${STATIC_IMAGE} AS agent
 COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
-COPY --from=build /out/fastpath /out/fastpath-ovs-plugin /usr/local/bin/
+COPY --from=build /out/fastpath /usr/local/bin/fastpath
+COPY --from=build /out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin
 ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
 
 # The runner needs netperf (Debian non-free) and an SSH client for VM mode. ssh exits

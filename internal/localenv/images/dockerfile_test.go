@@ -210,7 +210,8 @@ func TestDriftIsReported(t *testing.T) {
 		{name: "binary path", edit: func(ts []Target) []Target {
 			ts[2].Binaries[1].Path = "/usr/bin/fastpath"
 			return ts
-		}, want: "agent: Dockerfile copies [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/local/bin/fastpath]], builder puts [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/bin/fastpath]]"},
+		}, want: "agent: Dockerfile copies [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/local/bin/fastpath] [/out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin]], " +
+			"builder puts [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/bin/fastpath] [/out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin]]"},
 		{name: "user", edit: func(ts []Target) []Target { ts[1].User = ""; return ts }, want: `operator: Dockerfile USER "65532:65532", builder ""`},
 		{name: "entrypoint", edit: func(ts []Target) []Target {
 			ts[4].Entrypoint = []string{SidecarShimPath, "--version", "v1alpha2"}

@@ -143,6 +143,7 @@ func TestImagesProgramsRunFromTheirOwnFiles(t *testing.T) {
 				runs = []run{
 					{[]string{"/usr/local/bin/fastpath-agent", "--help"}, "Usage"},
 					{[]string{"/usr/local/bin/fastpath", "--help"}, "CNI plugin fastpath"},
+					{[]string{"/usr/local/bin/fastpath-ovs-plugin", "--help"}, "CNI plugin fastpath"},
 				}
 			case "operator":
 				runs = []run{{[]string{"/usr/local/bin/fastpath-operator", "--help"}, "Usage"}}

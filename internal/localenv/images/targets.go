@@ -121,6 +121,7 @@ func Targets() []Target {
 			Binaries: []Binary{
 				{Name: "fastpath-agent", Package: "./cmd/fastpath-agent", Path: "/usr/local/bin/fastpath-agent"},
 				{Name: "fastpath", Package: "./cni/cmd/fastpath", Path: "/usr/local/bin/fastpath"},
+				{Name: "fastpath-ovs-plugin", Package: "./cni/cmd/fastpath-ovs-plugin", Path: "/usr/local/bin/fastpath-ovs-plugin"},
 			},
 			Entrypoint: []string{"/usr/local/bin/fastpath-agent"},
 		},
