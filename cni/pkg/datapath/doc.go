@@ -7,6 +7,6 @@
 // can be built without the Open vSwitch datapath: package ovs pulls in
 // libovsdb and with it prometheus, protobuf, klog and apimachinery, whose
 // package initialisation and size cost every ADD about 1.4 ms of CPU on the
-// 2-core development machine (issue 13; docs/design.md §8). bin/fastpath hands an
+// 2-core development machine (issue 13; docs/design.md §4.3). bin/fastpath hands an
 // OVS invocation over to bin/fastpath-ovs-plugin, which has both datapaths.
 package datapath
