@@ -32,7 +32,7 @@ import (
 
 var bins *cnitest.Binaries
 
-// pluginOpts give the plugin under test both datapaths, as
+// pluginOpts give the plugin under test every datapath, as
 // bin/fastpath-ovs-plugin has them.
 var pluginOpts = plugin.Options{OVS: ovs.Open}
 
