@@ -129,9 +129,13 @@ type testGuest struct {
 	IP netip.Addr
 }
 
-// bootGuests boots db-0 and db-1 on the fast path with vsock CIDs 3 and 4,
-// and web-0, an outsider with vsock CID 5 and no NIC.
-func bootGuests(t *testing.T, ctx context.Context, vsockDir string) []testGuest {
+// bootTrio boots the guests of the real-guest tests: db-0 and db-1 on a
+// fast-path network with MTU 9000 (addresses <subnet>.10 and .11/24, served
+// by DHCP on their taps) and web-0, an outsider with no NIC and 256 MiB.
+// vmi renders each VMI the hook reads; vsock, when not nil, sets guest i's
+// vsock options (i is 0, 1, 2 in that order). Every guest is stopped at the
+// end of the test.
+func bootTrio(t *testing.T, ctx context.Context, subnet [3]byte, vmi func(t *testing.T, ns, name string) []byte, vsock func(i int, o *BootOptions)) []testGuest {
 	g := NewWithT(t)
 	bin := repoBin(t)
 	f := newFastNet(t, 9000)
@@ -140,11 +144,13 @@ func bootGuests(t *testing.T, ctx context.Context, vsockDir string) []testGuest 
 	for i, vm := range []string{"db-0", "db-1", "web-0"} {
 		ns, bridge, tap := f.launcher(vm)
 		o := BootOptions{
-			Namespace: "fpg", Name: vm, UID: fmt.Sprintf("6d1f3c2a-0000-4000-8000-%012d", i), VMIJSON: vmiJSON(t, "fpg", vm),
-			Launcher: ns, Dir: filepath.Join(state, vm), Bin: bin, VCPUs: 2, MemoryMiB: 512, Multiqueue: true,
-			VSOCKCID: uint32(3 + i), VSOCKDir: vsockDir, Logf: t.Logf,
+			Namespace: "fpg", Name: vm, UID: fmt.Sprintf("6d1f3c2a-0000-4000-8000-%012d", i), VMIJSON: vmi(t, "fpg", vm),
+			Launcher: ns, Dir: filepath.Join(state, vm), Bin: bin, VCPUs: 2, MemoryMiB: 512, Multiqueue: true, Logf: t.Logf,
 		}
-		ip := netip.AddrFrom4([4]byte{10, 251, 0, byte(10 + i)})
+		if vsock != nil {
+			vsock(i, &o)
+		}
+		ip := netip.AddrFrom4([4]byte{subnet[0], subnet[1], subnet[2], byte(10 + i)})
 		if vm != "web-0" {
 			o.NICs = []NICSpec{{Network: "fp-test", Bridge: bridge, Tap: tap, MTU: 9000, Lease: DHCPLease{
 				MAC: randomMAC(), Address: netip.PrefixFrom(ip, 24), ServerIP: netip.MustParseAddr("169.254.75.10"), Hostname: vm,
@@ -176,7 +182,9 @@ func TestRealGuests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	vsockDir := t.TempDir()
-	guests := bootGuests(t, ctx, vsockDir)
+	guests := bootTrio(t, ctx, [3]byte{10, 251, 0}, vmiJSON, func(i int, o *BootOptions) {
+		o.VSOCKCID, o.VSOCKDir = uint32(3+i), vsockDir
+	})
 	db0, db1, web0 := guests[0], guests[1], guests[2]
 
 	t.Run("tuning seen inside the guests", func(t *testing.T) {

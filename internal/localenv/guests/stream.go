@@ -1,0 +1,222 @@
+package guests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Stream sizes and limits.
+const (
+	// StreamBytes is what one stream transfer moves: 2 MiB, 8 times the
+	// guest's default vsock receive buffer (buf_alloc, 256 KiB), so a path
+	// that loses credit stalls instead of finishing inside the first window,
+	// and the connection's setup is a small part of the time.
+	StreamBytes = 2 << 20
+	// MaxSiblingWriteBytes is the largest write vhost-device-vsock 0.3.0
+	// carries between sibling guests running the real-guest kernel (Debian
+	// 6.1.192): 3776-byte RX buffers (SKB_WITH_OVERHEAD(4096), header
+	// included) minus the 44-byte packet header. The backend copies a
+	// sibling's packet as it is into one RX buffer of the other guest,
+	// cutting the payload to the buffer while the used length still counts
+	// all of it; the guest drops such a packet as too long, and the sender's
+	// credit for it never comes back. A packet carries at most one write, so
+	// writes up to this size arrive. Measured: 3732-byte writes carry 4 MiB,
+	// 3733-byte writes stall (docs/vsock-sibling.md).
+	MaxSiblingWriteBytes = 3732
+)
+
+// StreamPath is one way from a client guest to a sink: the guest that
+// sends, and the socat address it dials (e.g. "VSOCK-CONNECT:3:5001",
+// "TCP:10.0.0.2:5002").
+type StreamPath struct {
+	// Name is how results call the path, e.g. "vsock-sibling".
+	Name string
+	// From is the sending guest.
+	From *Guest
+	// Target is the socat address From dials.
+	Target string
+}
+
+// StreamSample is one transfer: Bytes moved in writes of WriteBytes, and
+// the time from before the connection to the sink's answer, measured
+// inside the sending guest.
+type StreamSample struct {
+	Path       string
+	WriteBytes int
+	// Round counts from 1; every path runs once per round, in order.
+	Round   int
+	Bytes   int
+	Elapsed time.Duration
+	// Mbps is Bytes*8 / Elapsed in 10^6 bit/s.
+	Mbps float64
+}
+
+// ServeSink starts a socat sink in g: every connection to listen (a socat
+// listen address such as "VSOCK-LISTEN:5001" or
+// "TCP-LISTEN:5002,bind=10.0.0.2") is read until total bytes arrived, and
+// then answered with the count it read, so the sender knows when the last
+// byte arrived. The count of every connection (also a short one, when the
+// sender gave up) is appended to /tmp/fpsink.<name> in the guest.
+func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) error {
+	if total <= 0 {
+		return fmt.Errorf("failed to start the sink %s in %s: total must be positive, got %d", name, g.Name, total)
+	}
+	cmd := fmt.Sprintf("/usr/bin/socat -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>&1 &", listen, total, name)
+	out, rc, err := g.Run(ctx, cmd)
+	if err == nil && rc != 0 {
+		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("failed to start the sink %s in %s: %w", name, g.Name, err)
+	}
+	return nil
+}
+
+// SinkCounts returns the byte counts the sink name in g recorded, one per
+// connection, oldest first.
+func (g *Guest) SinkCounts(ctx context.Context, name string) ([]int, error) {
+	out, _, err := g.Run(ctx, "cat /tmp/fpsink."+name+" 2>/dev/null")
+	if err != nil {
+		return nil, err
+	}
+	var counts []int
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("malformed count %q in /tmp/fpsink.%s of %s", f, name, g.Name)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
+}
+
+// guestNow is a shell function printing the guest's CLOCK_MONOTONIC in
+// nanoseconds: busybox date has no %N, and /proc/timer_list's first "now
+// at <ns> nsecs" line is that clock.
+const guestNow = `now() { sed -n '/^now at /{s/^now at \([0-9]*\) nsecs.*/\1/p;q}' /proc/timer_list; }`
+
+// ErrStreamStalled is wrapped by Stream when the sink did not answer
+// within the stall limit: the transfer stopped.
+var ErrStreamStalled = errors.New("the stream stalled")
+
+// Stream sends total zero bytes from g to target (a socat address) in
+// writes of writeBytes (dd into socat -b; a last, shorter write when
+// writeBytes does not divide total) and waits for the sink (ServeSink) to
+// answer. Elapsed runs from before the connection to the answer, measured
+// inside g. Errors: a write size or total below 1, a sink that counted
+// other than total, and ErrStreamStalled when no answer came within stall
+// (the sender is killed then).
+func (g *Guest) Stream(ctx context.Context, target string, total, writeBytes int, stall time.Duration) (StreamSample, error) {
+	if writeBytes < 1 || total < 1 {
+		return StreamSample{}, fmt.Errorf("failed to stream from %s: writeBytes and total must be at least 1, got %d and %d", g.Name, writeBytes, total)
+	}
+	secs := int(stall.Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	q, r := total/writeBytes, total%writeBytes
+	src := fmt.Sprintf("dd if=/dev/zero bs=%d count=%d 2>/dev/null", writeBytes, q)
+	if r > 0 {
+		src = fmt.Sprintf("{ %s; dd if=/dev/zero bs=%d count=1 2>/dev/null; }", src, r)
+	}
+	cmd := fmt.Sprintf("%s\ns=$(now); %s | timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s | { read n; e=$(now); echo \"FPSTREAM ${n:-none} $((e-s))\"; }",
+		guestNow, src, secs, writeBytes, secs, target)
+	out, _, err := g.Run(ctx, cmd)
+	if err != nil {
+		return StreamSample{}, err
+	}
+	line := lastLine(out, "FPSTREAM ")
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: no result line in %q", g.Name, target, out)
+	}
+	if f[1] == "none" {
+		return StreamSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer within %ds: %w", total, writeBytes, g.Name, target, secs, ErrStreamStalled)
+	}
+	n, err1 := strconv.Atoi(f[1])
+	ns, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || ns <= 0 {
+		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: malformed result %q", g.Name, target, line)
+	}
+	if n != total {
+		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: the sink counted %d bytes, %d were sent", g.Name, target, n, total)
+	}
+	el := time.Duration(ns)
+	return StreamSample{WriteBytes: writeBytes, Bytes: n, Elapsed: el, Mbps: float64(n) * 8 / el.Seconds() / 1e6}, nil
+}
+
+// CompareStreams measures every path at every write size: for each size,
+// rounds rounds, each running every path once in order, so the paths
+// alternate and share the machine's load alike. Each transfer moves total
+// bytes (see Stream). It returns every sample; the first failed transfer
+// ends it with an error naming path and size. logf (nil: silent) gets one
+// line per sample.
+func CompareStreams(ctx context.Context, paths []StreamPath, writeSizes []int, total, rounds int, stall time.Duration, logf func(string, ...any)) ([]StreamSample, error) {
+	var out []StreamSample
+	for _, size := range writeSizes {
+		for round := 1; round <= rounds; round++ {
+			for _, p := range paths {
+				s, err := p.From.Stream(ctx, p.Target, total, size, stall)
+				if err != nil {
+					return out, fmt.Errorf("path %s, %d-byte writes, round %d: %w", p.Name, size, round, err)
+				}
+				s.Path, s.Round = p.Name, round
+				out = append(out, s)
+				if logf != nil {
+					logf("%s: %d-byte writes, round %d: %d bytes in %s = %.1f Mbit/s", p.Name, size, round, s.Bytes, s.Elapsed.Round(time.Millisecond), s.Mbps)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// ProbeWrites sends count writes of writeBytes zero bytes from `from` to
+// target, closes the connection without waiting for an answer, and returns
+// what the sink sinkName in sink (ServeSink, with a total above
+// count*writeBytes) read before the connection ended. Kept within the
+// receiver's first credit window (256 KiB), the writes never wait for the
+// receiver, so a path that drops packets shows it as received < sent
+// instead of stalling. Errors: a sink that recorded nothing within 20 s.
+func ProbeWrites(ctx context.Context, from *Guest, target string, sink *Guest, sinkName string, writeBytes, count int) (sent, received int, err error) {
+	before, err := sink.SinkCounts(ctx, sinkName)
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd := fmt.Sprintf("dd if=/dev/zero bs=%d count=%d 2>/dev/null | timeout -s KILL 20 /usr/bin/socat -u -b %d - %s", writeBytes, count, writeBytes, target)
+	if out, rc, err := from.Run(ctx, cmd); err != nil || rc != 0 {
+		return 0, 0, fmt.Errorf("failed to send %d %d-byte writes from %s to %s (rc %d, %v): %s", count, writeBytes, from.Name, target, rc, err, strings.TrimSpace(out))
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		counts, err := sink.SinkCounts(ctx, sinkName)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(counts) > len(before) {
+			return count * writeBytes, counts[len(counts)-1], nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("the sink %s in %s recorded no connection from %s within 20s", sinkName, sink.Name, from.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// lastLine returns the last line of s that starts with prefix, trimmed.
+func lastLine(s, prefix string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
