@@ -88,8 +88,9 @@ type Document struct {
 	// fast-path NICs, read inside the guests (local environment with real
 	// guests only).
 	GuestChecks []GuestCheck `json:"guestChecks,omitempty"`
-	// VsockChecks are vsock connections tried through the relay between
-	// real guests, with what the allow-list says and whether that happened.
+	// VsockChecks are vsock connections tried between real guests (through
+	// the relay in mode Relay, directly in mode Sibling), with what the
+	// allow-list says and whether that happened.
 	VsockChecks []VsockCheck `json:"vsockChecks,omitempty"`
 }
 
@@ -111,12 +112,17 @@ type GuestCheck struct {
 	TSO string `json:"tso"`
 }
 
-// VsockCheck is one vsock connection from a guest to a service through the
-// relay.
+// VsockCheck is one vsock connection from a guest to a service.
 type VsockCheck struct {
-	// From and To are VM names; Port the relay port dialled on CID 2.
+	// Mode is the attachment's vsock mode: "Relay" (the guest dials the
+	// relay at CID 2) or "Sibling" (it dials the target's CID directly).
+	Mode string `json:"mode"`
+	// From and To are VM names; CID and Port what From dialled (CID 2 and
+	// the relay port in mode Relay, the target's CID and the service port
+	// in mode Sibling).
 	From string `json:"from"`
 	To   string `json:"to"`
+	CID  uint32 `json:"cid"`
 	Port uint32 `json:"port"`
 	// Allowed is whether the allow-list admits From; OK whether what
 	// happened matches (answered when allowed, refused when not).

@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -78,6 +77,8 @@ type demo struct {
 	step    int
 	steps   int
 	started time.Time
+	// streamLines are the real-guest stream ratio lines, for the report.
+	streamLines []string
 }
 
 // Run runs the demo (issue 7): embedded control plane, real operator and
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	case "", emulation.GuestsNetNS:
 	case emulation.GuestsQEMU:
 		realGuests = true
-		d.steps++ // the unwire step
+		d.steps += 2 // the Sibling and unwire steps
 		if err := CheckGuestRequirements(d.bin); err != nil {
 			return err
 		}
@@ -173,6 +174,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	fmt.Fprintf(d.out, "fastpath-operator running; log %s\n", d.rel(d.stack.OperatorLog))
 	fmt.Fprintf(d.out, "fastpath-agent running as node %s (CNI binary installed into %s, vsock relay over the EMULATED UNIX-socket transport %s); log %s\n",
 		d.stack.NodeName, d.rel(d.stack.CNIBinDir), d.rel(d.stack.VSOCKRoot), d.rel(d.stack.AgentLog))
+	if d.stack.SiblingSocketDir != "" {
+		fmt.Fprintf(d.out, "  and with --vhost-device-vsock (v0.3.0, bin/): vsock mode Sibling on this node, vhost-user sockets in %s\n", d.rel(d.stack.SiblingSocketDir))
+	}
 
 	if err := d.applySamples(ctx); err != nil {
 		return err
@@ -182,6 +186,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	var benchErr error
 	if realGuests {
+		if err := d.startSibling(ctx); err != nil {
+			return err
+		}
 		benchErr = d.realGuestProof(ctx)
 		if benchErr == nil {
 			if err := d.showStatus(ctx); err != nil {
@@ -237,38 +244,6 @@ func (d *demo) kubectl(ctx context.Context, stdin []byte, args ...string) ([]byt
 	return out, nil
 }
 
-// heldWriter passes writes through, except between hold and release, when it
-// buffers them (the emulation's lines during a kubectl command).
-type heldWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	held bool
-	buf  bytes.Buffer
-}
-
-func (h *heldWriter) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held {
-		return h.buf.Write(p)
-	}
-	return h.w.Write(p)
-}
-
-func (h *heldWriter) hold() {
-	h.mu.Lock()
-	h.held = true
-	h.mu.Unlock()
-}
-
-func (h *heldWriter) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.held = false
-	_, _ = h.w.Write(h.buf.Bytes())
-	h.buf.Reset()
-}
-
 func (d *demo) indent(out []byte) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -312,6 +287,11 @@ func (d *demo) applySamples(ctx context.Context) error {
 // Ready, printing condition changes; the emulation runs meanwhile.
 func (d *demo) waitAttachment(ctx context.Context) error {
 	d.header("KubeVirt and Multus emulated on this node; the operator wires the VMs, the agent the node")
+	return d.waitAttachments(ctx)
+}
+
+// waitAttachments is waitAttachment without its header.
+func (d *demo) waitAttachments(ctx context.Context) error {
 	last := map[string]string{}
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		if err := d.stack.CheckProcesses(); err != nil {

@@ -205,3 +205,28 @@ func listenerPIDs(port int) []int {
 	}
 	return pids
 }
+
+// siblingBackendPIDs returns the PIDs of the vhost-device-vsock processes
+// serving a vhost-user socket in dir (an argument containing
+// "socket=<dir>/"): the node agent's supervisor starts them in process
+// groups of their own, so an agent killed with SIGKILL leaves them running.
+func siblingBackendPIDs(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid <= 1 || filepath.Base(exeOf(pid)) != "vhost-device-vsock" {
+			continue
+		}
+		for _, arg := range cmdlineOf(pid) {
+			if strings.Contains(arg, "socket="+dir+"/") {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/localenv/emulation"
 	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 // RealOutsiderCID is the vsock CID of the real guest the demo boots outside
@@ -116,6 +117,13 @@ func (d *demo) realGuestProof(ctx context.Context) error {
 		failures = append(failures, err.Error())
 	}
 	doc.VsockChecks = checks
+	if err == nil {
+		runs, err := d.guestStreams(ctx, list.Items)
+		if err != nil {
+			failures = append(failures, err.Error())
+		}
+		doc.Runs = append(doc.Runs, runs...)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -142,19 +150,24 @@ func (d *demo) guestNetperf(ctx context.Context, client, server *guests.Guest, f
 	var out []results.Run
 	median := map[string]float64{}
 	for _, test := range []string{results.TCPStream, results.TCPRR} {
-		samples := map[string][]float64{}
+		samples, latency := map[string][]float64{}, map[string][]float64{}
 		for rep := 0; rep < guestRepetitions; rep++ {
 			for _, p := range paths {
-				cmd := fmt.Sprintf("/usr/bin/netperf -H %s -t %s -l %d -P 0 -- -o THROUGHPUT", p.ip, test, guestRunSeconds)
+				cmd := fmt.Sprintf("/usr/bin/netperf -H %s -t %s -l %d -P 0 -- -o THROUGHPUT,MEAN_LATENCY", p.ip, test, guestRunSeconds)
 				if test == results.TCPStream {
 					cmd += " -m 65536 -s 262144 -S 262144"
 				}
 				o, rc, err := client.Run(ctx, cmd)
-				v, perr := strconv.ParseFloat(strings.TrimSpace(lastLine(o, "")), 64)
+				f := strings.Split(strings.TrimSpace(lastLine(o, "")), ",")
+				v, perr := strconv.ParseFloat(f[0], 64)
 				if err != nil || rc != 0 || perr != nil {
 					return out, fmt.Errorf("netperf %s from %s to %s over %s failed (rc %d, %v): %s", test, client.Name, server.Name, p.name, rc, err, o)
 				}
 				samples[p.name] = append(samples[p.name], v)
+				if len(f) > 1 {
+					lat, _ := strconv.ParseFloat(f[1], 64)
+					latency[p.name] = append(latency[p.name], lat)
+				}
 			}
 		}
 		for _, p := range paths {
@@ -171,17 +184,20 @@ func (d *demo) guestNetperf(ctx context.Context, client, server *guests.Guest, f
 				if test == results.TCPStream {
 					smp.ThroughputMbps = v
 				} else {
-					smp.TransactionsPerSec = v
+					// One byte each way per transaction (results.Session).
+					smp.TransactionsPerSec, smp.ThroughputMbps = v, v*2*8/1e6
+					if i < len(latency[p.name]) {
+						smp.MeanLatencyUs = latency[p.name][i]
+					}
 				}
 				r.Samples = append(r.Samples, smp)
 			}
 			if test == results.TCPStream {
 				r.SocketBytes, r.MessageBytes = 262144, 65536
-				r.ThroughputMbps, r.ThroughputMinMbps, r.ThroughputMaxMbps = m, s[0], s[len(s)-1]
 			} else {
 				r.MessageBytes = 1
-				r.TransactionsPerSec = m
 			}
+			r.Summarize()
 			out = append(out, r)
 		}
 	}
@@ -197,14 +213,24 @@ func (d *demo) guestNetperf(ctx context.Context, client, server *guests.Guest, f
 }
 
 // realVsockChecks serves every vsock service with socat in its real target
-// guest, dials it through the agent's relay from another attached guest
-// (must be answered) and from a real guest outside every attachment (must be
-// refused).
+// guest and dials it from another guest of the attachment (must be
+// answered) and from a real guest outside every attachment (must be
+// refused): through the agent's relay at CID 2 in mode Relay, at the
+// target's CID directly in mode Sibling, where the group is the allow-list.
+// The services' answering socat processes are stopped at the end.
 func (d *demo) realVsockChecks(ctx context.Context, items []fastpathv1alpha1.FastPathAttachment) ([]results.VsockCheck, error) {
 	var checks []results.VsockCheck
 	var outsider *guests.Guest
 	var outsiderNS *topology.NetNS
+	type served struct {
+		g   *guests.Guest
+		pid string
+	}
+	var answerers []served
 	defer func() {
+		for _, a := range answerers {
+			_, _, _ = a.g.Run(ctx, "kill "+a.pid)
+		}
 		if outsider != nil {
 			if err := outsider.Stop(); err != nil {
 				fmt.Fprintf(d.out, "failed to stop the outsider guest: %v\n", err)
@@ -215,6 +241,12 @@ func (d *demo) realVsockChecks(ctx context.Context, items []fastpathv1alpha1.Fas
 		}
 	}()
 	for _, a := range items {
+		cids := map[string]int64{}
+		for _, vm := range a.Status.VMs {
+			if vm.CID != nil {
+				cids[vm.Name] = *vm.CID
+			}
+		}
 		for _, svc := range a.Status.VSOCKServices {
 			target, ok := d.stack.Emulator.Guest(types.NamespacedName{Namespace: a.Namespace, Name: svc.VM})
 			if !ok || target.Real == nil {
@@ -232,12 +264,30 @@ func (d *demo) realVsockChecks(ctx context.Context, items []fastpathv1alpha1.Fas
 			if from == nil {
 				return checks, fmt.Errorf("failed to show vsock service %s: no other real guest in attachment %s", svc.Name, a.Name)
 			}
-			serve := fmt.Sprintf("/usr/bin/socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo %s answers $l' >/dev/null 2>&1 &", svc.Port, svc.VM)
-			if _, rc, err := target.Real.Run(ctx, serve); err != nil || rc != 0 {
+			mode := string(svc.Mode)
+			if mode == "" {
+				mode = string(fastpathv1alpha1.VSOCKModeRelay)
+			}
+			sibling := mode == string(fastpathv1alpha1.VSOCKModeSibling)
+			serve := fmt.Sprintf("/usr/bin/socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo %s answers $l' >/dev/null 2>&1 & echo $!", svc.Port, svc.VM)
+			out, rc, err := target.Real.Run(ctx, serve)
+			if err != nil || rc != 0 {
 				return checks, fmt.Errorf("failed to start socat in %s: rc %d: %v", svc.VM, rc, err)
 			}
-			fmt.Fprintf(d.out, "guest %s (CID %d): socat VSOCK-LISTEN:%d (service %q)   [%s]\n", svc.VM, target.CID, svc.Port, svc.Name, guests.Label)
-			dial := fmt.Sprintf("echo 'SELECT 1' | /usr/bin/socat -t 5 - VSOCK-CONNECT:2:%d", svc.RelayPort)
+			answerers = append(answerers, served{target.Real, strings.TrimSpace(out)})
+			dialCID, dialPort := uint32(vsock.HostCID), uint32(svc.RelayPort)
+			targetCID, fromCID := int64(target.CID), int64(from.CID)
+			via := "through the agent's relay"
+			if sibling {
+				if svc.TargetCID == nil {
+					return checks, fmt.Errorf("vsock service %s of %s (mode Sibling) has no target CID in the attachment status", svc.Name, a.Name)
+				}
+				dialCID, dialPort = uint32(*svc.TargetCID), uint32(svc.Port)
+				targetCID, fromCID = *svc.TargetCID, cids[from.VMI.Name]
+				via = fmt.Sprintf("directly (vsock mode Sibling, address %s from the attachment status; vhost-device-vsock group %s.%s, no relay)", svc.Address, a.Namespace, a.Name)
+			}
+			fmt.Fprintf(d.out, "guest %s (CID %d): socat VSOCK-LISTEN:%d (service %q, mode %s)   [%s]\n", svc.VM, targetCID, svc.Port, svc.Name, mode, guests.Label)
+			dial := fmt.Sprintf("echo 'SELECT 1' | /usr/bin/socat -t 5 - VSOCK-CONNECT:%d:%d", dialCID, dialPort)
 			var reply string
 			deadline := time.Now().Add(20 * time.Second)
 			for {
@@ -248,9 +298,12 @@ func (d *demo) realVsockChecks(ctx context.Context, items []fastpathv1alpha1.Fas
 				time.Sleep(500 * time.Millisecond)
 			}
 			ok = strings.Contains(reply, svc.VM+" answers SELECT 1")
-			fmt.Fprintf(d.out, "guest %s (CID %d) dials CID 2 port %d through the agent's relay -> %q\n", from.VMI.Name, from.CID, svc.RelayPort, strings.TrimSpace(reply))
-			checks = append(checks, results.VsockCheck{From: from.VMI.Name, To: svc.VM, Port: uint32(svc.RelayPort), Allowed: true, OK: ok})
+			fmt.Fprintf(d.out, "guest %s (CID %d) dials CID %d port %d %s -> %q\n", from.VMI.Name, fromCID, dialCID, dialPort, via, strings.TrimSpace(reply))
+			checks = append(checks, results.VsockCheck{Mode: mode, From: from.VMI.Name, To: svc.VM, CID: dialCID, Port: dialPort, Allowed: true, OK: ok})
 			if !ok {
+				if sibling {
+					return checks, fmt.Errorf("vsock service %s: %s got no answer at %d:%d (see %s)", svc.Name, from.VMI.Name, dialCID, dialPort, d.rel(d.stack.AgentLog))
+				}
 				return checks, fmt.Errorf("vsock service %s: %s got no answer through the relay (see %s)", svc.Name, from.VMI.Name, d.rel(d.stack.AgentLog))
 			}
 			if outsider == nil {
@@ -261,14 +314,20 @@ func (d *demo) realVsockChecks(ctx context.Context, items []fastpathv1alpha1.Fas
 			}
 			reply, _, _ = outsider.Run(ctx, dial)
 			refused := !strings.Contains(reply, "answers")
-			fmt.Fprintf(d.out, "guest %s (CID %d, in no attachment) dials CID 2 port %d -> %s\n", outsider.Name, RealOutsiderCID, svc.RelayPort,
-				map[bool]string{true: "refused by the relay", false: fmt.Sprintf("ANSWERED %q", reply)}[refused])
-			if line := lastLineContaining(d.stack.AgentLog, strconv.Itoa(RealOutsiderCID)); line != "" {
-				fmt.Fprintf(d.out, "  agent log: %s\n", line)
+			why := "refused by the relay"
+			if sibling {
+				why = fmt.Sprintf("refused: CID %d exists only inside the group's vhost-device-vsock, and the outsider's vsock device is not in it (%s)", dialCID, lastLine(reply, ""))
 			}
-			checks = append(checks, results.VsockCheck{From: outsider.Name, To: svc.VM, Port: uint32(svc.RelayPort), Allowed: false, OK: refused})
+			fmt.Fprintf(d.out, "guest %s (CID %d, in no attachment) dials CID %d port %d -> %s\n", outsider.Name, RealOutsiderCID, dialCID, dialPort,
+				map[bool]string{true: why, false: fmt.Sprintf("ANSWERED %q", reply)}[refused])
+			if !sibling {
+				if line := lastLineContaining(d.stack.AgentLog, strconv.Itoa(RealOutsiderCID)); line != "" {
+					fmt.Fprintf(d.out, "  agent log: %s\n", line)
+				}
+			}
+			checks = append(checks, results.VsockCheck{Mode: mode, From: outsider.Name, To: svc.VM, CID: dialCID, Port: dialPort, Allowed: false, OK: refused})
 			if !refused {
-				return checks, fmt.Errorf("vsock service %s: the relay let %s (CID %d) in", svc.Name, outsider.Name, RealOutsiderCID)
+				return checks, fmt.Errorf("vsock service %s (mode %s): %s (CID %d) got in", svc.Name, mode, outsider.Name, RealOutsiderCID)
 			}
 		}
 	}

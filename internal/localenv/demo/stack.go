@@ -71,8 +71,10 @@ type Stack struct {
 	NodeName string
 	// CNIBinDir is where the agent installs the fastpath plugin; VSOCKRoot is
 	// the emulated vsock transport's root, shared by the agent's relay and the
-	// emulated guests.
-	CNIBinDir, VSOCKRoot string
+	// emulated guests; SiblingSocketDir (real guests only, else "") holds the
+	// vhost-user sockets of the agent's vhost-device-vsock (vsock mode
+	// Sibling).
+	CNIBinDir, VSOCKRoot, SiblingSocketDir string
 	// OperatorLog and AgentLog are the processes' log files.
 	OperatorLog, AgentLog string
 
@@ -84,6 +86,15 @@ type Stack struct {
 func (o StackOptions) statePath() string { return filepath.Join(o.WorkDir, "state", "run.json") }
 func (o StackOptions) runDir() string    { return filepath.Join(o.WorkDir, "run") }
 
+// siblingDir is the agent's --sibling-socket-dir with real guests, "" else:
+// vsock mode Sibling needs vhost-device-vsock and QEMU guests.
+func (o StackOptions) siblingDir() string {
+	if o.Guests != emulation.GuestsQEMU {
+		return ""
+	}
+	return filepath.Join(o.runDir(), "sibling")
+}
+
 func (o StackOptions) emulationOptions() emulation.Options {
 	return emulation.Options{
 		Namespaces:   o.Namespaces,
@@ -93,12 +104,13 @@ func (o StackOptions) emulationOptions() emulation.Options {
 		PodCIDR:      o.PodCIDR,
 		// Only the directory the agent installs the plugin into: a failed
 		// install must show, not be covered by bin/fastpath.
-		CNIPath:   []string{filepath.Join(o.runDir(), "cni-bin"), "/usr/lib/cni"},
-		VSOCKRoot: filepath.Join(o.runDir(), "vsock"),
-		Binaries:  map[string]string{"fastpath-bench": filepath.Join(o.BinDir, "fastpath-bench")},
-		Guests:    o.Guests,
-		GuestBin:  o.BinDir,
-		Out:       o.Out,
+		CNIPath:          []string{filepath.Join(o.runDir(), "cni-bin"), "/usr/lib/cni"},
+		VSOCKRoot:        filepath.Join(o.runDir(), "vsock"),
+		SiblingSocketDir: o.siblingDir(),
+		Binaries:         map[string]string{"fastpath-bench": filepath.Join(o.BinDir, "fastpath-bench")},
+		Guests:           o.Guests,
+		GuestBin:         o.BinDir,
+		Out:              o.Out,
 	}
 }
 
@@ -160,6 +172,11 @@ func CleanupLeftovers(ctx context.Context, o StackOptions) error {
 			errs = append(errs, fmt.Errorf("failed to remove %s: %w", d, err))
 		}
 	}
+	for _, pid := range siblingBackendPIDs(o.siblingDir()) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			fmt.Fprintf(o.Out, "cleanup: killed leftover vhost-device-vsock (pid %d)\n", pid)
+		}
+	}
 	eo := o.emulationOptions()
 	// The agent's copy may be gone with a killed run; bin/fastpath does the DEL.
 	eo.CNIPath = append(eo.CNIPath, o.BinDir)
@@ -217,7 +234,11 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 	s.CNIBinDir = filepath.Join(o.runDir(), "cni-bin")
 	s.VSOCKRoot = filepath.Join(o.runDir(), "vsock")
-	for _, d := range []string{o.WorkDir, s.CNIBinDir, s.VSOCKRoot} {
+	s.SiblingSocketDir = o.siblingDir()
+	for _, d := range []string{o.WorkDir, s.CNIBinDir, s.VSOCKRoot, s.SiblingSocketDir} {
+		if d == "" {
+			continue
+		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("failed to create %s: %w", d, err)
 		}
@@ -244,15 +265,20 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	for _, f := range []string{s.AgentLog, s.OperatorLog} {
 		_ = os.Remove(f)
 	}
-	if s.agent, err = s.startChild("fastpath-agent", s.AgentLog,
+	agentArgs := []string{
 		"--kubeconfig", s.Kubeconfig,
 		"--node-name", s.NodeName,
-		"--vsock-transport", "unix:"+s.VSOCKRoot,
+		"--vsock-transport", "unix:" + s.VSOCKRoot,
 		"--cni-bin-dir", s.CNIBinDir,
 		"--cni-bin-source", filepath.Join(o.BinDir, "fastpath"),
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", "0",
-	); err != nil {
+	}
+	if s.SiblingSocketDir != "" {
+		// Real guests: the node can do vsock mode Sibling.
+		agentArgs = append(agentArgs, "--vhost-device-vsock", filepath.Join(o.BinDir, "vhost-device-vsock"), "--sibling-socket-dir", s.SiblingSocketDir)
+	}
+	if s.agent, err = s.startChild("fastpath-agent", s.AgentLog, agentArgs...); err != nil {
 		return nil, err
 	}
 	args := []string{"--kubeconfig", s.Kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
@@ -371,6 +397,12 @@ func (s *Stack) Stop() error {
 		if err := p.stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// The agent stops its vhost-device-vsock processes when it exits; one
+	// it could not stop is an error, and is killed.
+	for _, pid := range siblingBackendPIDs(s.SiblingSocketDir) {
+		errs = append(errs, fmt.Errorf("vhost-device-vsock (pid %d) outlived the agent: killed", pid))
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for _, b := range s.state.Bridges {
 		if err := deleteBridge(b); err != nil {

@@ -13,12 +13,16 @@ import (
 	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 )
 
-// realGuestUnwire deletes every attachment, waits until the operator took
+// realGuestUnwire stops the Sibling VMs and deletes their attachment
+// (stopSibling), then deletes every other attachment, waits until the operator took
 // its wiring out of the VM templates, restarts the VMs (deletes their VMIs,
 // as `virtctl restart` does) and checks inside the new real guests that the
 // fast-path NIC is gone.
 func (d *demo) realGuestUnwire(ctx context.Context) error {
-	d.header("Unwire: delete the attachment, restart the VMs; the real guests come back without the fast-path NIC")
+	d.header("Unwire: stop the Sibling VMs and delete their attachment; delete the others, restart the VMs; the real guests come back without the fast-path NIC")
+	if err := d.stopSibling(ctx); err != nil {
+		return err
+	}
 	list := &fastpathv1alpha1.FastPathAttachmentList{}
 	if err := d.stack.Client.List(ctx, list, clientInNamespace(Namespace)); err != nil {
 		return fmt.Errorf("failed to list FastPathAttachments: %w", err)

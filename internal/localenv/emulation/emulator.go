@@ -79,6 +79,11 @@ type Options struct {
 	// Guests is GuestsNetNS ("" means it: every guest a network namespace)
 	// or GuestsQEMU (every guest a REAL VM, see internal/localenv/guests).
 	Guests string
+	// SiblingSocketDir is the node agent's --sibling-socket-dir: where its
+	// vhost-device-vsock serves the vhost-user sockets of vsock mode
+	// Sibling. A real guest of a VMI annotated for Sibling is started only
+	// once its socket is there, and the domain hook is told the directory.
+	SiblingSocketDir string
 	// GuestBin holds what real guests need (fastpath-domain-hook,
 	// vhost-device-vsock, guest/): the repository's bin/. Required with
 	// GuestsQEMU.

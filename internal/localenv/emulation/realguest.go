@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 
 	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
@@ -86,6 +89,10 @@ func (e *Emulator) bootRealGuest(ctx context.Context, l *launcher, vmi *kubevirt
 	if l.cid != nil {
 		o.VSOCKCID, o.VSOCKDir = *l.cid, e.opts.VSOCKRoot
 	}
+	if sock, ok := e.siblingSocket(vmi); ok {
+		o.SiblingSocketDir = e.opts.SiblingSocketDir
+		e.log.printf("virt-launcher", "%s: vsock mode Sibling: the domain hook's vhost-user-vsock device connects QEMU to %s, served by the node agent's vhost-device-vsock", l.key, sock)
+	}
 	g, err := guests.Boot(ctx, o)
 	if err != nil {
 		return err
@@ -121,4 +128,31 @@ func (l *logger) real(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.w, "REAL            "+format+"\n", args...)
+}
+
+// siblingSocket returns the vhost-user socket of a VMI the operator wired for
+// vsock mode Sibling (annotation v1alpha1.VSOCKModeAnnotation) on a real
+// guest: <SiblingSocketDir>/<base of v1alpha1.SiblingSocketPath>. ok is false
+// for other VMIs, namespace guests and an emulation without
+// SiblingSocketDir.
+func (e *Emulator) siblingSocket(vmi *kubevirtv1.VirtualMachineInstance) (string, bool) {
+	if !e.realGuests() || e.opts.SiblingSocketDir == "" || vmi.Annotations[fastpathv1alpha1.VSOCKModeAnnotation] != string(fastpathv1alpha1.VSOCKModeSibling) {
+		return "", false
+	}
+	return filepath.Join(e.opts.SiblingSocketDir, filepath.Base(fastpathv1alpha1.SiblingSocketPath(vmi.Namespace, vmi.Name))), true
+}
+
+// siblingSocketReady fails while the vhost-user socket of a Sibling VMI is
+// missing: QEMU would fail to connect to it, as it would in a virt-launcher
+// started before the node agent's backend serves the VM (the agent declares
+// a VM's slot once the operator gave it a CID). The launch is retried.
+func (e *Emulator) siblingSocketReady(vmi *kubevirtv1.VirtualMachineInstance) error {
+	sock, ok := e.siblingSocket(vmi)
+	if !ok {
+		return nil
+	}
+	if _, err := os.Stat(sock); err != nil {
+		return fmt.Errorf("vsock mode Sibling: the node agent's vhost-device-vsock does not serve %s yet (it does once the FastPathAttachment gave the VM a CID): %w", sock, err)
+	}
+	return nil
 }

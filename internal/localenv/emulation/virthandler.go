@@ -133,6 +133,9 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", l.dir, err)
 	}
+	if err := e.siblingSocketReady(vmi); err != nil {
+		return nil, err
+	}
 	nsName := e.opts.Prefix + vmi.Namespace + "." + l.podName
 	guestName := e.opts.Prefix + vmi.Namespace + "." + vmi.Name
 	for _, n := range []string{nsName, guestName} {

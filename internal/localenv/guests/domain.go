@@ -192,9 +192,11 @@ func ConvertDomain(s DomainSpec) ([]byte, error) {
 // RunHook calls the domain hook binary exactly as KubeVirt's sidecar-shim
 // does (cmd/sidecars/sidecar_shim.go): an executable named onDefineDomain
 // with `--vmi <VMI JSON> --domain <domain XML>`, the new domain on stdout.
-// hookBin is linked as <dir>/onDefineDomain. It returns the new domain and
-// what the hook wrote on stderr; a non-zero exit is an error carrying stderr.
-func RunHook(hookBin, dir string, vmiJSON, domainXML []byte) (domain []byte, stderr string, err error) {
+// hookBin is linked as <dir>/onDefineDomain; env ("KEY=value") is added to
+// this process's environment for it, as the sidecar container's env would
+// be. It returns the new domain and what the hook wrote on stderr; a
+// non-zero exit is an error carrying stderr.
+func RunHook(hookBin, dir string, vmiJSON, domainXML []byte, env ...string) (domain []byte, stderr string, err error) {
 	abs, err := filepath.Abs(hookBin)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to resolve the domain hook %s: %w", hookBin, err)
@@ -208,6 +210,7 @@ func RunHook(hookBin, dir string, vmiJSON, domainXML []byte) (domain []byte, std
 		return nil, "", fmt.Errorf("failed to link %s: %w", link, err)
 	}
 	cmd := exec.Command(link, "--vmi", string(vmiJSON), "--domain", string(domainXML))
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

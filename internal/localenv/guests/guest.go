@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
+	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
 )
 
 // Label is how every real guest is named in output.
@@ -42,6 +43,11 @@ type BootOptions struct {
 	VSOCKCID uint32
 	// VSOCKDir holds the hybrid vsock sockets (shared with the relay).
 	VSOCKDir string
+	// SiblingSocketDir is given to the domain hook as
+	// $FASTPATH_SIBLING_SOCKET_DIR (domainhook.SiblingSocketDirEnv): where
+	// the vhost-user sockets of vsock mode Sibling are. "" leaves the
+	// hook's default (or this process's environment).
+	SiblingSocketDir string
 	// Dir is this guest's state directory (created; removed by Stop).
 	Dir string
 	// Bin is the directory with fastpath-domain-hook, vhost-device-vsock and
@@ -198,7 +204,11 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 	if err := os.WriteFile(filepath.Join(o.Dir, "domain-kubevirt.xml"), domain, 0o600); err != nil {
 		return nil, err
 	}
-	hooked, hookLog, err := RunHook(filepath.Join(o.Bin, "fastpath-domain-hook"), o.Dir, o.VMIJSON, domain)
+	var hookEnv []string
+	if o.SiblingSocketDir != "" {
+		hookEnv = append(hookEnv, domainhook.SiblingSocketDirEnv+"="+o.SiblingSocketDir)
+	}
+	hooked, hookLog, err := RunHook(filepath.Join(o.Bin, "fastpath-domain-hook"), o.Dir, o.VMIJSON, domain, hookEnv...)
 	if err != nil {
 		return nil, err
 	}

@@ -94,10 +94,12 @@ func (g *Guest) SinkCounts(ctx context.Context, name string) ([]int, error) {
 	return counts, nil
 }
 
-// guestNow is a shell function printing the guest's CLOCK_MONOTONIC in
+// guestNow is a shell function printing the guest's time since boot in
 // nanoseconds: busybox date has no %N, and /proc/timer_list's first "now
-// at <ns> nsecs" line is that clock.
-const guestNow = `now() { sed -n '/^now at /{s/^now at \([0-9]*\) nsecs.*/\1/p;q}' /proc/timer_list; }`
+// at <ns> nsecs" line is CLOCK_MONOTONIC in ns. Should that read give
+// nothing, /proc/uptime (the same clock plus suspend time, which a guest
+// here never has, in 10 ms steps) stands in.
+const guestNow = `now() { t=$(sed -n '/^now at /{s/^now at \([0-9]*\) nsecs.*/\1/p;q}' /proc/timer_list 2>/dev/null); [ -n "$t" ] || t=$(awk '{printf "%.0f", $1*1e9}' /proc/uptime); echo "$t"; }`
 
 // ErrStreamStalled is wrapped by Stream when the sink did not answer
 // within the stall limit: the transfer stopped.
@@ -123,7 +125,7 @@ func (g *Guest) Stream(ctx context.Context, target string, total, writeBytes int
 	if r > 0 {
 		src = fmt.Sprintf("{ %s; dd if=/dev/zero bs=%d count=1 2>/dev/null; }", src, r)
 	}
-	cmd := fmt.Sprintf("%s\ns=$(now); %s | timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s | { read n; e=$(now); echo \"FPSTREAM ${n:-none} $((e-s))\"; }",
+	cmd := fmt.Sprintf("%s\ns=$(now); %s | timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s | { read n; e=$(now); echo \"FPSTREAM ${n:-none} ${s:-none} ${e:-none}\"; }",
 		guestNow, src, secs, writeBytes, secs, target)
 	out, _, err := g.Run(ctx, cmd)
 	if err != nil {
@@ -131,16 +133,18 @@ func (g *Guest) Stream(ctx context.Context, target string, total, writeBytes int
 	}
 	line := lastLine(out, "FPSTREAM ")
 	f := strings.Fields(line)
-	if len(f) != 3 {
+	if len(f) != 4 {
 		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: no result line in %q", g.Name, target, out)
 	}
 	if f[1] == "none" {
 		return StreamSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer within %ds: %w", total, writeBytes, g.Name, target, secs, ErrStreamStalled)
 	}
 	n, err1 := strconv.Atoi(f[1])
-	ns, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || ns <= 0 {
-		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: malformed result %q", g.Name, target, line)
+	start, err2 := strconv.ParseInt(f[2], 10, 64)
+	end, err3 := strconv.ParseInt(f[3], 10, 64)
+	ns := end - start
+	if err1 != nil || err2 != nil || err3 != nil || ns <= 0 {
+		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: malformed result %q (FPSTREAM <count> <start ns> <end ns>; output %q)", g.Name, target, line, out)
 	}
 	if n != total {
 		return StreamSample{}, fmt.Errorf("failed to stream from %s to %s: the sink counted %d bytes, %d were sent", g.Name, target, n, total)
