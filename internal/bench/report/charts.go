@@ -23,7 +23,8 @@ type Chart struct {
 	Name string
 	// Title is the chart's heading.
 	Title string
-	// Kind is "throughput", "latency" or "scale-out".
+	// Kind is "paths" (PathChart), "throughput", "cpu", "latency" or
+	// "scale-out".
 	Kind string
 	// SVG is a standalone SVG document.
 	SVG []byte

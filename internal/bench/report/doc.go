@@ -1,6 +1,9 @@
 // Package report renders a results.Document as Markdown and as one
 // self-contained HTML page with SVG charts drawn by gonum/plot:
 //
+//   - on request (Options.PathCharts), throughput against message size on a
+//     log scale with one line per path across tests, like the figure of
+//     VMware's VMCI socket paper (VMCI sockets beside TCP);
 //   - throughput against message size, one tile per socket size, every path
 //     side by side (the shape of Figure 1 of VMware's VMCI socket paper),
 //     one chart per stream test and session count;

@@ -21,6 +21,13 @@ type Options struct {
 	// IsReference picks the paths others are compared against; nil means
 	// results.IsReference (names starting with "baseline", and "ceiling").
 	IsReference func(path string) bool
+	// PathCharts are drawn first, in their own section: throughput against
+	// message size, one line per path, across tests (see PathChart).
+	PathCharts []PathChart
+	// ExtraLines are headline lines the caller computed (e.g. the demo's
+	// "ratio vsock-sibling/vsock-relay 1.56 (3732-byte writes, ...)"),
+	// shown after the report's own.
+	ExtraLines []string
 }
 
 // Report is a rendered report.
@@ -54,6 +61,11 @@ func Render(doc results.Document, opts Options) (*Report, error) {
 	}
 	r := &Report{}
 	all := seriesOf(doc.Runs)
+	pcs, err := pathCharts(all, doc.Runs, opts.PathCharts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to render report: %w", err)
+	}
+	r.Charts = append(r.Charts, pcs...)
 	for _, f := range []func([]series, []results.Run) ([]Chart, error){throughputCharts, latencyCharts, scaleOutCharts} {
 		cs, err := f(all, doc.Runs)
 		if err != nil {
@@ -68,6 +80,7 @@ func Render(doc results.Document, opts Options) (*Report, error) {
 	r.Charts = append(r.Charts, cs...)
 	r.Lines = append(RatioLines(doc.Runs, opts.IsReference), LatencyLines(doc.Runs, opts.IsReference)...)
 	r.Lines = append(r.Lines, cpuLines(doc.Runs, opts.IsReference)...)
+	r.Lines = append(r.Lines, opts.ExtraLines...)
 	v := newView(doc, opts, r)
 	md, err := markdown(v)
 	if err != nil {

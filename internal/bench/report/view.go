@@ -46,7 +46,7 @@ func newView(doc results.Document, opts Options, r *Report) view {
 	if lp, ok := LatencyHeadline(doc.Runs); ok {
 		v.LatencyHeadline = lp.String()
 	}
-	for _, s := range []struct{ kind, title string }{{"throughput", "Throughput"}, {"cpu", "CPU per byte"}, {"latency", "Latency"}, {"scale-out", "Scale-out"}} {
+	for _, s := range []struct{ kind, title string }{{"paths", "Paths against message size"}, {"throughput", "Throughput"}, {"cpu", "CPU per byte"}, {"latency", "Latency"}, {"scale-out", "Scale-out"}} {
 		var cs []Chart
 		for _, c := range r.Charts {
 			if c.Kind == s.kind {

@@ -134,7 +134,19 @@ func (d *demo) realGuestProof(ctx context.Context) error {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("failed to write %s: %w", path, err)
 	}
-	fmt.Fprintf(d.out, "wrote %s (guestChecks, vsockChecks, machine.guests %s, runs)\n", d.rel(path), doc.Machine.Guests)
+	written := []string{d.rel(path)}
+	if len(doc.Runs) > 0 {
+		files, err := writeGuestReport(doc, d.outDir, d.streamLines)
+		if err != nil {
+			failures = append(failures, err.Error())
+		}
+		for _, f := range files {
+			if !strings.HasSuffix(f, ".svg") {
+				written = append(written, d.rel(f))
+			}
+		}
+	}
+	fmt.Fprintf(d.out, "wrote %s (guestChecks, vsockChecks, machine.guests %s, runs; report.html with throughput vs message size per path)\n", strings.Join(written, ", "), doc.Machine.Guests)
 	if len(failures) > 0 {
 		return fmt.Errorf("real-guest checks failed:\n  %s", strings.Join(failures, "\n  "))
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/report"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 	"github.com/fastpath-io/fastpath/internal/localenv/guests"
 )
@@ -186,6 +187,23 @@ func streamRun(p guests.StreamPath, size int, samples []guests.StreamSample) res
 	return r
 }
 
+// guestReportOptions are the report's options for the real-guest results:
+// the pod network and the relay are the references, and the streams get
+// the VMCI-paper-style chart.
+func guestReportOptions(lines []string) report.Options {
+	return report.Options{
+		ExtraLines:  lines,
+		Title:       "Fastpath demo: real guests (" + guests.Label + ")",
+		IsReference: func(p string) bool { return p == PathGuestPodNetwork || p == PathVsockRelay },
+		PathCharts: []report.PathChart{{
+			Name:     "guest-streams",
+			Title:    "Guest to guest: throughput vs message size (vsock Sibling, vsock Relay, TCP over the fast path)",
+			Subtitle: fmt.Sprintf("REAL VMs under QEMU TCG; dd | socat, %d MiB per transfer, medians of %d with min to max; writes end at %d bytes, the Sibling backend's limit", guests.StreamBytes>>20, streamRounds, guests.MaxSiblingWriteBytes),
+			Paths:    []string{PathVsockSibling, PathVsockRelay, PathFastPath},
+		}},
+	}
+}
+
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
@@ -195,4 +213,15 @@ func joinInts(xs []int) string {
 		return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 	}
 	return strings.Join(s, "")
+}
+
+// writeGuestReport renders doc (the real-guest results) as report.md,
+// report.html and the charts' SVG files into dir, with lines (the stream
+// ratios) among the headline lines, and returns the files.
+func writeGuestReport(doc results.Document, dir string, lines []string) ([]string, error) {
+	r, err := report.Render(doc, guestReportOptions(lines))
+	if err != nil {
+		return nil, err
+	}
+	return r.WriteDir(dir)
 }
