@@ -179,4 +179,8 @@ const (
 	ReasonSiblingBackendFailed = "SiblingBackendFailed"
 	// ReasonNoSiblingBackends: no attachment in mode Sibling.
 	ReasonNoSiblingBackends = "NoSiblingBackends"
+	// ReasonNodeLabelFailed: the agent could not set (or remove) the Node label
+	// VhostUserVSOCKNodeLabel, so Sibling VMs are not steered to (or away
+	// from) this node.
+	ReasonNodeLabelFailed = "NodeLabelFailed"
 )

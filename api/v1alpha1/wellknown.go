@@ -29,6 +29,14 @@ const (
 	// device on SiblingSocketPath instead of KubeVirt's kernel <vsock>.
 	VSOCKModeAnnotation = "fastpath.io/vsock-mode"
 
+	// VhostUserVSOCKNodeLabel is set to "true" on a Node by the node agent
+	// while it runs there with the vhost-user vsock backend (FastPathNode
+	// capabilities.vhostUserVSOCK), and removed when it runs without it. The
+	// operator puts it into the nodeSelector of the VMs of an attachment in
+	// vsock mode Sibling, so the scheduler keeps them on nodes that can serve
+	// them.
+	VhostUserVSOCKNodeLabel = "fastpath.io/vhost-user-vsock"
+
 	// SiblingSocketDir is the node directory holding the vhost-user sockets of
 	// the agent's vhost-device-vsock backends (mode Sibling); the device plugin
 	// mounts it into virt-launcher's compute container at the same path.

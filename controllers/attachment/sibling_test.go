@@ -25,7 +25,7 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		Expect(err).To(MatchError(And(ContainSubstring("spec.vsock.mode"), ContainSubstring(`"Relay", "Sibling"`))))
 	})
 
-	It("gives each VM a CID in the group, lists services as <cid>:<port> and says which node cannot do Sibling", func() {
+	It("gives each VM a CID in the group, keeps it on nodes with the backend, lists services as <cid>:<port> and says which node cannot do Sibling", func() {
 		ns := newNamespace()
 		nodeA, nodeB := "node-a-"+ns, "node-b-"+ns
 		for _, n := range []string{"db-0", "db-1", "db-2", "db-3"} {
@@ -39,6 +39,8 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		Expect(templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)).To(Equal(`"Sibling"`))
 		Expect(templatePart(ns, "db-0", "spec", "domain", "devices", "autoattachVSOCK")).To(Equal("<absent>"))
+		// Scheduled only where a node agent runs the backend (it labels its Node).
+		Expect(templatePart(ns, "db-0", "spec", "nodeSelector")).To(Equal(`{"` + v1alpha1.VhostUserVSOCKNodeLabel + `":"true"}`))
 		Eventually(conditionOf(ns, "sib", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotRunning))
 		for i, n := range []string{"db-0", "db-1", "db-2", "db-3"} {
 			st := vmStatus(ns, "sib", n)()
@@ -53,7 +55,8 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		createVMI(ns, vmi{name: "db-0", node: nodeA, wired: true, attachment: "sib"})
 		createVMI(ns, vmi{name: "db-1", node: nodeA, wired: true, attachment: "sib"})
 		Eventually(conditionOf(ns, "sib", v1alpha1.VSOCKReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonSiblingReady))
-		Expect(getAttachment(ns, "sib").Status.VSOCKServices).To(Equal([]v1alpha1.VSOCKServiceStatus{
+		// The VMI's status (its node) may land after the VMI: wait for it too.
+		Eventually(func() []v1alpha1.VSOCKServiceStatus { return getAttachment(ns, "sib").Status.VSOCKServices }).Should(Equal([]v1alpha1.VSOCKServiceStatus{
 			{Name: "db", Mode: v1alpha1.VSOCKModeSibling, Address: "3:5432", VM: "db-0", Port: 5432, Node: nodeA, TargetCID: ptr(int64(3)), AllowedCIDs: []int64{4, 5, 6}},
 			{Name: "cache", Mode: v1alpha1.VSOCKModeSibling, Address: "4:6379", VM: "db-1", Port: 6379, Node: nodeA, TargetCID: ptr(int64(4)), AllowedCIDs: []int64{3, 5, 6}},
 		}))
@@ -79,5 +82,6 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		Eventually(func() string {
 			return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
 		}).Should(Equal("<absent>"))
+		Expect(templatePart(ns, "db-0", "spec", "nodeSelector")).To(Equal("<absent>"))
 	})
 })

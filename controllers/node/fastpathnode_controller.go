@@ -78,7 +78,7 @@ type CNIInstaller interface {
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnetworks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconciler prepares one node and publishes its FastPathNode. Fill in
@@ -93,10 +93,12 @@ type Reconciler struct {
 	// Client reads FastPathAttachments and writes the FastPathNode; nil: the
 	// manager's client.
 	Client client.Client
-	// APIReader reads the Node object (uncached, once per FastPathNode
-	// creation) to make it the FastPathNode's owner, so the FastPathNode is
-	// garbage-collected with its node; nil: the manager's API reader. Nil
-	// without a manager skips the owner reference.
+	// APIReader reads the Node object (uncached): at FastPathNode creation to
+	// make it the FastPathNode's owner, so the FastPathNode is
+	// garbage-collected with its node, and on every reconcile to keep its
+	// v1alpha1.VhostUserVSOCKNodeLabel (labelNode); nil: the manager's API
+	// reader. Nil without a manager skips the owner reference and reads the
+	// Node through Client.
 	APIReader client.Reader
 	// NodeName is this node's name and the FastPathNode's.
 	NodeName string
@@ -161,6 +163,9 @@ type observed struct {
 	siblings      []fastpathv1alpha1.SiblingBackendStatus
 	siblingErr    error
 	siblingDown   []string
+	// nodeLabelErr: the Node's v1alpha1.VhostUserVSOCKNodeLabel could not be
+	// read or set.
+	nodeLabelErr error
 }
 
 // scope is what one reconcile knows about the node.
@@ -215,6 +220,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.ensureBridges,
 		r.programRelay,
 		r.superviseSiblings,
+		r.labelNode,
 		r.installCNI,
 		r.tuneSysctls,
 		r.probe,

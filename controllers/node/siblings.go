@@ -7,9 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
@@ -88,6 +92,49 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// labelNode keeps v1alpha1.VhostUserVSOCKNodeLabel on this node's Node
+// object saying what the agent can do now: "true" while it runs with the
+// vhost-user vsock backend, absent without it. The operator's nodeSelector
+// on the VMs of Sibling attachments then keeps them off nodes that cannot
+// serve them. A node without a Node object (the local environment) is left
+// alone; a failed read or patch is reported and retried.
+func (r *Reconciler) labelNode(ctx context.Context, s *scope) (ctrl.Result, error) {
+	want := r.Siblings != nil && r.SiblingVersion != ""
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	node := &corev1.Node{}
+	if err := reader.Get(ctx, types.NamespacedName{Name: r.NodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		s.nodeLabelErr = fmt.Errorf("failed to read Node %s to set its label %s: %w", r.NodeName, fastpathv1alpha1.VhostUserVSOCKNodeLabel, err)
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to read the Node", "label", fastpathv1alpha1.VhostUserVSOCKNodeLabel)
+		return r.retry(), nil
+	}
+	cur, has := node.Labels[fastpathv1alpha1.VhostUserVSOCKNodeLabel]
+	if (want && cur == "true") || (!want && !has) {
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	if want {
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[fastpathv1alpha1.VhostUserVSOCKNodeLabel] = "true"
+	} else {
+		delete(node.Labels, fastpathv1alpha1.VhostUserVSOCKNodeLabel)
+	}
+	if err := r.Client.Patch(ctx, node, patch); err != nil {
+		s.nodeLabelErr = fmt.Errorf("failed to set label %s on Node %s: %w", fastpathv1alpha1.VhostUserVSOCKNodeLabel, r.NodeName, err)
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to label the Node", "label", fastpathv1alpha1.VhostUserVSOCKNodeLabel)
+		return r.retry(), nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Labelled the Node for vsock mode Sibling", "label", fastpathv1alpha1.VhostUserVSOCKNodeLabel, "set", want)
+	return ctrl.Result{}, nil
+}
+
 // siblingCapabilities adds the vhost-user vsock backend to the probed
 // capabilities: the agent has a supervisor and a backend version.
 func (r *Reconciler) siblingCapabilities(obs *observed) {
@@ -112,6 +159,8 @@ func setSiblingBackendsReadyCondition(conds *[]metav1.Condition, obs *observed, 
 			parts = append(parts, obs.siblingErr.Error())
 		}
 		c.Message = joinMessages(append(parts, obs.siblingDown...))
+	case obs.nodeLabelErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fastpathv1alpha1.ReasonNodeLabelFailed, obs.nodeLabelErr.Error()
 	case len(obs.siblings) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoSiblingBackends, "no FastPathAttachment in vsock mode Sibling"
 	default:

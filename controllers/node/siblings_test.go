@@ -9,12 +9,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
@@ -100,5 +103,50 @@ var _ = Describe("vsock mode Sibling on the node", func() {
 			g.Expect(a.fpn(g).Status.SiblingBackends).To(BeEmpty())
 		}).Should(Succeed())
 		Expect(groups[0].VMs[0].Socket).NotTo(BeAnExistingFile())
+	})
+})
+
+// noopSupervisor is a SiblingSupervisor that runs nothing: the node-label
+// specs need an agent that has the backend, not a process.
+type noopSupervisor struct{}
+
+func (noopSupervisor) Sync([]backend.Group) error { return nil }
+func (noopSupervisor) Status() []backend.Status   { return nil }
+
+var _ = Describe("the Node label of vsock mode Sibling", func() {
+	hasLabel := func(ctx SpecContext, name string) func() bool {
+		return func() bool {
+			n := &corev1.Node{}
+			Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, n)).To(Succeed())
+			_, ok := n.Labels[fastpathv1alpha1.VhostUserVSOCKNodeLabel]
+			return ok
+		}
+	}
+	newNode := func(ctx SpecContext, labels map[string]string) string {
+		name := testutil.UniqueName("node-")
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		Expect(env.Client.Create(ctx, node)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(env.Client.Delete(ctx, node)).To(Succeed()) })
+		return name
+	}
+
+	It("is set while the agent runs with the backend, beside the Node's own labels", func(ctx SpecContext) {
+		name := newNode(ctx, map[string]string{"zone": "a"})
+		startAgent(name, func(r *agent.Reconciler) { r.Siblings, r.SiblingVersion = noopSupervisor{}, "0.3.0" })
+		Eventually(func(g Gomega) {
+			n := &corev1.Node{}
+			g.Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, n)).To(Succeed())
+			g.Expect(n.Labels).To(Equal(map[string]string{"zone": "a", fastpathv1alpha1.VhostUserVSOCKNodeLabel: "true"}))
+		}).Should(Succeed())
+	})
+
+	It("is removed when the agent runs without the backend, so no Sibling VM is scheduled there", func(ctx SpecContext) {
+		name := newNode(ctx, map[string]string{"zone": "b", fastpathv1alpha1.VhostUserVSOCKNodeLabel: "true"})
+		a := startAgent(name, nil)
+		Eventually(func(g Gomega) { g.Expect(a.fpn(g).Status.Capabilities.VhostUserVSOCK).To(BeFalse()) }).Should(Succeed())
+		Eventually(hasLabel(ctx, name)).Should(BeFalse())
+		n := &corev1.Node{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, n)).To(Succeed())
+		Expect(n.Labels).To(Equal(map[string]string{"zone": "b"}))
 	})
 })

@@ -16,6 +16,9 @@
 //   - metadata.annotations["fastpath.io/vsock-mode"]: "Sibling" when vsock
 //     services are declared in mode Sibling (the domain hook adds a
 //     vhost-user-vsock device; docs/vsock-sibling.md)
+//   - spec.nodeSelector["fastpath.io/vhost-user-vsock"]: "true" in mode
+//     Sibling: the node agent sets that label on nodes where it runs the
+//     vhost-user backend, so such VMs are scheduled only there
 //   - metadata.labels["fastpath.io/attachment"]: "<a>" (selected by the pod affinity)
 //   - metadata.annotations["fastpath.io/tuning"]: the tuning of package tuning
 //   - metadata.annotations["hooks.kubevirt.io/hookSidecars"]: one entry
@@ -70,8 +73,8 @@
 // added entries, restores each scalar, deletes each created container that is
 // empty again and finally the record itself, so the VM's spec after Unwire is
 // byte for byte the spec before Wire. A value the user already had (an equal
-// affinity term, the label with our value) is not recorded as ours and is left
-// in place by Unwire.
+// affinity term, the label or node selector with our value) is not recorded
+// as ours and is left in place by Unwire.
 //
 // # The hook sidecar annotation
 //

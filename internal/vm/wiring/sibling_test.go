@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/onsi/gomega"
@@ -35,6 +36,8 @@ func TestSiblingVSOCKWiresTheModeAnnotationAndTheHook(t *testing.T) {
 	g.Expect(hooks).To(gomega.ContainSubstring("fastpath/domain-hook:test"))
 	_, found, _ := nested(vm["spec"].(map[string]any)["template"].(map[string]any), pathVSOCK)
 	g.Expect(found).To(gomega.BeFalse())
+	sel, _, _ := unstructured.NestedStringMap(vm, "spec", "template", "spec", "nodeSelector")
+	g.Expect(sel).To(gomega.Equal(map[string]string{v1alpha1.VhostUserVSOCKNodeLabel: "true"}))
 	g.Expect(IsWired(vm, d)).To(gomega.BeTrue())
 
 	// Relay mode (the default) is the kernel device again: the annotation goes.
@@ -45,8 +48,45 @@ func TestSiblingVSOCKWiresTheModeAnnotationAndTheHook(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	_, has, _ := unstructured.NestedString(vm, "spec", "template", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
 	g.Expect(has).To(gomega.BeFalse())
+	_, has, _ = unstructured.NestedFieldNoCopy(vm, "spec", "template", "spec", "nodeSelector")
+	g.Expect(has).To(gomega.BeFalse(), "the nodeSelector map was created for the label and goes with it")
 
 	_, err = Unwire(vm)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(canonical(t, roundTrip(t, vm))).To(gomega.Equal(canonical(t, decode(t, orig))))
+}
+
+// TestSiblingVSOCKKeepsTheUsersNodeSelector: the user's own node selector
+// entries stay and are ANDed with ours; the user's equal entry stays theirs
+// (Unwire leaves it); a different value under our key is a conflict naming
+// the field.
+func TestSiblingVSOCKKeepsTheUsersNodeSelector(t *testing.T) {
+	g := gomega.NewWithT(t)
+	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "att"}, Spec: v1alpha1.FastPathAttachmentSpec{
+		VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5000}}}}}
+	d := ForAttachment(att)
+
+	const zoned = `{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"nodeSelector":{"zone":"a"},"domain":{"devices":{}}}}}}`
+	vm := decode(t, zoned)
+	_, err := Wire(vm, d)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	sel, _, _ := unstructured.NestedStringMap(vm, "spec", "template", "spec", "nodeSelector")
+	g.Expect(sel).To(gomega.Equal(map[string]string{"zone": "a", v1alpha1.VhostUserVSOCKNodeLabel: "true"}))
+	_, err = Unwire(vm)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(canonical(t, roundTrip(t, vm))).To(gomega.Equal(canonical(t, decode(t, zoned))))
+
+	const own = `{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"nodeSelector":{"fastpath.io/vhost-user-vsock":"true"},"domain":{"devices":{}}}}}}`
+	vm = decode(t, own)
+	_, err = Wire(vm, d)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	_, err = Unwire(vm)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(canonical(t, roundTrip(t, vm))).To(gomega.Equal(canonical(t, decode(t, own))))
+
+	vm = decode(t, `{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"nodeSelector":{"fastpath.io/vhost-user-vsock":"false"},"domain":{"devices":{}}}}}}`)
+	_, err = Wire(vm, d)
+	var conflict *ConflictError
+	g.Expect(errors.As(err, &conflict)).To(gomega.BeTrue())
+	g.Expect(err.Error()).To(gomega.ContainSubstring(`spec.template.spec.nodeSelector["fastpath.io/vhost-user-vsock"]`))
 }

@@ -38,6 +38,7 @@ const (
 	ItemLabel             Item = "label"
 	ItemTuning            Item = "tuning"
 	ItemVSOCKMode         Item = "vsockMode"
+	ItemSiblingNode       Item = "siblingNodeSelector"
 	ItemRequiredAffinity  Item = "requiredPodAffinity"
 	ItemPreferredAffinity Item = "preferredPodAffinity"
 )
@@ -50,6 +51,7 @@ var (
 	pathVSOCK       = []string{"spec", "domain", "devices", "autoattachVSOCK"}
 	pathLabels      = []string{"metadata", "labels"}
 	pathAnnotations = []string{"metadata", "annotations"}
+	pathNodeSel     = []string{"spec", "nodeSelector"}
 	pathRequired    = []string{"spec", "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}
 	pathPreferred   = []string{"spec", "affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"}
 )
@@ -70,7 +72,9 @@ type Desired struct {
 	// SiblingVSOCK sets the template annotation v1alpha1.VSOCKModeAnnotation to
 	// "Sibling" (the attachment declares vsock services in mode Sibling): the
 	// domain hook gives the domain a vhost-user-vsock device instead, so neither
-	// autoattachVSOCK nor a KubeVirt CID is needed.
+	// autoattachVSOCK nor a KubeVirt CID is needed. It also puts
+	// v1alpha1.VhostUserVSOCKNodeLabel: "true" into spec.nodeSelector, so the
+	// VM is scheduled only where a node agent runs the vhost-user backend.
 	SiblingVSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
