@@ -568,7 +568,7 @@ func (d *demo) showStatus(ctx context.Context) error {
 		}
 	}
 	if d.o.Guests == emulation.GuestsQEMU {
-		fmt.Fprintf(d.out, "results: %s\n", d.rel(filepath.Join(d.outDir, "results.json")))
+		fmt.Fprintf(d.out, "report: %s, %s, %s\n", d.rel(filepath.Join(d.outDir, "report.md")), d.rel(filepath.Join(d.outDir, "report.html")), d.rel(filepath.Join(d.outDir, "results.json")))
 		return nil
 	}
 	fmt.Fprintf(d.out, "report: %s, %s, %s\n", d.rel(filepath.Join(d.outDir, "report.md")), d.rel(filepath.Join(d.outDir, "report.html")), d.rel(filepath.Join(d.outDir, "results.json")))

@@ -10,5 +10,11 @@
 // removes everything it made, also on Ctrl-C. A later run first removes what
 // a killed run left behind (recorded in _out/demo/state).
 //
+// With real guests (Options.Guests "qemu") the agent also runs
+// vhost-device-vsock, the demo adds a second attachment in vsock mode Sibling
+// with two more guests (sibling.go), checks vsock services in both modes from
+// inside the guests, and compares VSOCK_STREAM Sibling, Relay and TCP over
+// the fast path by write size (streams.go) into results.json and report.html.
+//
 // The e2e suite uses the same Stack.
 package demo
