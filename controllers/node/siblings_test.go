@@ -28,7 +28,7 @@ func vhostDeviceVsock() string {
 		p, _ = filepath.Abs("../../bin/vhost-device-vsock")
 	}
 	if _, err := os.Stat(p); err != nil {
-		Skip("vhost-device-vsock not built (run hack/setup.sh or set FASTPATH_VHOST_DEVICE_VSOCK): " + err.Error())
+		Fail("vhost-device-vsock not built (run hack/setup.sh, which make test runs, or set FASTPATH_VHOST_DEVICE_VSOCK): " + err.Error())
 	}
 	return p
 }

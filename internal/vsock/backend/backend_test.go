@@ -77,7 +77,7 @@ func binary(t *testing.T) string {
 		p, _ = filepath.Abs("../../../bin/vhost-device-vsock")
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("vhost-device-vsock not built (run hack/setup.sh or set FASTPATH_VHOST_DEVICE_VSOCK): %v", err)
+		t.Fatalf("vhost-device-vsock not built (run hack/setup.sh, which make test runs, or set FASTPATH_VHOST_DEVICE_VSOCK): %v", err)
 	}
 	return p
 }
