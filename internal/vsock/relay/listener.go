@@ -98,12 +98,8 @@ func (l *listener) deny(c net.Conn, reason string, cfg *config, kv ...any) {
 func (l *listener) serve(p *pipe, cfg *config) {
 	defer func() {
 		p.close()
-		l.mu.Lock()
-		delete(l.conns, p)
-		l.active--
-		l.mu.Unlock()
+		l.uncount(p)
 		l.relay.release(p.srcCID)
-		l.m.active.Dec()
 		l.wg.Done()
 	}()
 	ctx, cancel := context.WithTimeout(l.ctx, l.relay.opts.DialTimeout)
@@ -124,6 +120,21 @@ func (l *listener) serve(p *pipe, cfg *config) {
 	p.run(l.relay.opts.IdleTimeout, l.relay.opts.HalfCloseTimeout)
 }
 
+// uncount removes p from the listener's open connections and the active
+// gauge; only the first call for a pipe has an effect.
+func (l *listener) uncount(p *pipe) {
+	l.mu.Lock()
+	_, open := l.conns[p]
+	delete(l.conns, p)
+	if open {
+		l.active--
+	}
+	l.mu.Unlock()
+	if open {
+		l.m.active.Dec()
+	}
+}
+
 // revoke closes the established connections cfg no longer admits: a source
 // CID outside its allow-list, or a target other than its target. Each is
 // counted as a denial with reason ReasonRevoked and logged.
@@ -138,6 +149,10 @@ func (l *listener) revoke(cfg *config) {
 	}
 	l.mu.Unlock()
 	for _, p := range revoked {
+		// Uncounted before close, so ActiveConns and the active gauge no
+		// longer include it when Update returns (serve's own exit, later,
+		// finds it already uncounted).
+		l.uncount(p)
 		l.m.denials.WithLabelValues(ReasonRevoked).Inc()
 		l.log.Info("Revoked vsock relay connection", "reason", ReasonRevoked, "route", cfg.route.String(),
 			"sourceCID", p.srcCID, "targetCID", p.targetCID, "targetPort", p.targetPort)
