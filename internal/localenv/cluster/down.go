@@ -21,12 +21,13 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // teardown is what Down found to remove; it is written to
 // <Dir>/logs/teardown.json so that Leftovers can check each item is gone.
 type teardown struct {
-	Processes []procRecord `json:"processes"`
+	Processes []runstate.Process `json:"processes"`
 	// NetNS are the pod sandboxes' network namespaces (bind mounts under
 	// /run/netns that containerd 1.6 makes).
 	NetNS []string `json:"netns"`
@@ -72,7 +73,7 @@ func Down(ctx context.Context, opts Options) error {
 		return err
 	}
 	l := o.layout()
-	st, err := readState(l.state)
+	st, err := runstate.Load[runState](l.state)
 	if err != nil {
 		return err
 	}
@@ -106,13 +107,13 @@ func (d *downer) step(name string, f func() error) {
 	fmt.Fprintf(d.o.Out, "cluster: %-72s %6.1fs %s\n", name, time.Since(start).Seconds(), status)
 }
 
-func (d *downer) proc(name string) (procRecord, bool) {
+func (d *downer) proc(name string) (runstate.Process, bool) {
 	for _, p := range d.st.Processes {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return procRecord{}, false
+	return runstate.Process{}, false
 }
 
 func (d *downer) stopProc(name string, grace time.Duration) error {
@@ -121,7 +122,7 @@ func (d *downer) stopProc(name string, grace time.Duration) error {
 		return nil
 	}
 	d.td.Processes = append(d.td.Processes, p)
-	return p.stop(grace)
+	return p.Stop(grace)
 }
 
 func (d *downer) run(ctx context.Context) {
@@ -130,7 +131,7 @@ func (d *downer) run(ctx context.Context) {
 		nodeName = d.o.NodeName
 	}
 	d.td.Bridges = []string{PodBridge}
-	if p, ok := d.proc("kube-apiserver"); ok && p.alive() {
+	if p, ok := d.proc("kube-apiserver"); ok && p.Alive() {
 		d.step("agent bridges from FastPathNode "+nodeName+", host-local directories of the NADs", func() error {
 			br, err := agentBridges(ctx, d.l.adminKubeconfig, nodeName)
 			d.td.Bridges = append(d.td.Bridges, br...)
@@ -151,17 +152,17 @@ func (d *downer) run(ctx context.Context) {
 	d.step("stop kube-proxy and the kubelet", func() error {
 		return errors.Join(d.stopProc("kube-proxy", 10*time.Second), d.stopProc("kubelet", 20*time.Second))
 	})
-	if p, ok := d.proc("containerd"); ok && p.alive() {
+	if p, ok := d.proc("containerd"); ok && p.Alive() {
 		d.step("remove every pod sandbox (CRI: stop, CNI DEL, remove)", func() error { return d.removePods(ctx) })
 	}
 	d.step("stop containerd and its shims", func() error {
 		err := d.stopProc("containerd", 20*time.Second)
 		d.td.ShimSockets = append(d.td.ShimSockets, d.shimSockets()...)
-		for _, pid := range processesWithArg("containerd-shim-runc-v2", d.l.containerdSock) {
-			if exe, start, ok := procIdentity(pid); ok {
-				r := procRecord{Name: "containerd-shim-runc-v2", PID: pid, Exe: exe, Start: start}
+		for _, pid := range runstate.WithArg("containerd-shim-runc-v2", d.l.containerdSock) {
+			if exe, start, ok := runstate.Identity(pid); ok {
+				r := runstate.Process{Name: "containerd-shim-runc-v2", PID: pid, Exe: exe, Start: start}
 				d.td.Processes = append(d.td.Processes, r)
-				err = errors.Join(err, r.stop(5*time.Second))
+				err = errors.Join(err, r.Stop(5*time.Second))
 			}
 		}
 		return err

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // Leftovers lists what of the cluster in opts.Dir is still on this host
@@ -34,11 +36,11 @@ func Leftovers(opts Options) ([]string, error) {
 	}
 	var left []string
 	for _, p := range td.Processes {
-		if p.alive() {
+		if p.Alive() {
 			left = append(left, fmt.Sprintf("process %s (pid %d)", p.Name, p.PID))
 		}
 	}
-	for _, pid := range processesWithArg("containerd-shim-runc-v2", l.containerdSock) {
+	for _, pid := range runstate.WithArg("containerd-shim-runc-v2", l.containerdSock) {
 		left = append(left, fmt.Sprintf("process containerd-shim-runc-v2 (pid %d)", pid))
 	}
 	for _, m := range mountsUnder(l.dir) {

@@ -1,16 +1,14 @@
 package cluster
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // runState is what Up records for Down (and for a later Up to refuse or
@@ -18,7 +16,7 @@ import (
 // it found before the kubelet changed them.
 type runState struct {
 	// Processes in start order; Down stops them in reverse.
-	Processes []procRecord `json:"processes"`
+	Processes []runstate.Process `json:"processes"`
 	// Sysctls are the values of the kernel settings (path under /proc/sys)
 	// before the kubelet set its own; Down restores them.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
@@ -37,45 +35,9 @@ type runState struct {
 	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
 }
 
-// procRecord identifies a daemon: a PID is only trusted while the process
-// still runs the recorded executable and started at the recorded time
-// (a recycled PID is left alone).
-type procRecord struct {
-	Name  string `json:"name"`
-	PID   int    `json:"pid"`
-	Exe   string `json:"exe"`
-	Start uint64 `json:"start"` // clock ticks since boot, /proc/<pid>/stat field 22
-}
-
-func readState(path string) (runState, error) {
-	var s runState
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return s, fmt.Errorf("failed to read the cluster state %s: %w", path, err)
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("failed to parse the cluster state %s: %w", path, err)
-	}
-	return s, nil
-}
-
-func writeState(path string, s runState) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("failed to encode the cluster state: %w", err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("failed to write the cluster state %s: %w", path, err)
-	}
-	return nil
-}
-
 // daemon is a process started by Up that outlives it.
 type daemon struct {
-	rec  procRecord
+	rec  runstate.Process
 	done chan struct{}
 	err  error
 	log  string
@@ -99,9 +61,9 @@ func startDaemon(name string, argv, env []string, logs string) (*daemon, error) 
 		return nil, fmt.Errorf("failed to start %s (%s): %w", name, strings.Join(argv, " "), err)
 	}
 	d := &daemon{done: make(chan struct{}), log: logPath}
-	d.rec = procRecord{Name: name, PID: cmd.Process.Pid, Exe: argv[0]}
-	if exe, start, ok := procIdentity(cmd.Process.Pid); ok {
-		d.rec.Exe, d.rec.Start = exe, start
+	d.rec = runstate.Process{Name: name, PID: cmd.Process.Pid, Exe: argv[0]}
+	if rec, ok := runstate.Record(name, cmd.Process.Pid); ok {
+		d.rec = rec
 	}
 	go func() {
 		d.err = cmd.Wait()
@@ -118,104 +80,4 @@ func (d *daemon) exited() error {
 	default:
 		return nil
 	}
-}
-
-// procIdentity returns the executable and start time of pid.
-func procIdentity(pid int) (string, uint64, bool) {
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil {
-		return "", 0, false
-	}
-	start, state, ok := procStat(pid)
-	if !ok || state == "Z" {
-		return "", 0, false
-	}
-	return strings.TrimSuffix(exe, " (deleted)"), start, true
-}
-
-// procStat returns the start time (field 22) and state (field 3) of pid.
-func procStat(pid int) (uint64, string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", false
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3
-	if len(f) < 20 {
-		return 0, "", false
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, "", false
-	}
-	return start, f[0], true
-}
-
-// alive reports whether the recorded process still runs (same executable,
-// same start time, not a zombie).
-func (r procRecord) alive() bool {
-	exe, start, ok := procIdentity(r.PID)
-	return ok && exe == r.Exe && start == r.Start
-}
-
-// stop sends SIGTERM, waits up to grace for the process to end, then SIGKILLs
-// it and waits up to 10 s more.
-func (r procRecord) stop(grace time.Duration) error {
-	if !r.alive() {
-		return nil
-	}
-	_ = syscall.Kill(r.PID, syscall.SIGTERM)
-	if waitGone(r, grace) {
-		return nil
-	}
-	_ = syscall.Kill(r.PID, syscall.SIGKILL)
-	if waitGone(r, 10*time.Second) {
-		return nil
-	}
-	return fmt.Errorf("failed to stop %s (pid %d): still running after SIGKILL", r.Name, r.PID)
-}
-
-func waitGone(r procRecord, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !r.alive() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return !r.alive()
-}
-
-// processesWithArg returns the PIDs of live processes whose executable is
-// exe (base name) and whose command line holds arg: how Down finds the
-// containerd shims of this cluster's containerd (their -address flag).
-func processesWithArg(exeBase, arg string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, _, ok := procIdentity(pid)
-		if !ok || filepath.Base(exe) != exeBase {
-			continue
-		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue
-		}
-		for _, a := range strings.Split(string(cmdline), "\x00") {
-			if a == arg {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }

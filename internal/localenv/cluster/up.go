@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // Cluster is a running cluster, as Up leaves it.
@@ -98,7 +100,7 @@ func (u *upper) start(name string, argv, env []string) error {
 	}
 	u.daemons = append(u.daemons, d)
 	u.state.Processes = append(u.state.Processes, d.rec)
-	return writeState(u.l.state, u.state)
+	return runstate.Save(u.l.state, u.state)
 }
 
 // waitFor polls check every 250 ms until it returns true, a daemon exits,
@@ -134,7 +136,7 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 			return nil, fmt.Errorf("failed to create %s: %w", d, err)
 		}
 	}
-	if err := writeState(l.state, u.state); err != nil {
+	if err := runstate.Save(l.state, u.state); err != nil {
 		return nil, err
 	}
 	if err := u.step("certificates (one CA) and kubeconfigs", o.writePKI); err != nil {
@@ -234,7 +236,7 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 			}
 			u.state.DevicePluginDirs = append(u.state.DevicePluginDirs, d)
 		}
-		if err := writeState(l.state, u.state); err != nil {
+		if err := runstate.Save(l.state, u.state); err != nil {
 			return err
 		}
 		if err := createCgroupRoot(); err != nil {
@@ -498,12 +500,12 @@ func (o Options) preflight() error {
 			return fmt.Errorf("the cgroup v1 controller %s is not mounted at /sys/fs/cgroup/%s: this cluster runs the kubelet with cgroupfs on cgroup v1", c, c)
 		}
 	}
-	st, err := readState(o.layout().state)
+	st, err := runstate.Load[runState](o.layout().state)
 	if err != nil {
 		return err
 	}
 	for _, p := range st.Processes {
-		if p.alive() {
+		if p.Alive() {
 			return fmt.Errorf("a cluster is already running in %s (%s, pid %d): run `make cluster-down` first", o.Dir, p.Name, p.PID)
 		}
 	}

@@ -1,8 +1,6 @@
 package demo
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // process is a child process (operator, agent) with its log file.
@@ -85,7 +85,7 @@ func (p *process) stop(grace time.Duration) error {
 // when it was killed before its own cleanup (SIGKILL, power loss).
 type runState struct {
 	// Processes are the children started, with the executable each must be.
-	Processes []stateProcess `json:"processes"`
+	Processes []runstate.Process `json:"processes"`
 	// Bridges are the node bridges the run's attachments make the agent create.
 	Bridges []stateBridge `json:"bridges"`
 	// Dirs are temporary directories of the processes (envtest's certificate
@@ -93,64 +93,24 @@ type runState struct {
 	Dirs []string `json:"dirs,omitempty"`
 }
 
-type stateProcess struct {
-	PID int    `json:"pid"`
-	Exe string `json:"exe"`
-}
-
 type stateBridge struct {
 	Name     string `json:"name"`
 	Datapath string `json:"datapath"`
 }
 
-func readRunState(path string) (runState, error) {
-	var s runState
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return s, fmt.Errorf("failed to read %s: %w", path, err)
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("failed to parse %s: %w", path, err)
-	}
-	return s, nil
+// isExe reports whether pid runs an executable whose base name is base.
+func isExe(pid int, base string) bool {
+	exe, _, ok := runstate.Identity(pid)
+	return ok && filepath.Base(exe) == base
 }
 
-func writeRunState(path string, s runState) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("failed to encode run state: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("failed to create %s: %w", filepath.Dir(path), err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("failed to write %s: %w", path, err)
-	}
-	return nil
-}
-
-// exeOf returns the executable of a live process, "" when it is gone.
-func exeOf(pid int) string {
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSuffix(exe, " (deleted)")
-}
-
-// killRecorded SIGKILLs the recorded processes that still run the recorded
-// executable (a recycled PID running something else is left alone) and
-// returns the ones it killed.
-func killRecorded(ps []stateProcess) []stateProcess {
-	var killed []stateProcess
+// killRecorded SIGKILLs the recorded processes that are still alive (the
+// recorded executable and start time: a recycled PID running something else
+// is left alone) and returns the ones it killed.
+func killRecorded(ps []runstate.Process) []runstate.Process {
+	var killed []runstate.Process
 	for _, p := range ps {
-		if p.PID <= 1 || p.Exe == "" || exeOf(p.PID) != p.Exe {
-			continue
-		}
-		if err := syscall.Kill(p.PID, syscall.SIGKILL); err == nil {
+		if p.Kill() {
 			killed = append(killed, p)
 		}
 	}
@@ -218,7 +178,7 @@ func siblingBackendPIDs(dir string) []int {
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid <= 1 || filepath.Base(exeOf(pid)) != "vhost-device-vsock" {
+		if err != nil || pid <= 1 || !isExe(pid, "vhost-device-vsock") {
 			continue
 		}
 		for _, arg := range cmdlineOf(pid) {

@@ -11,6 +11,8 @@ import (
 	"github.com/onsi/gomega"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 func TestListenerPIDs(t *testing.T) {
@@ -31,22 +33,26 @@ func TestKillRecordedChecksTheExecutable(t *testing.T) {
 	pid := cmd.Process.Pid
 
 	// A recycled PID running something else is left alone.
-	g.Expect(killRecorded([]stateProcess{{PID: pid, Exe: "/not/the/same"}})).To(gomega.BeEmpty())
+	rec, ok := runstate.Record("sleep", pid)
+	g.Expect(ok).To(gomega.BeTrue())
+	g.Expect(killRecorded([]runstate.Process{{PID: pid, Exe: "/not/the/same"}})).To(gomega.BeEmpty())
+	// So is one running the same executable that started at another time.
+	g.Expect(killRecorded([]runstate.Process{{PID: pid, Exe: rec.Exe, Start: rec.Start + 1}})).To(gomega.BeEmpty())
 	g.Consistently(done, 200*time.Millisecond).ShouldNot(gomega.BeClosed())
 
-	g.Expect(killRecorded([]stateProcess{{PID: pid, Exe: exeOf(pid)}})).To(gomega.HaveLen(1))
+	g.Expect(killRecorded([]runstate.Process{rec})).To(gomega.HaveLen(1))
 	g.Eventually(done, 5*time.Second).Should(gomega.BeClosed())
 }
 
 func TestRunStateRoundTrip(t *testing.T) {
 	g := gomega.NewWithT(t)
 	p := filepath.Join(t.TempDir(), "state", "run.json")
-	s, err := readRunState(p)
+	s, err := runstate.Load[runState](p)
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "a missing state is empty")
 	g.Expect(s.Processes).To(gomega.BeEmpty())
-	want := runState{Processes: []stateProcess{{PID: 7, Exe: "/bin/x"}}, Bridges: []stateBridge{{Name: "fastpath0", Datapath: "LinuxBridge"}}, Dirs: []string{"/tmp/k8s_test_framework_1"}}
-	g.Expect(writeRunState(p, want)).To(gomega.Succeed())
-	g.Expect(readRunState(p)).To(gomega.Equal(want))
+	want := runState{Processes: []runstate.Process{{Name: "agent", PID: 7, Exe: "/bin/x", Start: 12}}, Bridges: []stateBridge{{Name: "fastpath0", Datapath: "LinuxBridge"}}, Dirs: []string{"/tmp/k8s_test_framework_1"}}
+	g.Expect(runstate.Save(p, want)).To(gomega.Succeed())
+	g.Expect(runstate.Load[runState](p)).To(gomega.Equal(want))
 }
 
 func TestSampleBridges(t *testing.T) {

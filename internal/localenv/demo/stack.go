@@ -21,6 +21,8 @@ import (
 	"github.com/fastpath-io/fastpath/internal/localenv/emulation"
 	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 	"github.com/fastpath-io/fastpath/internal/localenv/topology"
+
+	"github.com/fastpath-io/fastpath/internal/localenv/runstate"
 )
 
 // StackOptions configure the local stack. Prefixes and the pod CIDR must
@@ -156,7 +158,7 @@ func CheckRequirements(binDir string) error {
 // and WorkDir/run. It prints what it removed.
 func CleanupLeftovers(ctx context.Context, o StackOptions) error {
 	var errs []error
-	st, err := readRunState(o.statePath())
+	st, err := runstate.Load[runState](o.statePath())
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -246,7 +248,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	for _, b := range o.Bridges {
 		s.state.Bridges = append(s.state.Bridges, stateBridge{Name: b.Bridge, Datapath: string(b.Datapath)})
 	}
-	if err := writeRunState(o.statePath(), s.state); err != nil {
+	if err := runstate.Save(o.statePath(), s.state); err != nil {
 		return nil, err
 	}
 
@@ -312,12 +314,20 @@ func (s *Stack) startChild(name, log string, args ...string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.state.Processes = append(s.state.Processes, stateProcess{PID: p.cmd.Process.Pid, Exe: exeOf(p.cmd.Process.Pid)})
-	if err := writeRunState(s.opts.statePath(), s.state); err != nil {
+	s.record(name, p.cmd.Process.Pid)
+	if err := runstate.Save(s.opts.statePath(), s.state); err != nil {
 		_ = p.stop(time.Second)
 		return nil, err
 	}
 	return p, nil
+}
+
+// record adds the live pid to the run state under name (a process that is
+// already gone is not recorded: there is nothing to clean up).
+func (s *Stack) record(name string, pid int) {
+	if p, ok := runstate.Record(name, pid); ok {
+		s.state.Processes = append(s.state.Processes, p)
+	}
 }
 
 // recordControlPlane records the PIDs of the kube-apiserver and etcd envtest
@@ -330,8 +340,7 @@ func (s *Stack) recordControlPlane() {
 	}
 	port, _ := strconv.Atoi(u.Port())
 	for _, pid := range listenerPIDs(port) {
-		exe := exeOf(pid)
-		s.state.Processes = append(s.state.Processes, stateProcess{PID: pid, Exe: exe})
+		s.record("kube-apiserver", pid)
 		s.recordDirs(pid)
 		for _, arg := range cmdlineOf(pid) {
 			v, ok := strings.CutPrefix(arg, "--etcd-servers=")
@@ -341,13 +350,13 @@ func (s *Stack) recordControlPlane() {
 			if eu, err := url.Parse(strings.Split(v, ",")[0]); err == nil {
 				ep, _ := strconv.Atoi(eu.Port())
 				for _, epid := range listenerPIDs(ep) {
-					s.state.Processes = append(s.state.Processes, stateProcess{PID: epid, Exe: exeOf(epid)})
+					s.record("etcd", epid)
 					s.recordDirs(epid)
 				}
 			}
 		}
 	}
-	_ = writeRunState(s.opts.statePath(), s.state)
+	_ = runstate.Save(s.opts.statePath(), s.state)
 }
 
 // recordDirs records the --cert-dir and --data-dir of a control plane process.
