@@ -3,7 +3,9 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +36,11 @@ const (
 // flips every run) so that drift in machine load hits both; each point
 // reports the medians and ratio = median(relay) / median(direct), plus the
 // smallest and largest ratio of paired runs; the ratio is the median of
-// the paired per-run ratios. It judges relay/direct msg=64KiB >= 0.8. With FASTPATH_BENCH_DIR set it
-// writes relay.json.
+// the paired per-run ratios. Beside throughput it reports CPU per byte
+// (µs of this process's CPU per KiB received: sender, relay and receiver
+// all run here) and busy cores, the profile that says whether the relay is
+// copy-bound on this machine's cores. It judges relay/direct msg=64KiB >=
+// 0.8. With FASTPATH_BENCH_DIR set it writes relay.json.
 func BenchmarkRelayThroughput(b *testing.B) {
 	root := b.TempDir()
 	ln, err := vsock.NewUnixTransport(root, targetCID).Listen(benchPort)
@@ -57,12 +62,25 @@ func BenchmarkRelayThroughput(b *testing.B) {
 		b.Fatalf("failed to add route: %v", err)
 	}
 	client := vsock.NewUnixTransport(root, clientCID)
-	stream := func(cid, port uint32, size int) float64 {
+	// The sender, the relay and the receiver all run in this process, so
+	// its CPU time (getrusage, every thread, user+system) over a run is the
+	// whole cost of moving the run's bytes.
+	type sample struct{ mbps, cpuPerKiB, cores float64 }
+	stream := func(cid, port uint32, size int) sample {
+		cpu0 := processCPU(b)
 		res, err := vsockbench.Stream(ctx, client, vsockbench.StreamOptions{CID: cid, Port: port, MessageSize: size, Duration: benchDuration})
+		cpu := processCPU(b) - cpu0
 		if err != nil {
 			b.Fatalf("failed to stream %d-byte messages to %d:%d: %v", size, cid, port, err)
 		}
-		return res.ThroughputMbps
+		if res.BytesReceived == 0 || res.Elapsed <= 0 {
+			b.Fatalf("stream of %d-byte messages to %d:%d moved nothing", size, cid, port)
+		}
+		return sample{
+			mbps:      res.ThroughputMbps,
+			cpuPerKiB: float64(cpu.Microseconds()) / (float64(res.BytesReceived) / 1024),
+			cores:     cpu.Seconds() / res.Elapsed.Seconds(),
+		}
 	}
 
 	var figures []benchfig.Figure
@@ -72,29 +90,39 @@ func BenchmarkRelayThroughput(b *testing.B) {
 		figures = figures[:0]
 		for _, size := range benchSizes {
 			var direct, relayed, ratios []float64
+			var directCPU, relayCPU, directCores, relayCores []float64
 			for run := range benchRuns {
-				var d, rl float64
+				var d, rl sample
 				if run%2 == 0 {
 					d, rl = stream(targetCID, benchPort, size), stream(vsock.HostCID, benchRelay, size)
 				} else {
 					rl, d = stream(vsock.HostCID, benchRelay, size), stream(targetCID, benchPort, size)
 				}
-				direct, relayed, ratios = append(direct, d), append(relayed, rl), append(ratios, rl/d)
+				direct, relayed, ratios = append(direct, d.mbps), append(relayed, rl.mbps), append(ratios, rl.mbps/d.mbps)
+				directCPU, relayCPU = append(directCPU, d.cpuPerKiB), append(relayCPU, rl.cpuPerKiB)
+				directCores, relayCores = append(directCores, d.cores), append(relayCores, rl.cores)
 			}
 			label := fmt.Sprintf("%dKiB", size>>10)
 			md, mr := median(direct), median(relayed)
 			_, ratio, lo, hi := benchfig.PairedRatios(relayed, direct)
+			_, cpuRatio, _, _ := benchfig.PairedRatios(relayCPU, directCPU)
 			figures = append(figures,
 				benchfig.Figure{Name: "direct_" + label + "_Mbps", Value: md, Unit: "Mbps"},
 				benchfig.Figure{Name: "relay_" + label + "_Mbps", Value: mr, Unit: "Mbps"},
 				benchfig.Figure{Name: "ratio_" + label, Value: ratio, Unit: "ratio"},
 				benchfig.Figure{Name: "ratio_" + label + "_min", Value: lo, Unit: "ratio"},
 				benchfig.Figure{Name: "ratio_" + label + "_max", Value: hi, Unit: "ratio"},
+				benchfig.Figure{Name: "direct_" + label + "_cpu_us_per_KiB", Value: median(directCPU), Unit: "us/KiB"},
+				benchfig.Figure{Name: "relay_" + label + "_cpu_us_per_KiB", Value: median(relayCPU), Unit: "us/KiB"},
+				benchfig.Figure{Name: "cpu_ratio_" + label, Value: cpuRatio, Unit: "ratio"},
+				benchfig.Figure{Name: "direct_" + label + "_cores", Value: median(directCores), Unit: "cores"},
+				benchfig.Figure{Name: "relay_" + label + "_cores", Value: median(relayCores), Unit: "cores"},
 			)
 			if size == 64<<10 {
 				targets = []benchfig.Target{{Kind: "throughput", Name: "relay/direct msg=64KiB", Value: ratio, Goal: 0.8, Detail: fmt.Sprintf(
-					"VSOCK_STREAM over the UNIX-socket vsock emulation, splice(2) relay; median of %d paired ratios, min-max %.2f-%.2f; relay %.0f Mbps vs direct %.0f Mbps (medians); 4KiB and 256KiB in the relay figures",
-					len(ratios), lo, hi, mr, md)}}
+					"VSOCK_STREAM over the UNIX-socket vsock emulation, splice(2) relay; median of %d paired ratios, min-max %.2f-%.2f; relay %.0f Mbps vs direct %.0f Mbps (medians); "+
+						"CPU per byte relay/direct %.2f (median paired), busy cores direct %.2f relay %.2f of %d: when both are CPU-bound the relay's extra copy stage caps the ratio near 1/%.2f = %.2f; 4KiB and 256KiB in the relay figures",
+					len(ratios), lo, hi, mr, md, cpuRatio, median(directCores), median(relayCores), runtime.NumCPU(), cpuRatio, 1/cpuRatio)}}
 			}
 		}
 	}
@@ -121,6 +149,16 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	if path != "" {
 		b.Logf("figures written to %s", path)
 	}
+}
+
+// processCPU returns this process's user+system CPU time so far, all
+// threads (getrusage(2) RUSAGE_SELF).
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // median returns the middle value of xs (the mean of the middle two for an
