@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ip"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
@@ -189,32 +187,12 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 
 	ipamTried = true
 	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	result, err := ipamResult(conf, r, err)
 	if err != nil {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
-	}
-	result, err := current.NewResultFromResult(r)
-	if err != nil {
-		return fmt.Errorf("failed to convert result of IPAM plugin %s: %w", conf.IPAM.Type(), err)
-	}
-	if len(result.IPs) == 0 {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: it returned no IP", conf.IPAM.Type())
-	}
-	result.Interfaces = []*current.Interface{{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns}}
-	for _, ipc := range result.IPs {
-		ipc.Interface = current.Int(0)
-	}
-	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-		return fmt.Errorf("failed to configure addresses on %s in %s: %w", args.IfName, args.Netns, err)
-	}
-	att.Result, err = json.Marshal(result)
-	if err != nil {
-		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", args.ContainerID, args.IfName, err)
-	}
-	att.Complete = true
-	if err := store.Complete(att); err != nil {
 		return err
 	}
-	return types.PrintResult(result, cniVersion)
+	result.Interfaces = []*current.Interface{{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns}}
+	return completeAdd(netns, store, att, result, 0, cniVersion)
 }
 
 // checkMacvtap is CmdCheck for a complete attachment on datapath Macvtap:
