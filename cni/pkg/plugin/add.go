@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -143,12 +141,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	var hostIface, contIface net.Interface
+	var pair *vethPair
 	var peer *offload.Peer
-	setupVeth := func() error {
+	makeVeth := func() error {
 		return netns.Do(func(hostNS ns.NetNS) error {
 			var err error
-			hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostIf, conf.MTU, mac, hostNS)
+			pair, err = setupVeth(args.IfName, hostIf, conf.MTU, mac, hostNS)
 			if err != nil {
 				return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
 			}
@@ -157,7 +155,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			return err
 		})
 	}
-	err = setupVeth()
+	err = makeVeth()
 	if err != nil && !vethMade && hostVethExists(hostIf) {
 		// No record of this attachment was complete, so a host veth of this
 		// name is a leftover of an earlier ADD of it that never got its DEL
@@ -166,14 +164,15 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		if err := deleteHostVeth(hostIf, alias); err != nil {
 			return err
 		}
-		err = setupVeth()
+		err = makeVeth()
 	}
 	if err != nil {
 		return err
 	}
-	att.MAC = contIface.HardwareAddr.String()
-	// The host end by the index SetupVethWithName read back: no lookup by name.
-	host := datapath.HostEnd{Index: hostIface.Index, Name: hostIf, Alias: alias}
+	att.MAC = pair.cont.Attrs().HardwareAddr.String()
+	// The host end by the index setupVeth read back: no lookup by name.
+	host := datapath.HostEnd{Index: pair.hostIndex, Name: hostIf, Alias: alias}
+	clearAcceptRA(hostIf)
 	if err := peer.Apply(hostIf); err != nil {
 		return err
 	}
@@ -187,7 +186,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	result.Interfaces = []*current.Interface{
-		{Name: hostIf, Mac: hostIface.HardwareAddr.String(), Mtu: conf.MTU},
+		{Name: hostIf, Mac: pair.hostMAC.String(), Mtu: conf.MTU},
 		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
 	}
 	return completeAdd(netns, store, att, result, 1, cniVersion)
