@@ -95,10 +95,10 @@ func (d *macvtapDatapath) Close() {}
 
 // addMacvtap is CmdAdd from the datapath on: the caller took the locks and
 // found no complete record of the attachment (reclaiming an unfinished one).
-// It checks the lower device and the MTU, records the attachment, creates
-// the macvtap in the netns (at the interface index of the netconf's
-// deviceID, if any), switches its offloads, brings it up, runs IPAM and
-// configures the addresses. On any failure it undoes what it created (IPAM
+// It checks the lower device and the MTU, records the attachment, starts
+// the IPAM plugin, meanwhile creates the macvtap in the netns (at the
+// interface index of the netconf's deviceID, if any), switches its
+// offloads and brings it up, and configures the addresses. On any failure it undoes what it created (IPAM
 // allocation, macvtap, state file) and nothing else.
 func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, cniVersion string,
 	store *state.Store, ipamEx *ipamExec, mac string) (err error) {
@@ -136,7 +136,11 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	if err := store.Save(att); err != nil {
 		return err
 	}
-	var made, ipamTried bool
+	// The IPAM plugin runs beside the macvtap set-up, as on the bridge
+	// datapaths (see CmdAdd); its DEL is run on failure even when its ADD
+	// failed, after its ADD ended.
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	var made bool
 	defer func() {
 		if err == nil {
 			return
@@ -144,10 +148,9 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 		logger.Printf("Rolling back failed ADD container=%s ifname=%s error=%q", args.ContainerID, args.IfName, err)
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
-		if ipamTried {
-			if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
-				logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
-			}
+		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
+		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
+			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if made {
 			if derr := macvtap.Delete(args.Netns, args.IfName, alias); derr != nil {
@@ -185,8 +188,7 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	}
 	att.MAC = link.Attrs().HardwareAddr.String()
 
-	ipamTried = true
-	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	r, err := ipamRun.wait()
 	result, err := ipamResult(conf, r, err)
 	if err != nil {
 		return err
