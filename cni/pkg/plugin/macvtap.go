@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
@@ -162,14 +163,21 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 		}
 	}()
 
-	// No record of this attachment was complete, so a macvtap of this name
-	// carrying its alias (or none: killed before the alias was set) is a
-	// leftover of an earlier ADD of it whose record is gone: reclaim the
-	// name. Anything else of that name is refused by Delete and left alone.
-	if err := macvtap.Delete(args.Netns, args.IfName, alias); err != nil {
-		return err
+	spec := macvtap.Spec{Name: args.IfName, MTU: conf.MTU, MAC: mac, Index: index, Alias: alias}
+	link, err := macvtap.Create(netns, lower, spec)
+	if errors.Is(err, unix.EEXIST) {
+		// No record of this attachment was complete, so a macvtap of this
+		// name carrying its alias (or none: killed before the alias was
+		// set) is a leftover of an earlier ADD of it whose record is gone:
+		// reclaim the name and try again. Anything else of that name is
+		// refused by Delete and left alone. Looked for only now, as the
+		// host veth on the bridge datapaths: the look-up is a namespace
+		// switch and a request on the RTNL lock.
+		if err := macvtap.Delete(args.Netns, args.IfName, alias); err != nil {
+			return err
+		}
+		link, err = macvtap.Create(netns, lower, spec)
 	}
-	link, err := macvtap.Create(netns, lower, macvtap.Spec{Name: args.IfName, MTU: conf.MTU, MAC: mac, Index: index, Alias: alias})
 	if err != nil {
 		return err
 	}
