@@ -89,9 +89,12 @@ func Create(netns ns.NetNS, lower netlink.Link, s Spec) (netlink.Link, error) {
 				_ = netlink.LinkDel(l)
 				return fmt.Errorf("failed to set the alias of macvtap %s: %w", s.Name, err)
 			}
+			// Not read back again: one request less on the RTNL lock
+			// that concurrent ADDs queue on.
+			l.Attrs().Alias = s.Alias
 		}
-		link, err = netlink.LinkByIndex(l.Attrs().Index)
-		return err
+		link = l
+		return nil
 	})
 	if err != nil {
 		return nil, err

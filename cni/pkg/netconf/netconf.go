@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -66,7 +65,22 @@ var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 // OffloadKeys are the keys the "offloads" object accepts, in canonical order.
 var OffloadKeys = []string{"tso", "gso", "gro", "txChecksum"}
 
-var bridgeNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,15}$`)
+// bridgeNameOK reports whether name is 1-MaxBridgeNameLen characters of
+// [a-zA-Z0-9_.-]. A loop, not a regexp: a package-level regexp is compiled
+// at every start of the plugin process, 46 µs of CPU per CNI invocation in
+// a profile of 20 concurrent ADDs (issue 13).
+func bridgeNameOK(name string) bool {
+	if len(name) == 0 || len(name) > MaxBridgeNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // NetConf is the fastpath network configuration, e.g.
 //
@@ -343,7 +357,7 @@ func (c *NetConf) defaultAndValidate() error {
 // and not "." or ".." (which the kernel refuses as interface names).
 // The error is a *types.Error with code ErrInvalidNetworkConfig.
 func ValidateBridgeName(name string) error {
-	if !bridgeNameRE.MatchString(name) || name == "." || name == ".." {
+	if !bridgeNameOK(name) || name == "." || name == ".." {
 		return invalid("bridge %q is invalid: must be 1-%d characters of [a-zA-Z0-9_.-]", name, MaxBridgeNameLen)
 	}
 	return nil

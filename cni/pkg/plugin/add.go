@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -46,17 +44,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	store, nodeLock, err := lockedStore(conf.StateDir, false)
+	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer nodeLock.Unlock()
-	attLock, err := store.LockAttachment(args.ContainerID, args.IfName)
-	if err != nil {
-		return err
-	}
-	defer attLock.Unlock()
-	ipamEx := newIPAMExec(nodeLock, attLock)
+	defer locks.unlock()
+	store, ipamEx := locks.store, locks.ipamExec()
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -148,12 +141,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	var hostIface, contIface net.Interface
+	var pair *vethPair
 	var peer *offload.Peer
-	setupVeth := func() error {
+	makeVeth := func() error {
 		return netns.Do(func(hostNS ns.NetNS) error {
 			var err error
-			hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostIf, conf.MTU, mac, hostNS)
+			pair, err = setupVeth(args.IfName, hostIf, conf.MTU, mac, hostNS)
 			if err != nil {
 				return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
 			}
@@ -162,7 +155,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			return err
 		})
 	}
-	err = setupVeth()
+	err = makeVeth()
 	if err != nil && !vethMade && hostVethExists(hostIf) {
 		// No record of this attachment was complete, so a host veth of this
 		// name is a leftover of an earlier ADD of it that never got its DEL
@@ -171,14 +164,15 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		if err := deleteHostVeth(hostIf, alias); err != nil {
 			return err
 		}
-		err = setupVeth()
+		err = makeVeth()
 	}
 	if err != nil {
 		return err
 	}
-	att.MAC = contIface.HardwareAddr.String()
-	// The host end by the index SetupVethWithName read back: no lookup by name.
-	host := datapath.HostEnd{Index: hostIface.Index, Name: hostIf, Alias: alias}
+	att.MAC = pair.cont.Attrs().HardwareAddr.String()
+	// The host end by the index setupVeth read back: no lookup by name.
+	host := datapath.HostEnd{Index: pair.hostIndex, Name: hostIf, Alias: alias}
+	clearAcceptRA(hostIf)
 	if err := peer.Apply(hostIf); err != nil {
 		return err
 	}
@@ -187,30 +181,51 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	}
 
 	r, err := ipamRun.wait()
+	result, err := ipamResult(conf, r, err)
 	if err != nil {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+		return err
+	}
+	result.Interfaces = []*current.Interface{
+		{Name: hostIf, Mac: pair.hostMAC.String(), Mtu: conf.MTU},
+		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
+	}
+	return completeAdd(netns, store, att, result, 1, cniVersion)
+}
+
+// ipamResult is the result of the IPAM plugin's ADD (r, err) as a types/100
+// Result with at least one IP.
+func ipamResult(conf *netconf.NetConf, r types.Result, err error) (*current.Result, error) {
+	if err != nil {
+		return nil, fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	result, err := current.NewResultFromResult(r)
 	if err != nil {
-		return fmt.Errorf("failed to convert result of IPAM plugin %s: %w", conf.IPAM.Type(), err)
+		return nil, fmt.Errorf("failed to convert result of IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	if len(result.IPs) == 0 {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: it returned no IP", conf.IPAM.Type())
+		return nil, fmt.Errorf("failed to allocate addresses with IPAM plugin %s: it returned no IP", conf.IPAM.Type())
 	}
-	result.Interfaces = []*current.Interface{
-		{Name: hostIf, Mac: hostIface.HardwareAddr.String(), Mtu: conf.MTU},
-		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
-	}
-	for _, ipc := range result.IPs {
-		ipc.Interface = current.Int(1)
-	}
-	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-		return fmt.Errorf("failed to configure addresses on %s in %s: %w", args.IfName, args.Netns, err)
-	}
+	return result, nil
+}
 
+// completeAdd ends an ADD of att on every datapath once its interface is
+// made and result holds the IPAM plugin's addresses and the interfaces:
+// it points the addresses at result.Interfaces[ifIndex] (the container
+// interface att.IfName), configures them on it in netns, records the
+// attachment as complete with result (state.Store.Complete) and prints
+// result in cniVersion. An error leaves the record incomplete, for the
+// caller's rollback.
+func completeAdd(netns ns.NetNS, store *state.Store, att *state.Attachment, result *current.Result, ifIndex int, cniVersion string) error {
+	for _, ipc := range result.IPs {
+		ipc.Interface = current.Int(ifIndex)
+	}
+	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(att.IfName, result) }); err != nil {
+		return fmt.Errorf("failed to configure addresses on %s in %s: %w", att.IfName, att.Netns, err)
+	}
+	var err error
 	att.Result, err = json.Marshal(result)
 	if err != nil {
-		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", args.ContainerID, args.IfName, err)
+		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}
 	att.Complete = true
 	if err := store.Complete(att); err != nil {

@@ -32,16 +32,12 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	store, nodeLock, err := lockedStore(conf.StateDir, false)
+	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer nodeLock.Unlock()
-	attLock, err := store.LockAttachment(args.ContainerID, args.IfName)
-	if err != nil {
-		return err
-	}
-	defer attLock.Unlock()
+	defer locks.unlock()
+	store := locks.store
 
 	att, err := store.Load(args.ContainerID, args.IfName)
 	if err != nil {
@@ -59,7 +55,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock, attLock)); err != nil {
+	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, locks.ipamExec()); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)

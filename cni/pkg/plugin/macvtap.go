@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,9 +12,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ip"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
@@ -97,10 +96,10 @@ func (d *macvtapDatapath) Close() {}
 
 // addMacvtap is CmdAdd from the datapath on: the caller took the locks and
 // found no complete record of the attachment (reclaiming an unfinished one).
-// It checks the lower device and the MTU, records the attachment, creates
-// the macvtap in the netns (at the interface index of the netconf's
-// deviceID, if any), switches its offloads, brings it up, runs IPAM and
-// configures the addresses. On any failure it undoes what it created (IPAM
+// It checks the lower device and the MTU, records the attachment, starts
+// the IPAM plugin, meanwhile creates the macvtap in the netns (at the
+// interface index of the netconf's deviceID, if any), switches its
+// offloads and brings it up, and configures the addresses. On any failure it undoes what it created (IPAM
 // allocation, macvtap, state file) and nothing else.
 func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, cniVersion string,
 	store *state.Store, ipamEx *ipamExec, mac string) (err error) {
@@ -138,7 +137,11 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	if err := store.Save(att); err != nil {
 		return err
 	}
-	var made, ipamTried bool
+	// The IPAM plugin runs beside the macvtap set-up, as on the bridge
+	// datapaths (see CmdAdd); its DEL is run on failure even when its ADD
+	// failed, after its ADD ended.
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	var made bool
 	defer func() {
 		if err == nil {
 			return
@@ -146,10 +149,9 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 		logger.Printf("Rolling back failed ADD container=%s ifname=%s error=%q", args.ContainerID, args.IfName, err)
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
-		if ipamTried {
-			if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
-				logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
-			}
+		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
+		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
+			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if made {
 			if derr := macvtap.Delete(args.Netns, args.IfName, alias); derr != nil {
@@ -161,14 +163,21 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 		}
 	}()
 
-	// No record of this attachment was complete, so a macvtap of this name
-	// carrying its alias (or none: killed before the alias was set) is a
-	// leftover of an earlier ADD of it whose record is gone: reclaim the
-	// name. Anything else of that name is refused by Delete and left alone.
-	if err := macvtap.Delete(args.Netns, args.IfName, alias); err != nil {
-		return err
+	spec := macvtap.Spec{Name: args.IfName, MTU: conf.MTU, MAC: mac, Index: index, Alias: alias}
+	link, err := macvtap.Create(netns, lower, spec)
+	if errors.Is(err, unix.EEXIST) {
+		// No record of this attachment was complete, so a macvtap of this
+		// name carrying its alias (or none: killed before the alias was
+		// set) is a leftover of an earlier ADD of it whose record is gone:
+		// reclaim the name and try again. Anything else of that name is
+		// refused by Delete and left alone. Looked for only now, as the
+		// host veth on the bridge datapaths: the look-up is a namespace
+		// switch and a request on the RTNL lock.
+		if err := macvtap.Delete(args.Netns, args.IfName, alias); err != nil {
+			return err
+		}
+		link, err = macvtap.Create(netns, lower, spec)
 	}
-	link, err := macvtap.Create(netns, lower, macvtap.Spec{Name: args.IfName, MTU: conf.MTU, MAC: mac, Index: index, Alias: alias})
 	if err != nil {
 		return err
 	}
@@ -187,34 +196,13 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	}
 	att.MAC = link.Attrs().HardwareAddr.String()
 
-	ipamTried = true
-	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	r, err := ipamRun.wait()
+	result, err := ipamResult(conf, r, err)
 	if err != nil {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
-	}
-	result, err := current.NewResultFromResult(r)
-	if err != nil {
-		return fmt.Errorf("failed to convert result of IPAM plugin %s: %w", conf.IPAM.Type(), err)
-	}
-	if len(result.IPs) == 0 {
-		return fmt.Errorf("failed to allocate addresses with IPAM plugin %s: it returned no IP", conf.IPAM.Type())
-	}
-	result.Interfaces = []*current.Interface{{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns}}
-	for _, ipc := range result.IPs {
-		ipc.Interface = current.Int(0)
-	}
-	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-		return fmt.Errorf("failed to configure addresses on %s in %s: %w", args.IfName, args.Netns, err)
-	}
-	att.Result, err = json.Marshal(result)
-	if err != nil {
-		return fmt.Errorf("failed to encode result of attachment %s/%s: %w", args.ContainerID, args.IfName, err)
-	}
-	att.Complete = true
-	if err := store.Complete(att); err != nil {
 		return err
 	}
-	return types.PrintResult(result, cniVersion)
+	result.Interfaces = []*current.Interface{{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns}}
+	return completeAdd(netns, store, att, result, 0, cniVersion)
 }
 
 // checkMacvtap is CmdCheck for a complete attachment on datapath Macvtap:

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
+	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -43,6 +44,7 @@ func TestMacvtap(t *testing.T) {
 	t.Run("missing-lower", testMacvtapMissingLower)
 	t.Run("unmarked-lower-and-peer-refused", testMacvtapUnmarkedLower)
 	t.Run("foreign-link-of-the-name-left-alone", testMacvtapForeignLink)
+	t.Run("leftover-macvtap-without-record-reclaimed", testMacvtapLeftover)
 	t.Run("re-add-after-unfinished-add", testMacvtapReAddAfterUnfinishedAdd)
 	t.Run("mac", func(t *testing.T) { testMAC(t, netconf.DatapathMacvtap) })
 	t.Run("offloads", testMacvtapOffloads)
@@ -271,6 +273,26 @@ func testMacvtapForeignLink(t *testing.T) {
 	g.Expect(cnitest.Links(t, netns)).To(ConsistOf(before))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(BeEmpty())
 	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(BeEmpty())
+}
+
+// testMacvtapLeftover: a macvtap named CNI_IFNAME without an alias (an
+// earlier ADD killed before it set the alias, whose record is gone) is
+// reclaimed by the next ADD, which makes a new one.
+func testMacvtapLeftover(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathMacvtap, "1.0.0")
+	netns := cnitest.NewNS(t)
+	lower, err := netlink.LinkByName(e.br.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	old, err := macvtap.Create(netns, lower, macvtap.Spec{Name: "net1", MTU: 9000})
+	g.Expect(err).NotTo(HaveOccurred())
+	a, err := e.add(netns, e.conf(cnitest.Conf{}), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo", "net1"))
+	g.Expect(macvtapOf(g, netns).Attrs().Index).NotTo(Equal(old.Attrs().Index), "a new macvtap")
+	g.Expect(e.check(a)).To(Succeed())
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	e.expectNothingLeft(g, netns)
 }
 
 // testMacvtapReAddAfterUnfinishedAdd: an ADD that died after creating its

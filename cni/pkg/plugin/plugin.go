@@ -136,6 +136,39 @@ func lockedStore(dir string, exclusive bool) (_ *state.Store, lock *state.Lock, 
 	return store, lock, nil
 }
 
+// attachmentLocks are what an ADD or DEL of one attachment holds while it
+// runs: the store, its node lock (shared) and the attachment's lock.
+type attachmentLocks struct {
+	store     *state.Store
+	node, att *state.Lock
+}
+
+// lockAttachment opens the state store under dir and takes the node lock
+// (shared) and then the lock of the attachment containerID/ifName, in the
+// order state.Store.LockAttachment requires. The caller must unlock them.
+func lockAttachment(dir, containerID, ifName string) (*attachmentLocks, error) {
+	store, node, err := lockedStore(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	att, err := store.LockAttachment(containerID, ifName)
+	if err != nil {
+		node.Unlock()
+		return nil, err
+	}
+	return &attachmentLocks{store: store, node: node, att: att}, nil
+}
+
+// unlock releases the attachment's lock, then the node lock.
+func (l *attachmentLocks) unlock() {
+	l.att.Unlock()
+	l.node.Unlock()
+}
+
+// ipamExec returns the invoke.Exec for the IPAM plugin, which inherits
+// both locks (see ipamExec).
+func (l *attachmentLocks) ipamExec() *ipamExec { return newIPAMExec(l.node, l.att) }
+
 // openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A
 // missing bridge is CNI error 11 (ErrTryAgainLater) naming the bridge and the
 // node agent that creates it. On success the caller must close the datapath.
