@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -123,6 +124,18 @@ func runScale(b *testing.B, env *testenv.Env, qps float32, burst int) scaleResul
 		b.Fatal(err)
 	}
 
+	// Since issue 17 an attachment needs a FastPathNetwork (an admin's) that
+	// admits its namespace.
+	fpnet := &v1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-" + ns},
+		Spec: v1alpha1.FastPathNetworkSpec{Datapath: v1alpha1.DatapathLinuxBridge, Bridge: "fastpath0",
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+	}
+	if err := env.Client.Create(ctx, fpnet); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.Client.Delete(context.Background(), fpnet) }()
+
 	counter := &apiCounter{}
 	cfg := counter.wrap(env.Config)
 	cfg.QPS, cfg.Burst = qps, burst
@@ -143,7 +156,8 @@ func runScale(b *testing.B, env *testenv.Env, qps float32, burst int) scaleResul
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scale"},
 		Spec: v1alpha1.FastPathAttachmentSpec{
 			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "scale"}},
-			Network:    &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+			NetworkRef: &v1alpha1.NetworkReference{Name: fpnet.Name},
+			Network:    &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/22"}},
 		},
 	}
 	if err := env.Client.Create(ctx, att); err != nil {
