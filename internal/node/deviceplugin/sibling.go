@@ -36,8 +36,8 @@ const (
 	// MaxSiblingDevices bounds --sibling-devices: every device is a
 	// directory under <socket dir>/alloc.
 	MaxSiblingDevices = 4096
-	// DefaultSiblingResyncInterval is how often SiblingMounts.Run re-checks
-	// every device: a link to a socket the backend recreated (a new inode)
+	// DefaultSiblingResyncInterval is how often SiblingMounts re-checks
+	// every device in Start: a link to a socket the backend recreated (a new inode)
 	// is replaced, a device no pod holds any more is emptied.
 	DefaultSiblingResyncInterval = 2 * time.Second
 	// DefaultPodResourcesSocket is kubelet's PodResources API socket
@@ -117,12 +117,12 @@ func (k KubeletPodResources) List(ctx context.Context) ([]*podresourcesapi.PodRe
 // VMs' sockets are never linked: the container sees one socket.
 //
 // A hard link is the socket itself (connect(2) finds the listener by the
-// inode), but it goes stale when the backend recreates the socket; Run
+// inode), but it goes stale when the backend recreates the socket; Start
 // re-links every Sync interval, and empties the directories of devices no
 // pod holds. The socket is made mode 0666 (QEMU runs as KubeVirt's non-root
 // user 107) and SocketDir 0700, so on the host only root reaches it.
 //
-// Fill in the exported fields and call Resource, then Run. Its methods are
+// Fill in the exported fields and call Resource, then Start. Its methods are
 // safe for concurrent use.
 type SiblingMounts struct {
 	// SocketDir is the host directory of the vhost-user sockets (the
@@ -308,9 +308,10 @@ func (m *SiblingMounts) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run prepares the socket directory, then Syncs every ResyncInterval until
-// ctx ends (a manager.Runnable). Sync errors are logged, not returned.
-func (m *SiblingMounts) Run(ctx context.Context) error {
+// Start prepares the socket directory, then Syncs every ResyncInterval until
+// ctx ends (a controller-runtime manager.Runnable). Sync errors are logged,
+// not returned; an error preparing the directory is returned.
+func (m *SiblingMounts) Start(ctx context.Context) error {
 	m.mu.Lock()
 	err := m.prepare()
 	m.mu.Unlock()

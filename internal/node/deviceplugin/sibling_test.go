@@ -303,6 +303,24 @@ func TestSiblingPreStartFailsWithoutTheSocket(t *testing.T) {
 	s := e.serve("tenant-a", "db-0")
 	g.Expect(e.preStart("vsock0")).To(Succeed())
 	g.Expect(e.entries("vsock0")).To(Equal([]string{filepath.Base(s)}))
+
+	// Start re-links on its own when the backend recreates the socket.
+	e.mounts.ResyncInterval = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.mounts.Start(ctx) }()
+	e.restart(s)
+	link := filepath.Join(e.mounts.AllocDir("vsock0"), filepath.Base(s))
+	g.Eventually(func() error {
+		c, err := net.Dial("unix", link)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, 5*time.Second).Should(Succeed())
+	cancel()
+	g.Eventually(done).Should(Receive(BeNil()))
 }
 
 // TestSiblingLauncherOnAnotherNode: a VMI entry placing the pod elsewhere
