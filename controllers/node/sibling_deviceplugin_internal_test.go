@@ -34,7 +34,7 @@ func (p *recordingPlugins) Sync(want []deviceplugin.Want) map[string]error {
 type noSiblings struct{}
 
 func (noSiblings) Sync([]backend.Group) error { return nil }
-func (noSiblings) Status() []backend.Status  { return nil }
+func (noSiblings) Status() []backend.Status   { return nil }
 
 // TestSiblingDevicePluginRunsWithTheBackendAndReportsInSiblingBackendsReady:
 // the sibling resource is offered beside the macvtap ones only when the
