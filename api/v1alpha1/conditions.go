@@ -177,6 +177,10 @@ const (
 	// ReasonSiblingBackendFailed: a vhost-device-vsock exited and is being
 	// restarted, or could not be started; the message has its error.
 	ReasonSiblingBackendFailed = "SiblingBackendFailed"
+	// ReasonSiblingDevicePluginFailed: the device plugin of
+	// vsock.fastpath.io/sibling is not registered with kubelet, so Sibling
+	// VMs' launchers cannot get their vhost-user socket.
+	ReasonSiblingDevicePluginFailed = "SiblingDevicePluginFailed"
 	// ReasonNoSiblingBackends: no attachment in mode Sibling.
 	ReasonNoSiblingBackends = "NoSiblingBackends"
 	// ReasonNodeLabelFailed: the agent could not set (or remove) the Node label

@@ -68,6 +68,25 @@ const (
 	// and kubelet gives that container the /dev/tapN of the allocated device.
 	MacvtapResourceDomain = "macvtap.fastpath.io"
 
+	// SiblingResourceDomain is the domain of the extended resource that brings a
+	// VM's vhost-user-vsock socket (mode Sibling) into virt-launcher's compute
+	// container: SiblingResourceName.
+	SiblingResourceDomain = "vsock.fastpath.io"
+
+	// SiblingResourceName is the extended resource the node agent's device
+	// plugin offers while it runs with the vhost-user vsock backend. The
+	// operator puts spec.domain.resources.limits[SiblingResourceName]: "1" into
+	// the template of every VM in mode Sibling; KubeVirt copies it to the
+	// compute container, kubelet allocates one device, and the device plugin
+	// mounts a directory holding only that VM's SiblingSocketPath socket at
+	// SiblingSocketDir (internal/node/deviceplugin SiblingMounts).
+	SiblingResourceName = SiblingResourceDomain + "/sibling"
+
+	// SiblingAllocDir is the subdirectory of SiblingSocketDir holding one
+	// directory per device of SiblingResourceName ("<SiblingSocketDir>/alloc/<device ID>"),
+	// each mounted into at most one container.
+	SiblingAllocDir = "alloc"
+
 	// NADResourceNameAnnotation on a NetworkAttachmentDefinition names the
 	// extended resource a pod on that network needs (Multus and KubeVirt read
 	// it; Multus passes the allocated device ID to the CNI plugin as the

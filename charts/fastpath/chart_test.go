@@ -282,3 +282,30 @@ func TestChartAgentDevicePlugin(t *testing.T) {
 	g.Expect(ds).To(ContainSubstring("- --device-plugin-dir=\n"))
 	g.Expect(ds).NotTo(ContainSubstring("device-plugins, mountPath"))
 }
+
+// TestChartAgentSibling: vsock mode Sibling is opt-in; on, the agent gets
+// the backend, its socket directory at the host path (the device plugin
+// hands kubelet host paths below it) and kubelet's PodResources API, and
+// the chart refuses it without the device plugin.
+func TestChartAgentSibling(t *testing.T) {
+	g := NewWithT(t)
+	ds := agentDaemonSet(t)
+	g.Expect(ds).NotTo(ContainSubstring("--vhost-device-vsock"))
+	g.Expect(ds).NotTo(ContainSubstring("pod-resources"))
+	ds = agentDaemonSet(t, "agent.sibling.enabled=true")
+	for _, s := range []string{
+		"- --vhost-device-vsock=/usr/local/bin/vhost-device-vsock",
+		"- --sibling-socket-dir=/var/run/fastpath/vsock",
+		"- --sibling-devices=128",
+		"- --pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
+		"{name: sibling-sockets, mountPath: /var/run/fastpath/vsock}",
+		"{name: pod-resources, mountPath: /var/lib/kubelet/pod-resources}",
+		"{name: sibling-sockets, hostPath: {path: /var/run/fastpath/vsock, type: DirectoryOrCreate}}",
+		"{name: pod-resources, hostPath: {path: /var/lib/kubelet/pod-resources, type: Directory}}",
+	} {
+		g.Expect(ds).To(ContainSubstring(s))
+	}
+	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.sibling.enabled=true", "--set", "agent.devicePlugin.enabled=false").CombinedOutput()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring("agent.sibling.enabled needs agent.devicePlugin.enabled"))
+}

@@ -68,6 +68,8 @@ type flags struct {
 	resync           time.Duration
 	devicePluginDir  string
 	macvtapDevices   int
+	siblingDevices   int
+	podResources     string
 }
 
 func main() {
@@ -93,6 +95,8 @@ func main() {
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":9091", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	flag.StringVar(&f.devicePluginDir, "device-plugin-dir", pluginapi.DevicePluginPath, "kubelet's device plugin directory (with kubelet.sock): the agent offers macvtap.fastpath.io/<lower> there for every Macvtap network, whose devices are the /dev/tapN of VM macvtaps; \"\" disables the device plugin.")
 	flag.IntVar(&f.macvtapDevices, "macvtap-devices", deviceplugin.DefaultMacvtapCapacity, "Devices (VM macvtap interfaces) each Macvtap network offers on this node, 1-8192.")
+	flag.IntVar(&f.siblingDevices, "sibling-devices", deviceplugin.DefaultSiblingDevices, fmt.Sprintf("Devices of vsock.fastpath.io/sibling (Sibling VM launchers at once on this node), 1-%d; offered only with --vhost-device-vsock and --device-plugin-dir.", deviceplugin.MaxSiblingDevices))
+	flag.StringVar(&f.podResources, "pod-resources-socket", deviceplugin.DefaultPodResourcesSocket, "kubelet's PodResources API socket: the sibling device plugin asks it which pod holds a device.")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -189,6 +193,22 @@ func run(f flags) error {
 		defer sup.Stop()
 		r.Siblings, r.SiblingVersion, r.SiblingSocketDir, r.SiblingChanges = sup, version, f.siblingSocketDir, changes
 		log.Info("vsock mode Sibling enabled", "vhostDeviceVsock", f.vhostDeviceVsock, "version", version)
+		if f.devicePluginDir != "" {
+			mounts := &deviceplugin.SiblingMounts{SocketDir: f.siblingSocketDir, NodeName: f.nodeName, Devices: f.siblingDevices,
+				PodResources: deviceplugin.KubeletPodResources{Socket: f.podResources}, Reader: mgr.GetAPIReader(),
+				Recorder: mgr.GetEventRecorderFor("fastpath-agent"), Log: ctrl.Log.WithName("sibling-mounts")}
+			res, err := mounts.Resource()
+			if err != nil {
+				return fmt.Errorf("failed to start: --sibling-devices: %w", err)
+			}
+			if err := mgr.Add(mounts); err != nil {
+				return fmt.Errorf("failed to add the sibling socket links to the manager: %w", err)
+			}
+			r.SiblingDevicePlugin = &res
+			log.Info("Offering the sibling device plugin", "resource", res.Name, "devices", len(res.Devices), "podResourcesSocket", f.podResources)
+		} else {
+			log.Info("No device plugin directory: Sibling VMs' launchers get no vhost-user socket from this agent (--device-plugin-dir)")
+		}
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {

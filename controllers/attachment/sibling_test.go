@@ -41,6 +41,9 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		Expect(templatePart(ns, "db-0", "spec", "domain", "devices", "autoattachVSOCK")).To(Equal("<absent>"))
 		// Scheduled only where a node agent runs the backend (it labels its Node).
 		Expect(templatePart(ns, "db-0", "spec", "nodeSelector")).To(Equal(`{"` + v1alpha1.VhostUserVSOCKNodeLabel + `":"true"}`))
+		// The device plugin resource that brings the VM's socket into its
+		// compute container, next to the user's own resources.
+		Expect(templatePart(ns, "db-0", "spec", "domain", "resources")).To(Equal(`{"limits":{"` + v1alpha1.SiblingResourceName + `":"1"},"requests":{"memory":"1Gi"}}`))
 		Eventually(conditionOf(ns, "sib", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotRunning))
 		for i, n := range []string{"db-0", "db-1", "db-2", "db-3"} {
 			st := vmStatus(ns, "sib", n)()
@@ -83,5 +86,20 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 			return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.VSOCKModeAnnotation)
 		}).Should(Equal("<absent>"))
 		Expect(templatePart(ns, "db-0", "spec", "nodeSelector")).To(Equal("<absent>"))
+		Expect(templatePart(ns, "db-0", "spec", "domain", "resources")).To(Equal(`{"requests":{"memory":"1Gi"}}`))
+	})
+
+	It("refuses a VM whose own limit of the sibling resource differs, naming the field", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
+ "metadata":{"name":"%[1]s","labels":%[2]s},
+ "spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"resources":{"requests":{"memory":"1Gi"},"limits":{"vsock.fastpath.io/sibling":"2"}}}}}}}`, map[string]string{"app": "db"})
+		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
+			VMSelector: selector("db"),
+			VSOCK:      &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
+		})
+		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonVMConflict))
+		Expect(conditionMessage(ns, "sib", v1alpha1.VMsWiredCondition)).To(ContainSubstring(`spec.template.spec.domain.resources.limits["vsock.fastpath.io/sibling"]`))
+		Expect(templatePart(ns, "db-0", "spec", "domain", "resources", "limits")).To(Equal(`{"vsock.fastpath.io/sibling":"2"}`))
 	})
 })

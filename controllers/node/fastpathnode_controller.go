@@ -80,6 +80,10 @@ type CNIInstaller interface {
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The sibling device plugin (deviceplugin.SiblingMounts) checks whose
+// container holds a device: the pod, and its VMI's status.activePods.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get
 
 // Reconciler prepares one node and publishes its FastPathNode. Fill in
 // NodeName, Prober, Bridges and Relay (required) and what the defaults do not
@@ -120,6 +124,11 @@ type Reconciler struct {
 	// (macvtap.fastpath.io/<lower>) of every Macvtap network's lower device;
 	// nil: none (VMs on Macvtap networks then get no /dev/tapN).
 	DevicePlugins DevicePluginManager
+	// SiblingDevicePlugin, when set with DevicePlugins and Siblings, is
+	// served too: v1alpha1.SiblingResourceName (deviceplugin.SiblingMounts),
+	// which brings a Sibling VM's vhost-user socket into its compute
+	// container. Its registration error shows in SiblingBackendsReady.
+	SiblingDevicePlugin *deviceplugin.Resource
 	// MacvtapCapacity is how many devices each macvtap resource offers; 0
 	// means deviceplugin.DefaultMacvtapCapacity.
 	MacvtapCapacity int
@@ -163,6 +172,8 @@ type observed struct {
 	siblings      []fastpathv1alpha1.SiblingBackendStatus
 	siblingErr    error
 	siblingDown   []string
+	// siblingPluginErr: the sibling device plugin is not registered with kubelet.
+	siblingPluginErr error
 	// nodeLabelErr: the Node's v1alpha1.VhostUserVSOCKNodeLabel could not be
 	// read or set.
 	nodeLabelErr error

@@ -135,8 +135,8 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 }
 
 // syncDevicePlugins runs the macvtap device plugin of every desired Macvtap
-// bridge (healthy while the bridge is ready) and stops the others, when
-// r.DevicePlugins is set. A resource kubelet has not registered is a bridge
+// bridge (healthy while the bridge is ready) and the sibling device plugin
+// (r.SiblingDevicePlugin), and stops the others, when r.DevicePlugins is set. A resource kubelet has not registered is a bridge
 // error: VMs on that network cannot get their /dev/tapN.
 func (r *Reconciler) syncDevicePlugins(ctx context.Context, s *scope) {
 	if r.DevicePlugins == nil {
@@ -156,7 +156,17 @@ func (r *Reconciler) syncDevicePlugins(ctx context.Context, s *scope) {
 		want = append(want, deviceplugin.Want{Resource: res, Healthy: bs.Ready})
 		at[res.Name] = i
 	}
+	if r.SiblingDevicePlugin != nil && r.Siblings != nil {
+		want = append(want, deviceplugin.Want{Resource: *r.SiblingDevicePlugin, Healthy: true})
+	}
 	for name, err := range r.DevicePlugins.Sync(want) {
+		if r.SiblingDevicePlugin != nil && name == r.SiblingDevicePlugin.Name {
+			if err != nil {
+				s.observed.siblingPluginErr = fmt.Errorf("device plugin %s: %w", name, err)
+				ctrl.LoggerFrom(ctx).Error(err, "Device plugin not serving", "resource", name)
+			}
+			continue
+		}
 		bs := &s.bridges[at[name]]
 		if err == nil {
 			bs.ResourceName = name

@@ -161,6 +161,8 @@ func setSiblingBackendsReadyCondition(conds *[]metav1.Condition, obs *observed, 
 		c.Message = joinMessages(append(parts, obs.siblingDown...))
 	case obs.nodeLabelErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fastpathv1alpha1.ReasonNodeLabelFailed, obs.nodeLabelErr.Error()
+	case obs.siblingPluginErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fastpathv1alpha1.ReasonSiblingDevicePluginFailed, obs.siblingPluginErr.Error()
 	case len(obs.siblings) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoSiblingBackends, "no FastPathAttachment in vsock mode Sibling"
 	default:

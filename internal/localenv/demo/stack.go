@@ -278,7 +278,12 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 	if s.SiblingSocketDir != "" {
 		// Real guests: the node can do vsock mode Sibling.
-		agentArgs = append(agentArgs, "--vhost-device-vsock", filepath.Join(o.BinDir, "vhost-device-vsock"), "--sibling-socket-dir", s.SiblingSocketDir)
+		// No kubelet here: the emulated launchers use the socket directory
+		// directly, so the agent offers no device plugin (it would try to
+		// register vsock.fastpath.io/sibling with whatever kubelet runs on
+		// the host).
+		agentArgs = append(agentArgs, "--vhost-device-vsock", filepath.Join(o.BinDir, "vhost-device-vsock"), "--sibling-socket-dir", s.SiblingSocketDir,
+			"--device-plugin-dir", "")
 	}
 	if s.agent, err = s.startChild("fastpath-agent", s.AgentLog, agentArgs...); err != nil {
 		return nil, err

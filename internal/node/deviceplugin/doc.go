@@ -16,4 +16,12 @@
 // macvtaps it pre-creates in the host namespace; here the index is fixed in
 // advance instead, so the CNI plugin can create the macvtap directly in the
 // pod's namespace.
+//
+// With the vhost-user vsock backend (vsock mode Sibling) the agent also
+// offers vsock.fastpath.io/sibling (SiblingMounts): each device is a host
+// directory mounted at /var/run/fastpath/vsock in virt-launcher's compute
+// container, into which PreStartContainer hard-links the one vhost-user
+// socket of that pod's VM, after checking through kubelet's PodResources
+// API and the VMI's status.activePods whose container it is
+// (docs/vsock-sibling.md).
 package deviceplugin

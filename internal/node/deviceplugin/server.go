@@ -27,6 +27,17 @@ type Resource struct {
 	// Allocate returns what a container that was given the devices ids gets
 	// (device nodes, mounts, environment). ids are always IDs of Devices.
 	Allocate func(ids []string) (*pluginapi.ContainerAllocateResponse, error)
+	// PreStart, when set, makes the server register with PreStartRequired:
+	// kubelet then calls it with a container's device IDs after Allocate and
+	// before the container starts (within
+	// pluginapi.KubeletPreStartContainerRPCTimeoutInSecs, 30 s); an error
+	// fails that start (kubelet reports it on the pod and retries).
+	PreStart func(ctx context.Context, ids []string) error
+}
+
+// options returns the resource's device plugin options.
+func (r Resource) options() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{PreStartRequired: r.PreStart != nil}
 }
 
 // Defaults of Server.
@@ -221,7 +232,7 @@ func (s *Server) registerWithKubelet(ctx context.Context) error {
 		Version:      pluginapi.Version,
 		Endpoint:     SocketName(s.res.Name),
 		ResourceName: s.res.Name,
-		Options:      &pluginapi.DevicePluginOptions{},
+		Options:      s.res.options(),
 	})
 	if err != nil {
 		return fmt.Errorf("failed to register resource %s with kubelet at %s: %w", s.res.Name, s.kubelet, err)
@@ -252,7 +263,7 @@ type service struct {
 }
 
 func (v *service) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
+	return v.s.res.options(), nil
 }
 
 // ListAndWatch sends the devices, then again on every health change, until
@@ -290,6 +301,19 @@ func (v *service) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*
 	return resp, nil
 }
 
-func (v *service) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+// PreStartContainer runs Resource.PreStart (when set) with the container's
+// device IDs; an ID that is not one of the resource's devices is an error.
+func (v *service) PreStartContainer(ctx context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	if v.s.res.PreStart == nil {
+		return &pluginapi.PreStartContainerResponse{}, nil
+	}
+	for _, id := range req.DevicesIds {
+		if !slices.Contains(v.s.res.Devices, id) {
+			return nil, fmt.Errorf("failed to prepare device %s: resource %s has no such device", id, v.s.res.Name)
+		}
+	}
+	if err := v.s.res.PreStart(ctx, req.DevicesIds); err != nil {
+		return nil, err
+	}
 	return &pluginapi.PreStartContainerResponse{}, nil
 }

@@ -19,6 +19,9 @@
 //   - spec.nodeSelector["fastpath.io/vhost-user-vsock"]: "true" in mode
 //     Sibling: the node agent sets that label on nodes where it runs the
 //     vhost-user backend, so such VMs are scheduled only there
+//   - spec.domain.resources.limits["vsock.fastpath.io/sibling"]: "1" in mode
+//     Sibling: KubeVirt copies it to the compute container and the agent's
+//     device plugin mounts the VM's vhost-user socket there
 //   - metadata.labels["fastpath.io/attachment"]: "<a>" (selected by the pod affinity)
 //   - metadata.annotations["fastpath.io/tuning"]: the tuning of package tuning
 //   - metadata.annotations["hooks.kubevirt.io/hookSidecars"]: one entry

@@ -82,9 +82,11 @@ func wanted(d Desired) (wants, error) {
 	}
 	modeAnn := entry{item: ItemVSOCKMode, path: pathAnnotations, key: v1alpha1.VSOCKModeAnnotation}
 	siblingNode := entry{item: ItemSiblingNode, path: pathNodeSel, key: v1alpha1.VhostUserVSOCKNodeLabel}
+	siblingRes := entry{item: ItemSiblingResource, path: pathLimits, key: v1alpha1.SiblingResourceName}
 	if d.SiblingVSOCK {
 		modeAnn.value = string(v1alpha1.VSOCKModeSibling)
 		siblingNode.value = "true"
+		siblingRes.value = SiblingResourceQuantity
 	}
 	label := entry{item: ItemLabel, path: pathLabels, key: v1alpha1.AttachmentLabel, value: d.Attachment}
 	req := entry{item: ItemRequiredAffinity, path: pathRequired, match: equalTo(term)}
@@ -95,7 +97,7 @@ func wanted(d Desired) (wants, error) {
 	case v1alpha1.PlacementPreferred:
 		pref.value = preferred
 	}
-	w.entries = []entry{network, iface, label, tuningAnn, modeAnn, siblingNode, req, pref}
+	w.entries = []entry{network, iface, label, tuningAnn, modeAnn, siblingNode, siblingRes, req, pref}
 	return w, nil
 }
 
@@ -121,8 +123,8 @@ func checkConflicts(tpl map[string]any, rec *Record, w wants) error {
 			if !ok {
 				return shapeError(e.path, "a map")
 			}
-			// The user's own equal label or node selector does the job.
-			if cur, ok := m[e.key]; ok && !((e.item == ItemLabel || e.item == ItemSiblingNode) && cur == e.value) {
+			// The user's own equal label, node selector or limit does the job.
+			if cur, ok := m[e.key]; ok && !((e.item == ItemLabel || e.item == ItemSiblingNode || e.item == ItemSiblingResource) && cur == e.value) {
 				return &ConflictError{Field: fmt.Sprintf("%s[%q]", strings.Join(e.path, "."), e.key)}
 			}
 			continue

@@ -90,3 +90,39 @@ func TestSiblingVSOCKKeepsTheUsersNodeSelector(t *testing.T) {
 	g.Expect(errors.As(err, &conflict)).To(gomega.BeTrue())
 	g.Expect(err.Error()).To(gomega.ContainSubstring(`spec.template.spec.nodeSelector["fastpath.io/vhost-user-vsock"]`))
 }
+
+// TestSiblingVSOCKRequestsTheDevicePluginResource: mode Sibling puts
+// limits["vsock.fastpath.io/sibling"]: "1" into spec.domain.resources, next
+// to the user's own limits; Unwire removes exactly it, byte for byte; the
+// user's equal value stays theirs and a different one is a conflict naming
+// the field.
+func TestSiblingVSOCKRequestsTheDevicePluginResource(t *testing.T) {
+	g := gomega.NewWithT(t)
+	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "att"}, Spec: v1alpha1.FastPathAttachmentSpec{
+		VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5000}}}}}
+	d := ForAttachment(att)
+
+	for _, orig := range []string{
+		`{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"domain":{"devices":{}}}}}}`,
+		`{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"domain":{"devices":{},"resources":{"requests":{"memory":"1Gi"}}}}}}}`,
+		`{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"domain":{"devices":{},"resources":{"limits":{"cpu":"2","memory":"1Gi"}}}}}}}`,
+		`{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"domain":{"devices":{},"resources":{"limits":{"vsock.fastpath.io/sibling":"1"}}}}}}}`,
+	} {
+		vm := decode(t, orig)
+		_, err := Wire(vm, d)
+		g.Expect(err).NotTo(gomega.HaveOccurred(), orig)
+		vm = roundTrip(t, vm)
+		lim, _, _ := unstructured.NestedStringMap(vm, "spec", "template", "spec", "domain", "resources", "limits")
+		g.Expect(lim).To(gomega.HaveKeyWithValue(v1alpha1.SiblingResourceName, "1"), orig)
+		g.Expect(IsWired(vm, d)).To(gomega.BeTrue(), orig)
+		_, err = Unwire(vm)
+		g.Expect(err).NotTo(gomega.HaveOccurred(), orig)
+		g.Expect(canonical(t, roundTrip(t, vm))).To(gomega.Equal(canonical(t, decode(t, orig))), orig)
+	}
+
+	vm := decode(t, `{"metadata":{"name":"db-0"},"spec":{"template":{"spec":{"domain":{"devices":{},"resources":{"limits":{"vsock.fastpath.io/sibling":"2"}}}}}}}`)
+	_, err := Wire(vm, d)
+	var conflict *ConflictError
+	g.Expect(errors.As(err, &conflict)).To(gomega.BeTrue())
+	g.Expect(err.Error()).To(gomega.ContainSubstring(`spec.template.spec.domain.resources.limits["vsock.fastpath.io/sibling"]`))
+}

@@ -26,6 +26,11 @@ const (
 	// binding documentation registers ({"domainAttachmentType": "tap"} under
 	// spec.configuration.network.binding of the KubeVirt CR).
 	DefaultMacvtapBinding = "macvtap"
+	// SiblingResourceQuantity is the limit of v1alpha1.SiblingResourceName
+	// on a VM in vsock mode Sibling: one device (one socket directory) for
+	// the compute container. The API server keeps a quantity "1" as "1", so
+	// Unwire finds what Wire wrote.
+	SiblingResourceQuantity = "1"
 )
 
 // Item names an entry the operator adds to a VM template.
@@ -39,6 +44,7 @@ const (
 	ItemTuning            Item = "tuning"
 	ItemVSOCKMode         Item = "vsockMode"
 	ItemSiblingNode       Item = "siblingNodeSelector"
+	ItemSiblingResource   Item = "siblingResource"
 	ItemRequiredAffinity  Item = "requiredPodAffinity"
 	ItemPreferredAffinity Item = "preferredPodAffinity"
 )
@@ -52,6 +58,7 @@ var (
 	pathLabels      = []string{"metadata", "labels"}
 	pathAnnotations = []string{"metadata", "annotations"}
 	pathNodeSel     = []string{"spec", "nodeSelector"}
+	pathLimits      = []string{"spec", "domain", "resources", "limits"}
 	pathRequired    = []string{"spec", "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}
 	pathPreferred   = []string{"spec", "affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"}
 )
@@ -74,7 +81,14 @@ type Desired struct {
 	// domain hook gives the domain a vhost-user-vsock device instead, so neither
 	// autoattachVSOCK nor a KubeVirt CID is needed. It also puts
 	// v1alpha1.VhostUserVSOCKNodeLabel: "true" into spec.nodeSelector, so the
-	// VM is scheduled only where a node agent runs the vhost-user backend.
+	// VM is scheduled only where a node agent runs the vhost-user backend,
+	// and v1alpha1.SiblingResourceName: "1" into
+	// spec.domain.resources.limits: KubeVirt copies the VMI's
+	// domain.resources limits to the compute container (KubeVirt v1.6
+	// pkg/virt-controller/services/renderresources.go NewResourceRenderer and
+	// Limits, used for the compute container in template.go), so kubelet
+	// asks the agent's device plugin for one device, which brings the VM's
+	// vhost-user socket into the container.
 	SiblingVSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
