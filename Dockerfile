@@ -5,21 +5,29 @@
 # (internal/localenv/images/dockerfile_test.go) fails when the two recipes drift.
 #
 #   docker build --target operator     -t fastpath-operator .
-#   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent + CNI binary + relay
+#   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent (relay) + CNI binaries + vhost-device-vsock
 #   docker build --target bench        -t fastpath-bench .      # benchmark runner Job (netperf, ssh)
 #   docker build --target domain-hook  -t fastpath-domain-hook . # KubeVirt sidecar (onDefineDomain)
 
 ARG GO_VERSION=1.26
 ARG KUBEVIRT_VERSION=v1.6.0
+# vhost-device-vsock (rust-vmm, crates.io), the vhost-user vsock backend the agent runs
+# for vsock mode Sibling (docs/vsock-sibling.md); hack/setup.sh pins the same version.
+ARG VHOST_DEVICE_VSOCK_VERSION=0.3.0
 # Base images. Pin each by digest for a release, e.g.
-#   --build-arg STATIC_IMAGE=gcr.io/distroless/static-debian12@sha256:<digest>
+#   --build-arg CC_IMAGE=gcr.io/distroless/cc-debian12@sha256:<digest>
 # (`crane digest <image>` or `docker buildx imagetools inspect <image>`). The
 # defaults are tags: the development machines cannot reach a registry, and no
 # authoritative digest for these tags could be checked from here, so none is
 # written down unverified (docs/security.md, Supply chain).
 ARG BUILD_IMAGE=golang:${GO_VERSION}-bookworm
 ARG STATIC_NONROOT_IMAGE=gcr.io/distroless/static-debian12:nonroot
-ARG STATIC_IMAGE=gcr.io/distroless/static-debian12
+# The agent's base: distroless's image for C and Rust programs (glibc and libgcc_s among
+# its libraries), since vhost-device-vsock is linked against libc.so.6 and libgcc_s.so.1.
+ARG CC_IMAGE=gcr.io/distroless/cc-debian12
+# Builds vhost-device-vsock: 1.95 is the rustc `make setup` built bin/ with, and bookworm
+# links against glibc 2.36, the one cc-debian12 carries.
+ARG RUST_IMAGE=rust:1.95-bookworm
 ARG BENCH_BASE_IMAGE=debian:bookworm-slim
 ARG SIDECAR_SHIM_IMAGE=quay.io/kubevirt/sidecar-shim:${KUBEVIRT_VERSION}
 
@@ -37,6 +45,14 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-ovs-plugin ./cni/cmd/fastpath-ovs-plugin
 
+# --locked builds with the crate's own Cargo.lock, so the dependencies are the ones
+# published with 0.3.0, not whatever semver allows today.
+FROM ${RUST_IMAGE} AS vhost-device-vsock
+ARG VHOST_DEVICE_VSOCK_VERSION
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    cargo install --locked --version ${VHOST_DEVICE_VSOCK_VERSION} vhost-device-vsock --root /cargo \
+ && mkdir -p /out && cp /cargo/bin/vhost-device-vsock /out/vhost-device-vsock
+
 FROM ${STATIC_NONROOT_IMAGE} AS operator
 COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
 USER 65532:65532
@@ -45,11 +61,14 @@ ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
 # The agent runs privileged on the host network: it needs NET_ADMIN for bridges and
 # sysctls, /opt/cni/bin to install the plugin, the OVSDB socket and /dev/vhost-vsock.
 # The CNI binaries (fastpath and fastpath-ovs-plugin) ship beside it and are copied
-# to the host by the agent itself.
-FROM ${STATIC_IMAGE} AS agent
+# to the host by the agent itself. vhost-device-vsock is the backend the agent runs per
+# Sibling attachment (chart value agent.sibling.vhostDeviceVsock); it is dynamically
+# linked (libc.so.6, libgcc_s.so.1), hence the cc base rather than static.
+FROM ${CC_IMAGE} AS agent
 COPY --from=build /out/fastpath-agent /usr/local/bin/fastpath-agent
 COPY --from=build /out/fastpath /usr/local/bin/fastpath
 COPY --from=build /out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin
+COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock
 ENTRYPOINT ["/usr/local/bin/fastpath-agent"]
 
 # The runner needs netperf (Debian non-free) and an SSH client for VM mode. ssh exits

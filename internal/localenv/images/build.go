@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -129,9 +130,12 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 	for _, bin := range t.Binaries {
 		var p string
 		var err error
-		if bin.Package == "" {
+		switch {
+		case bin.Prebuilt != "":
+			p, err = b.takePrebuilt(ctx, bin)
+		case bin.Package == "":
 			p, err = b.BuildPause(ctx)
-		} else {
+		default:
 			p, err = b.buildGo(ctx, bin)
 		}
 		if err != nil {
@@ -222,7 +226,9 @@ func (t Target) env() []string {
 }
 
 // layers returns the image's layers, bottom first: the base (users, /tmp, CA
-// bundle), the Debian packages (bench only), the sidecar-shim, the binaries.
+// bundle), the Debian packages (cc and bench; cc without ca-certificates,
+// whose bundle is in the base layer, as distroless has it), the sidecar-shim,
+// the binaries.
 func (b *Builder) layers(t Target, bins map[string]string, shim string, pkgs []Package) ([]LayerSpec, error) {
 	var specs []LayerSpec
 	add := func(files []File, by string) error {
@@ -251,13 +257,19 @@ func (b *Builder) layers(t Target, bins map[string]string, shim string, pkgs []P
 			return nil, err
 		}
 	}
-	if t.Base.Name == baseBench.Name {
-		files, err := packageFiles(pkgs)
+	if t.Base.installsPackages() {
+		var install []Package
+		for _, p := range pkgs {
+			if t.Base.Name != baseCC.Name || p.Name != "ca-certificates" {
+				install = append(install, p)
+			}
+		}
+		files, err := packageFiles(install)
 		if err != nil {
 			return nil, err
 		}
 		var names []string
-		for _, p := range pkgs {
+		for _, p := range install {
 			names = append(names, p.Name+"="+p.Version)
 		}
 		if err := add(files, "debian packages: "+strings.Join(names, " ")); err != nil {
@@ -321,6 +333,34 @@ func (b *Builder) buildGo(ctx context.Context, bin Binary) (string, error) {
 	cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
 	if o, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("failed to build %s: %w: %s", bin.Package, err, strings.TrimSpace(string(o)))
+	}
+	return out, nil
+}
+
+// takePrebuilt copies a program built outside the builder (bin.Prebuilt,
+// relative to Root) into cache/bin/<name>, after checking that its --version
+// output names bin.Version. A missing file is an error saying `make setup`
+// builds it.
+func (b *Builder) takePrebuilt(ctx context.Context, bin Binary) (string, error) {
+	src := filepath.Join(b.Root, bin.Prebuilt)
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("failed to find %s %s at %s (`make setup` builds it, hack/setup.sh): %w", bin.Crate, bin.Version, src, err)
+	}
+	v, err := exec.CommandContext(ctx, src, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("failed to run %s --version: %w: %s", src, err, strings.TrimSpace(string(v)))
+	}
+	if !strings.Contains(string(v), " "+bin.Version) {
+		return "", fmt.Errorf("failed to take %s: it is %q, want version %s (rerun `make setup`)", src, strings.TrimSpace(string(v)), bin.Version)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	out := b.cache("bin", bin.Name)
+	b.logf("%s: %s from %s", bin.Name, strings.TrimSpace(string(v)), bin.Prebuilt)
+	if err := os.WriteFile(out, data, 0o755); err != nil {
+		return "", fmt.Errorf("failed to copy %s to %s: %w", src, out, err)
 	}
 	return out, nil
 }

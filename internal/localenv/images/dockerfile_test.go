@@ -21,7 +21,7 @@ import (
 // stage is what the drift check reads of one Dockerfile stage.
 type stage struct {
 	name, from string
-	copies     [][2]string // COPY --from=build <src> <dst>
+	copies     [][3]string // COPY --from=<stage> <src> <dst>
 	user       string
 	entrypoint []string
 	runs       []string
@@ -64,11 +64,11 @@ func parseDockerfile(text string) (args map[string]string, stages []*stage, err 
 			st = &stage{name: f[2], from: f[0]}
 			stages = append(stages, st)
 		case "COPY":
-			if len(f) > 0 && f[0] == "--from=build" {
+			if from, ok := strings.CutPrefix(f[0], "--from="); ok {
 				if len(f) != 3 {
-					return nil, nil, fmt.Errorf("COPY %q: want COPY --from=build <src> <dst>", rest)
+					return nil, nil, fmt.Errorf("COPY %q: want COPY --from=<stage> <src> <dst>", rest)
 				}
-				st.copies = append(st.copies, [2]string{f[1], f[2]})
+				st.copies = append(st.copies, [3]string{from, f[1], f[2]})
 			}
 		case "USER":
 			st.user = rest
@@ -140,9 +140,28 @@ func drift(text string, targets []Target) []string {
 		if want := "${" + t.Base.FromArg + "}"; s.from != want {
 			report("%s: FROM %s, builder's base stands in for %s", t.Name, s.from, want)
 		}
-		var want [][2]string
+		if image, ok := args[t.Base.FromArg]; !ok {
+			report("%s: no ARG %s (its base)", t.Name, t.Base.FromArg)
+		} else if image, _, _ = strings.Cut(os.Expand(image, func(k string) string { return args[k] }), "@"); image != t.Base.Image {
+			report("%s: ARG %s=%s, builder's base stands in for %s", t.Name, t.Base.FromArg, image, t.Base.Image)
+		}
+		var want [][3]string
 		for _, b := range t.Binaries {
-			want = append(want, [2]string{"/out/" + b.Name, b.Path})
+			want = append(want, [3]string{b.SourceStage(), "/out/" + b.Name, b.Path})
+			if b.Crate != "" {
+				// A Rust program: its own stage runs cargo install, pinned and locked.
+				covered[b.SourceStage()] = true
+				src := byName[b.SourceStage()]
+				if src == nil {
+					report("%s: no Dockerfile stage %q builds %s", t.Name, b.SourceStage(), b.Crate)
+					continue
+				}
+				run := os.Expand(strings.Join(src.runs, "\n"), func(k string) string { return args[k] })
+				if cargo := "cargo install --locked --version " + b.Version + " " + b.Crate; !strings.Contains(run, cargo) || !strings.Contains(run, "/out/"+b.Name) {
+					report("%s: stage %s does not run %s into /out/%s", t.Name, src.name, cargo, b.Name)
+				}
+				continue
+			}
 			built := strings.Contains(buildRun, "-o /out/"+b.Name+" "+b.Package)
 			if b.Package == "./cmd/"+b.Name {
 				loop, _, _ := strings.Cut(buildRun, "; do")
@@ -198,6 +217,23 @@ func TestDockerfileAndBuilderPutTheSameThingsInTheSamePlaces(t *testing.T) {
 	g.Expect(drift(readDockerfile(t), Targets())).To(BeEmpty())
 }
 
+// The agent stage's COPY lines as the drift check prints them.
+const (
+	vhostCopy   = "[vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock]"
+	agentCopies = "[[build /out/fastpath-agent /usr/local/bin/fastpath-agent] [build /out/fastpath /usr/local/bin/fastpath] " +
+		"[build /out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin] " + vhostCopy + "]"
+)
+
+// hack/setup.sh builds the vhost-device-vsock the builder puts in the agent
+// image: the version it pins is the Dockerfile's.
+func TestSetupBuildsTheVhostDeviceVsockOfTheImages(t *testing.T) {
+	g := NewWithT(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "hack", "setup.sh"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring("\nVHOST_VSOCK_VERSION=" + VhostDeviceVsockVersion + "\n"))
+	g.Expect(string(b)).To(ContainSubstring(`cargo install --quiet --locked --version "${VHOST_VSOCK_VERSION}" vhost-device-vsock`))
+}
+
 // The check above can fail: each change to one side alone is reported.
 func TestDriftIsReported(t *testing.T) {
 	df := readDockerfile(t)
@@ -206,12 +242,13 @@ func TestDriftIsReported(t *testing.T) {
 		edit   func(ts []Target) []Target
 		editDF func(string) string
 		want   string
+		also   []string // further differences the same edit makes
 	}{
 		{name: "binary path", edit: func(ts []Target) []Target {
 			ts[2].Binaries[1].Path = "/usr/bin/fastpath"
 			return ts
-		}, want: "agent: Dockerfile copies [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/local/bin/fastpath] [/out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin]], " +
-			"builder puts [[/out/fastpath-agent /usr/local/bin/fastpath-agent] [/out/fastpath /usr/bin/fastpath] [/out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin]]"},
+		}, want: "agent: Dockerfile copies " + agentCopies + ", " +
+			"builder puts [[build /out/fastpath-agent /usr/local/bin/fastpath-agent] [build /out/fastpath /usr/bin/fastpath] [build /out/fastpath-ovs-plugin /usr/local/bin/fastpath-ovs-plugin] " + vhostCopy + "]"},
 		{name: "user", edit: func(ts []Target) []Target { ts[1].User = ""; return ts }, want: `operator: Dockerfile USER "65532:65532", builder ""`},
 		{name: "entrypoint", edit: func(ts []Target) []Target {
 			ts[4].Entrypoint = []string{SidecarShimPath, "--version", "v1alpha2"}
@@ -221,11 +258,45 @@ func TestDriftIsReported(t *testing.T) {
 			ts[3].Base.Debs = []string{"netperf", "openssh-client"}
 			return ts
 		}, want: "bench: Dockerfile installs [netperf openssh-client ca-certificates], builder [netperf openssh-client]"},
-		{name: "base", edit: func(ts []Target) []Target { ts[2].Base = baseStaticNonroot; return ts }, want: "agent: FROM ${STATIC_IMAGE}, builder's base stands in for ${STATIC_NONROOT_IMAGE}"},
+		{name: "base", edit: func(ts []Target) []Target { ts[2].Base = baseStaticNonroot; return ts }, want: "agent: FROM ${CC_IMAGE}, builder's base stands in for ${STATIC_NONROOT_IMAGE}"},
+		{name: "vhost-device-vsock dropped", edit: func(ts []Target) []Target {
+			ts[2].Binaries = ts[2].Binaries[:3]
+			return ts
+		}, want: "agent: Dockerfile copies " + agentCopies + ", builder puts " + strings.Replace(agentCopies, " "+vhostCopy, "", 1),
+			also: []string{`Dockerfile stage "vhost-device-vsock" has no builder target`}},
+		{name: "vhost-device-vsock path", edit: func(ts []Target) []Target {
+			ts[2].Binaries[3].Path = "/usr/bin/vhost-device-vsock"
+			return ts
+		}, want: "agent: Dockerfile copies " + agentCopies + ", builder puts " + strings.Replace(agentCopies, vhostCopy, "[vhost-device-vsock /out/vhost-device-vsock /usr/bin/vhost-device-vsock]", 1)},
+		{name: "vhost-device-vsock version", edit: func(ts []Target) []Target {
+			ts[2].Binaries[3].Version = "0.2.0"
+			return ts
+		}, want: "agent: stage vhost-device-vsock does not run cargo install --locked --version 0.2.0 vhost-device-vsock into /out/vhost-device-vsock"},
+		{name: "Dockerfile drops vhost-device-vsock", editDF: func(s string) string {
+			return strings.Replace(s, "COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock\n", "", 1)
+		}, want: "agent: Dockerfile copies " + strings.Replace(agentCopies, " "+vhostCopy, "", 1) + ", builder puts " + agentCopies},
+		{name: "Dockerfile vhost-device-vsock path", editDF: func(s string) string {
+			return strings.Replace(s, "/out/vhost-device-vsock /usr/local/bin/vhost-device-vsock", "/out/vhost-device-vsock /usr/bin/vhost-device-vsock", 1)
+		}, want: "agent: Dockerfile copies " + strings.Replace(agentCopies, vhostCopy, "[vhost-device-vsock /out/vhost-device-vsock /usr/bin/vhost-device-vsock]", 1) + ", builder puts " + agentCopies},
+		{name: "Dockerfile vhost-device-vsock version", editDF: func(s string) string {
+			return strings.Replace(s, "VHOST_DEVICE_VSOCK_VERSION="+VhostDeviceVsockVersion, "VHOST_DEVICE_VSOCK_VERSION=0.2.0", 1)
+		}, want: "agent: stage vhost-device-vsock does not run cargo install --locked --version " + VhostDeviceVsockVersion + " vhost-device-vsock into /out/vhost-device-vsock"},
+		{name: "Dockerfile cargo without --locked", editDF: func(s string) string { return strings.Replace(s, "cargo install --locked ", "cargo install ", 1) },
+			want: "agent: stage vhost-device-vsock does not run cargo install --locked --version " + VhostDeviceVsockVersion + " vhost-device-vsock into /out/vhost-device-vsock"},
+		{name: "Dockerfile agent base", editDF: func(s string) string {
+			return strings.Replace(s, "FROM ${CC_IMAGE} AS agent", "FROM ${STATIC_IMAGE} AS agent", 1)
+		},
+			want: "agent: FROM ${STATIC_IMAGE}, builder's base stands in for ${CC_IMAGE}"},
+		{name: "Dockerfile base image", editDF: func(s string) string {
+			return strings.Replace(s, "ARG CC_IMAGE=gcr.io/distroless/cc-debian12", "ARG CC_IMAGE=gcr.io/distroless/static-debian12", 1)
+		}, want: "agent: ARG CC_IMAGE=gcr.io/distroless/static-debian12, builder's base stands in for gcr.io/distroless/cc-debian12"},
+		{name: "Dockerfile base ARG dropped", editDF: func(s string) string {
+			return strings.Replace(s, "ARG CC_IMAGE=gcr.io/distroless/cc-debian12\n", "", 1)
+		}, want: "agent: no ARG CC_IMAGE (its base)"},
 		{name: "missing stage", edit: func(ts []Target) []Target { return ts[:4] }, want: `Dockerfile stage "domain-hook" has no builder target`},
 		{name: "Dockerfile path", editDF: func(s string) string {
 			return strings.Replace(s, "/out/fastpath-domain-hook /usr/bin/onDefineDomain", "/out/fastpath-domain-hook /usr/local/bin/onDefineDomain", 1)
-		}, want: "domain-hook: Dockerfile copies [[/out/fastpath-domain-hook /usr/local/bin/onDefineDomain]], builder puts [[/out/fastpath-domain-hook /usr/bin/onDefineDomain]]"},
+		}, want: "domain-hook: Dockerfile copies [[build /out/fastpath-domain-hook /usr/local/bin/onDefineDomain]], builder puts [[build /out/fastpath-domain-hook /usr/bin/onDefineDomain]]"},
 		{name: "Dockerfile build flags", editDF: func(s string) string { return strings.ReplaceAll(s, "-trimpath ", "") },
 			want: "build stage: no -trimpath (the builder's buildGo uses it)"},
 		{name: "Dockerfile binary not built", editDF: func(s string) string {
@@ -236,7 +307,8 @@ func TestDriftIsReported(t *testing.T) {
 			want: "bench: USER 65532:65532 on a base without that user and no useradd --uid 65532"},
 		{name: "KubeVirt version", editDF: func(s string) string {
 			return strings.Replace(s, "KUBEVIRT_VERSION="+KubeVirtVersion, "KUBEVIRT_VERSION=v1.5.0", 1)
-		}, want: "ARG KUBEVIRT_VERSION=v1.5.0, builder KubeVirtVersion=" + KubeVirtVersion},
+		}, want: "ARG KUBEVIRT_VERSION=v1.5.0, builder KubeVirtVersion=" + KubeVirtVersion,
+			also: []string{"domain-hook: ARG SIDECAR_SHIM_IMAGE=quay.io/kubevirt/sidecar-shim:v1.5.0, builder's base stands in for " + baseSidecarShim.Image}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -248,7 +320,7 @@ func TestDriftIsReported(t *testing.T) {
 				text = tc.editDF(text)
 				g.Expect(text).NotTo(Equal(df), "the edit changed nothing")
 			}
-			g.Expect(drift(text, ts)).To(ConsistOf(tc.want))
+			g.Expect(drift(text, ts)).To(ConsistOf(append([]string{tc.want}, tc.also...)))
 		})
 	}
 }

@@ -22,20 +22,31 @@ const CACertFile = "/etc/ssl/certs/ca-certificates.crt"
 // Base is what an image is built on: a stand-in, assembled here, for the
 // Dockerfile's base image.
 type Base struct {
-	// Name says which stand-in: "scratch", "static", "debian" or "sidecar-shim".
+	// Name says which stand-in: "scratch", "static", "cc", "debian" or "sidecar-shim".
 	Name string
 	// FromArg is the Dockerfile ARG that names the real base image, e.g.
 	// "STATIC_NONROOT_IMAGE"; empty for scratch.
 	FromArg string
+	// Image is that ARG's default, the real base image (a release may add
+	// @sha256:<digest>), e.g. "gcr.io/distroless/static-debian12:nonroot".
+	Image string
 	// User is the real base image's default user, which a stage without USER
 	// runs as: "" (root) for distroless static and Debian, "65532" for
 	// distroless :nonroot, "1001" for KubeVirt's sidecar-shim (its passwd-image).
 	User string
-	// Debs are the Debian packages installed into the base (with the shared
-	// libraries their programs need, see Debs.Closure).
+	// Debs are the Debian packages the base is made from: ca-certificates gives
+	// every base its CA bundle; the others are installed whole (see
+	// installsPackages), for debian with the shared libraries their programs
+	// need (Debs.Closure).
 	Debs []string
 	// ExtraUsers are passwd/group entries beyond root, nobody and nonroot (65532).
 	ExtraUsers []User
+}
+
+// installsPackages says whether the base has its Debian packages' files (cc,
+// debian) rather than only the CA bundle made from ca-certificates.
+func (b Base) installsPackages() bool {
+	return b.Name == baseCC.Name || b.Name == baseBench.Name
 }
 
 // User is an /etc/passwd line with a group of the same name and id.
@@ -47,13 +58,35 @@ type User struct {
 
 // Binary is one program an image carries.
 type Binary struct {
-	// Name is the Dockerfile build stage's output name (/out/<Name>).
+	// Name is the output name in the Dockerfile stage that builds it (/out/<Name>)
+	// and in the builder's cache (<Cache>/bin/<Name>).
 	Name string
 	// Package is the Go package built with CGO_ENABLED=0 -trimpath -ldflags "-s -w",
-	// e.g. "./cmd/fastpath-agent"; empty for Kubernetes' pause (C, built with gcc).
+	// e.g. "./cmd/fastpath-agent"; empty for Kubernetes' pause (C, built with gcc)
+	// and for a Crate.
 	Package string
+	// Crate and Version name a Rust program from crates.io, built with
+	// `cargo install --locked --version <Version> <Crate>` (so with the crate's
+	// own Cargo.lock): by the Dockerfile stage From, and here by `make setup`
+	// (hack/setup.sh) into Prebuilt. Empty for Go and C programs.
+	Crate, Version string
+	// From is the Dockerfile stage the image copies it from (COPY --from=<From>);
+	// empty means "build", the stage that builds the Go binaries.
+	From string
+	// Prebuilt is the file, relative to the repository root, that the builder
+	// takes instead of building the program, e.g. "bin/vhost-device-vsock"; it
+	// checks that `<Prebuilt> --version` names Version. Empty: built here.
+	Prebuilt string
 	// Path is where the image has it.
 	Path string
+}
+
+// SourceStage is the Dockerfile stage the binary is copied from.
+func (b Binary) SourceStage() string {
+	if b.From == "" {
+		return "build"
+	}
+	return b.From
 }
 
 // Target is one image: a Dockerfile stage (Stage) or the pause image.
@@ -65,7 +98,7 @@ type Target struct {
 	// Stage is the Dockerfile target ("" for pause, which is not in the Dockerfile).
 	Stage string
 	Base  Base
-	// Binaries are the stage's COPY --from=build lines, in order.
+	// Binaries are the stage's COPY --from=<stage> lines, in order.
 	Binaries []Binary
 	// User is the stage's USER ("" when it has none: the base's user applies).
 	User string
@@ -81,17 +114,25 @@ func (t Target) ConfigUser() string {
 	return t.Base.User
 }
 
-// The stand-in bases. static and static-nonroot are what distroless
-// static-debian12 is (CA bundle, passwd with root/nobody/nonroot, /tmp,
-// /home/nonroot) without its tzdata, netbase and base-files.
+// The stand-in bases. static-nonroot is what distroless static-debian12 is
+// (CA bundle, passwd with root/nobody/nonroot, /tmp, /home/nonroot) without
+// its tzdata, netbase and base-files. cc is that plus the Debian packages with
+// glibc (libc6: libc.so.6, the dynamic loader) and libgcc_s (libgcc-s1), the
+// libraries a Rust program links against; distroless cc-debian12 also has
+// libstdc++6, libgomp1 and libssl3, which nothing here needs.
 var (
 	baseScratch       = Base{Name: "scratch"}
-	baseStatic        = Base{Name: "static", FromArg: "STATIC_IMAGE", Debs: []string{"ca-certificates"}}
-	baseStaticNonroot = Base{Name: "static", FromArg: "STATIC_NONROOT_IMAGE", User: "65532", Debs: []string{"ca-certificates"}}
-	baseBench         = Base{Name: "debian", FromArg: "BENCH_BASE_IMAGE", Debs: []string{"netperf", "openssh-client", "ca-certificates"}}
-	baseSidecarShim   = Base{Name: "sidecar-shim", FromArg: "SIDECAR_SHIM_IMAGE", User: "1001", Debs: []string{"ca-certificates"},
+	baseCC            = Base{Name: "cc", FromArg: "CC_IMAGE", Image: "gcr.io/distroless/cc-debian12", Debs: []string{"libc6", "libgcc-s1", "ca-certificates"}}
+	baseStaticNonroot = Base{Name: "static", FromArg: "STATIC_NONROOT_IMAGE", Image: "gcr.io/distroless/static-debian12:nonroot", User: "65532", Debs: []string{"ca-certificates"}}
+	baseBench         = Base{Name: "debian", FromArg: "BENCH_BASE_IMAGE", Image: "debian:bookworm-slim", Debs: []string{"netperf", "openssh-client", "ca-certificates"}}
+	baseSidecarShim   = Base{Name: "sidecar-shim", FromArg: "SIDECAR_SHIM_IMAGE", Image: "quay.io/kubevirt/sidecar-shim:" + KubeVirtVersion, User: "1001", Debs: []string{"ca-certificates"},
 		ExtraUsers: []User{{Name: "nonroot-user", ID: 1001, Home: "/home/nonroot-user"}}}
 )
+
+// VhostDeviceVsockVersion is the vhost-device-vsock release the agent image
+// carries: the Dockerfile's VHOST_DEVICE_VSOCK_VERSION and hack/setup.sh's
+// VHOST_VSOCK_VERSION.
+const VhostDeviceVsockVersion = "0.3.0"
 
 // SidecarShimPath is where KubeVirt's sidecar-shim image has its program.
 const SidecarShimPath = "/sidecar-shim"
@@ -117,11 +158,14 @@ func Targets() []Target {
 			Entrypoint: []string{"/usr/local/bin/fastpath-operator"},
 		},
 		{
-			Name: "agent", Ref: componentRef("agent"), Stage: "agent", Base: baseStatic,
+			Name: "agent", Ref: componentRef("agent"), Stage: "agent", Base: baseCC,
 			Binaries: []Binary{
 				{Name: "fastpath-agent", Package: "./cmd/fastpath-agent", Path: "/usr/local/bin/fastpath-agent"},
 				{Name: "fastpath", Package: "./cni/cmd/fastpath", Path: "/usr/local/bin/fastpath"},
 				{Name: "fastpath-ovs-plugin", Package: "./cni/cmd/fastpath-ovs-plugin", Path: "/usr/local/bin/fastpath-ovs-plugin"},
+				// The vsock mode Sibling backend (chart value agent.sibling.vhostDeviceVsock).
+				{Name: "vhost-device-vsock", Crate: "vhost-device-vsock", Version: VhostDeviceVsockVersion,
+					From: "vhost-device-vsock", Prebuilt: "bin/vhost-device-vsock", Path: "/usr/local/bin/vhost-device-vsock"},
 			},
 			Entrypoint: []string{"/usr/local/bin/fastpath-agent"},
 		},
