@@ -98,8 +98,9 @@ func inImage(t *testing.T, rootfs string, uid, gid uint32, argv ...string) (stri
 }
 
 // The programs in the images run from the images' own files: the bench
-// image's netperf, netserver and ssh find their libraries (no ld.so.cache)
-// and ssh finds the nonroot user it runs as; pause and the Go binaries start.
+// image's netperf, netserver and ssh and the agent image's vhost-device-vsock
+// find their libraries (no ld.so.cache) and ssh finds the nonroot user it runs
+// as; pause and the Go binaries start.
 func TestImagesProgramsRunFromTheirOwnFiles(t *testing.T) {
 	testutil.RequireRoot(t)
 	results := buildAll(t)
@@ -144,6 +145,9 @@ func TestImagesProgramsRunFromTheirOwnFiles(t *testing.T) {
 					{[]string{"/usr/local/bin/fastpath-agent", "--help"}, "Usage"},
 					{[]string{"/usr/local/bin/fastpath", "--help"}, "CNI plugin fastpath"},
 					{[]string{"/usr/local/bin/fastpath-ovs-plugin", "--help"}, "CNI plugin fastpath"},
+					// Dynamically linked: it starts only if the cc base's glibc and
+					// libgcc_s are in the image where the loader looks.
+					{[]string{"/usr/local/bin/vhost-device-vsock", "--version"}, "vhost-device-vsock " + VhostDeviceVsockVersion},
 				}
 			case "operator":
 				runs = []run{{[]string{"/usr/local/bin/fastpath-operator", "--help"}, "Usage"}}
