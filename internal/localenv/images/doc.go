@@ -1,9 +1,10 @@
 // Package images builds Fastpath's container images without a Docker daemon
 // (`make images`, issue 14): OCI images assembled with go-containerregistry
 // from files on this machine — static Go binaries, Kubernetes' pause built
-// with gcc, and the contents of Debian packages (`apt-get download` +
-// `dpkg -x`) — and written as OCI image-layout archives
-// `_out/images/<name>.tar` that `ctr images import` reads.
+// with gcc, the vhost-device-vsock that `make setup` builds with cargo, and
+// the contents of Debian packages (`apt-get download` + `dpkg -x`) — and
+// written as OCI image-layout archives `_out/images/<name>.tar` that
+// `ctr images import` reads.
 //
 // One Target per Dockerfile stage (operator, agent, bench, domain-hook) plus
 // the pause image the kubelet's sandboxes use. Targets says, declaratively,
