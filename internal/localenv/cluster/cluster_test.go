@@ -35,17 +35,8 @@ func TestUpPodDown(t *testing.T) {
 	imgs := t.TempDir()
 	_, err = (&images.Builder{Root: root, Out: imgs}).Build(ctx, "pause")
 	g.Expect(err).NotTo(HaveOccurred())
-	var out strings.Builder
-	opts := Options{Dir: filepath.Join(root, "_out", "cluster-test"), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: &out}
 	netnsBefore := netnsNames(t)
-
-	c, err := Up(ctx, opts)
-	t.Cleanup(func() {
-		if err := Down(context.Background(), opts); err != nil {
-			t.Errorf("Down: %v", err)
-		}
-		t.Log(out.String())
-	})
+	c, opts, out, err := upForTest(ctx, t, root, "cluster-test", imgs)
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
 
 	cl, err := adminClient(c.Kubeconfig)
@@ -85,6 +76,28 @@ func TestUpPodDown(t *testing.T) {
 	g.Expect(netnsNames(t)).To(Equal(netnsBefore))
 	_, err = net.InterfaceByName(PodBridge)
 	g.Expect(err).To(HaveOccurred(), "bridge %s is gone", PodBridge)
+}
+
+// upForTest brings a cluster up in <root>/_out/<dir> with the image
+// archives in imgs, and registers a cleanup that takes it down (Down is
+// idempotent, so a test may also call it), fails the test when Leftovers
+// finds anything, and logs the cluster's output. It returns Up's cluster
+// and error, the options and that output.
+func upForTest(ctx context.Context, t *testing.T, root, dir, imgs string) (*Cluster, Options, *strings.Builder, error) {
+	t.Helper()
+	out := &strings.Builder{}
+	opts := Options{Dir: filepath.Join(root, "_out", dir), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: out}
+	c, err := Up(ctx, opts)
+	t.Cleanup(func() {
+		if err := Down(context.Background(), opts); err != nil {
+			t.Errorf("Down: %v", err)
+		}
+		if left, err := Leftovers(opts); err != nil || len(left) > 0 {
+			t.Errorf("left behind: %v %v", left, err)
+		}
+		t.Log(out.String())
+	})
+	return c, opts, out, err
 }
 
 func netnsNames(t *testing.T) []string {

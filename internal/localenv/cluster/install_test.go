@@ -37,19 +37,7 @@ func TestInstall(t *testing.T) {
 		name := map[bool]string{false: "helm", true: "kustomize"}[kustomize]
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			var out strings.Builder
-			opts := Options{Dir: filepath.Join(root, "_out", "cluster-test"), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: &out}
-			c, err := Up(ctx, opts)
-			t.Cleanup(func() {
-				if err := Down(context.Background(), opts); err != nil {
-					t.Errorf("Down: %v", err)
-				}
-				left, err := Leftovers(opts)
-				if err != nil || len(left) > 0 {
-					t.Errorf("left behind: %v %v", left, err)
-				}
-				t.Log(out.String())
-			})
+			c, opts, out, err := upForTest(ctx, t, root, "cluster-test", imgs)
 			g.Expect(err).NotTo(HaveOccurred(), out.String())
 			g.Expect(Install(ctx, opts, InstallOptions{Kustomize: kustomize, RepoRoot: root})).To(Succeed(), out.String())
 			g.Expect(out.String()).To(Or(ContainSubstring("helm install fastpath"), ContainSubstring("apply --server-side -k")))

@@ -45,22 +45,11 @@ func TestSiblingDevicePluginOnARealKubelet(t *testing.T) {
 	imgs := t.TempDir()
 	_, err = (&images.Builder{Root: root, Out: imgs}).Build(ctx, "pause")
 	g.Expect(err).NotTo(HaveOccurred())
-	var out strings.Builder
-	opts := Options{Dir: filepath.Join(root, "_out", "cluster-sib"), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: &out}
+	start := time.Now()
+	c, opts, out, err := upForTest(ctx, t, root, "cluster-sib", imgs)
+	g.Expect(err).NotTo(HaveOccurred(), out.String())
 	o, err := opts.withDefaults()
 	g.Expect(err).NotTo(HaveOccurred())
-	start := time.Now()
-	c, err := Up(ctx, opts)
-	t.Cleanup(func() {
-		if err := Down(context.Background(), opts); err != nil {
-			t.Errorf("Down: %v", err)
-		}
-		if left, err := Leftovers(opts); err != nil || len(left) > 0 {
-			t.Errorf("left behind: %v %v", left, err)
-		}
-		t.Log(out.String())
-	})
-	g.Expect(err).NotTo(HaveOccurred(), out.String())
 	t.Logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
 	cl, err := adminClient(c.Kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
