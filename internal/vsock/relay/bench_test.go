@@ -29,7 +29,7 @@ const (
 	benchRelay    = 4000
 )
 
-// BenchmarkRelayThroughput measures the relay's copy cost: VSOCK_STREAM
+// BenchmarkRelayThroughput measures the relay's cost: VSOCK_STREAM
 // throughput through the relay (guest CID 3 -> relay on host CID 2 -> CID 5)
 // against the direct stream (CID 3 -> CID 5) in the same run, over the
 // UNIX-socket vsock emulation. Direct and relayed runs alternate (the order
@@ -39,7 +39,7 @@ const (
 // the paired per-run ratios. Beside throughput it reports CPU per byte
 // (µs of this process's CPU per KiB received: sender, relay and receiver
 // all run here) and busy cores, the profile that says whether the relay is
-// copy-bound on this machine's cores. It judges relay/direct msg=64KiB >=
+// CPU-bound on this machine's cores (docs/design.md §5.4). It judges relay/direct msg=64KiB >=
 // 0.8. With FASTPATH_BENCH_DIR set it writes relay.json.
 func BenchmarkRelayThroughput(b *testing.B) {
 	root := b.TempDir()
@@ -121,7 +121,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 			if size == 64<<10 {
 				targets = []benchfig.Target{{Kind: "throughput", Name: "relay/direct msg=64KiB", Value: ratio, Goal: 0.8, Detail: fmt.Sprintf(
 					"VSOCK_STREAM over the UNIX-socket vsock emulation, splice(2) relay; median of %d paired ratios, min-max %.2f-%.2f; relay %.0f Mbps vs direct %.0f Mbps (medians); "+
-						"CPU per byte relay/direct %.2f (median paired), busy cores direct %.2f relay %.2f of %d: when both are CPU-bound the relay's extra copy stage caps the ratio near 1/%.2f = %.2f; 4KiB and 256KiB in the relay figures",
+						"CPU per byte relay/direct %.2f (median paired), busy cores direct %.2f relay %.2f of %d: when both are CPU-bound the relay's extra stage caps the ratio near 1/%.2f = %.2f (design §5.4); 4KiB and 256KiB in the relay figures",
 					len(ratios), lo, hi, mr, md, cpuRatio, median(directCores), median(relayCores), runtime.NumCPU(), cpuRatio, 1/cpuRatio)}}
 			}
 		}
@@ -137,7 +137,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	}
 	path, err := benchfig.Write(benchfig.File{
 		Benchmark: "relay",
-		Description: fmt.Sprintf("vsock sibling relay copy cost: VSOCK_STREAM through the relay vs direct, over the UNIX-socket "+
+		Description: fmt.Sprintf("vsock sibling relay cost: VSOCK_STREAM through the relay vs direct, over the UNIX-socket "+
 			"vsock EMULATION (not AF_VSOCK); %d alternating runs of %s per message size, medians; ratio = relay/direct",
 			benchRuns, benchDuration),
 		Figures: figures,
