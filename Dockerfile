@@ -2,7 +2,7 @@
 # Fastpath images, one target per component (written and reviewed; the development
 # machines have no Docker engine, so `make docker-build` runs only where one exists).
 # `make images` builds the same images without a daemon (docs/images.md); a test
-# (internal/localenv/images/dockerfile_test.go) fails when the two recipes drift.
+# (test/localenv/images/dockerfile_test.go) fails when the two recipes drift.
 #
 #   docker build --target operator     -t fastpath-operator .
 #   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent (relay) + CNI binaries + vhost-device-vsock

@@ -15,7 +15,11 @@ export KUBEBUILDER_ASSETS ?= $(BIN)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 IMG ?= ghcr.io/fastpath-io/fastpath:dev
-BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath fastpath-demo fastpath-cluster
+BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
+# The harness's binaries, from the test/ module (docs/architecture.md): never shipped.
+HARNESS_BINARIES := fastpath-demo fastpath-cluster
+# go in the harness module test/ (its own go.mod, replace => ../).
+GO_HARNESS := cd $(ROOT)/test && go
 
 ##@ General
 
@@ -34,14 +38,16 @@ fmt: ## Run gofmt on the tree.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet on the product and the harness module (test/).
 	go vet ./...
+	$(GO_HARNESS) vet ./...
 
 .PHONY: lint
 lint: vet ## gofmt check and go vet (and staticcheck, built into bin/ on first use).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "files above are not gofmt-formatted"; exit 1; }
 	@test -x $(BIN)/staticcheck || GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@v0.6.1
 	$(BIN)/staticcheck ./...
+	cd test && $(BIN)/staticcheck ./...
 
 .PHONY: generate
 generate: setup ## Generate deepcopy code (controller-gen object).
@@ -71,11 +77,14 @@ verify: generate manifests ## Regenerate code and manifests and fail if anything
 ##@ Build
 
 .PHONY: build
-build: ## Build every binary into bin/.
+build: ## Build every binary into bin/: the product's, then the harness's (test/cmd).
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do \
 	  if [ -d cni/cmd/$$b ]; then pkg=./cni/cmd/$$b; elif [ -d cmd/$$b ]; then pkg=./cmd/$$b; else continue; fi; \
 	  echo "go build -o bin/$$b $$pkg"; CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b $$pkg; \
+	done
+	@for b in $(HARNESS_BINARIES); do \
+	  echo "go build -o bin/$$b ./test/cmd/$$b"; (cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b ./cmd/$$b); \
 	done
 
 .PHONY: docker-build
@@ -84,12 +93,12 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 
 .PHONY: images
 images: setup ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
-	go run ./cmd/fastpath-images build $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-images build $(IMAGES)
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
 	@test -n "$(CONTAINERD_ADDRESS)" || { echo "images-import: set CONTAINERD_ADDRESS to the containerd socket"; exit 2; }
-	go run ./cmd/fastpath-images import --address $(CONTAINERD_ADDRESS) $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-images import --address $(CONTAINERD_ADDRESS) $(IMAGES)
 
 ##@ Test
 
@@ -99,26 +108,27 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	@# vSwitch, network namespaces and both CPUs, and netperf in one package starved
 	@# ovs-vswitchd under another's 20 concurrent CNI ADDs. The soak, which SIGKILLs
 	@# plugins in the middle of OVS port changes, runs last.
-	go test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /internal/testing/soak)
-	go test $(GO_TEST_FLAGS) ./internal/testing/soak/...
-	FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
+	go test $(GO_TEST_FLAGS) -p 1 ./...
+	$(GO_HARNESS) test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /soak)
+	$(GO_HARNESS) test $(GO_TEST_FLAGS) ./soak/...
+	FASTPATH_GUESTS=qemu $(GO_HARNESS) test $(GO_TEST_FLAGS) ./e2e/...
 	@# The same suite on a real single-node cluster (kubelet, containerd, Multus; no
 	@# KubeVirt, so its VM specs are skipped): about 2-3 minutes warm.
 	$(MAKE) e2e-cluster
 
 .PHONY: soak
 soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
+	cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
 	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
 
 .PHONY: e2e
 e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.
-	go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v
+	$(GO_HARNESS) test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v
 
 .PHONY: bench
 bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, relay cost, operator scale.
 	@mkdir -p _out/bench
-	FASTPATH_BENCH_DIR=$(ROOT)/_out/bench go test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 60m $$(go list ./... | grep -v /e2e)
+	FASTPATH_BENCH_DIR=$(ROOT)/_out/bench go test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 60m ./...
 	@if [ -x $(BIN)/fastpath-bench ] && $(BIN)/fastpath-bench local --help >/dev/null 2>&1; then \
 	  $(BIN)/fastpath-bench local --out _out/bench $(if $(FULL),--full,); fi
 
@@ -133,7 +143,7 @@ cluster: setup build images ## Start a real single-node cluster (kubelet, contai
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).
-	@test -x $(BIN)/fastpath-cluster || CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-cluster ./cmd/fastpath-cluster
+	@test -x $(BIN)/fastpath-cluster || (cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-cluster ./cmd/fastpath-cluster)
 	$(CLUSTER) down
 
 .PHONY: cluster-install
@@ -144,7 +154,7 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 e2e-cluster: setup build images ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (VM specs skipped: no KubeVirt).
 	@start=$$(date +%s); \
 	$(CLUSTER) up && $(CLUSTER) install && \
-	  KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v; rc=$$?; \
+	  KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_HARNESS) test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v; rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 

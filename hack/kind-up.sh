@@ -8,7 +8,7 @@
 #   hack/kind-up.sh --down     delete the cluster
 #
 # Afterwards: export KUBECONFIG=_out/kind/kubeconfig PATH=$PWD/_out/kind/bin:$PATH
-#             go test ./e2e/... -ginkgo.v
+#             (cd test && go test ./e2e/... -ginkgo.v)
 #
 # Host requirements (a GitHub Ubuntu runner has them after `modprobe`): Docker,
 # the kernel modules vhost_vsock (KubeVirt's VSOCK), vhost_net and tun (virtio-net),
@@ -206,4 +206,4 @@ install_kubevirt
 install_fastpath
 log "Ready. Run the e2e suite against it with:"
 echo "  export KUBECONFIG=$KUBECONFIG PATH=$BIN:\$PATH"
-echo "  go test ./e2e/... -ginkgo.v"
+echo "  (cd test && go test ./e2e/... -ginkgo.v)"

@@ -26,11 +26,11 @@ if [[ "$(id -u)" != 0 ]]; then
 fi
 
 APT_PACKAGES=(
-  # make images (internal/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically
+  # make images (test/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically
   gcc libc6-dev
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
-  # real guests (internal/localenv/guests): QEMU under libvirt, and the guest image's inputs
+  # real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
   qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip
   # the real single-node cluster (make cluster): its own containerd (never the system service) and runc
   containerd runc
@@ -94,7 +94,7 @@ build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${K8S_LDFLAGS}"
 build_tool kubectl k8s.io/kubernetes/cmd/kubectl "${K8S_LDFLAGS}"
 build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
 
-# The real single-node cluster (make cluster, internal/localenv/cluster): the kubelet,
+# The real single-node cluster (make cluster, test/localenv/cluster): the kubelet,
 # kube-controller-manager, kube-scheduler and kube-proxy of the same k8s.io/kubernetes,
 # crictl and Multus's thin plugin. Built one at a time: each is minutes cold on two cores.
 build_tool kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${K8S_LDFLAGS}"
@@ -134,7 +134,7 @@ fi
 
 # libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
 # compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
-# would create it. The real guests run QEMU as root (internal/localenv/guests).
+# would create it. The real guests run QEMU as root (test/localenv/guests).
 getent group kvm >/dev/null || groupadd --system kvm
 getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
 getent passwd libvirt-qemu >/dev/null ||

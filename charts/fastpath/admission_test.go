@@ -20,7 +20,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // The chart's ValidatingAdmissionPolicies, rendered by helm and enforced by a

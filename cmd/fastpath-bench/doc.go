@@ -11,7 +11,7 @@
 // ConfigMap it writes and the guest provisioning of VM mode live in
 // internal/bench/benchjob and internal/bench; vsock-server and vsock-client
 // in internal/bench (VSOCK_* tests, since netperf has no AF_VSOCK); local in
-// internal/localenv/localbench. This package only wires them to cobra
+// internal/bench/localbench. This package only wires them to cobra
 // commands; the API server is reached with $KUBECONFIG when set, else the
 // in-cluster configuration.
 package main

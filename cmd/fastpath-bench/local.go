@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastpath-io/fastpath/internal/localenv/localbench"
+	"github.com/fastpath-io/fastpath/internal/bench/localbench"
 )
 
 func newLocalCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -9,8 +9,8 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
+	"github.com/fastpath-io/fastpath/internal/bench/localbench"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
-	"github.com/fastpath-io/fastpath/internal/localenv/localbench"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // fakeSSH is an `ssh` for tests: it records the target (the argument

@@ -27,8 +27,8 @@ import (
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // scaleVMs is the number of VMs one attachment selects in the scale benchmark.

@@ -22,11 +22,11 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // The suite runs the real reconciler in a real manager against a real
-// kube-apiserver and etcd (internal/localenv/testenv) with fixture CRDs for KubeVirt
+// kube-apiserver and etcd (internal/testing/testenv) with fixture CRDs for KubeVirt
 // and Multus. Nothing of KubeVirt runs: the tests write VMIs and their status
 // the way virt-controller and virt-handler would.
 

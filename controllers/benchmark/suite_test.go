@@ -14,7 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // runnerImage is what the netserver pods and the runner Job must run.

@@ -22,7 +22,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"

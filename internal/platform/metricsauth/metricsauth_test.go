@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/fastpath-io/fastpath/internal/localenv/testenv"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
 // The flags' defaults: secure, with a self-signed certificate.

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastpath-io/fastpath/test/localenv/cluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs the command line args and returns the exit status: 0 on success
+// and for --help, 1 when a step failed, 2 for a command line it rejects.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o cluster.Options
+	var kustomize bool
+	started := false
+	root := &cobra.Command{
+		Use:           "fastpath-cluster",
+		Short:         "A REAL single-node Kubernetes cluster here: kubelet, containerd, Multus, no KubeVirt (root; run in the repository root)",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().StringVar(&o.Dir, "dir", "_out/cluster", "directory of everything the cluster writes")
+	root.PersistentFlags().StringVar(&o.BinDir, "bin-dir", "bin", "directory of the Kubernetes binaries, crictl and multus (make setup)")
+	root.PersistentFlags().StringVar(&o.ImagesDir, "images-dir", "_out/images", "directory of the image archives of make images")
+	abs := func() error {
+		for _, p := range []*string{&o.Dir, &o.BinDir, &o.ImagesDir} {
+			a, err := filepath.Abs(*p)
+			if err != nil {
+				return err
+			}
+			*p = a
+		}
+		o.Out = stdout
+		started = true
+		return nil
+	}
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the cluster and wait until its node is Ready (kubeconfig: <dir>/kubeconfig)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := abs(); err != nil {
+				return err
+			}
+			c, err := cluster.Up(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			for _, k := range []string{"kubelet", "containerd", "runc", "multus"} {
+				fmt.Fprintf(stdout, "cluster: %-10s %s\n", k, c.Versions[k])
+			}
+			return nil
+		},
+	}
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := abs(); err != nil {
+				return err
+			}
+			if err := cluster.Down(cmd.Context(), o); err != nil {
+				return err
+			}
+			left, err := cluster.Leftovers(o)
+			if err != nil {
+				return err
+			}
+			if len(left) > 0 {
+				return fmt.Errorf("left behind: %v", left)
+			}
+			fmt.Fprintln(stdout, "cluster: nothing left behind (processes, shims, mounts, cgroups, netns, links, nftables, sockets)")
+			return nil
+		},
+	}
+	install := &cobra.Command{
+		Use:   "install",
+		Short: "Install Fastpath with the local images: helm install of charts/fastpath (or kubectl apply -k config/default with --kustomize)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := abs(); err != nil {
+				return err
+			}
+			return cluster.Install(cmd.Context(), o, cluster.InstallOptions{Kustomize: kustomize})
+		},
+	}
+	install.Flags().BoolVar(&kustomize, "kustomize", false, "install with kubectl apply -k config/default instead of helm")
+	root.AddCommand(up, down, install)
+	root.SetArgs(args)
+	root.SetOut(stderr)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "fastpath-cluster: %v\n", err)
+		if started {
+			return 1
+		}
+		return 2
+	}
+	return 0
+}
