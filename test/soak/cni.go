@@ -23,7 +23,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
 // cniTimeout bounds one plugin invocation, as a runtime's timeout would.

@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
 // Part names accepted by Options.Parts.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // CmdAdd wires the attachment args.ContainerID/args.IfName: a veth pair with

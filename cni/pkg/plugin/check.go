@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // CmdCheck verifies that the attachment is as ADD left it and as prevResult

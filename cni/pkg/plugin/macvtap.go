@@ -19,8 +19,8 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // An attachment on datapath Macvtap has no host end: its interface is a

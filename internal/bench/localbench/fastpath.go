@@ -14,9 +14,9 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
@@ -105,7 +105,7 @@ func (c *cniRunner) del(ctx context.Context, conf []byte, containerID, netns str
 }
 
 // setOffloads switches TSO, GSO, GRO and TX checksum of ifName (in the
-// caller's namespace) all on or all off, as the plugin does (cni/pkg/offload).
+// caller's namespace) all on or all off, as the plugin does (internal/datapath/offload).
 func setOffloads(ifName string, on bool) error {
 	want := map[string]bool{}
 	for _, k := range netconf.OffloadKeys {

@@ -16,12 +16,12 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/internal/bench"
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
 	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
 // OVSSocket is the OVSDB endpoint of the local ovsdb-server (ovsrun.Socket).

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // addGuest builds the guest side of the full masquerade shape: the veth
@@ -104,7 +104,7 @@ func addTap(launcher, guest *NetNS, tapName, guestIf, bridge string, mtu int, ma
 }
 
 // txChecksumOff turns off TX checksum offload of ifName in the calling
-// thread's namespace (cni/pkg/offload, the plugin's own helper), as
+// thread's namespace (internal/datapath/offload, the plugin's own helper), as
 // virt-launcher does on its in-pod bridges. Without TX checksumming the
 // kernel also segments in software.
 func txChecksumOff(ifName string) error {

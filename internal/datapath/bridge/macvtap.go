@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // The macvtap lower device (datapath Macvtap) is one end of a veth pair in

@@ -9,8 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/cni/pkg/offload"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 

@@ -3,7 +3,7 @@
 // namespaces, links and bridges a test creates (UniqueName), and Open vSwitch
 // for tests that need a real OVSDB and ovs-vswitchd (StartOVS, AddOVSBridge).
 //
-// StartOVS is internal/testing/ovsrun shared by the tests of one process: it
+// StartOVS is internal/datapath/ovsrun shared by the tests of one process: it
 // takes the machine-wide lock so that test binaries running in parallel (and
 // the local node benchmark) use OVS one at a time, starts Debian's
 // openvswitch-switch with ovs-ctl when it is not already running, and stops

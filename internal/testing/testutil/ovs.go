@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
 // OVSSocket is the OVSDB endpoint StartOVS returns (ovsrun.Socket).

@@ -7,7 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
 func TestStartOVSAndAddOVSBridge(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/testing/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
