@@ -79,7 +79,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return images.Import(cmd.Context(), address, b.Out, stdout, args...)
 		},
 	}
-	imp.Flags().StringVar(&address, "address", "", "containerd's socket, e.g. _out/cluster/containerd/containerd.sock (required)")
+	imp.Flags().StringVar(&address, "address", "", "containerd's socket, e.g. /run/fastpath/cluster-<hash>/containerd.sock for make cluster (required)")
 	_ = imp.MarkFlagRequired("address")
 	root.AddCommand(build, imp)
 	root.SetArgs(args)

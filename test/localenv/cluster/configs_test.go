@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
+	"github.com/fastpath-io/fastpath/test/localenv/runstate"
 )
 
 func testOptions(t *testing.T) Options {
@@ -24,13 +25,16 @@ func testOptions(t *testing.T) Options {
 	return o
 }
 
-func TestContainerdConfigKeepsEverythingUnderDir(t *testing.T) {
+func TestContainerdConfigKeepsEverythingUnderDirAndItsRunDir(t *testing.T) {
 	g := NewWithT(t)
-	c := testOptions(t).containerdConfig()
+	o := testOptions(t)
+	run := o.layout().run
+	g.Expect(run).To(HavePrefix(runstate.RunRoot + "/cluster-"))
+	c := o.containerdConfig()
 	for _, want := range []string{
-		`root = "/tmp/fpc/containerd/root"`, `state = "/tmp/fpc/containerd/state"`,
-		`address = "/tmp/fpc/containerd/containerd.sock"`, `restrict_oom_score_adj = true`,
-		`snapshotter = "overlayfs"`, `SystemdCgroup = false`, `Root = "/tmp/fpc/containerd/runc"`,
+		`root = "/tmp/fpc/containerd/root"`, `state = "` + run + `/containerd"`,
+		`address = "` + run + `/containerd.sock"`, `restrict_oom_score_adj = true`,
+		`snapshotter = "overlayfs"`, `SystemdCgroup = false`, `Root = "` + run + `/runc"`,
 		`sandbox_image = "localhost/pause:local"`, `bin_dir = "/tmp/fpc/cni/bin"`, `conf_dir = "/tmp/fpc/cni/net.d"`,
 		`"io.containerd.internal.v1.opt"`,
 	} {
@@ -50,10 +54,11 @@ func TestKubeletConfig(t *testing.T) {
 	g.Expect(*c.FailSwapOn).To(BeFalse())
 	g.Expect(*c.OOMScoreAdj).To(BeEquivalentTo(0), "lowering it needs CAP_SYS_RESOURCE")
 	g.Expect(*c.ImageGCHighThresholdPercent).To(BeEquivalentTo(100), "no image can be pulled back")
-	g.Expect(c.ContainerRuntimeEndpoint).To(Equal("unix:///tmp/fpc/containerd/containerd.sock"))
-	for _, p := range []string{c.PodLogsDir, c.VolumePluginDir, c.TLSCertFile, c.Authentication.X509.ClientCAFile} {
+	g.Expect(c.ContainerRuntimeEndpoint).To(Equal("unix://" + testOptions(t).layout().containerdSock))
+	for _, p := range []string{c.PodLogsDir, c.TLSCertFile, c.Authentication.X509.ClientCAFile} {
 		g.Expect(p).To(HavePrefix("/tmp/fpc/"))
 	}
+	g.Expect(c.VolumePluginDir).To(HavePrefix(testOptions(t).layout().kubeletRoot + "/"), "under the kubelet's root, in the run directory")
 }
 
 func TestCNIConfigs(t *testing.T) {
@@ -82,16 +87,30 @@ func TestOptionsErrors(t *testing.T) {
 		o    Options
 		want string
 	}{
-		"no dir":        {Options{BinDir: "/b"}, "Dir and BinDir are required"},
-		"overlap":       {Options{Dir: "/d", BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1"), PodCIDR: netip.MustParsePrefix("10.96.0.0/16")}, "overlaps ServiceCIDR"},
-		"narrow":        {Options{Dir: "/d", BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1"), PodCIDR: netip.MustParsePrefix("10.1.1.0/28")}, "/24 or wider"},
-		"socket length": {Options{Dir: "/" + strings.Repeat("d", 90), BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1")}, "too deep"},
+		"no dir":  {Options{BinDir: "/b"}, "Dir and BinDir are required"},
+		"overlap": {Options{Dir: "/d", BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1"), PodCIDR: netip.MustParsePrefix("10.96.0.0/16")}, "overlaps ServiceCIDR"},
+		"narrow":  {Options{Dir: "/d", BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1"), PodCIDR: netip.MustParsePrefix("10.1.1.0/28")}, "/24 or wider"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.o.withDefaults()
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
 		})
 	}
+}
+
+// TestDeepDirKeepsSocketsShort: a cluster directory of any depth (a clone
+// under a long home directory) keeps its UNIX sockets in the short run
+// directory, so they can be bound.
+func TestDeepDirKeepsSocketsShort(t *testing.T) {
+	g := NewWithT(t)
+	o, err := Options{Dir: "/" + strings.Repeat("d", 120), BinDir: "/b", NodeIP: netip.MustParseAddr("192.0.2.1")}.withDefaults()
+	g.Expect(err).NotTo(HaveOccurred())
+	l := o.layout()
+	for _, sock := range []string{l.containerdSock, l.kubeletPodResourcesSock()} {
+		g.Expect(sock).To(HavePrefix(runstate.RunRoot + "/cluster-"))
+		g.Expect(runstate.CheckSocketPath(sock)).To(Succeed())
+	}
+	g.Expect(l.adminKubeconfig).To(HavePrefix(o.Dir), "files that hold no socket stay in Dir")
 }
 
 // TestMultusVersionIsPinned checks that MultusVersion is the version

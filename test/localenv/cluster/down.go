@@ -172,7 +172,7 @@ func (d *downer) run(ctx context.Context) {
 		return errors.Join(d.stopProc("kube-scheduler", 10*time.Second), d.stopProc("kube-controller-manager", 10*time.Second),
 			d.stopProc("kube-apiserver", 20*time.Second), d.stopProc("etcd", 10*time.Second))
 	})
-	d.step("unmount under "+d.l.dir+" and the pods' network namespaces", d.unmount)
+	d.step("unmount under "+d.l.dir+", "+d.l.run+" and the pods' network namespaces", d.unmount)
 	d.step("remove the cgroups under "+CgroupRoot, d.removeCgroups)
 	d.step("remove links "+strings.Join(d.td.Bridges, ", "), d.removeLinks)
 	d.step("remove kube-proxy's nftables tables", d.removeNFTables)
@@ -188,7 +188,7 @@ func (d *downer) run(ctx context.Context) {
 			return nil
 		})
 	}
-	d.step("remove "+d.l.dir+" (keeping logs/)", d.removeDir)
+	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
 }
 
 // agentBridges returns the Linux bridges FastPathNode nodeName reports as the
@@ -363,7 +363,7 @@ func unescapeMount(s string) string {
 }
 
 func (d *downer) unmount() error {
-	targets := mountsUnder(d.l.dir)
+	targets := mountsUnder(d.l.dir, d.l.run)
 	for _, ns := range d.td.NetNS {
 		targets = append(targets, mountsUnder(ns)...)
 	}
@@ -382,7 +382,7 @@ func (d *downer) unmount() error {
 			errs = append(errs, fmt.Errorf("failed to remove %s: %w", ns, err))
 		}
 	}
-	if left := mountsUnder(d.l.dir); len(left) > 0 {
+	if left := mountsUnder(d.l.dir, d.l.run); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("still mounted: %s", strings.Join(left, ", ")))
 	}
 	return errors.Join(errs...)
@@ -464,11 +464,15 @@ func (d *downer) removeNFTables() error {
 	return errors.Join(errs...)
 }
 
-// removeDir removes everything in Dir but logs/, unless a mount is left
-// under it (then nothing is removed: the mount could reach outside).
+// removeDir removes the run directory and everything in Dir but logs/,
+// unless a mount is left under either (then nothing is removed: the mount
+// could reach outside).
 func (d *downer) removeDir() error {
-	if left := mountsUnder(d.l.dir); len(left) > 0 {
+	if left := mountsUnder(d.l.dir, d.l.run); len(left) > 0 {
 		return fmt.Errorf("not removed: still mounted: %s", strings.Join(left, ", "))
+	}
+	if err := os.RemoveAll(d.l.run); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(d.l.dir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fastpath-io/fastpath/test/localenv/runstate"
 )
 
 // Fixed parts of the cluster. The ports are the upstream defaults where no
@@ -81,10 +83,6 @@ type Options struct {
 	Out io.Writer
 }
 
-// maxSocketPath is the longest path a UNIX socket may have (sun_path is 108
-// bytes, with a NUL).
-const maxSocketPath = 107
-
 // withDefaults fills the defaults and validates; errors name the option.
 func (o Options) withDefaults() (Options, error) {
 	if o.Dir == "" || o.BinDir == "" {
@@ -129,8 +127,8 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	l := o.layout()
 	for _, s := range []string{l.containerdSock, l.kubeletPodResourcesSock()} {
-		if len(s) > maxSocketPath {
-			return o, fmt.Errorf("cluster directory %s is too deep: the socket %s is %d bytes, UNIX sockets allow %d; use a shorter Dir", o.Dir, s, len(s), maxSocketPath)
+		if err := runstate.CheckSocketPath(s); err != nil {
+			return o, fmt.Errorf("cluster options: %w", err)
 		}
 	}
 	return o, nil
@@ -157,6 +155,10 @@ func (o Options) serviceIP() netip.Addr { return o.ServiceCIDR.Masked().Addr().N
 
 // layout is where each file of the cluster lives.
 type layout struct {
+	// run is the short directory (runstate.RunDir) of what holds UNIX
+	// sockets, whatever Dir's length: containerd's state and socket, runc's
+	// root and the kubelet's root (its pod-resources socket).
+	run                   string
 	dir, pki, logs, state string
 	etcdData              string
 	containerdRoot        string
@@ -176,19 +178,24 @@ type layout struct {
 
 func (o Options) layout() layout {
 	d := o.Dir
+	run, err := runstate.RunDir("cluster", d)
+	if err != nil { // only when the working directory is gone
+		run = filepath.Join(d, "run")
+	}
 	return layout{
+		run:              run,
 		dir:              d,
 		pki:              filepath.Join(d, "pki"),
 		logs:             filepath.Join(d, "logs"),
 		state:            filepath.Join(d, "state.json"),
 		etcdData:         filepath.Join(d, "etcd"),
 		containerdRoot:   filepath.Join(d, "containerd", "root"),
-		containerdState:  filepath.Join(d, "containerd", "state"),
+		containerdState:  filepath.Join(run, "containerd"),
 		containerdConfig: filepath.Join(d, "containerd", "config.toml"),
-		containerdSock:   filepath.Join(d, "containerd", "containerd.sock"),
+		containerdSock:   filepath.Join(run, "containerd.sock"),
 		crictlConfig:     filepath.Join(d, "crictl.yaml"),
-		runcRoot:         filepath.Join(d, "containerd", "runc"),
-		kubeletRoot:      filepath.Join(d, "kubelet"),
+		runcRoot:         filepath.Join(run, "runc"),
+		kubeletRoot:      filepath.Join(run, "kubelet"),
 		kubeletConfig:    filepath.Join(d, "kubelet-config.yaml"),
 		podLogs:          filepath.Join(d, "pod-logs"),
 		cniBin:           filepath.Join(d, "cni", "bin"),

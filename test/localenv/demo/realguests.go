@@ -360,7 +360,7 @@ func (d *demo) bootOutsider(ctx context.Context) (*guests.Guest, *topology.NetNS
 	g, err := guests.Boot(ctx, guests.BootOptions{
 		Namespace: Namespace, Name: name, UID: "0badc0de-0000-4000-8000-000000000099", VMIJSON: []byte(vmi), Launcher: ns,
 		MemoryMiB: 256, VCPUs: 1, VSOCKCID: RealOutsiderCID, VSOCKDir: d.stack.VSOCKRoot,
-		Dir: filepath.Join(d.outDir, "state", "outsider"), Bin: d.bin,
+		Dir: filepath.Join(d.stack.opts.shortDir(), "outsider"), Bin: d.bin,
 	})
 	if err != nil {
 		_ = ns.Delete()

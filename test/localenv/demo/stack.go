@@ -32,9 +32,10 @@ type StackOptions struct {
 	// (make build). Required.
 	BinDir string
 	// WorkDir receives kubeconfig, the operator and agent logs, and the run
-	// state (WorkDir/state); the agent's CNI directory and the vsock sockets
-	// live in WorkDir/run. Required; a later run with the same WorkDir cleans
-	// up after a killed one.
+	// state (WorkDir/state); the emulation's state, the agent's CNI directory
+	// and the vsock sockets live in the short directory runstate.RunDir gives
+	// for it, whatever WorkDir's length. Required; a later run with the same
+	// WorkDir cleans up after a killed one.
 	WorkDir string
 	// Namespaces served by the emulation (empty: all).
 	Namespaces []string
@@ -86,7 +87,21 @@ type Stack struct {
 }
 
 func (o StackOptions) statePath() string { return filepath.Join(o.WorkDir, "state", "run.json") }
-func (o StackOptions) runDir() string    { return filepath.Join(o.WorkDir, "run") }
+
+// shortDir is the run's short directory for sockets and runtime state
+// (runstate.RunDir): the emulation's state, with the launchers' libvirtd
+// and QEMU sockets, under shortDir/emulation (kept after the run, for its
+// logs); the agent's CNI directory and the vsock sockets under shortDir/run
+// (removed at the end).
+func (o StackOptions) shortDir() string {
+	d, err := runstate.RunDir(filepath.Base(o.WorkDir), o.WorkDir)
+	if err != nil { // only when the working directory is gone
+		return filepath.Join(o.WorkDir, "short")
+	}
+	return d
+}
+
+func (o StackOptions) runDir() string { return filepath.Join(o.shortDir(), "run") }
 
 // siblingDir is the agent's --sibling-socket-dir with real guests, "" else:
 // vsock mode Sibling needs vhost-device-vsock and QEMU guests.
@@ -100,7 +115,7 @@ func (o StackOptions) siblingDir() string {
 func (o StackOptions) emulationOptions() emulation.Options {
 	return emulation.Options{
 		Namespaces:   o.Namespaces,
-		StateDir:     filepath.Join(o.WorkDir, "state", "emulation"),
+		StateDir:     filepath.Join(o.shortDir(), "emulation"),
 		Prefix:       o.NetNSPrefix,
 		HostIfPrefix: o.HostIfPrefix,
 		PodCIDR:      o.PodCIDR,

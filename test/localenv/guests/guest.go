@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
+	"github.com/fastpath-io/fastpath/test/localenv/runstate"
 )
 
 // Label is how every real guest is named in output.
@@ -154,6 +155,13 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 			err = errors.Join(err, g.Stop())
 		}
 	}()
+	// A socket path too long to bind is no reason to wait out libvirtd's
+	// start: fail at once, naming it.
+	for _, sock := range []string{filepath.Join(o.Dir, "libvirt", "run", "libvirt-sock"), filepath.Join(o.Dir, "control.sock"), filepath.Join(o.Dir, "vhost-user-vsock.sock")} {
+		if err := runstate.CheckSocketPath(sock); err != nil {
+			return nil, fmt.Errorf("failed to boot %s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", o.Dir, err)
 	}

@@ -72,3 +72,19 @@ func TestProcessIdentity(t *testing.T) {
 	_, ok = runstate.Record("sleep", pid)
 	g.Expect(ok).To(BeFalse())
 }
+
+func TestRunDirIsShortStableAndPerWorkDir(t *testing.T) {
+	g := NewWithT(t)
+	long := "/home/alice/src/github.com/fastpath-io/a-clone-at-a-path-as-long-as-a-users-home/_out/e2e"
+	a, err := runstate.RunDir("e2e", long)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a).To(HavePrefix(runstate.RunRoot + "/e2e-"))
+	g.Expect(len(a)).To(Equal(len(runstate.RunRoot) + len("/e2e-") + 8))
+	again, _ := runstate.RunDir("e2e", long)
+	g.Expect(again).To(Equal(a), "the same work directory gets the same run directory")
+	other, _ := runstate.RunDir("e2e", long+"2")
+	g.Expect(other).NotTo(Equal(a), "another clone gets another run directory")
+	g.Expect(runstate.CheckSocketPath(filepath.Join(a, "emulation/vms/fastpath-e2e-12345/outsider/guest/libvirt/run/libvirt-sock"))).To(Succeed())
+	err = runstate.CheckSocketPath(filepath.Join(long, "state/emulation/vms/fastpath-e2e-12345/outsider/guest/libvirt/run/libvirt-sock"))
+	g.Expect(err).To(MatchError(ContainSubstring("over the 107 that sun_path holds")))
+}
