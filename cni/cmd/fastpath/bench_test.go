@@ -24,9 +24,9 @@ import (
 // concurrent DELs. The LinuxBridge datapath runs beside Debian's reference
 // bridge plugin (refPlugin) in refRounds alternating rounds per
 // concurrency: a round of 1 concurrent is refSequential ADD/DEL pairs.
-// refRounds is 9, not the 5 the targets need at least: on the shared 2-core
-// machine one round's ratio ranged 0.4-2.7 under other work (issue 13), and
-// the median of 9 is less at the mercy of two bad rounds.
+// refRounds is 9, not the 5 the targets need at least: on a shared machine
+// one round's ratio varies widely under other work (docs/design.md §5.2),
+// and the median of 9 is less at the mercy of two bad rounds.
 const (
 	sequentialPairs = 40
 	concurrency     = 20

@@ -41,9 +41,9 @@ const OVSPluginName = netconf.OVSPluginBinary
 
 // BuildFlags build the binaries as the container image ships them
 // (Dockerfile): static (no cgo), without paths or symbol tables. A cgo
-// build is dynamically linked, and the loader and libc start-up cost each
-// plugin execution about 1.1 ms of CPU on the development machine (issue
-// 13): tests and benchmarks run what ships.
+// build is dynamically linked, and the loader and libc start-up add CPU to
+// each plugin execution (docs/design.md §4.3): tests and benchmarks run
+// what ships.
 var BuildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
 
 // Subnet is the node-local subnet the tests' netconfs give host-local.

@@ -6,7 +6,7 @@
 // It exists so that the plugin binary that the runtime executes, bin/fastpath,
 // can be built without the Open vSwitch datapath: package ovs pulls in
 // libovsdb and with it prometheus, protobuf, klog and apimachinery, whose
-// package initialisation and size cost every ADD about 1.4 ms of CPU on the
-// 2-core development machine (issue 13; docs/design.md §4.3). bin/fastpath hands an
+// package initialisation and size add CPU to every ADD (the figure:
+// docs/design.md §4.3). bin/fastpath hands an
 // OVS invocation over to bin/fastpath-ovs-plugin, which has every datapath.
 package datapath

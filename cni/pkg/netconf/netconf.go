@@ -67,8 +67,8 @@ var OffloadKeys = []string{"tso", "gso", "gro", "txChecksum"}
 
 // bridgeNameOK reports whether name is 1-MaxBridgeNameLen characters of
 // [a-zA-Z0-9_.-]. A loop, not a regexp: a package-level regexp is compiled
-// at every start of the plugin process, 46 µs of CPU per CNI invocation in
-// a profile of 20 concurrent ADDs (issue 13).
+// at every start of the plugin process, which every CNI invocation pays for
+// (the profile: docs/design.md §4.3).
 func bridgeNameOK(name string) bool {
 	if len(name) == 0 || len(name) > MaxBridgeNameLen {
 		return false

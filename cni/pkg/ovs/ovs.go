@@ -65,8 +65,7 @@ func (d *Datapath) BridgeMTU(ctx context.Context) (int, error) {
 // other_config:userspace-tso-enable=true. ovs-vswitchd then reads the veth
 // through AF_PACKET without virtio-net headers, so it forwards frames with
 // unfinished checksums (txChecksum, tso) and GRO super-frames as they are,
-// and TCP stalls (measured on OVS 3.1 / Linux 6.18: 0 bytes/s with
-// txChecksum on, ~2 Mbit/s with GRO on, 830 Mbit/s with both off).
+// and TCP stalls (the measurements: docs/design.md §4.2).
 func (d *Datapath) Preflight(ctx context.Context, offloads map[string]bool) error {
 	if !offloads["txChecksum"] && !offloads["tso"] && !offloads["gro"] {
 		return nil

@@ -109,9 +109,9 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	// The IPAM plugin runs beside the veth set-up: neither needs the other
 	// until the addresses are configured, and host-local (an exec of a
-	// process that does its own start-up and file work, 4.4 ms median on the
-	// development machine) would otherwise wait for RTNL-bound netlink work
-	// (1.9 ms) it does not depend on. Its DEL is run on failure even when
+	// process that does its own start-up and file work) would otherwise wait
+	// for RTNL-bound netlink work it does not depend on (docs/design.md §4.3
+	// has both times). Its DEL is run on failure even when
 	// its ADD failed (e.g. killed by the timeout half-way): no complete
 	// record of this attachment exists, so whatever it holds for it is
 	// stale; the rollback waits for its ADD first.

@@ -112,9 +112,9 @@ type vethPair struct {
 // further thread and two setns) to look the host end up by name and set it
 // up: the host end's index is the container end's IFLA_LINK (a veth's peer),
 // its MAC is chosen here as the kernel would (eth_random_addr), and Attach
-// sets it up anyway. In a perf profile of 20 concurrent ADDs (issue 13) that
-// part cost 0.2 ms of CPU per ADD and two more holds of the kernel's RTNL
-// lock, which the concurrent ADDs queue on. The host end's accept_ra
+// sets it up anyway. That part cost CPU on every ADD and two more holds of
+// the kernel's RTNL lock, which concurrent ADDs queue on (the profile:
+// docs/design.md §4.3). The host end's accept_ra
 // (which SetupVethWithName clears) is cleared by the caller, from the host
 // namespace. An EEXIST from the kernel is returned wrapped
 // (errors.Is(err, fs.ErrExist) holds), for the caller to reclaim a leftover

@@ -189,9 +189,8 @@ func tempPath(path string) string {
 // Debian's host-local, which holds the addresses, does not fsync its own
 // files). After such a crash a record may be missing or empty: DEL then goes
 // by the derived names, GC skips it and says so. The two fsyncs of an ADD
-// were the largest part of the plugin's own file work: under 20 concurrent
-// ADDs on the 2-core development machine (ext4) they waited 8-11 ms
-// (median) and cost 0.35 ms of CPU per ADD (issue 13).
+// were the largest part of the plugin's own file work, and concurrent ADDs
+// waited on them (the figures: docs/design.md §4.3).
 func (s *Store) Save(a *Attachment) error {
 	path, err := s.Path(a.ContainerID, a.IfName)
 	if err != nil {
@@ -230,8 +229,8 @@ func (s *Store) Save(a *Attachment) error {
 // that does not decode) does not count, and the record stays the one Save
 // wrote: what an ADD killed before it returned must leave. Unlike a second Save it
 // creates no file: every new file costs an inode allocation and a rename in
-// the state directory, which 20 concurrent ADDs take turns on (on the
-// development machine's ext4 a new inode took 0.2-0.4 ms of CPU, issue 13).
+// the state directory, which concurrent ADDs take turns on (its CPU cost:
+// docs/design.md §4.3).
 // The caller holds LockAttachment of a; the state file must exist.
 func (s *Store) Complete(a *Attachment) error {
 	path, err := s.Path(a.ContainerID, a.IfName)

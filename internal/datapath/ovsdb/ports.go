@@ -36,9 +36,10 @@ var ErrBridgeNotFound = errors.New("bridge not found")
 
 // AttachTimeout bounds how long AddPort waits for ovs-vswitchd to open a new
 // port (assign its ofport). 30 s, within the plugin's opTimeout (60 s): the
-// userspace (netdev) datapath's main loop was seen to stall for about 10 s
-// under 20 concurrent ADDs on a loaded 2-core machine, and the port opened
-// right after; a shorter bound failed ADDs that would have succeeded.
+// userspace (netdev) datapath's main loop was seen to stall for seconds
+// under concurrent ADDs on a loaded machine, and the port opened right
+// after; a shorter bound failed ADDs that would have succeeded (the
+// figures: docs/design.md §4.2).
 const AttachTimeout = 30 * time.Second
 
 // BridgeMTU returns the MTU in bytes of the bridge's internal interface (the
