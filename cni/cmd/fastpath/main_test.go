@@ -32,13 +32,17 @@ func TestMain(m *testing.M) {
 }
 
 // invocation is one execution of the built binary, with the environment a
-// runtime (Multus) sets.
+// runtime (Multus) sets; an empty cniArgs means cnitest.PodArgs (a pod of
+// cnitest.Namespace, the namespace cnitest netconfs name by default).
 type invocation struct {
 	command, containerID, netns, ifName, cniArgs, cniPath string
 	conf                                                  []byte
 }
 
 func (i invocation) env() []string {
+	if i.cniArgs == "" {
+		i.cniArgs = cnitest.PodArgs
+	}
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"CNI_COMMAND=" + i.command,
@@ -91,7 +95,7 @@ func TestBinaryLikeMultus(t *testing.T) {
 			stateDir, ipamDir := t.TempDir(), t.TempDir()
 			netns := cnitest.NewNS(t)
 			ifName := kubevirtIfName("fp-db-link")
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", Name: "fp-db-link", StateDir: stateDir, IPAMDir: ipamDir,
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", Name: "fp-db-link", Namespace: "apps", StateDir: stateDir, IPAMDir: ipamDir,
 				Extra: map[string]any{"capabilities": map[string]bool{"mac": true}, "runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:42"}}})
 			cid := containerID()
 			inv := invocation{containerID: cid, netns: netns.Path(), ifName: ifName, cniPath: cnitest.SystemCNIPath, conf: conf,

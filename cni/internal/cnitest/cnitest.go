@@ -218,16 +218,25 @@ func (b *Bridge) Ports(tb testing.TB) []string {
 	return names
 }
 
+// Namespace is the namespace NetConf renders by default, and PodArgs the
+// CNI_ARGS of a pod in it (what kubelet passes through Multus).
+const (
+	Namespace = "fp-test-ns"
+	PodArgs   = "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + Namespace + ";K8S_POD_NAME=fp-test-pod"
+)
+
 // Conf is the input of NetConf.
 type Conf struct {
-	CNIVersion string
-	Name       string // network name; default "fp-test"
-	MTU        int    // default 9000
-	StateDir   string
-	IPAMDir    string         // host-local dataDir
-	IPAM       map[string]any // replaces the host-local IPAM section when set
-	Offloads   map[string]bool
-	Extra      map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
+	CNIVersion  string
+	Name        string // network name; default "fp-test"
+	Namespace   string // the netconf's namespace; default Namespace
+	NoNamespace bool   // render no namespace at all
+	MTU         int    // default 9000
+	StateDir    string
+	IPAMDir     string         // host-local dataDir
+	IPAM        map[string]any // replaces the host-local IPAM section when set
+	Offloads    map[string]bool
+	Extra       map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
 }
 
 // NetConf renders a fastpath netconf for bridge b, and writes c.StateDir and
@@ -248,6 +257,13 @@ func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 	m := map[string]any{
 		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
 		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "ipam": ipam,
+	}
+	switch {
+	case c.NoNamespace:
+	case c.Namespace != "":
+		m["namespace"] = c.Namespace
+	default:
+		m["namespace"] = Namespace
 	}
 	// The state directory and the OVSDB endpoint come from the node
 	// configuration, as on a node: written for the test and named by

@@ -102,6 +102,14 @@ type NetConf struct {
 	Type string `json:"type,omitempty"`
 	// Capabilities asks the runtime for runtimeConfig entries, e.g. {"mac": true}.
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// Namespace is the Kubernetes namespace the network belongs to (the
+	// FastPathAttachment's, which the operator renders): a DNS label, 1-63
+	// characters of [a-z0-9-] starting and ending with a letter or digit.
+	// ADD refuses a pod whose CNI_ARGS K8S_POD_NAMESPACE differs or is
+	// missing, and a netconf without it (see RequireNamespace). DEL, CHECK,
+	// STATUS and GC accept a netconf without it, so that attachments made
+	// before it existed can still be removed.
+	Namespace string `json:"namespace,omitempty"`
 
 	// Datapath is DatapathLinuxBridge (default), DatapathOVS or DatapathMacvtap.
 	Datapath string `json:"datapath,omitempty"`
@@ -324,6 +332,9 @@ func (c *NetConf) defaultAndValidate() error {
 	}
 	if *c.Offloads.TSO && !*c.Offloads.TXChecksum {
 		return invalid("offloads.tso true requires offloads.txChecksum true: the kernel turns TSO off without TX checksum offload")
+	}
+	if err := c.validateNamespace(); err != nil {
+		return err
 	}
 	if c.Datapath == DatapathMacvtap {
 		if err := c.validateMacvtap(); err != nil {

@@ -93,6 +93,10 @@ func TestLoadNetConfRejects(t *testing.T) {
 		{"offload not bool", `{` + base + `, "offloads": {"gro": "On"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.gro must be a boolean`},
 		{"offloads not object", `{` + base + `, "offloads": [], ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads`},
 		{"tso without csum", `{` + base + `, "offloads": {"txChecksum": false}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.tso true requires offloads.txChecksum true`},
+		{"namespace uppercase", `{` + base + `, "namespace": "Apps", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace "Apps" is invalid: must be a Kubernetes namespace name, 1-63 characters of [a-z0-9-]`},
+		{"namespace dash", `{` + base + `, "namespace": "apps-", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace "apps-" is invalid`},
+		{"namespace too long", `{` + base + `, "namespace": "` + strings.Repeat("a", 64) + `", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `is invalid: must be a Kubernetes namespace name`},
+		{"namespace not string", `{` + base + `, "namespace": 1, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace must be of type string`},
 		{"missing ipam", `{` + base + `}`, types.ErrInvalidNetworkConfig, "ipam is required"},
 		{"empty ipam", `{` + base + `, "ipam": {}}`, types.ErrInvalidNetworkConfig, "ipam is required"},
 		{"ipam without type", `{` + base + `, "ipam": {"subnet": "10.0.0.0/24"}}`, types.ErrInvalidNetworkConfig, "ipam.type is required"},
@@ -187,4 +191,21 @@ func TestPeekDatapath(t *testing.T) {
 			t.Errorf("PeekDatapath(%s) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func TestRequireNamespace(t *testing.T) {
+	g := NewWithT(t)
+	c := &NetConf{Name: "fp-a.db", Namespace: "a"}
+	g.Expect(c.RequireNamespace("a")).To(Succeed())
+	for pod, msg := range map[string]string{
+		"b": `network "fp-a.db" belongs to namespace "a": refused to add a pod of namespace "b"`,
+		"":  `network "fp-a.db" belongs to namespace "a" but CNI_ARGS has no K8S_POD_NAMESPACE`,
+	} {
+		err := c.RequireNamespace(pod)
+		var cniErr *types.Error
+		g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
+		g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrInvalidNetworkConfig))
+		g.Expect(cniErr.Msg).To(ContainSubstring(msg))
+	}
+	g.Expect((&NetConf{Name: "fp"}).RequireNamespace("a")).To(MatchError(ContainSubstring(`namespace is required: network "fp" names no namespace`)))
 }

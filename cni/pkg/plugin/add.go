@@ -35,9 +35,20 @@ import (
 // earlier ADD that died half-way left is reclaimed first (see reclaim). On
 // any failure it undoes what this invocation created (IPAM allocation,
 // bridge port, veth, state file) and nothing else.
+//
+// A pod outside the netconf's namespace (CNI_ARGS K8S_POD_NAMESPACE) is
+// refused with CNI error 7 before anything is locked, recorded or created
+// (netconf.NetConf.RequireNamespace).
 func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	conf, cniVersion, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
+		return err
+	}
+	podNS, err := podNamespace(args.Args)
+	if err != nil {
+		return err
+	}
+	if err := conf.RequireNamespace(podNS); err != nil {
 		return err
 	}
 	mac, pod, err := containerMAC(conf, args.Args)

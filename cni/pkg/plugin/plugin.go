@@ -94,6 +94,15 @@ type cniArgs struct {
 	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
 }
 
+// podNamespace returns CNI_ARGS K8S_POD_NAMESPACE ("" when absent).
+func podNamespace(rawArgs string) (string, error) {
+	args := cniArgs{}
+	if err := types.LoadArgs(rawArgs, &args); err != nil {
+		return "", types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("failed to parse CNI_ARGS: %v", err), "")
+	}
+	return string(args.K8S_POD_NAMESPACE), nil
+}
+
 // containerMAC returns the MAC address the container interface must get:
 // runtimeConfig.mac (Multus "mac" capability) first, else CNI_ARGS MAC=,
 // else "" (kernel-assigned). pod is "<namespace>/<name>" when kubelet passed them.

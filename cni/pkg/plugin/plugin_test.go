@@ -107,17 +107,22 @@ type attachment struct {
 
 func (a *attachment) hostIf() string { return plugin.HostIfName(a.containerID, a.ifName) }
 
+// args are the skel arguments of a's attachment with conf, as for a pod in
+// cnitest.Namespace (CNI_ARGS cnitest.PodArgs).
 func (a *attachment) args(conf []byte) *skel.CmdArgs {
-	return &skel.CmdArgs{ContainerID: a.containerID, Netns: a.netns.Path(), IfName: a.ifName, StdinData: conf}
+	return &skel.CmdArgs{ContainerID: a.containerID, Netns: a.netns.Path(), IfName: a.ifName, StdinData: conf, Args: cnitest.PodArgs}
 }
 
 func (a *attachment) ip() string { return a.result.IPs[0].Address.IP.String() }
 
-// add runs ADD through the skel callbacks for a new attachment in netns.
+// add runs ADD through the skel callbacks for a new attachment in netns
+// with CNI_ARGS cniArgs ("": cnitest.PodArgs).
 func (e *env) add(netns ns.NetNS, conf []byte, cniArgs string) (*attachment, error) {
 	a := &attachment{netns: netns, containerID: testutil.UniqueName("fpcid-"), ifName: "net1", conf: conf}
 	args := a.args(conf)
-	args.Args = cniArgs
+	if cniArgs != "" {
+		args.Args = cniArgs
+	}
 	r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 	if err != nil {
 		return a, err
@@ -357,8 +362,8 @@ func testMAC(t *testing.T, datapath string) {
 		cniArgs string
 		mac     string
 	}{
-		{map[string]any{"runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:01"}}, "IgnoreUnknown=1;MAC=02:fa:57:00:00:09", "02:fa:57:00:00:01"},
-		{nil, "IgnoreUnknown=1;K8S_POD_NAMESPACE=apps;K8S_POD_NAME=virt-launcher-db-0;MAC=02:FA:57:00:00:02", "02:fa:57:00:00:02"},
+		{map[string]any{"runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:01"}}, "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";MAC=02:fa:57:00:00:09", "02:fa:57:00:00:01"},
+		{nil, "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";K8S_POD_NAME=virt-launcher-db-0;MAC=02:FA:57:00:00:02", "02:fa:57:00:00:02"},
 	} {
 		netns := cnitest.NewNS(t)
 		a, err := e.add(netns, e.conf(cnitest.Conf{Extra: tc.extra}), tc.cniArgs)
