@@ -18,11 +18,15 @@ const IPAMPlugin = "host-local"
 
 // RenderNetConf returns the fastpath CNI netconf (docs/design.md §3.1) of an
 // attachment: the JSON of netconf.NetConf with the spec's defaults applied
-// (v1alpha1.DefaultAttachmentSpec), e.g.
+// (v1alpha1.DefaultAttachmentSpec), e.g. for apps/db-link
 //
-//	{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge",
-//	 "bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},
+//	{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps",
+//	 "datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,
+//	 "offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},
 //	 "ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}
+//
+// The name is unique per namespace (v1alpha1.CNINetworkName) and the
+// namespace is the attachment's: the plugin adds only pods of that namespace.
 //
 // The output is deterministic. It fails when the attachment has no spec.network.
 func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
@@ -41,8 +45,9 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
 	}
 	conf := netconf.NetConf{
 		CNIVersion: NetConfCNIVersion,
-		Name:       v1alpha1.NetworkName(att.Name),
+		Name:       v1alpha1.CNINetworkName(att.Namespace, att.Name),
 		Type:       netconf.PluginType,
+		Namespace:  att.Namespace,
 		Datapath:   string(n.Datapath),
 		Bridge:     n.Bridge,
 		MTU:        int(*n.MTU),
