@@ -233,7 +233,6 @@ type Conf struct {
 	NoNamespace bool   // render no namespace at all
 	MTU         int    // default 9000
 	StateDir    string
-	IPAMDir     string         // host-local dataDir
 	IPAM        map[string]any // replaces the host-local IPAM section when set
 	Offloads    map[string]bool
 	Extra       map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
@@ -252,7 +251,7 @@ func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 	}
 	ipam := c.IPAM
 	if ipam == nil {
-		ipam = map[string]any{"type": "host-local", "subnet": Subnet, "dataDir": c.IPAMDir}
+		ipam = map[string]any{"type": "host-local", "subnet": Subnet}
 	}
 	m := map[string]any{
 		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
@@ -334,6 +333,8 @@ func LinkExists(name string) bool {
 }
 
 // Allocations returns the addresses host-local holds for network in dataDir
+// (the plugin's is netconf.IPAMDataDir of the node's state directory)
+// (the plugin's is netconf.IPAMDataDir of the node's state directory)
 // (its files named by IP; "lock" and "last_reserved_ip.*" are not allocations).
 func Allocations(tb testing.TB, dataDir, network string) []string {
 	tb.Helper()

@@ -128,9 +128,14 @@ type NetConf struct {
 	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
 	// ends; an absent key means true.
 	Offloads *Offloads `json:"offloads,omitempty"`
-	// IPAM is the delegated IPAM configuration, passed untouched to the IPAM
-	// plugin named by its "type" (required).
+	// IPAM is the delegated IPAM configuration for the IPAM plugin named by
+	// its "type" (required): only the keys IPAMKeys; the plugin adds
+	// "dataDir" (IPAMDataDir) itself, see IPAMConf.
 	IPAM IPAM `json:"ipam,omitempty"`
+	// IPAMConf is the network configuration the IPAM plugin gets: the input
+	// with "ipam" holding the IPAMKeys it has plus "dataDir":
+	// IPAMDataDir(StateDir). LoadNetConf fills it.
+	IPAMConf []byte `json:"-"`
 	// OVS configures the Open vSwitch datapath (ignored for LinuxBridge):
 	// LoadNetConf fills it from the node configuration (NodeConfig), never
 	// from the input.
@@ -166,8 +171,8 @@ type Offloads struct {
 	TXChecksum *bool `json:"txChecksum,omitempty"`
 }
 
-// IPAM is the "ipam" object. Only "type" is read by the plugin; every other
-// key (subnet, ranges, dataDir, ...) belongs to the IPAM plugin.
+// IPAM is the "ipam" object. Only "type" is read by the plugin; the other
+// keys of IPAMKeys (subnet, rangeStart, ...) belong to the IPAM plugin.
 type IPAM map[string]any
 
 // Type returns the IPAM plugin name, or "" when "type" is absent or not a string.
@@ -237,7 +242,8 @@ func (o *Offloads) Map() map[string]bool {
 // Errors are *types.Error: ErrDecodingFailure (6) for malformed JSON,
 // ErrIncompatibleCNIVersion (1) for an unsupported cniVersion and
 // ErrInvalidNetworkConfig (7) for everything else, with a message naming the
-// field and the allowed values: among others a configuration larger than
+// field and the allowed values: among others an "ipam" key outside IPAMKeys
+// (ipam.dataDir included: IPAMConf sets it), a configuration larger than
 // MaxNetConfBytes, a key that occurs twice in one object, and a key of the
 // plugin's own objects (top level, offloads, ovs, runtimeConfig) spelt in
 // another case ("TSO" for "tso"; keys are case-sensitive).
@@ -254,6 +260,10 @@ func LoadNetConf(stdin []byte) (*NetConf, string, error) {
 	}
 	if err := conf.defaultAndValidate(); err != nil {
 		return nil, "", err
+	}
+	var err error
+	if conf.IPAMConf, err = conf.ipamConf(stdin); err != nil {
+		return nil, "", invalid("%v", err)
 	}
 	return conf, conf.CNIVersion, nil
 }
@@ -350,6 +360,9 @@ func (c *NetConf) defaultAndValidate() error {
 	}
 	if strings.ContainsAny(c.IPAM.Type(), `/\`) {
 		return invalid("ipam.type %q is invalid: must be a plugin name without a path", c.IPAM.Type())
+	}
+	if err := c.validateIPAMKeys(); err != nil {
+		return err
 	}
 
 	if err := c.applyNodeConfig(); err != nil {

@@ -108,7 +108,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	att := &state.Attachment{
 		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, Network: conf.Name,
 		Datapath: conf.Datapath, Bridge: conf.Bridge, HostIfName: hostIf, MAC: mac,
-		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, Args: args.Args,
+		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, IPAMConf: conf.IPAMConf, Args: args.Args,
 	}
 	if conf.Datapath == netconf.DatapathOVS {
 		att.OVSSocket = conf.OVS.Socket
@@ -126,7 +126,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	// its ADD failed (e.g. killed by the timeout half-way): no complete
 	// record of this attachment exists, so whatever it holds for it is
 	// stale; the rollback waits for its ADD first.
-	ipamRun := startIPAM(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
 	var vethMade bool
 	defer func() {
 		if err == nil {
@@ -136,7 +136,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
 		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
-		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
+		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); derr != nil {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if vethMade {

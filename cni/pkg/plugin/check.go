@@ -78,7 +78,7 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	if err := dp.Verify(ctx, att.HostIfName); err != nil {
 		return err
 	}
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock)); err != nil {
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), conf.IPAMConf, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 

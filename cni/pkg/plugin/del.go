@@ -46,7 +46,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 		}
 		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Netns: args.Netns,
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
-			HostIfName: HostIfName(args.ContainerID, args.IfName)}
+			HostIfName: HostIfName(args.ContainerID, args.IfName), IPAMType: conf.IPAM.Type(), IPAMConf: conf.IPAMConf}
 	}
 	if att.Datapath == netconf.DatapathOVS && p.ovs == nil {
 		// Recorded on OVS by an ADD whose network has since moved to another datapath.
@@ -55,8 +55,11 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, locks.ipamExec()); err != nil {
-		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	// The addresses are released with the configuration their ADD gave the
+	// IPAM plugin (its data directory and network name), which the record
+	// keeps; without a record, with this DEL's.
+	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), locks.ipamExec()); err != nil {
+		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
 	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
 	if err != nil {
@@ -212,7 +215,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 		}
 	}
 
-	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -263,7 +266,7 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, cniPath, err)
 	}
 	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
-	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.NetConf, args, ipamEx); err != nil {
+	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.IPAMInput(), args, ipamEx); err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	return nil

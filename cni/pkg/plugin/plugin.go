@@ -228,7 +228,7 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	if err := dp.Status(ctx); err != nil {
 		return err
 	}
-	if err := ipam.ExecStatus(conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := ipam.ExecStatus(conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		var cniErr *types.Error
 		if errors.As(err, &cniErr) && (cniErr.Code == types.ErrPluginNotAvailable || cniErr.Code == types.ErrLimitedConnectivity) {
 			return cniErr

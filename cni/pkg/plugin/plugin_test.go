@@ -84,14 +84,15 @@ type env struct {
 
 func newEnv(t *testing.T, datapath, version string, extraPath ...string) *env {
 	t.Helper()
-	e := &env{t: t, br: cnitest.NewBridge(t, datapath, 9000), version: version, stateDir: t.TempDir(), ipamDir: t.TempDir()}
+	e := &env{t: t, br: cnitest.NewBridge(t, datapath, 9000), version: version, stateDir: t.TempDir()}
+	e.ipamDir = netconf.IPAMDataDir(e.stateDir)
 	// testutils.CmdAdd and friends pass PATH as CNI_PATH.
 	t.Setenv("PATH", bins.CNIPath(version, extraPath...)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return e
 }
 
 func (e *env) conf(c cnitest.Conf) []byte {
-	c.CNIVersion, c.StateDir, c.IPAMDir = e.version, e.stateDir, e.ipamDir
+	c.CNIVersion, c.StateDir = e.version, e.stateDir
 	return e.br.NetConf(e.t, c)
 }
 
@@ -315,7 +316,7 @@ func testFailureAfterIPAM(t *testing.T, datapath, version string) {
 	netns := cnitest.NewNS(t)
 	// host-local allocates an address, then the route through a gateway
 	// that is not on the link cannot be added: ADD fails after IPAM.
-	ipam := map[string]any{"type": "host-local", "subnet": cnitest.Subnet, "dataDir": e.ipamDir,
+	ipam := map[string]any{"type": "host-local", "subnet": cnitest.Subnet,
 		"routes": []map[string]string{{"dst": "198.51.100.0/24", "gw": "192.0.2.1"}}}
 	a, err := e.add(netns, e.conf(cnitest.Conf{IPAM: ipam}), "")
 	g.Expect(err).To(MatchError(ContainSubstring("failed to configure addresses on net1")))
@@ -338,7 +339,7 @@ func testMissingBridge(t *testing.T, datapath string) {
 	e := newEnv(t, datapath, "1.1.0")
 	missing := *e.br
 	missing.Name = testutil.UniqueName("fpcnone")
-	conf := missing.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir, IPAMDir: e.ipamDir})
+	conf := missing.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir})
 	netns := cnitest.NewNS(t)
 	_, err := e.add(netns, conf, "")
 	var cniErr *types.Error
@@ -492,7 +493,7 @@ func testStatus(t *testing.T, datapath string) {
 	}
 	bad := *e.br
 	bad.OVSSocket = "unix:" + filepath.Join(t.TempDir(), "db.sock")
-	err := e.status(bad.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir, IPAMDir: e.ipamDir}))
+	err := e.status(bad.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir}))
 	g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
 	g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrPluginNotAvailable))
 	g.Expect(cniErr.Msg).To(ContainSubstring("failed to connect to OVSDB at " + bad.OVSSocket))

@@ -215,7 +215,7 @@ func testStrandedTempFiles(t *testing.T, datapath string) {
 	entries, err := os.ReadDir(e.stateDir)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, en := range entries {
-		g.Expect(en.Name()).To(Equal("lock"))
+		g.Expect(en.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName))
 	}
 	e.expectNothingLeft(g, netns)
 }
