@@ -19,6 +19,7 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -68,6 +69,19 @@ func Main(m *testing.M, withPlugin bool, bins **Binaries) int {
 	}
 	*bins = b
 	defer os.RemoveAll(b.Dir)
+	// The plugin's ADDs on a Linux bridge make the node's port security
+	// table (cni/pkg/portsec); DEL leaves it, as on a node. Removed again when
+	// this run made it and no port of anyone is in it.
+	hadTable := exec.Command("nft", "list", "table", "bridge", portsec.TableName).Run() == nil
+	defer func() {
+		if hadTable {
+			return
+		}
+		out, err := exec.Command("nft", "list", "map", "bridge", portsec.TableName, "ports").CombinedOutput()
+		if err == nil && !strings.Contains(string(out), "elements") {
+			_ = exec.Command("nft", "delete", "table", "bridge", portsec.TableName).Run()
+		}
+	}()
 	return m.Run()
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/offload"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -127,7 +129,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	// record of this attachment exists, so whatever it holds for it is
 	// stale; the rollback waits for its ADD first.
 	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
-	var vethMade bool
+	var vethMade, portsecMade bool
 	defer func() {
 		if err == nil {
 			return
@@ -138,6 +140,11 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
 		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); derr != nil {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
+		}
+		if portsecMade {
+			if derr := portsec.Remove(rctx, hostIf); derr != nil {
+				logger.Printf("Rollback failed to remove port security port=%s error=%q", hostIf, derr)
+			}
 		}
 		if vethMade {
 			if derr := dp.Detach(rctx, hostIf); derr != nil {
@@ -196,11 +203,33 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
+	if conf.PortSecurityOn() {
+		// Before the pod's containers start: until now only the kernel
+		// sent anything from the container end. Recorded first, so that
+		// DEL and GC remove what a crash in Apply may leave.
+		att.PortSecurity = true
+		if err := store.Save(att); err != nil {
+			return err
+		}
+		portsecMade = true
+		if err := portsec.Apply(ctx, portsec.Port{HostIf: hostIf, MAC: pair.cont.Attrs().HardwareAddr, IPs: resultIPs(result)}); err != nil {
+			return err
+		}
+	}
 	result.Interfaces = []*current.Interface{
 		{Name: hostIf, Mac: pair.hostMAC.String(), Mtu: conf.MTU},
 		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
 	}
 	return completeAdd(netns, store, att, result, 1, cniVersion)
+}
+
+// resultIPs returns the addresses of result.
+func resultIPs(result *current.Result) []net.IP {
+	ips := make([]net.IP, 0, len(result.IPs))
+	for _, ipc := range result.IPs {
+		ips = append(ips, ipc.Address.IP)
+	}
+	return ips
 }
 
 // ipamResult is the result of the IPAM plugin's ADD (r, err) as a types/100

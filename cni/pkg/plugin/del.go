@@ -18,6 +18,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -46,7 +47,8 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 		}
 		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Netns: args.Netns,
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
-			HostIfName: HostIfName(args.ContainerID, args.IfName), IPAMType: conf.IPAM.Type(), IPAMConf: conf.IPAMConf}
+			HostIfName: HostIfName(args.ContainerID, args.IfName), IPAMType: conf.IPAM.Type(), IPAMConf: conf.IPAMConf,
+			PortSecurity: conf.PortSecurityOn()}
 	}
 	if att.Datapath == netconf.DatapathOVS && p.ovs == nil {
 		// Recorded on OVS by an ADD whose network has since moved to another datapath.
@@ -88,6 +90,11 @@ func (m ovsClients) close() {
 func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
 	if att.Datapath == netconf.DatapathMacvtap {
 		return false, macvtap.Delete(att.Netns, att.IfName, alias)
+	}
+	if att.PortSecurity {
+		if err := portsec.Remove(ctx, att.HostIfName); err != nil {
+			return false, err
+		}
 	}
 	if err := deleteHostVeth(att.HostIfName, alias); err != nil {
 		return false, err
@@ -207,6 +214,11 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			continue
 		}
 		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", port.ContainerID, port.IfName, port.HostIf)
+		if conf.PortSecurityOn() {
+			if err := portsec.Remove(ctx, port.HostIf); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := deleteHostVeth(port.HostIf, hostAlias(port.Network, port.ContainerID, port.IfName)); err != nil {
 			errs = append(errs, err)
 		}

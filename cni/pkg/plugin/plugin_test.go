@@ -462,6 +462,9 @@ func testGC(t *testing.T, datapath string) {
 	e.expectGone(g, rebooted, false)
 	g.Expect(cnitest.LinkExists(noState.hostIf())).To(BeFalse())
 	g.Expect(cnitest.Links(t, nsD)).To(ConsistOf("lo"))
+	for _, a := range []*attachment{stale, rebooted, noState} {
+		g.Expect(portsecChainExists(a.hostIf())).To(BeFalse(), "port security rules of %s", a.hostIf())
+	}
 	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ContainElement(keep.ip()))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(2), "keep and other")
 	g.Expect(e.check(keep)).To(Succeed(), "GC leaves valid attachments alone")

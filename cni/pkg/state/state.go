@@ -46,6 +46,9 @@ type Attachment struct {
 	HostIfName string `json:"hostIfName"`
 	// MAC is the container interface MAC address.
 	MAC string `json:"mac,omitempty"`
+	// PortSecurity is true once ADD may have installed port security rules
+	// for HostIfName (cni/pkg/portsec); DEL and GC remove them.
+	PortSecurity bool `json:"portSecurity,omitempty"`
 	// IPAMType is the IPAM plugin that holds the attachment's addresses.
 	IPAMType string `json:"ipamType"`
 	// NetConf is the configuration ADD ran with, as the runtime gave it.
