@@ -215,7 +215,6 @@ func dropCount(t *testing.T, chain, match string) int {
 	return n
 }
 
-
 // portsecChainExists reports whether the port security chain of hostIf exists.
 func portsecChainExists(hostIf string) bool {
 	return exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(hostIf)).Run() == nil
