@@ -37,7 +37,7 @@ func TestRenderNetConf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
 			att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "db-link", Namespace: "apps"}, Spec: v1alpha1.FastPathAttachmentSpec{Network: tc.network}}
-			got, err := RenderNetConf(att)
+			got, err := RenderNetConf(att, RenderOptions{})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(got).To(gomega.Equal(tc.want))
 			// The plugin accepts what the operator renders, for pods of
@@ -50,7 +50,7 @@ func TestRenderNetConf(t *testing.T) {
 	}
 	g := gomega.NewWithT(t)
 	g.Expect(v1alpha1.MaxCNINetworkNameLen).To(gomega.Equal(netconf.MaxNameLen), "the operator's names fit the plugin's limit")
-	_, err := RenderNetConf(&v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "apps"}})
+	_, err := RenderNetConf(&v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "apps"}}, RenderOptions{})
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("spec.network is not set")))
 }
 
@@ -62,7 +62,7 @@ func TestRenderNetConfNamesPerNamespace(t *testing.T) {
 	render := func(ns, name string) *netconf.NetConf {
 		att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: v1alpha1.FastPathAttachmentSpec{Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}}
-		got, err := RenderNetConf(att)
+		got, err := RenderNetConf(att, RenderOptions{})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		conf, _, err := netconf.LoadNetConf([]byte(got))
 		g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -74,4 +74,20 @@ func TestRenderNetConfNamesPerNamespace(t *testing.T) {
 	long := render(strings.Repeat("n", 63), strings.Repeat("x", 253))
 	g.Expect(len(long.Name)).To(gomega.BeNumerically("<=", netconf.MaxNameLen))
 	g.Expect(long.Namespace).To(gomega.Equal(strings.Repeat("n", 63)))
+}
+
+// TestRenderNetConfPortSecurity: a network with portSecurity Disabled
+// renders "portSecurity": false; Enabled (the default) leaves the key out,
+// which the plugin reads as on.
+func TestRenderNetConfPortSecurity(t *testing.T) {
+	g := gomega.NewWithT(t)
+	att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "a"},
+		Spec: v1alpha1.FastPathAttachmentSpec{Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}}
+	for ps, on := range map[v1alpha1.PortSecurity]bool{"": true, v1alpha1.PortSecurityEnabled: true, v1alpha1.PortSecurityDisabled: false} {
+		got, err := RenderNetConf(att, RenderOptions{PortSecurity: ps})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		conf, _, err := netconf.LoadNetConf([]byte(got))
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(conf.PortSecurityOn()).To(gomega.Equal(on), "portSecurity %q: %s", ps, got)
+	}
 }
