@@ -48,7 +48,9 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Netns: args.Netns,
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
 			HostIfName: HostIfName(args.ContainerID, args.IfName), IPAMType: conf.IPAM.Type(), IPAMConf: conf.IPAMConf,
-			PortSecurity: conf.PortSecurityOn()}
+			// Without a record, rules are looked for only while the port is
+			// there: a repeated DEL costs no nft run (GC finds the rest).
+			PortSecurity: conf.PortSecurityOn() && hostVethExists(HostIfName(args.ContainerID, args.IfName))}
 	}
 	if att.Datapath == netconf.DatapathOVS && p.ovs == nil {
 		// Recorded on OVS by an ADD whose network has since moved to another datapath.

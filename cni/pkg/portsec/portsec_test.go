@@ -23,3 +23,16 @@ func TestRules(t *testing.T) {
 		"ether type arp counter drop", "ether type ip counter drop"))
 	g.Expect(ChainName("fp0123456789abc")).To(Equal("port-fp0123456789abc"))
 }
+
+func TestApplyScript(t *testing.T) {
+	g := NewWithT(t)
+	mac, _ := net.ParseMAC("02:fa:57:00:00:01")
+	script := ApplyScript(Port{HostIf: "fp0123456789abc", MAC: mac, IPs: []net.IP{net.ParseIP("10.250.0.2")}})
+	g.Expect(script).To(HavePrefix("add table bridge fastpath"))
+	g.Expect(script).To(ContainSubstring("flush chain bridge fastpath prerouting\nadd rule bridge fastpath prerouting iifname vmap @ports\n"))
+	g.Expect(script).To(ContainSubstring("add rule bridge fastpath port-fp0123456789abc ether saddr != 02:fa:57:00:00:01 counter drop\n"))
+	g.Expect(script).To(HaveSuffix("add element bridge fastpath ports { \"fp0123456789abc\" : goto port-fp0123456789abc }\n"))
+	for _, bad := range []string{"", "fp0123456789abcd", `fp"; flush ruleset`} {
+		g.Expect(validIfName(bad)).To(BeFalse(), bad)
+	}
+}
