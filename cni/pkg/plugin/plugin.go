@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -207,7 +208,8 @@ func openNetNS(path string) (ns.NetNS, error) {
 }
 
 // CmdStatus (CNI 1.1) reports whether the plugin can serve ADD: the state
-// directory is usable, the bridge exists (and, for OVS, OVSDB answers), and
+// directory is usable, the bridge exists (and, for OVS, OVSDB answers), the
+// nft binary is there when the port needs port security, and
 // the IPAM plugin's own STATUS. Errors carry code 50 (ErrPluginNotAvailable)
 // or 51 (ErrLimitedConnectivity, e.g. a Linux bridge that is down).
 func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
@@ -227,6 +229,11 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	defer dp.Close()
 	if err := dp.Status(ctx); err != nil {
 		return err
+	}
+	if conf.PortSecurityOn() {
+		if err := portsec.Available(); err != nil {
+			return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+		}
 	}
 	if err := ipam.ExecStatus(conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		var cniErr *types.Error

@@ -492,6 +492,15 @@ func testStatus(t *testing.T, datapath string) {
 		g.Expect(cniErr.Msg).To(ContainSubstring("bridge " + e.br.Name + " is down"))
 		g.Expect(netlink.LinkSetUp(br)).To(Succeed())
 		g.Expect(e.status(conf)).To(Succeed())
+
+		// Port security (on by default) needs nft; a PATH without it is
+		// reported, and a network without port security does not care.
+		t.Setenv("PATH", bins.CNIPath("1.1.0"))
+		err = e.status(conf)
+		g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
+		g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrPluginNotAvailable))
+		g.Expect(cniErr.Msg).To(ContainSubstring("port security needs the nft binary"))
+		g.Expect(e.status(e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))).To(Succeed())
 		return
 	}
 	bad := *e.br

@@ -90,6 +90,15 @@ func run(ctx context.Context, script string) error {
 	return nil
 }
 
+// Available reports, without running it, whether the nft binary is on PATH:
+// an error naming it when not.
+func Available() error {
+	if _, err := exec.LookPath(nftBinary); err != nil {
+		return fmt.Errorf("port security needs the %s binary on the node: %w", nftBinary, err)
+	}
+	return nil
+}
+
 // notFound reports whether err is nft's "No such file or directory": the
 // table, chain or element to delete does not exist.
 func notFound(err error) bool {
