@@ -93,6 +93,11 @@ func TestPortSecurityDropsSpoofedSource(t *testing.T) {
 	g.Expect(dropCount(t, chain, `ether saddr != `+aMAC.String())).To(BeNumerically(">=", 1), chain)
 	g.Expect(dropCount(t, chain, `ip saddr != `)).To(BeNumerically(">=", 1), chain)
 
+	// CHECK sees the rules, and misses them once they are gone.
+	g.Expect(e.check(b)).To(Succeed())
+	g.Expect(exec.Command("nft", "delete", "element", "bridge", portsec.TableName, "ports", `{ "`+b.hostIf()+`" }`).Run()).To(Succeed())
+	g.Expect(e.check(b)).To(MatchError(ContainSubstring("port security of " + b.hostIf() + " is missing")))
+
 	// DEL removes the port's rules.
 	g.Expect(e.del(a, nsA.Path())).To(Succeed())
 	out, err := exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(a.hostIf())).CombinedOutput()

@@ -176,6 +176,29 @@ func Remove(ctx context.Context, hostIf string) error {
 	return nil
 }
 
+// Check verifies that the port hostIf has its chain and its entry in the
+// dispatch map (not the rules themselves: Apply replaces them whole). The
+// error says which is missing.
+func Check(ctx context.Context, hostIf string) error {
+	if !validIfName(hostIf) {
+		return fmt.Errorf("failed to check port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", hostIf)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, nftBinary, "list", "table", "bridge", TableName)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("port security of %s is missing: cannot list nftables table bridge %s: %w: %s", hostIf, TableName, err, strings.TrimSpace(stderr.String()))
+	}
+	out, chain := stdout.String(), ChainName(hostIf)
+	if !strings.Contains(out, "chain "+chain+" {") {
+		return fmt.Errorf("port security of %s is missing: table bridge %s has no chain %s", hostIf, TableName, chain)
+	}
+	if !strings.Contains(out, `"`+hostIf+`" : goto `+chain) {
+		return fmt.Errorf("port security of %s is missing: map %s of table bridge %s does not send it to chain %s", hostIf, portsMap, TableName, chain)
+	}
+	return nil
+}
+
 // validIfName reports whether name can be an interface name and so is safe
 // in an nft script: 1-15 characters of [a-zA-Z0-9_.-].
 func validIfName(name string) bool {
