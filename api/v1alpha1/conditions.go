@@ -135,6 +135,12 @@ const (
 	// ReasonSSHKeyMissing: the Secret named by spec.sshKeySecretRef (key
 	// ssh-privatekey) does not exist yet (VM mode); the benchmark waits for it.
 	ReasonSSHKeyMissing = "SSHKeyMissing"
+	// ReasonRunnerObjectConflict: the runner's ServiceAccount, Role or
+	// RoleBinding ("<benchmark>-runner") or the results ConfigMap
+	// ("<benchmark>-results") exists and this benchmark does not control it;
+	// it is left exactly as it is and the message names it. The benchmark
+	// stays Pending and goes on once the object is deleted.
+	ReasonRunnerObjectConflict = "RunnerObjectConflict"
 	// ReasonUnsupported: the spec asks for something the controller cannot run
 	// (e.g. VSOCK tests, or client and server pods pinned to different nodes); the
 	// message says what. A retry cannot fix it; a spec change can.

@@ -17,6 +17,19 @@ const (
 	OffloadPolicyFixed OffloadPolicy = "Fixed"
 )
 
+// PortSecurity says whether a network's bridge ports forward only their own
+// addresses.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type PortSecurity string
+
+const (
+	// PortSecurityEnabled: each VM's (or pod's) bridge port forwards only
+	// frames from the MAC and IP addresses its attachment was given.
+	PortSecurityEnabled PortSecurity = "Enabled"
+	// PortSecurityDisabled: bridge ports forward frames from any source.
+	PortSecurityDisabled PortSecurity = "Disabled"
+)
+
 // MTURange bounds the MTU attachments may choose on a network, in bytes.
 // +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="spec.mtu.min must not exceed spec.mtu.max"
 // +kubebuilder:validation:XValidation:rule="!has(self.default) || ((!has(self.min) || self.min <= self.default) && (!has(self.max) || self.default <= self.max))",message="spec.mtu.default must lie within spec.mtu.min and spec.mtu.max"
@@ -86,6 +99,16 @@ type FastPathNetworkSpec struct {
 	// on datapath Macvtap (the kernel keeps a macvtap's offloads on).
 	// +optional
 	Offloads *Offloads `json:"offloads,omitempty"`
+
+	// portSecurity: Enabled | Disabled. Default Enabled: each bridge port
+	// forwards only frames whose source MAC, ARP sender and IPv4/IPv6 source
+	// are the ones its attachment was given (IPv6 link-local sources stay
+	// allowed), so a guest cannot pose as a neighbour; the CNI plugin drops
+	// the rest with nftables (bridge family) on the node. Enforced on datapath
+	// LinuxBridge; OVS and Macvtap ports are not filtered yet. Disabled is for
+	// guests that route or bridge other addresses.
+	// +optional
+	PortSecurity PortSecurity `json:"portSecurity,omitempty"`
 
 	// namespaceSelector selects the namespaces whose FastPathAttachments may
 	// use this network, by the namespaces' labels (e.g.

@@ -15,6 +15,8 @@ const (
 	DefaultNetworkMaxMTU = DefaultMTU
 	// DefaultOffloadPolicy lets tenants choose offloads.
 	DefaultOffloadPolicy = OffloadPolicyTenantChoice
+	// DefaultPortSecurity filters every bridge port to its own addresses.
+	DefaultPortSecurity = PortSecurityEnabled
 )
 
 // DefaultNetworkAnnotation set to "true" on one FastPathNetwork makes it the
@@ -44,6 +46,9 @@ func DefaultNetworkSpec(spec FastPathNetworkSpec) FastPathNetworkSpec {
 	}
 	if out.OffloadPolicy == "" {
 		out.OffloadPolicy = DefaultOffloadPolicy
+	}
+	if out.PortSecurity == "" {
+		out.PortSecurity = DefaultPortSecurity
 	}
 	if out.Offloads == nil {
 		out.Offloads = &Offloads{}

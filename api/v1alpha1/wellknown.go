@@ -114,5 +114,34 @@ func SiblingSocketPath(namespace, vm string) string {
 func MacvtapResourceName(lower string) string { return MacvtapResourceDomain + "/" + lower }
 
 // NetworkName returns the VM network and interface name of an attachment:
-// "fp-<attachment>".
+// "fp-<attachment>". It names the network inside one VM; the CNI network
+// name on the node is CNINetworkName.
 func NetworkName(attachment string) string { return NetworkNamePrefix + attachment }
+
+// MaxCNINetworkNameLen is the longest CNINetworkName in bytes: the fastpath
+// plugin's limit on a netconf "name" (cni/pkg/netconf.MaxNameLen, which says
+// where 165 comes from).
+const MaxCNINetworkNameLen = 165
+
+// cniNetworkHashLen is the number of hex digits of sha256 in a hashed
+// CNINetworkName: 128 bits.
+const cniNetworkHashLen = 32
+
+// CNINetworkName returns the CNI network name (the netconf "name") of the
+// attachment namespace/attachment: "fp-<namespace>.<attachment>", or, when
+// that is longer than MaxCNINetworkNameLen, "fp-<namespace>-<first 32 hex
+// digits of sha256("<namespace>/<attachment>")>".
+//
+// It is unique per namespace, so that two namespaces' attachments of one
+// name never share what the node keys by network name: host-local's
+// directory <dataDir>/<name>, the scope of a CNI GC, the plugin's records.
+// A namespace is a DNS label (no "."), so the first "." splits the short
+// form unambiguously; the hashed form has no "." and so never equals a short
+// one.
+func CNINetworkName(namespace, attachment string) string {
+	if name := NetworkNamePrefix + namespace + "." + attachment; len(name) <= MaxCNINetworkNameLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + attachment))
+	return NetworkNamePrefix + namespace + "-" + hex.EncodeToString(sum[:])[:cniNetworkHashLen]
+}

@@ -52,7 +52,7 @@ var _ = Describe("FastPathAttachment", func() {
 		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 		nad, err := getNAD(ns, "db-link")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(nad.Spec.Config).To(Equal(`{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"OVS","bridge":"br-fast","mtu":65000,` +
+		Expect(nad.Spec.Config).To(Equal(`{"cniVersion":"1.0.0","name":"fp-` + ns + `.db-link","type":"fastpath","namespace":"` + ns + `","datapath":"OVS","bridge":"br-fast","mtu":65000,` +
 			`"offloads":{"tso":true,"gso":true,"gro":false,"txChecksum":true},"ipam":{"rangeStart":"10.250.0.10","subnet":"10.250.0.0/24","type":"host-local"}}`))
 		Expect(nad.OwnerReferences).To(ConsistOf(metav1.OwnerReference{
 			APIVersion: "fastpath.io/v1alpha1", Kind: "FastPathAttachment", Name: "db-link", UID: getAttachment(ns, "db-link").UID,

@@ -36,7 +36,7 @@ func (r *Reconciler) reconcileNetwork(ctx context.Context, s *scope) (ctrl.Resul
 		s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionTrue, v1alpha1.ReasonNotRequested, "spec.network is not set")
 		return ctrl.Result{}, nil
 	}
-	config, err := RenderNetConf(s.effective())
+	config, err := RenderNetConf(s.effective(), s.renderOptions())
 	if err != nil {
 		return ctrl.Result{}, err
 	}

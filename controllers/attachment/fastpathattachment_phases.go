@@ -40,8 +40,10 @@ type scope struct {
 	selector labels.Selector
 	// invalid is set when the spec is wrong in a way a retry cannot fix.
 	invalid error
-	// network is the FastPathNetwork spec.network resolved on.
-	network string
+	// network is the FastPathNetwork spec.network resolved on, and
+	// portSecurity its spec.portSecurity (defaulted).
+	network      string
+	portSecurity v1alpha1.PortSecurity
 	// vms are the selected VMs in name order; release are VMs that carry this
 	// attachment's wiring but are no longer its to wire.
 	vms     []*vmState
@@ -139,7 +141,7 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, 
 	if n.Offloads.TSO.On() && !n.Offloads.TXChecksum.On() {
 		return ctrl.Result{}, s.invalidSpec("spec.network.offloads.tso On requires spec.network.offloads.txChecksum On: the kernel turns TSO off without TX checksum offload")
 	}
-	conf, err := RenderNetConf(s.effective())
+	conf, err := RenderNetConf(s.effective(), s.renderOptions())
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -45,6 +45,7 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 		var resolved v1alpha1.FastPathAttachmentSpec
 		if resolved, err = v1alpha1.ResolveNetwork(spec, ns.Labels, net); err == nil {
 			s.network = net.Name
+			s.portSecurity = v1alpha1.DefaultNetworkSpec(net.Spec).PortSecurity
 			return resolved, nil
 		}
 	}
@@ -157,6 +158,11 @@ func (r *Reconciler) attachmentsForNamespace(ctx context.Context, obj client.Obj
 
 // effective returns the attachment with its spec resolved on its network, for
 // renderers that take an attachment (RenderNetConf, wiring.ForAttachment).
+// renderOptions are what RenderNetConf takes from the resolved network.
+func (s *scope) renderOptions() RenderOptions {
+	return RenderOptions{PortSecurity: s.portSecurity}
+}
+
 func (s *scope) effective() *v1alpha1.FastPathAttachment {
 	a := s.att.DeepCopy()
 	a.Spec = s.spec

@@ -16,16 +16,32 @@ const NetConfCNIVersion = "1.0.0"
 // per-node allocation fits a network that never leaves one node.
 const IPAMPlugin = "host-local"
 
+// RenderOptions are what a netconf takes from the attachment's resolved
+// FastPathNetwork rather than from the attachment.
+type RenderOptions struct {
+	// PortSecurity is the network's spec.portSecurity; "" means
+	// v1alpha1.DefaultPortSecurity (Enabled).
+	PortSecurity v1alpha1.PortSecurity
+}
+
 // RenderNetConf returns the fastpath CNI netconf (docs/design.md §3.1) of an
 // attachment: the JSON of netconf.NetConf with the spec's defaults applied
-// (v1alpha1.DefaultAttachmentSpec), e.g.
+// (v1alpha1.DefaultAttachmentSpec), e.g. for apps/db-link
 //
-//	{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge",
-//	 "bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},
+//	{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps",
+//	 "datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,
+//	 "offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},
 //	 "ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}
 //
+// The name is unique per namespace (v1alpha1.CNINetworkName) and the
+// namespace is the attachment's: the plugin adds only pods of that namespace.
+//
+// With opts.PortSecurity Disabled it adds "portSecurity": false; otherwise
+// the key is absent and the plugin filters each Linux bridge port to its own
+// MAC and IPs (netconf.NetConf.PortSecurityOn).
+//
 // The output is deterministic. It fails when the attachment has no spec.network.
-func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
+func RenderNetConf(att *v1alpha1.FastPathAttachment, opts RenderOptions) (string, error) {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
 	n := spec.Network
 	if n == nil {
@@ -41,8 +57,9 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
 	}
 	conf := netconf.NetConf{
 		CNIVersion: NetConfCNIVersion,
-		Name:       v1alpha1.NetworkName(att.Name),
+		Name:       v1alpha1.CNINetworkName(att.Namespace, att.Name),
 		Type:       netconf.PluginType,
+		Namespace:  att.Namespace,
 		Datapath:   string(n.Datapath),
 		Bridge:     n.Bridge,
 		MTU:        int(*n.MTU),
@@ -50,6 +67,10 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment) (string, error) {
 			TSO: on(n.Offloads.TSO), GSO: on(n.Offloads.GSO), GRO: on(n.Offloads.GRO), TXChecksum: on(n.Offloads.TXChecksum),
 		},
 		IPAM: ipam,
+	}
+	if opts.PortSecurity == v1alpha1.PortSecurityDisabled {
+		off := false
+		conf.PortSecurity = &off
 	}
 	data, err := json.Marshal(conf)
 	if err != nil {

@@ -161,6 +161,32 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		}
 	})
 
+	It("renders the network's portSecurity into the NAD: Disabled as false, Enabled (the default) as the plugin's default", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+		net := createNetwork("ps-"+ns, v1alpha1.FastPathNetworkSpec{
+			Bridge: "fp-ps", PortSecurity: v1alpha1.PortSecurityDisabled,
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+		nadConfig := func() string {
+			nad, err := getNAD(ns, "db-link")
+			if err != nil {
+				return err.Error()
+			}
+			return nad.Spec.Config
+		}
+		Eventually(nadConfig).Should(ContainSubstring(`"portSecurity":false`))
+
+		By("the admin enabling it")
+		n := &v1alpha1.FastPathNetwork{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
+		n.Spec.PortSecurity = v1alpha1.PortSecurityEnabled
+		Expect(env.Client.Update(ctx, n)).To(Succeed())
+		Eventually(nadConfig).Should(And(ContainSubstring(`"bridge":"fp-ps"`), Not(ContainSubstring(`portSecurity`))))
+	})
+
 	It("refuses an attachment on a network outside its namespace's reach, naming the field, and follows the admin's changes", func() {
 		ns := newNamespace()
 		tenant, _ := tenantClient(ns)

@@ -76,8 +76,9 @@ type Reconciler struct {
 
 // SetupWithManager fills the Reconciler's unset fields from mgr, registers
 // the field indexes it needs and the controller "fastpathbenchmark", which
-// watches FastPathBenchmarks, the Jobs, Pods, ConfigMaps, ServiceAccounts,
-// Roles and RoleBindings they own, FastPathAttachments and VMIs. options are
+// watches FastPathBenchmarks, the Jobs and Pods they own, the ConfigMaps,
+// ServiceAccounts, Roles and RoleBindings named as their runner objects
+// (owned or not), FastPathAttachments and VMIs. options are
 // passed to the controller. It fails when RunnerImage is empty or an index
 // cannot be registered.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
@@ -104,10 +105,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		For(&fastpathv1alpha1.FastPathBenchmark{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Pod{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
+		// By name rather than by owner: a benchmark refused an object it
+		// does not control (RunnerObjectConflict) must hear of its deletion.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
+		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
+		Watches(&rbacv1.Role{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
+		Watches(&rbacv1.RoleBinding{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
 		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment)))
 	if !r.KubeVirtAbsent {
 		b = b.Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexVM)))

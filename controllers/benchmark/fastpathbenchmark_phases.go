@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -122,52 +124,107 @@ func (r *Reconciler) reconcileSpec(_ context.Context, s *scope) (ctrl.Result, er
 }
 
 // reconcileRunnerAccess ensures the results ConfigMap and the runner's
-// ServiceAccount, Role and RoleBinding.
+// ServiceAccount, Role and RoleBinding. One of those names held by an object
+// the benchmark does not control stops the run Pending with
+// RunnerObjectConflict naming it: the object is never adopted or changed
+// (its owner may hold rights the benchmark's creator lacks), and the
+// benchmark goes on once it is deleted (the watch in SetupWithManager).
 func (r *Reconciler) reconcileRunnerAccess(ctx context.Context, s *scope) (ctrl.Result, error) {
 	b := s.bench
 	cm := benchjob.ResultsConfigMap(b.Name, b.Namespace)
-	if err := r.ensure(ctx, b, cm, func(existing, want client.Object) {
+	sa, role, rb := benchjob.RunnerRBAC(b.Name, b.Namespace)
+	err := r.ensure(ctx, b, cm, func(existing, want client.Object) {
 		existing.SetLabels(want.GetLabels())
-	}); err != nil {
+	})
+	if err == nil {
+		err = r.ensure(ctx, b, sa, func(existing, want client.Object) { existing.SetLabels(want.GetLabels()) })
+	}
+	if err == nil {
+		err = r.ensure(ctx, b, role, func(existing, want client.Object) {
+			existing.SetLabels(want.GetLabels())
+			existing.(*rbacv1.Role).Rules = want.(*rbacv1.Role).Rules
+		})
+	}
+	if err == nil {
+		// A RoleBinding's roleRef is immutable; ours never changes.
+		err = r.ensure(ctx, b, rb, func(existing, want client.Object) {
+			existing.SetLabels(want.GetLabels())
+			existing.(*rbacv1.RoleBinding).Subjects = want.(*rbacv1.RoleBinding).Subjects
+		})
+	}
+	var foreign *foreignObjectError
+	if errors.As(err, &foreign) {
+		setPending(b, fastpathv1alpha1.ReasonRunnerObjectConflict, foreign.Error())
+		s.stop = true
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	s.configMap = cm
 	b.Status.ResultsConfigMap = cm.Name
-
-	sa, role, rb := benchjob.RunnerRBAC(b.Name, b.Namespace)
-	if err := r.ensure(ctx, b, sa, func(existing, want client.Object) { existing.SetLabels(want.GetLabels()) }); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.ensure(ctx, b, role, func(existing, want client.Object) {
-		existing.SetLabels(want.GetLabels())
-		existing.(*rbacv1.Role).Rules = want.(*rbacv1.Role).Rules
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	// A RoleBinding's roleRef is immutable; ours never changes.
-	if err := r.ensure(ctx, b, rb, func(existing, want client.Object) {
-		existing.SetLabels(want.GetLabels())
-		existing.(*rbacv1.RoleBinding).Subjects = want.(*rbacv1.RoleBinding).Subjects
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
 	return ctrl.Result{}, nil
 }
 
-// ensure creates want (owned by b) or updates the existing object with mutate;
-// on return obj holds the object as stored.
+// foreignObjectError says that a runner object's name is taken by an object
+// the benchmark does not control.
+type foreignObjectError struct {
+	kind string
+	key  client.ObjectKey
+}
+
+func (e *foreignObjectError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by this benchmark: left as it is; delete it or rename the benchmark", e.kind, e.key)
+}
+
+// ensure creates obj (its desired state, controlled by b) when no object of
+// its name exists, or brings the one b controls up to date with mutate
+// (existing is the stored object, want the desired one); on return obj holds
+// the object as stored. An object of that name that b does not control (no
+// controller ownerReference to b) is neither adopted nor changed: ensure
+// returns a *foreignObjectError naming it.
 func (r *Reconciler) ensure(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmark, obj client.Object, mutate func(existing, want client.Object)) error {
 	want := obj.DeepCopyObject().(client.Object)
-	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, obj, func() error {
-		mutate(obj, want)
-		return controllerutil.SetControllerReference(b, obj, r.Client.Scheme())
-	})
-	if err != nil {
-		return fmt.Errorf("failed to ensure %T %s: %w", obj, klog.KObj(obj), err)
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme()); err == nil {
+		kind = gvk.Kind
 	}
-	if op != controllerutil.OperationResultNone {
-		log.FromContext(ctx).Info("Ensured benchmark child", "object", klog.KObj(obj), "operation", op)
+	key := client.ObjectKeyFromObject(obj)
+	err := r.Client.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		// obj still holds the desired state (a Get that finds nothing
+		// leaves it alone, as controllerutil.CreateOrUpdate relies on).
+		if err := controllerutil.SetControllerReference(b, obj, r.Client.Scheme()); err != nil {
+			return fmt.Errorf("failed to set owner of %s %s: %w", kind, key, err)
+		}
+		err := r.Client.Create(ctx, obj, client.FieldOwner(fastpathv1alpha1.FieldManager))
+		if err == nil {
+			log.FromContext(ctx).Info("Created benchmark child", "kind", kind, "object", klog.KObj(obj))
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create %s %s: %w", kind, key, err)
+		}
+		// The cache was behind: decide on the live object.
+		if err := r.APIReader.Get(ctx, key, obj); err != nil {
+			return fmt.Errorf("failed to get %s %s: %w", kind, key, err)
+		}
+	case err != nil:
+		return fmt.Errorf("failed to get %s %s: %w", kind, key, err)
 	}
+	if !metav1.IsControlledBy(obj, b) {
+		return &foreignObjectError{kind: kind, key: key}
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	mutate(obj, want)
+	if equality.Semantic.DeepEqual(base, obj) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fastpathv1alpha1.FieldManager)); err != nil {
+		return fmt.Errorf("failed to update %s %s: %w", kind, key, err)
+	}
+	log.FromContext(ctx).Info("Updated benchmark child", "kind", kind, "object", klog.KObj(obj))
 	return nil
 }
 

@@ -76,7 +76,8 @@ func headline(st *fastpathv1alpha1.FastPathBenchmarkStatus) *metav1.Condition {
 }
 
 // recordTransition emits one Event when the phase or its deciding reason
-// changed: Warning for Failed, Normal otherwise; the reason is the
+// changed: Warning for Failed and for RunnerObjectConflict (someone must
+// delete an object or rename the benchmark), Normal otherwise; the reason is the
 // condition's reason and the message its message.
 func recordTransition(rec record.EventRecorder, b *fastpathv1alpha1.FastPathBenchmark, before *fastpathv1alpha1.FastPathBenchmarkStatus) {
 	now := headline(&b.Status)
@@ -87,7 +88,7 @@ func recordTransition(rec record.EventRecorder, b *fastpathv1alpha1.FastPathBenc
 		return
 	}
 	typ := corev1.EventTypeNormal
-	if b.Status.Phase == fastpathv1alpha1.BenchmarkFailed {
+	if b.Status.Phase == fastpathv1alpha1.BenchmarkFailed || now.Reason == fastpathv1alpha1.ReasonRunnerObjectConflict {
 		typ = corev1.EventTypeWarning
 	}
 	rec.Event(b, typ, now.Reason, now.Message)

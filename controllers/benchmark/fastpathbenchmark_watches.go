@@ -3,6 +3,7 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 )
 
 // Field indexes on FastPathBenchmark, so attachment and VMI events find the
@@ -52,6 +54,31 @@ func (r *Reconciler) mapBy(index string) handler.MapFunc {
 		}
 		return reqs
 	}
+}
+
+// mapRunnerObject maps a ConfigMap, ServiceAccount, Role or RoleBinding to
+// the benchmarks of its namespace whose results ConfigMap
+// (benchjob.ResultsConfigMapName) or runner objects (benchjob.RunnerName)
+// have its name, whoever controls it: a benchmark stopped by
+// RunnerObjectConflict goes on when the object it refused is deleted. Other
+// names map to nothing without a list.
+func (r *Reconciler) mapRunnerObject(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.GetName()
+	if !strings.HasSuffix(name, "-runner") && !strings.HasSuffix(name, "-results") {
+		return nil
+	}
+	var list fastpathv1alpha1.FastPathBenchmarkList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list FastPathBenchmarks", "object", klog.KObj(o))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, b := range list.Items {
+		if benchjob.RunnerName(b.Name) == name || benchjob.ResultsConfigMapName(b.Name) == name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+		}
+	}
+	return reqs
 }
 
 // benchmarkVMs lists every VM a spec names: client and server of each pair.

@@ -205,7 +205,7 @@ func measureVsReference(b *testing.B, datapath string, c int) (fp, ref latencies
 		b.Fatalf("the reference plugin %s is missing (apt-get install containernetworking-plugins): %v", r.binary, err)
 	}
 	br := cnitest.NewBridge(b, datapath, 9000)
-	fpConf := br.NetConf(b, cnitest.Conf{CNIVersion: "1.0.0", StateDir: b.TempDir(), IPAMDir: b.TempDir()})
+	fpConf := br.NetConf(b, cnitest.Conf{CNIVersion: "1.0.0", StateDir: b.TempDir()})
 	refConf, err := json.Marshal(r.conf(br, b.TempDir()))
 	if err != nil {
 		b.Fatal(err)
@@ -257,8 +257,7 @@ func key(datapath, op string, c int) string { return fmt.Sprintf("%s/%s/%d", dat
 // fresh bridge and returns the ADD and DEL latencies.
 func measure(b *testing.B, datapath string, c int) (add, del []time.Duration) {
 	br := cnitest.NewBridge(b, datapath, 9000)
-	stateDir, ipamDir := b.TempDir(), b.TempDir()
-	conf := br.NetConf(b, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+	conf := br.NetConf(b, cnitest.Conf{CNIVersion: "1.0.0", StateDir: b.TempDir()})
 	batches, size := sequentialPairs, 1
 	if c > 1 {
 		batches, size = rounds, c

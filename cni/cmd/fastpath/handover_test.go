@@ -50,15 +50,16 @@ func TestOVSHandOver(t *testing.T) {
 	moved := func(t *testing.T, g *WithT, version string) (ovsBr *cnitest.Bridge, inv invocation, lbConf []byte, stateDir, ipamDir string) {
 		ovsBr = cnitest.NewBridge(t, netconf.DatapathOVS, 9000)
 		lbBr := cnitest.NewBridge(t, netconf.DatapathLinuxBridge, 9000)
-		stateDir, ipamDir = t.TempDir(), t.TempDir()
-		ovsConf := ovsBr.NetConf(t, cnitest.Conf{CNIVersion: version, StateDir: stateDir, IPAMDir: ipamDir})
+		stateDir = t.TempDir()
+		ipamDir = netconf.IPAMDataDir(stateDir)
+		ovsConf := ovsBr.NetConf(t, cnitest.Conf{CNIVersion: version, StateDir: stateDir})
 		netns := cnitest.NewNS(t)
 		inv = invocation{command: "ADD", containerID: containerID(), netns: netns.Path(), ifName: "net1", cniPath: bins.CNIPath(version), conf: ovsConf}
 		_, err := inv.run()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ovsBr.Ports(t)).To(HaveLen(1))
 		// The node configuration now names no OVSDB endpoint: the record's counts.
-		lbConf = lbBr.NetConf(t, cnitest.Conf{CNIVersion: version, StateDir: stateDir, IPAMDir: ipamDir})
+		lbConf = lbBr.NetConf(t, cnitest.Conf{CNIVersion: version, StateDir: stateDir})
 		return ovsBr, inv, lbConf, stateDir, ipamDir
 	}
 
@@ -87,17 +88,20 @@ func TestOVSHandOver(t *testing.T) {
 		g := NewWithT(t)
 		ovsBr := cnitest.NewBridge(t, netconf.DatapathOVS, 9000)
 		lbBr := cnitest.NewBridge(t, netconf.DatapathLinuxBridge, 9000)
-		stateDir, ipamDir := t.TempDir(), t.TempDir()
-		ovsConf := ovsBr.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+		stateDir := t.TempDir()
+		ipamDir := netconf.IPAMDataDir(stateDir)
+		ovsConf := ovsBr.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 		netns := cnitest.NewNS(t)
 		cid := containerID()
 		// What an ADD on OVS killed right after recording the attachment leaves.
 		store, err := state.New(stateDir)
 		g.Expect(err).NotTo(HaveOccurred())
+		loaded, _, err := netconf.LoadNetConf(ovsConf)
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(store.Save(&state.Attachment{ContainerID: cid, IfName: "net1", Netns: netns.Path(), Network: "fp-test",
 			Datapath: netconf.DatapathOVS, Bridge: ovsBr.Name, OVSSocket: ovsBr.OVSSocket, HostIfName: plugin.HostIfName(cid, "net1"),
-			IPAMType: "host-local", NetConf: ovsConf})).To(Succeed())
-		lbConf := lbBr.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+			IPAMType: "host-local", NetConf: ovsConf, IPAMConf: loaded.IPAMConf})).To(Succeed())
+		lbConf := lbBr.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 		inv := invocation{command: "ADD", containerID: cid, netns: netns.Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: lbConf}
 		_, err = inv.run()
 		g.Expect(err).NotTo(HaveOccurred())
@@ -116,8 +120,8 @@ func TestOVSHandOver(t *testing.T) {
 		copyFile(t, bins.Plugin(), alone)
 		for _, datapath := range []string{netconf.DatapathOVS, netconf.DatapathLinuxBridge} {
 			br := cnitest.NewBridge(t, datapath, 9000)
-			stateDir, ipamDir := t.TempDir(), t.TempDir()
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+			stateDir := t.TempDir()
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 			netns := cnitest.NewNS(t)
 			inv := invocation{command: "ADD", containerID: containerID(), netns: netns.Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: conf}
 			_, err := inv.runBinary(alone)
@@ -150,7 +154,7 @@ func TestOVSPluginServesBothDatapaths(t *testing.T) {
 			g := NewWithT(t)
 			br := cnitest.NewBridge(t, datapath, 9000)
 			stateDir := t.TempDir()
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: t.TempDir()})
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 			inv := invocation{command: "ADD", containerID: containerID(), netns: cnitest.NewNS(t).Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: conf}
 			_, err := inv.runBinary(bins.OVSPlugin())
 			g.Expect(err).NotTo(HaveOccurred())

@@ -55,8 +55,9 @@ func TestSIGKILLDuringAdd(t *testing.T) {
 		t.Run(datapath, func(t *testing.T) {
 			g := NewWithT(t)
 			br := cnitest.NewBridge(t, datapath, 9000)
-			stateDir, ipamDir := t.TempDir(), t.TempDir()
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+			stateDir := t.TempDir()
+			ipamDir := netconf.IPAMDataDir(stateDir)
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 18))
 
 			// Unkilled ADD/DELs measure how long ADD takes, to spread the kills
@@ -123,7 +124,7 @@ func TestSIGKILLDuringAdd(t *testing.T) {
 			entries, err := os.ReadDir(stateDir)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, e := range entries {
-				g.Expect(e.Name()).To(Equal("lock"), "no state or temporary file is left")
+				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName), "no state or temporary file is left")
 			}
 			g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
 			g.Expect(br.Ports(t)).To(BeEmpty())

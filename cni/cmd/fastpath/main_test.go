@@ -32,13 +32,17 @@ func TestMain(m *testing.M) {
 }
 
 // invocation is one execution of the built binary, with the environment a
-// runtime (Multus) sets.
+// runtime (Multus) sets; an empty cniArgs means cnitest.PodArgs (a pod of
+// cnitest.Namespace, the namespace cnitest netconfs name by default).
 type invocation struct {
 	command, containerID, netns, ifName, cniArgs, cniPath string
 	conf                                                  []byte
 }
 
 func (i invocation) env() []string {
+	if i.cniArgs == "" {
+		i.cniArgs = cnitest.PodArgs
+	}
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"CNI_COMMAND=" + i.command,
@@ -88,10 +92,11 @@ func TestBinaryLikeMultus(t *testing.T) {
 		t.Run(datapath, func(t *testing.T) {
 			g := NewWithT(t)
 			br := cnitest.NewBridge(t, datapath, 9000)
-			stateDir, ipamDir := t.TempDir(), t.TempDir()
+			stateDir := t.TempDir()
+			ipamDir := netconf.IPAMDataDir(stateDir)
 			netns := cnitest.NewNS(t)
 			ifName := kubevirtIfName("fp-db-link")
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", Name: "fp-db-link", StateDir: stateDir, IPAMDir: ipamDir,
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", Name: "fp-db-link", Namespace: "apps", StateDir: stateDir,
 				Extra: map[string]any{"capabilities": map[string]bool{"mac": true}, "runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:42"}}})
 			cid := containerID()
 			inv := invocation{containerID: cid, netns: netns.Path(), ifName: ifName, cniPath: cnitest.SystemCNIPath, conf: conf,
@@ -154,12 +159,12 @@ func TestBinaryErrorsAndVersions(t *testing.T) {
 
 	br := cnitest.NewBridge(t, netconf.DatapathLinuxBridge, 9000)
 	netns := cnitest.NewNS(t)
-	bad := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", MTU: 70000, StateDir: t.TempDir(), IPAMDir: t.TempDir()})
+	bad := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", MTU: 70000, StateDir: t.TempDir()})
 	_, err = invocation{command: "ADD", containerID: containerID(), netns: netns.Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: bad}.run()
 	g.Expect(err).To(Equal(&types.Error{Code: types.ErrInvalidNetworkConfig, Msg: "mtu 70000 is out of range: must be 1280-65535"}))
 
 	stateDir := t.TempDir()
-	conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: stateDir, IPAMDir: t.TempDir()})
+	conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: stateDir})
 	_, err = invocation{command: "STATUS", cniPath: bins.CNIPath("1.1.0"), conf: conf}.run()
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = invocation{command: "GC", cniPath: bins.CNIPath("1.1.0"), conf: conf}.run()
@@ -183,8 +188,9 @@ func TestConcurrentAddDel(t *testing.T) {
 		t.Run(datapath, func(t *testing.T) {
 			g := NewWithT(t)
 			br := cnitest.NewBridge(t, datapath, 9000)
-			stateDir, ipamDir := t.TempDir(), t.TempDir()
-			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir, IPAMDir: ipamDir})
+			stateDir := t.TempDir()
+			ipamDir := netconf.IPAMDataDir(stateDir)
+			conf := br.NetConf(t, cnitest.Conf{CNIVersion: "1.0.0", StateDir: stateDir})
 			netnses := make([]ns.NetNS, pairs)
 			for i := range netnses {
 				netnses[i] = cnitest.NewNS(t)
@@ -237,7 +243,7 @@ func TestConcurrentAddDel(t *testing.T) {
 			entries, err := os.ReadDir(stateDir)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, e := range entries {
-				g.Expect(e.Name()).To(Equal("lock"), "only the lock file stays in %s", filepath.Base(stateDir))
+				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName), "only the lock file and IPAM's directory stay in %s", filepath.Base(stateDir))
 			}
 		})
 	}

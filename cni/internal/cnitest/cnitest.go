@@ -19,6 +19,7 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -68,6 +69,19 @@ func Main(m *testing.M, withPlugin bool, bins **Binaries) int {
 	}
 	*bins = b
 	defer os.RemoveAll(b.Dir)
+	// The plugin's ADDs on a Linux bridge make the node's port security
+	// table (cni/pkg/portsec); DEL leaves it, as on a node. Removed again when
+	// this run made it and no port of anyone is in it.
+	hadTable := exec.Command("nft", "list", "table", "bridge", portsec.TableName).Run() == nil
+	defer func() {
+		if hadTable {
+			return
+		}
+		out, err := exec.Command("nft", "list", "map", "bridge", portsec.TableName, "ports").CombinedOutput()
+		if err == nil && !strings.Contains(string(out), "elements") {
+			_ = exec.Command("nft", "delete", "table", "bridge", portsec.TableName).Run()
+		}
+	}()
 	return m.Run()
 }
 
@@ -218,16 +232,24 @@ func (b *Bridge) Ports(tb testing.TB) []string {
 	return names
 }
 
+// Namespace is the namespace NetConf renders by default, and PodArgs the
+// CNI_ARGS of a pod in it (what kubelet passes through Multus).
+const (
+	Namespace = "fp-test-ns"
+	PodArgs   = "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + Namespace + ";K8S_POD_NAME=fp-test-pod"
+)
+
 // Conf is the input of NetConf.
 type Conf struct {
-	CNIVersion string
-	Name       string // network name; default "fp-test"
-	MTU        int    // default 9000
-	StateDir   string
-	IPAMDir    string         // host-local dataDir
-	IPAM       map[string]any // replaces the host-local IPAM section when set
-	Offloads   map[string]bool
-	Extra      map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
+	CNIVersion  string
+	Name        string // network name; default "fp-test"
+	Namespace   string // the netconf's namespace; default Namespace
+	NoNamespace bool   // render no namespace at all
+	MTU         int    // default 9000
+	StateDir    string
+	IPAM        map[string]any // replaces the host-local IPAM section when set
+	Offloads    map[string]bool
+	Extra       map[string]any // more top-level keys (runtimeConfig, prevResult, ...)
 }
 
 // NetConf renders a fastpath netconf for bridge b, and writes c.StateDir and
@@ -243,11 +265,18 @@ func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 	}
 	ipam := c.IPAM
 	if ipam == nil {
-		ipam = map[string]any{"type": "host-local", "subnet": Subnet, "dataDir": c.IPAMDir}
+		ipam = map[string]any{"type": "host-local", "subnet": Subnet}
 	}
 	m := map[string]any{
 		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
 		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "ipam": ipam,
+	}
+	switch {
+	case c.NoNamespace:
+	case c.Namespace != "":
+		m["namespace"] = c.Namespace
+	default:
+		m["namespace"] = Namespace
 	}
 	// The state directory and the OVSDB endpoint come from the node
 	// configuration, as on a node: written for the test and named by
@@ -318,6 +347,8 @@ func LinkExists(name string) bool {
 }
 
 // Allocations returns the addresses host-local holds for network in dataDir
+// (the plugin's is netconf.IPAMDataDir of the node's state directory)
+// (the plugin's is netconf.IPAMDataDir of the node's state directory)
 // (its files named by IP; "lock" and "last_reserved_ip.*" are not allocations).
 func Allocations(tb testing.TB, dataDir, network string) []string {
 	tb.Helper()

@@ -43,11 +43,21 @@ func FuzzLoadNetConf(f *testing.F) {
 		g.Expect(conf.IPAM.Type()).NotTo(BeEmpty())
 		g.Expect(conf.OVS.Socket).NotTo(BeEmpty())
 		g.Expect(conf.StateDir).To(HavePrefix("/"))
+		// The IPAM plugin gets only the IPAM keys and the node's data directory.
+		var ipamIn struct {
+			IPAM map[string]any `json:"ipam"`
+		}
+		g.Expect(json.Unmarshal(conf.IPAMConf, &ipamIn)).To(Succeed())
+		g.Expect(ipamIn.IPAM).To(HaveKeyWithValue("dataDir", IPAMDataDir(conf.StateDir)))
+		for k := range ipamIn.IPAM {
+			g.Expect(append([]string{"dataDir"}, IPAMKeys...)).To(ContainElement(k))
+		}
 
 		out, err := json.Marshal(conf)
 		g.Expect(err).NotTo(HaveOccurred())
 		again, _, err := LoadNetConf(out)
 		g.Expect(err).NotTo(HaveOccurred(), "round trip of %s", out)
+		again.IPAMConf, conf.IPAMConf = nil, nil // made from each input's other keys
 		g.Expect(again).To(Equal(conf))
 	})
 }

@@ -102,6 +102,14 @@ type NetConf struct {
 	Type string `json:"type,omitempty"`
 	// Capabilities asks the runtime for runtimeConfig entries, e.g. {"mac": true}.
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// Namespace is the Kubernetes namespace the network belongs to (the
+	// FastPathAttachment's, which the operator renders): a DNS label, 1-63
+	// characters of [a-z0-9-] starting and ending with a letter or digit.
+	// ADD refuses a pod whose CNI_ARGS K8S_POD_NAMESPACE differs or is
+	// missing, and a netconf without it (see RequireNamespace). DEL, CHECK,
+	// STATUS and GC accept a netconf without it, so that attachments made
+	// before it existed can still be removed.
+	Namespace string `json:"namespace,omitempty"`
 
 	// Datapath is DatapathLinuxBridge (default), DatapathOVS or DatapathMacvtap.
 	Datapath string `json:"datapath,omitempty"`
@@ -120,9 +128,19 @@ type NetConf struct {
 	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
 	// ends; an absent key means true.
 	Offloads *Offloads `json:"offloads,omitempty"`
-	// IPAM is the delegated IPAM configuration, passed untouched to the IPAM
-	// plugin named by its "type" (required).
+	// PortSecurity, on datapath LinuxBridge, makes the attachment's bridge
+	// port forward only frames from the MAC and IP addresses ADD gave it
+	// (package cni/pkg/portsec); absent means true. The other datapaths
+	// ignore it.
+	PortSecurity *bool `json:"portSecurity,omitempty"`
+	// IPAM is the delegated IPAM configuration for the IPAM plugin named by
+	// its "type" (required): only the keys IPAMKeys; the plugin adds
+	// "dataDir" (IPAMDataDir) itself, see IPAMConf.
 	IPAM IPAM `json:"ipam,omitempty"`
+	// IPAMConf is the network configuration the IPAM plugin gets: the input
+	// with "ipam" holding the IPAMKeys it has plus "dataDir":
+	// IPAMDataDir(StateDir). LoadNetConf fills it.
+	IPAMConf []byte `json:"-"`
 	// OVS configures the Open vSwitch datapath (ignored for LinuxBridge):
 	// LoadNetConf fills it from the node configuration (NodeConfig), never
 	// from the input.
@@ -158,8 +176,8 @@ type Offloads struct {
 	TXChecksum *bool `json:"txChecksum,omitempty"`
 }
 
-// IPAM is the "ipam" object. Only "type" is read by the plugin; every other
-// key (subnet, ranges, dataDir, ...) belongs to the IPAM plugin.
+// IPAM is the "ipam" object. Only "type" is read by the plugin; the other
+// keys of IPAMKeys (subnet, rangeStart, ...) belong to the IPAM plugin.
 type IPAM map[string]any
 
 // Type returns the IPAM plugin name, or "" when "type" is absent or not a string.
@@ -212,6 +230,13 @@ func (o *Offloads) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// PortSecurityOn reports whether the attachment's port forwards only its own
+// MAC and IP addresses: PortSecurity, true when absent, on datapath
+// LinuxBridge; false on the other datapaths.
+func (c *NetConf) PortSecurityOn() bool {
+	return c.Datapath == DatapathLinuxBridge && (c.PortSecurity == nil || *c.PortSecurity)
+}
+
 // Map returns the offload switches keyed by OffloadKeys; nil fields count as true.
 func (o *Offloads) Map() map[string]bool {
 	get := func(b *bool) bool { return b == nil || *b }
@@ -229,7 +254,8 @@ func (o *Offloads) Map() map[string]bool {
 // Errors are *types.Error: ErrDecodingFailure (6) for malformed JSON,
 // ErrIncompatibleCNIVersion (1) for an unsupported cniVersion and
 // ErrInvalidNetworkConfig (7) for everything else, with a message naming the
-// field and the allowed values: among others a configuration larger than
+// field and the allowed values: among others an "ipam" key outside IPAMKeys
+// (ipam.dataDir included: IPAMConf sets it), a configuration larger than
 // MaxNetConfBytes, a key that occurs twice in one object, and a key of the
 // plugin's own objects (top level, offloads, ovs, runtimeConfig) spelt in
 // another case ("TSO" for "tso"; keys are case-sensitive).
@@ -246,6 +272,10 @@ func LoadNetConf(stdin []byte) (*NetConf, string, error) {
 	}
 	if err := conf.defaultAndValidate(); err != nil {
 		return nil, "", err
+	}
+	var err error
+	if conf.IPAMConf, err = conf.ipamConf(stdin); err != nil {
+		return nil, "", invalid("%v", err)
 	}
 	return conf, conf.CNIVersion, nil
 }
@@ -325,6 +355,9 @@ func (c *NetConf) defaultAndValidate() error {
 	if *c.Offloads.TSO && !*c.Offloads.TXChecksum {
 		return invalid("offloads.tso true requires offloads.txChecksum true: the kernel turns TSO off without TX checksum offload")
 	}
+	if err := c.validateNamespace(); err != nil {
+		return err
+	}
 	if c.Datapath == DatapathMacvtap {
 		if err := c.validateMacvtap(); err != nil {
 			return err
@@ -339,6 +372,9 @@ func (c *NetConf) defaultAndValidate() error {
 	}
 	if strings.ContainsAny(c.IPAM.Type(), `/\`) {
 		return invalid("ipam.type %q is invalid: must be a plugin name without a path", c.IPAM.Type())
+	}
+	if err := c.validateIPAMKeys(); err != nil {
+		return err
 	}
 
 	if err := c.applyNodeConfig(); err != nil {

@@ -93,10 +93,18 @@ func TestLoadNetConfRejects(t *testing.T) {
 		{"offload not bool", `{` + base + `, "offloads": {"gro": "On"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.gro must be a boolean`},
 		{"offloads not object", `{` + base + `, "offloads": [], ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads`},
 		{"tso without csum", `{` + base + `, "offloads": {"txChecksum": false}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.tso true requires offloads.txChecksum true`},
+		{"namespace uppercase", `{` + base + `, "namespace": "Apps", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace "Apps" is invalid: must be a Kubernetes namespace name, 1-63 characters of [a-z0-9-]`},
+		{"namespace dash", `{` + base + `, "namespace": "apps-", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace "apps-" is invalid`},
+		{"namespace too long", `{` + base + `, "namespace": "` + strings.Repeat("a", 64) + `", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `is invalid: must be a Kubernetes namespace name`},
+		{"namespace not string", `{` + base + `, "namespace": 1, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace must be of type string`},
 		{"missing ipam", `{` + base + `}`, types.ErrInvalidNetworkConfig, "ipam is required"},
 		{"empty ipam", `{` + base + `, "ipam": {}}`, types.ErrInvalidNetworkConfig, "ipam is required"},
 		{"ipam without type", `{` + base + `, "ipam": {"subnet": "10.0.0.0/24"}}`, types.ErrInvalidNetworkConfig, "ipam.type is required"},
 		{"ipam type path", `{` + base + `, "ipam": {"type": "../x"}}`, types.ErrInvalidNetworkConfig, `ipam.type "../x" is invalid`},
+		{"ipam dataDir", `{` + base + `, "ipam": {"type": "host-local", "subnet": "10.0.0.0/24", "dataDir": "/etc"}}`, types.ErrInvalidNetworkConfig, `ipam.dataDir is not accepted in a network configuration: the plugin sets the IPAM data directory itself`},
+		{"ipam DataDir", `{` + base + `, "ipam": {"type": "host-local", "DataDir": "/etc"}}`, types.ErrInvalidNetworkConfig, `ipam.DataDir is not accepted`},
+		{"ipam ranges", `{` + base + `, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.0.0.0/24"}]]}}`, types.ErrInvalidNetworkConfig, `ipam.ranges is not accepted in a network configuration: allowed keys are type, subnet, rangeStart, rangeEnd, gateway, routes`},
+		{"ipam Subnet", `{` + base + `, "ipam": {"type": "host-local", "Subnet": "10.0.0.0/24"}}`, types.ErrInvalidNetworkConfig, `ipam.Subnet is not accepted`},
 		{"ovs socket", `{` + base + `, "ovs": {"socket": "/run/db.sock"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `ovs.socket is not accepted in a network configuration: host paths and addresses come from the node configuration`},
 		{"relative state dir", `{` + base + `, "stateDir": "state", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `stateDir is not accepted in a network configuration`},
 		{"bad mac", `{` + base + `, "runtimeConfig": {"mac": "zz"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `runtimeConfig.mac "zz" is invalid`},
@@ -187,4 +195,40 @@ func TestPeekDatapath(t *testing.T) {
 			t.Errorf("PeekDatapath(%s) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func TestRequireNamespace(t *testing.T) {
+	g := NewWithT(t)
+	c := &NetConf{Name: "fp-a.db", Namespace: "a"}
+	g.Expect(c.RequireNamespace("a")).To(Succeed())
+	for pod, msg := range map[string]string{
+		"b": `network "fp-a.db" belongs to namespace "a": refused to add a pod of namespace "b"`,
+		"":  `network "fp-a.db" belongs to namespace "a" but CNI_ARGS has no K8S_POD_NAMESPACE`,
+	} {
+		err := c.RequireNamespace(pod)
+		var cniErr *types.Error
+		g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
+		g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrInvalidNetworkConfig))
+		g.Expect(cniErr.Msg).To(ContainSubstring(msg))
+	}
+	g.Expect((&NetConf{Name: "fp"}).RequireNamespace("a")).To(MatchError(ContainSubstring(`namespace is required: network "fp" names no namespace`)))
+}
+
+// TestIPAMConf: the IPAM plugin gets the netconf with "ipam" holding the
+// accepted keys plus the node's data directory, and every other key as it was.
+func TestIPAMConf(t *testing.T) {
+	g := NewWithT(t)
+	nodeConfig(t, NodeConfig{StateDir: "/run/fpstate"})
+	conf, _, err := LoadNetConf([]byte(`{"cniVersion": "1.1.0", "name": "fp-a.db", "type": "fastpath", "namespace": "a",
+		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24", "rangeStart": "10.250.0.10", "rangeEnd": "10.250.0.20",
+			"gateway": "10.250.0.1", "routes": [{"dst": "10.9.0.0/16"}]},
+		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},
+		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}]}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(IPAMDataDir(conf.StateDir)).To(Equal("/run/fpstate/ipam"))
+	g.Expect(conf.IPAMConf).To(MatchJSON(`{"cniVersion": "1.1.0", "name": "fp-a.db", "type": "fastpath", "namespace": "a",
+		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24", "rangeStart": "10.250.0.10", "rangeEnd": "10.250.0.20",
+			"gateway": "10.250.0.1", "routes": [{"dst": "10.9.0.0/16"}], "dataDir": "/run/fpstate/ipam"},
+		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},
+		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}]}`))
 }

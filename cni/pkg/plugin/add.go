@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
@@ -35,9 +37,20 @@ import (
 // earlier ADD that died half-way left is reclaimed first (see reclaim). On
 // any failure it undoes what this invocation created (IPAM allocation,
 // bridge port, veth, state file) and nothing else.
+//
+// A pod outside the netconf's namespace (CNI_ARGS K8S_POD_NAMESPACE) is
+// refused with CNI error 7 before anything is locked, recorded or created
+// (netconf.NetConf.RequireNamespace).
 func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	conf, cniVersion, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
+		return err
+	}
+	podNS, err := podNamespace(args.Args)
+	if err != nil {
+		return err
+	}
+	if err := conf.RequireNamespace(podNS); err != nil {
 		return err
 	}
 	mac, pod, err := containerMAC(conf, args.Args)
@@ -97,7 +110,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	att := &state.Attachment{
 		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, Network: conf.Name,
 		Datapath: conf.Datapath, Bridge: conf.Bridge, HostIfName: hostIf, MAC: mac,
-		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, Args: args.Args,
+		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, IPAMConf: conf.IPAMConf, Args: args.Args,
 	}
 	if conf.Datapath == netconf.DatapathOVS {
 		att.OVSSocket = conf.OVS.Socket
@@ -115,8 +128,8 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	// its ADD failed (e.g. killed by the timeout half-way): no complete
 	// record of this attachment exists, so whatever it holds for it is
 	// stale; the rollback waits for its ADD first.
-	ipamRun := startIPAM(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
-	var vethMade bool
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
+	var vethMade, portsecMade bool
 	defer func() {
 		if err == nil {
 			return
@@ -125,8 +138,13 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
 		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
-		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
+		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); derr != nil {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
+		}
+		if portsecMade {
+			if derr := portsec.Remove(rctx, hostIf); derr != nil {
+				logger.Printf("Rollback failed to remove port security port=%s error=%q", hostIf, derr)
+			}
 		}
 		if vethMade {
 			if derr := dp.Detach(rctx, hostIf); derr != nil {
@@ -185,11 +203,33 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
+	if conf.PortSecurityOn() {
+		// Before the pod's containers start: until now only the kernel
+		// sent anything from the container end. Recorded first, so that
+		// DEL and GC remove what a crash in Apply may leave.
+		att.PortSecurity = true
+		if err := store.Save(att); err != nil {
+			return err
+		}
+		portsecMade = true
+		if err := portsec.Apply(ctx, portsec.Port{HostIf: hostIf, MAC: pair.cont.Attrs().HardwareAddr, IPs: resultIPs(result)}); err != nil {
+			return err
+		}
+	}
 	result.Interfaces = []*current.Interface{
 		{Name: hostIf, Mac: pair.hostMAC.String(), Mtu: conf.MTU},
 		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
 	}
 	return completeAdd(netns, store, att, result, 1, cniVersion)
+}
+
+// resultIPs returns the addresses of result.
+func resultIPs(result *current.Result) []net.IP {
+	ips := make([]net.IP, 0, len(result.IPs))
+	for _, ipc := range result.IPs {
+		ips = append(ips, ipc.Address.IP)
+	}
+	return ips
 }
 
 // ipamResult is the result of the IPAM plugin's ADD (r, err) as a types/100

@@ -16,13 +16,15 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // CmdCheck verifies that the attachment is as ADD left it and as prevResult
 // says: both veth ends exist and are peers, MTU and offloads on both ends,
 // the container MAC, addresses and routes, the host end on the bridge, the
-// bridge MTU still large enough, and the IPAM plugin's own CHECK.
+// bridge MTU still large enough, the port's port security rules when ADD
+// made them, and the IPAM plugin's own CHECK.
 func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
@@ -78,7 +80,12 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	if err := dp.Verify(ctx, att.HostIfName); err != nil {
 		return err
 	}
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), args.StdinData, newIPAMExec(nodeLock)); err != nil {
+	if att.PortSecurity {
+		if err := portsec.Check(ctx, att.HostIfName); err != nil {
+			return err
+		}
+	}
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), conf.IPAMConf, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -46,7 +47,10 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 		}
 		att = &state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Netns: args.Netns,
 			Datapath: conf.Datapath, Bridge: conf.Bridge, OVSSocket: conf.OVS.Socket,
-			HostIfName: HostIfName(args.ContainerID, args.IfName)}
+			HostIfName: HostIfName(args.ContainerID, args.IfName), IPAMType: conf.IPAM.Type(), IPAMConf: conf.IPAMConf,
+			// Without a record, rules are looked for only while the port is
+			// there: a repeated DEL costs no nft run (GC finds the rest).
+			PortSecurity: conf.PortSecurityOn() && hostVethExists(HostIfName(args.ContainerID, args.IfName))}
 	}
 	if att.Datapath == netconf.DatapathOVS && p.ovs == nil {
 		// Recorded on OVS by an ADD whose network has since moved to another datapath.
@@ -55,8 +59,11 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := invoke.DelegateDel(ctx, conf.IPAM.Type(), args.StdinData, locks.ipamExec()); err != nil {
-		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
+	// The addresses are released with the configuration their ADD gave the
+	// IPAM plugin (its data directory and network name), which the record
+	// keeps; without a record, with this DEL's.
+	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), locks.ipamExec()); err != nil {
+		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
 	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
 	if err != nil {
@@ -85,6 +92,11 @@ func (m ovsClients) close() {
 func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
 	if att.Datapath == netconf.DatapathMacvtap {
 		return false, macvtap.Delete(att.Netns, att.IfName, alias)
+	}
+	if att.PortSecurity {
+		if err := portsec.Remove(ctx, att.HostIfName); err != nil {
+			return false, err
+		}
 	}
 	if err := deleteHostVeth(att.HostIfName, alias); err != nil {
 		return false, err
@@ -204,6 +216,11 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			continue
 		}
 		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", port.ContainerID, port.IfName, port.HostIf)
+		if conf.PortSecurityOn() {
+			if err := portsec.Remove(ctx, port.HostIf); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := deleteHostVeth(port.HostIf, hostAlias(port.Network, port.ContainerID, port.IfName)); err != nil {
 			errs = append(errs, err)
 		}
@@ -212,7 +229,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 		}
 	}
 
-	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), args.StdinData); err != nil {
+	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -263,7 +280,7 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, cniPath, err)
 	}
 	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
-	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.NetConf, args, ipamEx); err != nil {
+	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.IPAMInput(), args, ipamEx); err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	return nil

@@ -130,7 +130,7 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	att := &state.Attachment{
 		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, Network: conf.Name,
 		Datapath: conf.Datapath, Bridge: conf.Bridge, MAC: mac,
-		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, Args: args.Args,
+		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, IPAMConf: conf.IPAMConf, Args: args.Args,
 	}
 	// Recorded before anything is made, so that DEL and GC find whatever a
 	// crash in the middle of this ADD leaves behind.
@@ -140,7 +140,7 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 	// The IPAM plugin runs beside the macvtap set-up, as on the bridge
 	// datapaths (see CmdAdd); its DEL is run on failure even when its ADD
 	// failed, after its ADD ended.
-	ipamRun := startIPAM(ctx, conf.IPAM.Type(), args.StdinData, ipamEx)
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
 	var made bool
 	defer func() {
 		if err == nil {
@@ -150,7 +150,7 @@ func addMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf, 
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
 		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
-		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), args.StdinData, ipamEx); derr != nil {
+		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); derr != nil {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if made {
@@ -222,7 +222,7 @@ func checkMacvtap(ctx context.Context, args *skel.CmdArgs, conf *netconf.NetConf
 	if conf.MTU > lower.Attrs().MTU {
 		return fmt.Errorf("failed to check attachment: mtu %d is larger than the MTU %d of macvtap lower device %s", conf.MTU, lower.Attrs().MTU, conf.Bridge)
 	}
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), args.StdinData, ipamEx); err != nil {
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	netns, err := openNetNS(args.Netns)

@@ -239,7 +239,7 @@ func testMacvtapUnmarkedLower(t *testing.T) {
 	for _, name := range []string{foreign, bridge.LowerPeerName(e.br.Name)} {
 		other := *e.br
 		other.Name = name
-		conf := other.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir, IPAMDir: e.ipamDir})
+		conf := other.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir})
 		netns := cnitest.NewNS(t)
 		_, err := e.add(netns, conf, "")
 		var cniErr *types.Error

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -92,6 +93,15 @@ type cniArgs struct {
 	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
 	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
 	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
+}
+
+// podNamespace returns CNI_ARGS K8S_POD_NAMESPACE ("" when absent).
+func podNamespace(rawArgs string) (string, error) {
+	args := cniArgs{}
+	if err := types.LoadArgs(rawArgs, &args); err != nil {
+		return "", types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("failed to parse CNI_ARGS: %v", err), "")
+	}
+	return string(args.K8S_POD_NAMESPACE), nil
 }
 
 // containerMAC returns the MAC address the container interface must get:
@@ -198,7 +208,8 @@ func openNetNS(path string) (ns.NetNS, error) {
 }
 
 // CmdStatus (CNI 1.1) reports whether the plugin can serve ADD: the state
-// directory is usable, the bridge exists (and, for OVS, OVSDB answers), and
+// directory is usable, the bridge exists (and, for OVS, OVSDB answers), the
+// nft binary is there when the port needs port security, and
 // the IPAM plugin's own STATUS. Errors carry code 50 (ErrPluginNotAvailable)
 // or 51 (ErrLimitedConnectivity, e.g. a Linux bridge that is down).
 func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
@@ -219,7 +230,12 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	if err := dp.Status(ctx); err != nil {
 		return err
 	}
-	if err := ipam.ExecStatus(conf.IPAM.Type(), args.StdinData); err != nil {
+	if conf.PortSecurityOn() {
+		if err := portsec.Available(); err != nil {
+			return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+		}
+	}
+	if err := ipam.ExecStatus(conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		var cniErr *types.Error
 		if errors.As(err, &cniErr) && (cniErr.Code == types.ErrPluginNotAvailable || cniErr.Code == types.ErrLimitedConnectivity) {
 			return cniErr

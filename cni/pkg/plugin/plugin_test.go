@@ -84,14 +84,15 @@ type env struct {
 
 func newEnv(t *testing.T, datapath, version string, extraPath ...string) *env {
 	t.Helper()
-	e := &env{t: t, br: cnitest.NewBridge(t, datapath, 9000), version: version, stateDir: t.TempDir(), ipamDir: t.TempDir()}
+	e := &env{t: t, br: cnitest.NewBridge(t, datapath, 9000), version: version, stateDir: t.TempDir()}
+	e.ipamDir = netconf.IPAMDataDir(e.stateDir)
 	// testutils.CmdAdd and friends pass PATH as CNI_PATH.
 	t.Setenv("PATH", bins.CNIPath(version, extraPath...)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return e
 }
 
 func (e *env) conf(c cnitest.Conf) []byte {
-	c.CNIVersion, c.StateDir, c.IPAMDir = e.version, e.stateDir, e.ipamDir
+	c.CNIVersion, c.StateDir = e.version, e.stateDir
 	return e.br.NetConf(e.t, c)
 }
 
@@ -107,17 +108,22 @@ type attachment struct {
 
 func (a *attachment) hostIf() string { return plugin.HostIfName(a.containerID, a.ifName) }
 
+// args are the skel arguments of a's attachment with conf, as for a pod in
+// cnitest.Namespace (CNI_ARGS cnitest.PodArgs).
 func (a *attachment) args(conf []byte) *skel.CmdArgs {
-	return &skel.CmdArgs{ContainerID: a.containerID, Netns: a.netns.Path(), IfName: a.ifName, StdinData: conf}
+	return &skel.CmdArgs{ContainerID: a.containerID, Netns: a.netns.Path(), IfName: a.ifName, StdinData: conf, Args: cnitest.PodArgs}
 }
 
 func (a *attachment) ip() string { return a.result.IPs[0].Address.IP.String() }
 
-// add runs ADD through the skel callbacks for a new attachment in netns.
+// add runs ADD through the skel callbacks for a new attachment in netns
+// with CNI_ARGS cniArgs ("": cnitest.PodArgs).
 func (e *env) add(netns ns.NetNS, conf []byte, cniArgs string) (*attachment, error) {
 	a := &attachment{netns: netns, containerID: testutil.UniqueName("fpcid-"), ifName: "net1", conf: conf}
 	args := a.args(conf)
-	args.Args = cniArgs
+	if cniArgs != "" {
+		args.Args = cniArgs
+	}
 	r, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 	if err != nil {
 		return a, err
@@ -310,7 +316,7 @@ func testFailureAfterIPAM(t *testing.T, datapath, version string) {
 	netns := cnitest.NewNS(t)
 	// host-local allocates an address, then the route through a gateway
 	// that is not on the link cannot be added: ADD fails after IPAM.
-	ipam := map[string]any{"type": "host-local", "subnet": cnitest.Subnet, "dataDir": e.ipamDir,
+	ipam := map[string]any{"type": "host-local", "subnet": cnitest.Subnet,
 		"routes": []map[string]string{{"dst": "198.51.100.0/24", "gw": "192.0.2.1"}}}
 	a, err := e.add(netns, e.conf(cnitest.Conf{IPAM: ipam}), "")
 	g.Expect(err).To(MatchError(ContainSubstring("failed to configure addresses on net1")))
@@ -333,7 +339,7 @@ func testMissingBridge(t *testing.T, datapath string) {
 	e := newEnv(t, datapath, "1.1.0")
 	missing := *e.br
 	missing.Name = testutil.UniqueName("fpcnone")
-	conf := missing.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir, IPAMDir: e.ipamDir})
+	conf := missing.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir})
 	netns := cnitest.NewNS(t)
 	_, err := e.add(netns, conf, "")
 	var cniErr *types.Error
@@ -357,8 +363,8 @@ func testMAC(t *testing.T, datapath string) {
 		cniArgs string
 		mac     string
 	}{
-		{map[string]any{"runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:01"}}, "IgnoreUnknown=1;MAC=02:fa:57:00:00:09", "02:fa:57:00:00:01"},
-		{nil, "IgnoreUnknown=1;K8S_POD_NAMESPACE=apps;K8S_POD_NAME=virt-launcher-db-0;MAC=02:FA:57:00:00:02", "02:fa:57:00:00:02"},
+		{map[string]any{"runtimeConfig": map[string]any{"mac": "02:fa:57:00:00:01"}}, "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";MAC=02:fa:57:00:00:09", "02:fa:57:00:00:01"},
+		{nil, "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";K8S_POD_NAME=virt-launcher-db-0;MAC=02:FA:57:00:00:02", "02:fa:57:00:00:02"},
 	} {
 		netns := cnitest.NewNS(t)
 		a, err := e.add(netns, e.conf(cnitest.Conf{Extra: tc.extra}), tc.cniArgs)
@@ -456,6 +462,9 @@ func testGC(t *testing.T, datapath string) {
 	e.expectGone(g, rebooted, false)
 	g.Expect(cnitest.LinkExists(noState.hostIf())).To(BeFalse())
 	g.Expect(cnitest.Links(t, nsD)).To(ConsistOf("lo"))
+	for _, a := range []*attachment{stale, rebooted, noState} {
+		g.Expect(portsecChainExists(a.hostIf())).To(BeFalse(), "port security rules of %s", a.hostIf())
+	}
 	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ContainElement(keep.ip()))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(2), "keep and other")
 	g.Expect(e.check(keep)).To(Succeed(), "GC leaves valid attachments alone")
@@ -483,11 +492,20 @@ func testStatus(t *testing.T, datapath string) {
 		g.Expect(cniErr.Msg).To(ContainSubstring("bridge " + e.br.Name + " is down"))
 		g.Expect(netlink.LinkSetUp(br)).To(Succeed())
 		g.Expect(e.status(conf)).To(Succeed())
+
+		// Port security (on by default) needs nft; a PATH without it is
+		// reported, and a network without port security does not care.
+		t.Setenv("PATH", bins.CNIPath("1.1.0"))
+		err = e.status(conf)
+		g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
+		g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrPluginNotAvailable))
+		g.Expect(cniErr.Msg).To(ContainSubstring("port security needs the nft binary"))
+		g.Expect(e.status(e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))).To(Succeed())
 		return
 	}
 	bad := *e.br
 	bad.OVSSocket = "unix:" + filepath.Join(t.TempDir(), "db.sock")
-	err := e.status(bad.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir, IPAMDir: e.ipamDir}))
+	err := e.status(bad.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir}))
 	g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
 	g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrPluginNotAvailable))
 	g.Expect(cniErr.Msg).To(ContainSubstring("failed to connect to OVSDB at " + bad.OVSSocket))

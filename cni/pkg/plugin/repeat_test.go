@@ -71,18 +71,18 @@ func testAddTwiceKeepsFirst(t *testing.T, datapath, version string) {
 		_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 		return raw, err
 	}
-	raw, err := again(conf, netns.Path(), "")
+	raw, err := again(conf, netns.Path(), cnitest.PodArgs)
 	g.Expect(err).NotTo(HaveOccurred(), "the same ADD again returns the recorded result")
 	g.Expect(raw).To(MatchJSON(a.raw))
 
-	_, err = again(e.conf(cnitest.Conf{MTU: 1500}), netns.Path(), "")
+	_, err = again(e.conf(cnitest.Conf{MTU: 1500}), netns.Path(), cnitest.PodArgs)
 	g.Expect(err).To(MatchError(ContainSubstring("already exists")))
 	g.Expect(err).To(MatchError(ContainSubstring("with another network configuration: left as it is; DEL it before adding it again")))
 	other := cnitest.NewNS(t)
-	_, err = again(conf, other.Path(), "")
+	_, err = again(conf, other.Path(), cnitest.PodArgs)
 	g.Expect(err).To(MatchError(ContainSubstring("with another CNI_NETNS")))
 	g.Expect(cnitest.Links(t, other)).To(ConsistOf("lo"))
-	_, err = again(conf, netns.Path(), "IgnoreUnknown=1;K8S_POD_NAME=x")
+	_, err = again(conf, netns.Path(), "IgnoreUnknown=1;K8S_POD_NAMESPACE="+cnitest.Namespace+";K8S_POD_NAME=x")
 	g.Expect(err).To(MatchError(ContainSubstring("with another CNI_ARGS")))
 
 	g.Expect(e.snapshot(g, a)).To(Equal(before), "veth, state file and IPAM allocation unchanged")
@@ -215,7 +215,7 @@ func testStrandedTempFiles(t *testing.T, datapath string) {
 	entries, err := os.ReadDir(e.stateDir)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, en := range entries {
-		g.Expect(en.Name()).To(Equal("lock"))
+		g.Expect(en.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName))
 	}
 	e.expectNothingLeft(g, netns)
 }

@@ -46,11 +46,18 @@ type Attachment struct {
 	HostIfName string `json:"hostIfName"`
 	// MAC is the container interface MAC address.
 	MAC string `json:"mac,omitempty"`
+	// PortSecurity is true once ADD may have installed port security rules
+	// for HostIfName (cni/pkg/portsec); DEL and GC remove them.
+	PortSecurity bool `json:"portSecurity,omitempty"`
 	// IPAMType is the IPAM plugin that holds the attachment's addresses.
 	IPAMType string `json:"ipamType"`
-	// NetConf is the configuration ADD ran with; GC hands it to the IPAM
-	// plugin's DEL to release the addresses of a stale attachment.
+	// NetConf is the configuration ADD ran with, as the runtime gave it.
 	NetConf json.RawMessage `json:"netConf"`
+	// IPAMConf is the configuration ADD gave the IPAM plugin (netconf.NetConf
+	// IPAMConf: the IPAM keys checked, dataDir set by the plugin); DEL, GC and
+	// the reclaim of an unfinished ADD give it to the IPAM plugin's DEL to
+	// release the attachment's addresses (see IPAMInput).
+	IPAMConf json.RawMessage `json:"ipamConf,omitempty"`
 	// Args is the CNI_ARGS of the ADD; with Netns and NetConf it identifies
 	// the request, so that a repeated ADD can be told from a different one.
 	Args string `json:"args,omitempty"`
@@ -62,6 +69,16 @@ type Attachment struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Created is when ADD first recorded the attachment.
 	Created time.Time `json:"created"`
+}
+
+// IPAMInput returns the configuration that releases a's addresses through
+// the IPAM plugin's DEL: IPAMConf, or NetConf for a record written before
+// IPAMConf existed (its ADD gave the IPAM plugin the netconf as it was).
+func (a *Attachment) IPAMInput() []byte {
+	if len(a.IPAMConf) > 0 {
+		return a.IPAMConf
+	}
+	return a.NetConf
 }
 
 // Store is a state directory. The zero value is not usable; call New.

@@ -226,3 +226,13 @@ func TestCompleteAppends(t *testing.T) {
 
 	g.Expect(s.Complete(&Attachment{ContainerID: "c2", IfName: "net1"})).To(MatchError(ContainSubstring("failed to complete state")))
 }
+
+// TestIPAMInput: addresses are released with what ADD gave the IPAM plugin;
+// a record from before IPAMConf existed used the netconf as it was.
+func TestIPAMInput(t *testing.T) {
+	g := NewWithT(t)
+	legacy := &Attachment{NetConf: []byte(`{"name":"fp-db"}`)}
+	g.Expect(legacy.IPAMInput()).To(MatchJSON(`{"name":"fp-db"}`))
+	current := &Attachment{NetConf: []byte(`{"name":"fp-a.db"}`), IPAMConf: []byte(`{"name":"fp-a.db","ipam":{"dataDir":"/s/ipam"}}`)}
+	g.Expect(current.IPAMInput()).To(MatchJSON(`{"name":"fp-a.db","ipam":{"dataDir":"/s/ipam"}}`))
+}

@@ -58,7 +58,7 @@ func TestKubeletConfig(t *testing.T) {
 	for _, p := range []string{c.PodLogsDir, c.TLSCertFile, c.Authentication.X509.ClientCAFile} {
 		g.Expect(p).To(HavePrefix("/tmp/fpc/"))
 	}
-	g.Expect(c.VolumePluginDir).To(HavePrefix(testOptions(t).layout().kubeletRoot + "/"), "under the kubelet's root, in the run directory")
+	g.Expect(c.VolumePluginDir).To(HavePrefix(testOptions(t).layout().kubeletRoot+"/"), "under the kubelet's root, in the run directory")
 }
 
 func TestCNIConfigs(t *testing.T) {
