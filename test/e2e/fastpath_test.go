@@ -124,7 +124,8 @@ var _ = Describe("Fastpath", Ordered, func() {
 		fn := objs.Network.Spec
 		Expect(got).To(And(
 			HaveKeyWithValue("cniVersion", "1.0.0"),
-			HaveKeyWithValue("name", network),
+			HaveKeyWithValue("name", fastpathv1alpha1.CNINetworkName(att.Namespace, att.Name)),
+			HaveKeyWithValue("namespace", att.Namespace),
 			HaveKeyWithValue("type", "fastpath"),
 			HaveKeyWithValue("datapath", string(fn.Datapath)),
 			HaveKeyWithValue("bridge", fn.Bridge),

@@ -48,6 +48,10 @@ type node struct {
 	removeBridgeAtClose func() error
 }
 
+// soakNamespace is the Kubernetes namespace the soak's netconf belongs to
+// and its pods claim.
+const soakNamespace = "fastpath-soak"
+
 func (n *node) env(r request) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -56,6 +60,9 @@ func (n *node) env(r request) []string {
 		"CNI_NETNS=" + r.netns,
 		"CNI_IFNAME=" + r.ifName,
 		"CNI_PATH=" + n.cniPath,
+		// The pod's namespace, as Multus passes it: the plugin refuses one
+		// other than the netconf's.
+		"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + soakNamespace,
 		// Host paths and addresses come from the node configuration, as the
 		// node agent writes it, never from the netconf.
 		netconf.NodeConfigEnv + "=" + n.nodeConfig,
@@ -137,10 +144,10 @@ func (n *node) containerID() string {
 func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 	suffix := strconv.Itoa(os.Getpid() % 100000)
 	n := &node{plugin: plugin, cniPath: cniPath, datapath: datapath, network: "fp-soak",
-		stateDir: filepath.Join(workDir, "state-"+datapath), ipamDir: filepath.Join(workDir, "ipam-"+datapath)}
-	m := map[string]any{"cniVersion": "1.0.0", "name": n.network, "type": netconf.PluginType, "datapath": datapath,
+		stateDir: filepath.Join(workDir, "state-"+datapath), ipamDir: netconf.IPAMDataDir(filepath.Join(workDir, "state-"+datapath))}
+	m := map[string]any{"cniVersion": "1.0.0", "name": n.network, "namespace": soakNamespace, "type": netconf.PluginType, "datapath": datapath,
 		"mtu":  9000,
-		"ipam": map[string]any{"type": "host-local", "subnet": "10.251.0.0/16", "dataDir": n.ipamDir}}
+		"ipam": map[string]any{"type": "host-local", "subnet": "10.251.0.0/16"}}
 	nc := netconf.NodeConfig{StateDir: n.stateDir}
 	switch datapath {
 	case netconf.DatapathLinuxBridge:

@@ -60,8 +60,14 @@ func newCNIRunner(plugin string, cniPath []string, dir string) (*cniRunner, erro
 }
 
 func (c *cniRunner) rt(containerID, netns string) *libcni.RuntimeConf {
-	return &libcni.RuntimeConf{ContainerID: containerID, NetNS: netns, IfName: PodIfName}
+	return &libcni.RuntimeConf{ContainerID: containerID, NetNS: netns, IfName: PodIfName,
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", Namespace}}}
 }
+
+// Namespace is the Kubernetes namespace the benchmark's netconfs belong to
+// and its pods claim (K8S_POD_NAMESPACE): the plugin refuses a pod of
+// another namespace, as on a cluster.
+const Namespace = "fastpath-bench-local"
 
 // cniTimeout bounds one plugin execution (the plugin bounds its own OVSDB
 // and IPAM work well below this).
@@ -120,12 +126,13 @@ func (s *Setup) netConf(v variant, br string) ([]byte, error) {
 	conf := netconf.NetConf{
 		CNIVersion: CNIVersion,
 		Name:       s.ID + "-" + v.slug(),
+		Namespace:  Namespace,
 		Type:       netconf.PluginType,
 		Datapath:   netconf.DatapathLinuxBridge,
 		Bridge:     br,
 		MTU:        v.mtu,
 		Offloads:   &netconf.Offloads{TSO: &on, GSO: &on, GRO: &on, TXChecksum: &on},
-		IPAM:       netconf.IPAM{"type": "host-local", "subnet": v.subnet().String(), "dataDir": s.tmpPath("ipam")},
+		IPAM:       netconf.IPAM{"type": "host-local", "subnet": v.subnet().String()},
 	}
 	if v.path == PathFastPathOVS {
 		conf.Datapath = netconf.DatapathOVS

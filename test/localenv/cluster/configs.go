@@ -144,7 +144,7 @@ const podNetworkFile = "10-" + PodNetworkName + ".conf"
 
 // multusConf is the runtime's CNI configuration: Multus's thin plugin, with
 // the pod network as the cluster network and NetworkAttachmentDefinitions
-// (read with its own kubeconfig) for the pods' secondary networks, its
+// (read with its own kubeconfig, namespace-isolated) for the pods' secondary networks, its
 // binaries, cache and log under the cluster directory.
 func (o Options) multusConf() ([]byte, error) {
 	l := o.layout()
@@ -159,6 +159,9 @@ func (o Options) multusConf() ([]byte, error) {
 		"logFile":        filepath.Join(l.logs, "multus.log"),
 		"logLevel":       "verbose",
 		"clusterNetwork": filepath.Join(l.cniConf, podNetworkFile),
+		// A pod may use only its own namespace's NetworkAttachmentDefinitions,
+		// as docs/install.md requires of clusters that run Fastpath.
+		"namespaceIsolation": true,
 	}
 	return json.MarshalIndent(conf, "", "  ")
 }

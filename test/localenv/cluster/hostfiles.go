@@ -13,6 +13,8 @@ import (
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
 // CNICacheDir is libcni's cache directory, which containerd 1.6's CRI uses
@@ -88,7 +90,8 @@ func cniResults(sandboxes []string) []string {
 
 // nadIPAMDirs returns host-local's default directories of the networks of
 // every NetworkAttachmentDefinition whose IPAM is host-local without its own
-// dataDir (the fastpath NADs the operator renders).
+// dataDir. Not the fastpath NADs': the plugin keeps their addresses under
+// its state directory (netconf.IPAMDataDir), inside the cluster directory.
 func nadIPAMDirs(ctx context.Context, kubeconfig string) ([]string, error) {
 	c, err := adminClient(kubeconfig)
 	if err != nil {
@@ -104,12 +107,13 @@ func nadIPAMDirs(ctx context.Context, kubeconfig string) ([]string, error) {
 	for _, n := range nads.Items {
 		var conf struct {
 			Name string `json:"name"`
+			Type string `json:"type"`
 			IPAM struct {
 				Type    string `json:"type"`
 				DataDir string `json:"dataDir"`
 			} `json:"ipam"`
 		}
-		if json.Unmarshal([]byte(n.Spec.Config), &conf) != nil || conf.IPAM.Type != "host-local" || conf.IPAM.DataDir != "" ||
+		if json.Unmarshal([]byte(n.Spec.Config), &conf) != nil || conf.IPAM.Type != "host-local" || conf.IPAM.DataDir != "" || conf.Type == netconf.PluginType ||
 			conf.Name == "" || strings.ContainsAny(conf.Name, "/\x00") || conf.Name == "." || conf.Name == ".." {
 			continue
 		}

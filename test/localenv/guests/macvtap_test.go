@@ -64,7 +64,7 @@ func TestMacvtapGuests(t *testing.T) {
 
 	// The CNI plugin as Multus runs it: host-local from Debian's plugins,
 	// the state directory from the node configuration.
-	state, ipamDir := t.TempDir(), t.TempDir()
+	state := t.TempDir()
 	nodeConf := filepath.Join(t.TempDir(), "node.json")
 	g.Expect(netconf.WriteNodeConfig(nodeConf, netconf.NodeConfig{StateDir: state})).To(Succeed())
 	t.Setenv(netconf.NodeConfigEnv, nodeConf)
@@ -80,12 +80,13 @@ func TestMacvtapGuests(t *testing.T) {
 		car, err := res.Allocate(res.Devices[i : i+1])
 		g.Expect(err).NotTo(HaveOccurred())
 		conf, _ := json.Marshal(map[string]any{
-			"cniVersion": "1.0.0", "name": "fp-test", "type": "fastpath", "datapath": "Macvtap", "bridge": lower, "mtu": 9000,
-			"ipam":     map[string]any{"type": "host-local", "subnet": "10.252.0.0/24", "dataDir": ipamDir},
+			"cniVersion": "1.0.0", "name": "fp-test", "namespace": "fastpath-guests", "type": "fastpath", "datapath": "Macvtap", "bridge": lower, "mtu": 9000,
+			"ipam":     map[string]any{"type": "host-local", "subnet": "10.252.0.0/24"},
 			"deviceID": res.Devices[i], "pciBusID": res.Devices[i],
 		})
 		n := macvtapNIC{ns: ns, ifName: "pod" + suffix + "00000"[:11-len(suffix)], dev: car.Devices[0].HostPath}
-		n.args = &skel.CmdArgs{ContainerID: "fpg-" + suffix, Netns: ns.Path, IfName: n.ifName, StdinData: conf}
+		n.args = &skel.CmdArgs{ContainerID: "fpg-" + suffix, Netns: ns.Path, IfName: n.ifName, StdinData: conf,
+			Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=fastpath-guests"}
 		r, _, err := testutils.CmdAddWithArgs(n.args, func() error { return plugin.Funcs(plugin.Options{}).Add(n.args) })
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() {
