@@ -80,6 +80,10 @@ for p in "${patches[@]}"; do
   fi
 done
 echo "${stamp}" >"${src}/.fastpath-patches"
+# The .crate's files carry their release dates, and patch dates only what it
+# changes: a file that a removed patch no longer changes would be older than an
+# earlier build of it, and cargo (which compares mtimes) would keep that build.
+find "${src}" -exec touch {} +
 
 rm -rf "${dest}"
 mv "${src}" "${dest}"

@@ -9,7 +9,7 @@
 #
 # Prints one line per test (FAILS UNPATCHED / passes unpatched) and exits non-zero
 # when a test meant to catch a defect passes without the fix. Builds in
-# _out/vhost-device-vsock/{unpatched,target}. Never part of `make test`: it proves
+# _out/vhost-device-vsock/{unpatched,target-unpatched}. Never part of `make test`: it proves
 # the tests, not the backend.
 set -euo pipefail
 
@@ -46,7 +46,10 @@ for f in "${OUT}"/src/src/*.rs; do
   mv "${u}.new" "${u}"
 done
 
-cargo=(cargo test --locked --manifest-path "${OUT}/unpatched/Cargo.toml" --target-dir "${OUT}/target")
+# A target directory of its own: cargo names the crate's build the same for every
+# copy of the source and decides by mtime whether it is fresh.
+find "${OUT}/unpatched" -exec touch {} +
+cargo=(cargo test --locked --manifest-path "${OUT}/unpatched/Cargo.toml" --target-dir "${OUT}/target-unpatched")
 "${cargo[@]}" --no-run --quiet
 wrong=0
 for entry in "${TESTS[@]}"; do
