@@ -57,7 +57,11 @@ publish = false
 ${CRATE} = "=${version}"
 EOF
 : >"${work}/fetch/src/lib.rs"
-cargo fetch --quiet --manifest-path "${work}/fetch/Cargo.toml" 2>/dev/null
+if ! cargo fetch --quiet --manifest-path "${work}/fetch/Cargo.toml" 2>"${work}/fetch.err"; then
+  cat "${work}/fetch.err" >&2
+  echo "source.sh: cargo could not fetch ${CRATE} ${version}" >&2
+  exit 1
+fi
 crate_file=""
 for f in "${CARGO_HOME:-${HOME}/.cargo}"/registry/cache/*/"${CRATE}-${version}.crate"; do
   if [[ -f "${f}" && "$(sha256sum "${f}" | cut -d' ' -f1)" == "${CRATE_SHA256}" ]]; then
