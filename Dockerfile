@@ -12,7 +12,8 @@
 ARG GO_VERSION=1.26
 ARG KUBEVIRT_VERSION=v1.6.0
 # vhost-device-vsock (rust-vmm, crates.io), the vhost-user vsock backend the agent runs
-# for vsock mode Sibling (docs/vsock-sibling.md); hack/setup.sh pins the same version.
+# for vsock mode Sibling (docs/vsock-sibling.md), patched; hack/setup.sh pins the same
+# version and applies the same patches.
 ARG VHOST_DEVICE_VSOCK_VERSION=0.3.0
 # Base images. Pin each by digest for a release, e.g.
 #   --build-arg CC_IMAGE=gcr.io/distroless/cc-debian12@sha256:<digest>
@@ -45,12 +46,17 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-ovs-plugin ./cni/cmd/fastpath-ovs-plugin
 
-# --locked builds with the crate's own Cargo.lock, so the dependencies are the ones
-# published with 0.3.0, not whatever semver allows today.
+# The crates.io release with our patches of its sibling path, as hack/setup.sh builds it:
+# hack/vhost-device-vsock/source.sh fetches the .crate through cargo, checks its sha256
+# and applies hack/vhost-device-vsock/*.patch (docs/vsock-sibling.md). --locked builds
+# with the crate's own Cargo.lock, so the dependencies are the ones published with
+# the release, not whatever semver allows today.
 FROM ${RUST_IMAGE} AS vhost-device-vsock
 ARG VHOST_DEVICE_VSOCK_VERSION
+COPY hack/vhost-device-vsock/ /src/hack/vhost-device-vsock/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    cargo install --locked --version ${VHOST_DEVICE_VSOCK_VERSION} vhost-device-vsock --root /cargo \
+    bash /src/hack/vhost-device-vsock/source.sh ${VHOST_DEVICE_VSOCK_VERSION} /src/vhost-device-vsock \
+ && cargo install --locked --path /src/vhost-device-vsock --root /cargo \
  && mkdir -p /out && cp /cargo/bin/vhost-device-vsock /out/vhost-device-vsock
 
 FROM ${STATIC_NONROOT_IMAGE} AS operator

@@ -143,10 +143,15 @@ getent passwd libvirt-qemu >/dev/null ||
 # Real guests: the boot image (kernel from Debian's .deb + initramfs), rebuilt when its inputs change.
 bash "${ROOT}/hack/guest-image.sh"
 
-# vhost-device-vsock, the vhost-user vsock backend of the real guests (crates.io, pinned).
+# vhost-device-vsock, the vhost-user vsock backend of the real guests and of vsock mode
+# Sibling: the crates.io release (pinned) with our patches of its sibling path
+# (hack/vhost-device-vsock/*.patch, docs/vsock-sibling.md), unpacked and patched by
+# hack/vhost-device-vsock/source.sh and built with the release's own Cargo.lock. The
+# stamp names the patches, so a bin/ built before them, or with other ones, is rebuilt.
 # Fastpath never passes it --forward-cid/--forward-listen (they would open AF_VSOCK on this host).
 VHOST_VSOCK_VERSION=0.3.0
-if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.stamp" 2>/dev/null)" != "${VHOST_VSOCK_VERSION}" ]]; then
+VHOST_VSOCK_STAMP="${VHOST_VSOCK_VERSION}+fastpath.$(cat "${ROOT}"/hack/vhost-device-vsock/*.patch | sha256sum | cut -c1-16)"
+if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.stamp" 2>/dev/null)" != "${VHOST_VSOCK_STAMP}" ]]; then
   if ! command -v cargo >/dev/null 2>&1 && [[ -x "${HOME}/.cargo/bin/cargo" ]]; then
     export PATH="${HOME}/.cargo/bin:${PATH}"
   fi
@@ -154,10 +159,16 @@ if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.sta
     log "installing cargo from Debian (vhost-device-vsock needs it)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cargo >/dev/null
   fi
-  log "building vhost-device-vsock ${VHOST_VSOCK_VERSION} with cargo (cold: a few minutes; cached after)"
-  cargo install --quiet --locked --version "${VHOST_VSOCK_VERSION}" vhost-device-vsock --root "${ROOT}/_out/cargo"
+  if ! command -v patch >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patch >/dev/null
+  fi
+  log "building vhost-device-vsock ${VHOST_VSOCK_VERSION} with hack/vhost-device-vsock's patches (cold: a few minutes; cached after)"
+  bash "${ROOT}/hack/vhost-device-vsock/source.sh" "${VHOST_VSOCK_VERSION}" "${ROOT}/_out/vhost-device-vsock/src"
+  # --force: the same version from crates.io, unpatched, may be installed there already.
+  cargo install --quiet --force --locked --path "${ROOT}/_out/vhost-device-vsock/src" \
+    --target-dir "${ROOT}/_out/vhost-device-vsock/target" --root "${ROOT}/_out/cargo"
   install -m 0755 "${ROOT}/_out/cargo/bin/vhost-device-vsock" "${BIN}/vhost-device-vsock"
-  echo "${VHOST_VSOCK_VERSION}" >"${BIN}/.vhost-device-vsock.stamp"
+  echo "${VHOST_VSOCK_STAMP}" >"${BIN}/.vhost-device-vsock.stamp"
 fi
 
 log "ok: $(ls "${BIN}" | tr '\n' ' ')"
