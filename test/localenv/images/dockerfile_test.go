@@ -157,8 +157,12 @@ func drift(text string, targets []Target) []string {
 					continue
 				}
 				run := os.Expand(strings.Join(src.runs, "\n"), func(k string) string { return args[k] })
-				if cargo := "cargo install --locked --version " + b.Version + " " + b.Crate; !strings.Contains(run, cargo) || !strings.Contains(run, "/out/"+b.Name) {
-					report("%s: stage %s does not run %s into /out/%s", t.Name, src.name, cargo, b.Name)
+				// The crate's source is fetched and patched by hack/<crate>/source.sh,
+				// then installed from that path with its own Cargo.lock.
+				prep := "bash /src/hack/" + b.Crate + "/source.sh " + b.Version + " /src/" + b.Crate
+				cargo := "cargo install --locked --path /src/" + b.Crate
+				if !strings.Contains(run, prep) || !strings.Contains(run, cargo) || !strings.Contains(run, "/out/"+b.Name) {
+					report("%s: stage %s does not run %s and %s into /out/%s", t.Name, src.name, prep, cargo, b.Name)
 				}
 				continue
 			}
@@ -231,7 +235,8 @@ func TestSetupBuildsTheVhostDeviceVsockOfTheImages(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "hack", "setup.sh"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring("\nVHOST_VSOCK_VERSION=" + VhostDeviceVsockVersion + "\n"))
-	g.Expect(string(b)).To(ContainSubstring(`cargo install --quiet --locked --version "${VHOST_VSOCK_VERSION}" vhost-device-vsock`))
+	g.Expect(string(b)).To(ContainSubstring(`bash "${ROOT}/hack/vhost-device-vsock/source.sh" "${VHOST_VSOCK_VERSION}" "${ROOT}/_out/vhost-device-vsock/src"`))
+	g.Expect(string(b)).To(ContainSubstring(`cargo install --quiet --force --locked --path "${ROOT}/_out/vhost-device-vsock/src"`))
 }
 
 // The check above can fail: each change to one side alone is reported.
@@ -271,7 +276,7 @@ func TestDriftIsReported(t *testing.T) {
 		{name: "vhost-device-vsock version", edit: func(ts []Target) []Target {
 			ts[2].Binaries[3].Version = "0.2.0"
 			return ts
-		}, want: "agent: stage vhost-device-vsock does not run cargo install --locked --version 0.2.0 vhost-device-vsock into /out/vhost-device-vsock"},
+		}, want: "agent: stage vhost-device-vsock does not run bash /src/hack/vhost-device-vsock/source.sh 0.2.0 /src/vhost-device-vsock and cargo install --locked --path /src/vhost-device-vsock into /out/vhost-device-vsock"},
 		{name: "Dockerfile drops vhost-device-vsock", editDF: func(s string) string {
 			return strings.Replace(s, "COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock\n", "", 1)
 		}, want: "agent: Dockerfile copies " + strings.Replace(agentCopies, " "+vhostCopy, "", 1) + ", builder puts " + agentCopies},
@@ -280,9 +285,9 @@ func TestDriftIsReported(t *testing.T) {
 		}, want: "agent: Dockerfile copies " + strings.Replace(agentCopies, vhostCopy, "[vhost-device-vsock /out/vhost-device-vsock /usr/bin/vhost-device-vsock]", 1) + ", builder puts " + agentCopies},
 		{name: "Dockerfile vhost-device-vsock version", editDF: func(s string) string {
 			return strings.Replace(s, "VHOST_DEVICE_VSOCK_VERSION="+VhostDeviceVsockVersion, "VHOST_DEVICE_VSOCK_VERSION=0.2.0", 1)
-		}, want: "agent: stage vhost-device-vsock does not run cargo install --locked --version " + VhostDeviceVsockVersion + " vhost-device-vsock into /out/vhost-device-vsock"},
+		}, want: "agent: stage vhost-device-vsock does not run bash /src/hack/vhost-device-vsock/source.sh " + VhostDeviceVsockVersion + " /src/vhost-device-vsock and cargo install --locked --path /src/vhost-device-vsock into /out/vhost-device-vsock"},
 		{name: "Dockerfile cargo without --locked", editDF: func(s string) string { return strings.Replace(s, "cargo install --locked ", "cargo install ", 1) },
-			want: "agent: stage vhost-device-vsock does not run cargo install --locked --version " + VhostDeviceVsockVersion + " vhost-device-vsock into /out/vhost-device-vsock"},
+			want: "agent: stage vhost-device-vsock does not run bash /src/hack/vhost-device-vsock/source.sh " + VhostDeviceVsockVersion + " /src/vhost-device-vsock and cargo install --locked --path /src/vhost-device-vsock into /out/vhost-device-vsock"},
 		{name: "Dockerfile agent base", editDF: func(s string) string {
 			return strings.Replace(s, "FROM ${CC_IMAGE} AS agent", "FROM ${STATIC_IMAGE} AS agent", 1)
 		},

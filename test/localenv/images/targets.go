@@ -65,10 +65,11 @@ type Binary struct {
 	// e.g. "./cmd/fastpath-agent"; empty for Kubernetes' pause (C, built with gcc)
 	// and for a Crate.
 	Package string
-	// Crate and Version name a Rust program from crates.io, built with
-	// `cargo install --locked --version <Version> <Crate>` (so with the crate's
-	// own Cargo.lock): by the Dockerfile stage From, and here by `make setup`
-	// (hack/setup.sh) into Prebuilt. Empty for Go and C programs.
+	// Crate and Version name a Rust program from crates.io, its source
+	// fetched and patched by hack/<Crate>/source.sh <Version> and built with
+	// `cargo install --locked --path` (so with the crate's own Cargo.lock): by
+	// the Dockerfile stage From, and here by `make setup` (hack/setup.sh) into
+	// Prebuilt. Empty for Go and C programs.
 	Crate, Version string
 	// From is the Dockerfile stage the image copies it from (COPY --from=<From>);
 	// empty means "build", the stage that builds the Go binaries.
