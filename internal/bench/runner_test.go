@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -78,17 +77,20 @@ func TestRunnerAlternatesPathsAndTakesMedians(t *testing.T) {
 func TestRunnerStartsAllSessionsOfAllPairsTogether(t *testing.T) {
 	g := gomega.NewWithT(t)
 	const pairs, sessions = 2, 3
+	// A barrier: every session waits until all have started, which only
+	// happens if the runner runs them at the same time.
 	var started atomic.Int32
+	allStarted := make(chan struct{})
 	tool := toolFunc(func(ctx context.Context, ep bench.Endpoint, _ results.Point, _ time.Duration) (results.Session, error) {
-		started.Add(1)
-		// Every session waits until all have started: this only finishes if
-		// the runner runs them at the same time.
-		deadline := time.Now().Add(5 * time.Second)
-		for started.Load() < pairs*sessions {
-			if time.Now().After(deadline) {
-				return results.Session{}, errors.New("sessions did not run at the same time")
-			}
-			time.Sleep(time.Millisecond)
+		if started.Add(1) == pairs*sessions {
+			close(allStarted)
+		}
+		select {
+		case <-allStarted:
+		case <-ctx.Done():
+			return results.Session{}, ctx.Err()
+		case <-time.After(30 * time.Second): // a hang guard: a runner that runs sessions one by one never fills the barrier
+			return results.Session{}, fmt.Errorf("sessions did not run at the same time: %d of %d started", started.Load(), pairs*sessions)
 		}
 		v := map[string]float64{"h1": 1, "h2": 2}[ep.Host]
 		return results.Session{ThroughputMbps: v, TransactionsPerSec: 100 * v, MeanLatencyUs: 10 * v}, nil
