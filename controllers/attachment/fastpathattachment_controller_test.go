@@ -286,12 +286,14 @@ var _ = Describe("FastPathAttachment", func() {
 		ns := newNamespace()
 		createVM(ns, "shared", busyVM, map[string]string{"app": "db"})
 		original := specJSON(ns, "shared")
-		newAttachment(ns, "z-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("none-yet"), Network: network("10.250.0.0/24")})
+		zOld := newAttachment(ns, "z-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("none-yet"), Network: network("10.250.0.0/24")})
 		// creationTimestamp has one-second resolution. The older attachment has
 		// the later name, so the test fails if the name rather than the
-		// timestamp decides.
-		time.Sleep(1100 * time.Millisecond)
-		newAttachment(ns, "a-new", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.251.0.0/24")})
+		// timestamp decides. The embedded API server stamps with this host's
+		// clock: wait until its second has moved past z-old's.
+		Eventually(func() time.Time { return time.Now().Truncate(time.Second) }).Should(BeTemporally(">", zOld.CreationTimestamp.Time))
+		aNew := newAttachment(ns, "a-new", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.251.0.0/24")})
+		Expect(aNew.CreationTimestamp.Time).To(BeTemporally(">", zOld.CreationTimestamp.Time), "z-old must be the older attachment")
 		Eventually(vmOwner(ns, "shared")).Should(Equal("a-new"))
 
 		By("the older attachment starting to select the VM takes it over")
