@@ -3,12 +3,14 @@ package attachment_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -144,8 +147,6 @@ func runScale(b *testing.B, env *testenv.Env, qps float32, burst int) scaleResul
 		b.Fatal(err)
 	}
 	defer stop()
-	// Let the informers list and watch before the clock starts.
-	time.Sleep(2 * time.Second)
 
 	var r scaleResult
 	reads, writes := counter.reads.Load(), counter.writes.Load()
@@ -274,9 +275,29 @@ func startBenchManager(cfg *rest.Config) (func(), error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// Every kind the controller watches (SetupWithManager), registered before
+	// the manager starts so that WaitForCacheSync below covers each of them:
+	// the informers list and watch before the clock starts, not during it.
+	vm := &unstructured.Unstructured{}
+	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+	for _, obj := range []client.Object{&v1alpha1.FastPathAttachment{}, &nadv1.NetworkAttachmentDefinition{}, vm,
+		&kubevirtv1.VirtualMachineInstance{}, &v1alpha1.FastPathNode{}, &v1alpha1.FastPathNetwork{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			cancel()
+			return nil, fmt.Errorf("failed to register the informer for %T: %w", obj, err)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	return func() { cancel(); <-done }, nil
+	stop := func() { cancel(); <-done }
+	// A hang guard, not a speed target: the informers sync in seconds.
+	syncCtx, syncCancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		stop()
+		return nil, errors.New("failed to sync the operator's informers within 2m")
+	}
+	return stop, nil
 }
 
 // patchConflicts reads fastpath_vm_patches_total{result="conflict"}.
