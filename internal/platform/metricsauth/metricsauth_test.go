@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -133,16 +134,16 @@ func startManager(ctx context.Context, t *testing.T, env *testenv.Env, f Flags) 
 			t.Errorf("manager with metrics on %s: %v", f.BindAddress, err)
 		}
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// The manager signals nothing when its metrics server listens (it binds
+	// inside its Start), so the real condition is polled: a connection is
+	// accepted. 30 s is a hang guard, not a speed target.
+	NewWithT(t).Eventually(func() error {
 		c, err := net.DialTimeout("tcp", f.BindAddress, time.Second)
 		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics endpoint %s never listened: %v", f.BindAddress, err)
-		}
-	}
+		return err
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "metrics endpoint %s never listened", f.BindAddress)
 }
 
 // serviceAccountToken creates ServiceAccount ns/name and returns a token for it.
