@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -188,14 +189,25 @@ func probeSiblingWrites(t *testing.T, ctx context.Context, server, client *Guest
 	for _, f := range strings.Split(list, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(f))
 		g.Expect(err).NotTo(HaveOccurred(), "FASTPATH_SIBLING_PROBE")
+		before, cerr := server.SinkCounts(ctx, "probe")
+		g.Expect(cerr).NotTo(HaveOccurred())
 		s, err := client.Stream(ctx, "VSOCK-CONNECT:3:5004", total, size, 15*time.Second)
-		// The sink records what it read when the connection ends.
-		time.Sleep(time.Second)
-		counts, cerr := server.SinkCounts(ctx, "probe")
+		// The sink records what it read when the connection ends: wait for
+		// this connection's line. A failed transfer may leave none; 10 s is a
+		// hang guard, after which the probe says so.
+		var counts []int
+		cerr = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			counts, err = server.SinkCounts(ctx, "probe")
+			return len(counts) > len(before), err
+		})
+		if wait.Interrupted(cerr) {
+			cerr = nil
+		}
 		g.Expect(cerr).NotTo(HaveOccurred())
 		got := "nothing recorded"
-		if len(counts) > 0 {
-			got = fmt.Sprintf("%d bytes", counts[len(counts)-1])
+		if len(counts) > len(before) {
+			got = fmt.Sprintf("%d bytes", counts[len(before)])
 		}
 		if err != nil {
 			t.Logf("probe vsock-sibling %d-byte writes: FAILED (%v); the sink read %s of %d", size, err, got, total)
