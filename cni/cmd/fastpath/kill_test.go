@@ -31,6 +31,8 @@ func killedAdd(t *testing.T, inv invocation, delay time.Duration) bool {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("failed to start ADD: %v", err)
 	}
+	// The sleep is the thing under test, not synchronisation: it picks the
+	// random point in ADD at which the kill lands.
 	time.Sleep(delay)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	err := cmd.Wait()

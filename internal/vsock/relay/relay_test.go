@@ -295,6 +295,8 @@ func TestRelayIdleTimeout(t *testing.T) {
 	for time.Since(start) < 4*idle {
 		_, err := busy.Write([]byte("tick"))
 		g.Expect(err).NotTo(HaveOccurred())
+		// The sleep is the thing under test, not synchronisation: busy is a
+		// peer that writes every idle/5, traffic the idle timeout must count.
 		time.Sleep(idle / 5)
 	}
 	var after time.Duration
