@@ -88,13 +88,18 @@ func TestInvalidOptionsAndCancel(t *testing.T) {
 	_, err = vsockbench.Stream(context.Background(), tr, vsockbench.StreamOptions{CID: serverCID, Port: serverPort + 1, MessageSize: 1, Duration: time.Second})
 	g.Expect(err).To(MatchError(ContainSubstring("failed to run VSOCK_STREAM against 5:6001")))
 
-	// Cancelling the context ends a long run promptly with the context's error.
+	// The context's end ends a run an hour long, with the context's error.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err = vsockbench.RR(ctx, tr, vsockbench.RROptions{CID: serverCID, Port: serverPort, Duration: time.Minute})
+	ran := make(chan error, 1)
+	go func() {
+		_, err := vsockbench.RR(ctx, tr, vsockbench.RROptions{CID: serverCID, Port: serverPort, Duration: time.Hour})
+		ran <- err
+	}()
+	// A hang guard, not a speed target: a run that ignored its context
+	// would take the hour.
+	g.Eventually(ran, time.Minute).Should(Receive(&err))
 	g.Expect(err).To(MatchError(context.DeadlineExceeded))
-	g.Expect(time.Since(start)).To(BeNumerically("<", 10*time.Second))
 }
 
 func TestServerRejectsBadHeader(t *testing.T) {
