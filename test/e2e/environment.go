@@ -193,8 +193,9 @@ type clusterEnv struct {
 	kubevirt bool
 }
 
-// NoKubeVirt is the reason the VM specs give when they are skipped.
-const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run: this spec did NOT run (make e2e-cluster's cluster has no KubeVirt; hack/kind-up.sh makes one that has)"
+// NoKubeVirt is the reason the VM specs give when they are not run (see
+// notRun).
+const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run (make e2e-cluster's cluster has no KubeVirt; hack/kind-up.sh makes one that has)"
 
 func startCluster(keyFile, user string) (*clusterEnv, error) {
 	cfg, err := config.GetConfig()

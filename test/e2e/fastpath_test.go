@@ -60,7 +60,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 
 	BeforeAll(func(ctx SpecContext) {
 		if !env.KubeVirt() {
-			Skip(NoKubeVirt)
+			notRun(NoKubeVirt)
 		}
 		c := env.Client()
 		for _, s := range objs.Secrets {
@@ -347,10 +347,10 @@ func vmSpecJSON(ctx SpecContext, c client.Client, ns, name string) []byte {
 	return b
 }
 
-// skipWithRealGuests skips a spec the local real guests cannot serve, saying
-// why in the report (it is shown as skipped, never as passed).
+// skipWithRealGuests does not run a spec the local real guests cannot
+// serve, saying why in the report (see notRun).
 func skipWithRealGuests(why string) {
 	if l, ok := env.(*localEnv); ok && l.real {
-		Skip("not run with " + GuestsEnv + "=qemu: " + why)
+		notRun("with " + GuestsEnv + "=qemu: " + why)
 	}
 }

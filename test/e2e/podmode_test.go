@@ -34,7 +34,7 @@ var _ = Describe("A Pod-mode FastPathBenchmark on real pods", Ordered, func() {
 	)
 	BeforeAll(func(ctx SpecContext) {
 		if env.Emulated() {
-			Skip("not run on the local stack: its kubelet is emulated and runs only runner Jobs, not the netserver pods Pod mode creates; make e2e-cluster runs it on a real kubelet")
+			notRun("on the local stack: its kubelet is emulated and runs only runner Jobs, not the netserver pods Pod mode creates; make e2e-cluster runs it on a real kubelet")
 		}
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
