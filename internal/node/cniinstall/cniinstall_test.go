@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -113,9 +114,7 @@ func TestEnsureFailsWithoutSourceAndKeepsTheInstalledBinary(t *testing.T) {
 
 func TestEnsureKeepsTheNodeConfiguration(t *testing.T) {
 	g := NewWithT(t)
-	if os.Geteuid() != 0 {
-		t.Skip("the plugin accepts only a root-owned node configuration: needs root")
-	}
+	testutil.RequireRoot(t) // the plugin accepts only a root-owned node configuration
 	src := filepath.Join(t.TempDir(), "fastpath")
 	writeFile(t, src, "#!/bin/sh\n")
 	conf := filepath.Join(t.TempDir(), "net.d", "fastpath.d", "node.json")
