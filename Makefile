@@ -1,6 +1,7 @@
 # Fastpath — make targets in kubebuilder's style (`make help`).
 #
-# Every target that needs tools or apt packages runs hack/setup.sh first, which is
+# Every target that needs tools or apt packages runs hack/setup.sh first with only the
+# parts it uses (core, tools, cluster, guests, vsock: see the script), which is
 # idempotent and quick when everything is present, so `make demo` and `make test`
 # work as the first command on a fresh Debian bookworm machine (as root).
 
@@ -28,8 +29,12 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
 .PHONY: setup
-setup: ## Install apt packages and build tools into bin/ (root; idempotent).
+setup: ## Install apt packages and build tools into bin/: every part (root; idempotent).
 	@bash hack/setup.sh
+
+# setup-<parts>: hack/setup.sh with the parts named, '+' between them (setup-core+tools).
+setup-%:
+	@bash hack/setup.sh $(subst +, ,$*)
 
 ##@ Development
 
@@ -50,11 +55,11 @@ lint: vet ## gofmt check and go vet (and staticcheck, built into bin/ on first u
 	cd test && $(BIN)/staticcheck ./...
 
 .PHONY: generate
-generate: setup ## Generate deepcopy code (controller-gen object).
+generate: setup-core+tools ## Generate deepcopy code (controller-gen object).
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: setup ## Generate CRDs and RBAC into config/, and copy the CRDs into the Helm chart.
+manifests: setup-core+tools ## Generate CRDs and RBAC into config/, and copy the CRDs into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths="{./controllers/attachment/...,./controllers/benchmark/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml charts/fastpath/crds/
@@ -92,7 +97,7 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 	docker build -t $(IMG) .
 
 .PHONY: images
-images: setup ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
+images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-images build $(IMAGES)
 
 .PHONY: images-import
@@ -119,16 +124,16 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	$(MAKE) e2e-cluster
 
 .PHONY: soak
-soak: setup build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
+soak: setup-core build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
 	cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
 	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
 
 .PHONY: e2e
-e2e: setup build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.
+e2e: setup-core$(if $(FASTPATH_GUESTS),+guests+vsock,) build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v
 
 .PHONY: bench
-bench: setup build ## Run the benchmarks: local node datapaths, CNI latency, relay cost, operator scale.
+bench: setup-core build ## Run the benchmarks: local node datapaths, CNI latency, relay cost, operator scale.
 	@mkdir -p _out/bench
 	@# One package at a time (-p 1), as make test: the relay and operator benchmarks
 	@# load both cores, and the userspace OVS datapath of the CNI latency benchmark
@@ -143,7 +148,7 @@ CLUSTER_DIR ?= $(ROOT)/_out/cluster
 CLUSTER := $(BIN)/fastpath-cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
 
 .PHONY: cluster
-cluster: setup build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig.
+cluster: setup-core+tools+cluster build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig.
 	$(CLUSTER) up
 
 .PHONY: cluster-down
@@ -156,7 +161,7 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
 .PHONY: e2e-cluster
-e2e-cluster: setup build images ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (VM specs skipped: no KubeVirt).
+e2e-cluster: setup-core+tools+cluster build images ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (VM specs skipped: no KubeVirt).
 	@start=$$(date +%s); \
 	$(CLUSTER) up && $(CLUSTER) install && \
 	  KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_HARNESS) test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v; rc=$$?; \
@@ -166,5 +171,5 @@ e2e-cluster: setup build images ## The e2e suite on a fresh real cluster: make c
 ##@ Demo
 
 .PHONY: demo
-demo: setup build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix, GUESTS=qemu for real VMs.
+demo: setup-core$(if $(GUESTS),+guests+vsock,) build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix, GUESTS=qemu for real VMs.
 	$(BIN)/kubectl-fastpath demo $(if $(FULL),--full,) $(if $(GUESTS),--guests=$(GUESTS),)
