@@ -113,15 +113,22 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	@# vSwitch, network namespaces and both CPUs, and netperf in one package starved
 	@# ovs-vswitchd under another's 20 concurrent CNI ADDs. The soak, which SIGKILLs
 	@# plugins in the middle of OVS port changes, runs last.
+	@date -u +'test: %T stage product: unit, envtest, datapath (root)'
 	go test $(GO_TEST_FLAGS) -p 1 ./...
 	@# Our patches to vhost-device-vsock 0.3.0 (hack/vhost-device-vsock): the crate's unit tests.
+	@date -u +'test: %T stage vhost-device-vsock: unit tests of the patched crate'
 	bash hack/vhost-device-vsock/test.sh
+	@date -u +'test: %T stage harness: local environment, real guests, cluster, e2e on namespace guests'
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /soak)
+	@date -u +'test: %T stage soak (short parts)'
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) ./soak/...
+	@date -u +'test: %T stage e2e on real QEMU guests'
 	FASTPATH_GUESTS=qemu $(GO_HARNESS) test $(GO_TEST_FLAGS) ./e2e/...
 	@# The same suite on a real single-node cluster (kubelet, containerd, Multus; no
 	@# KubeVirt, so its VM specs are skipped): about 2-3 minutes warm.
+	@date -u +'test: %T stage e2e on a real cluster'
 	$(MAKE) e2e-cluster
+	@date -u +'test: %T done'
 
 .PHONY: soak
 soak: setup-core build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
