@@ -98,12 +98,12 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 
 .PHONY: images
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
-	$(GO_HARNESS) run ./cmd/fastpath-images build $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-images build --out $(ROOT)/_out/images $(IMAGES)
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
 	@test -n "$(CONTAINERD_ADDRESS)" || { echo "images-import: set CONTAINERD_ADDRESS to the containerd socket"; exit 2; }
-	$(GO_HARNESS) run ./cmd/fastpath-images import --address $(CONTAINERD_ADDRESS) $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-images import --out $(ROOT)/_out/images --address $(CONTAINERD_ADDRESS) $(IMAGES)
 
 ##@ Test
 
