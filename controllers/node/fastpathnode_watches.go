@@ -74,15 +74,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		Watches(&fastpathv1alpha1.FastPathNode{}, toNode, builder.WithPredicates(thisNode)).
 		// virt-launcher pods bound to this node: a Sibling group runs where
 		// a member VM is being started (SiblingPlacement).
-		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e event.CreateEvent) bool { _, ok := launcherOf(e.Object.(*corev1.Pod), r.NodeName); return ok },
-			DeleteFunc: func(e event.DeleteEvent) bool {
-				p, ok := e.Object.(*corev1.Pod)
-				return ok && p.Spec.NodeName == r.NodeName
-			},
-			UpdateFunc:  func(e event.UpdateEvent) bool { return launcherChanged(r.NodeName)(e.ObjectOld, e.ObjectNew) },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
+		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(launcherEvents(r.NodeName))).
 		Watches(&fastpathv1alpha1.FastPathNetwork{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(options).

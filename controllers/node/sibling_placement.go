@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
@@ -171,17 +173,31 @@ func launcherOf(pod *corev1.Pod, node string) (string, bool) {
 // vmiKind is the kind of the controller of a virt-launcher pod.
 const vmiKind = "VirtualMachineInstance"
 
-// launcherChanged: a pod event that can change siblingLaunchers (created,
-// deleted, bound to a node, finished) of a virt-launcher pod.
-func launcherChanged(node string) func(old, cur client.Object) bool {
-	return func(old, cur client.Object) bool {
-		o, ok1 := old.(*corev1.Pod)
-		n, ok2 := cur.(*corev1.Pod)
-		if !ok1 || !ok2 {
+// launcherEvents passes the pod events that can change siblingLaunchers:
+// a virt-launcher pod of node created, deleted, bound or finished.
+func launcherEvents(node string) predicate.Funcs {
+	launcher := func(o client.Object) bool {
+		pod, ok := o.(*corev1.Pod)
+		if !ok {
 			return false
 		}
-		vo, io := launcherOf(o, node)
-		vn, in := launcherOf(n, node)
-		return io != in || vo != vn
+		_, ok = launcherOf(pod, node)
+		return ok
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return launcher(e.Object) },
+		// A finished pod no longer counts, so its deletion changes nothing.
+		DeleteFunc: func(e event.DeleteEvent) bool { return launcher(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Pod)
+			n, ok2 := e.ObjectNew.(*corev1.Pod)
+			if !ok1 || !ok2 {
+				return false
+			}
+			vo, io := launcherOf(o, node)
+			vn, in := launcherOf(n, node)
+			return io != in || vo != vn
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
