@@ -285,8 +285,9 @@ func TestChartAgentDevicePlugin(t *testing.T) {
 
 // TestChartAgentSibling: vsock mode Sibling is opt-in; on, the agent gets
 // the backend, its socket directory at the host path (the device plugin
-// hands kubelet host paths below it) and kubelet's PodResources API, and
-// the chart refuses it without the device plugin.
+// hands kubelet host paths below it), kubelet's PodResources API and the
+// caps on groups (agent.sibling.maxGroups, maxGroupsPerNamespace), and the
+// chart refuses it without the device plugin.
 func TestChartAgentSibling(t *testing.T) {
 	g := NewWithT(t)
 	ds := agentDaemonSet(t)
@@ -297,6 +298,8 @@ func TestChartAgentSibling(t *testing.T) {
 		"- --vhost-device-vsock=/usr/local/bin/vhost-device-vsock",
 		"- --sibling-socket-dir=/var/run/fastpath/vsock",
 		"- --sibling-devices=128",
+		"- --sibling-max-groups=64",
+		"- --sibling-max-groups-per-namespace=16",
 		"- --pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock",
 		"{name: sibling-sockets, mountPath: /var/run/fastpath/vsock}",
 		"{name: pod-resources, mountPath: /var/lib/kubelet/pod-resources}",
@@ -305,6 +308,8 @@ func TestChartAgentSibling(t *testing.T) {
 	} {
 		g.Expect(ds).To(ContainSubstring(s))
 	}
+	ds = agentDaemonSet(t, "agent.sibling.enabled=true", "agent.sibling.maxGroups=5", "agent.sibling.maxGroupsPerNamespace=2")
+	g.Expect(ds).To(And(ContainSubstring("- --sibling-max-groups=5\n"), ContainSubstring("- --sibling-max-groups-per-namespace=2\n")))
 	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.sibling.enabled=true", "--set", "agent.devicePlugin.enabled=false").CombinedOutput()
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring("agent.sibling.enabled needs agent.devicePlugin.enabled"))
