@@ -133,6 +133,11 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", l.dir, err)
 	}
+	if _, ok := e.siblingSocket(vmi); ok {
+		if err := e.createLauncherPod(ctx, vmi, l); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.siblingSocketReady(vmi); err != nil {
 		return nil, err
 	}
@@ -273,6 +278,10 @@ func (e *Emulator) teardown(ctx context.Context, key types.NamespacedName, why s
 // release undoes a (possibly partial) launcher, in reverse order.
 func (e *Emulator) release(ctx context.Context, l *launcher) error {
 	var errs []error
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.podName}}
+	if err := e.cli.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("failed to delete the launcher pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
 	if l.real != nil {
 		if err := l.real.Stop(); err != nil {
 			errs = append(errs, err)
@@ -472,4 +481,28 @@ func guestInterfaceNames(vmi *kubevirtv1.VirtualMachineInstance) map[string]stri
 		out[iface.Name] = fmt.Sprintf("eth%d", i)
 	}
 	return out
+}
+
+// createLauncherPod creates the virt-launcher Pod object of a vsock mode
+// Sibling VMI, bound to this node, as virt-controller and the scheduler do
+// before QEMU starts: the node agent starts a Sibling group's
+// vhost-device-vsock once a member's launcher pod is bound to its node
+// (controllers/node, sibling placement), and QEMU needs that socket to boot.
+// EMULATED: no kubelet runs the pod; the launcher is the network namespace
+// and the QEMU of this emulation. An existing pod is left as it is.
+func (e *Emulator) createLauncherPod(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, l *launcher) error {
+	controller := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: vmi.Namespace, Name: l.podName,
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance",
+				Name: vmi.Name, UID: vmi.UID, Controller: &controller}},
+		},
+		Spec: corev1.PodSpec{NodeName: e.opts.NodeName, Containers: []corev1.Container{{Name: "compute", Image: "emulated/virt-launcher"}}},
+	}
+	if err := e.cli.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create the launcher pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
 }
