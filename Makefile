@@ -19,8 +19,10 @@ IMG ?= ghcr.io/fastpath-io/fastpath:dev
 BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
 # The harness's binaries, from the test/ module (docs/architecture.md): never shipped.
 HARNESS_BINARIES := fastpath-demo fastpath-cluster
-# go in the harness module test/ (its own go.mod, replace => ../).
-GO_HARNESS := cd $(ROOT)/test && go
+# go in the harness module test/ (its own go.mod, replace => ../). An environment
+# variable for go goes after it: IN_HARNESS VAR=value go test ...
+IN_HARNESS := cd $(ROOT)/test &&
+GO_HARNESS := $(IN_HARNESS) go
 
 ##@ General
 
@@ -126,7 +128,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	@date -u +'test: %T stage soak (short parts)'
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) ./soak/...
 	@date -u +'test: %T stage e2e on real QEMU guests'
-	FASTPATH_GUESTS=qemu $(GO_HARNESS) test $(GO_TEST_FLAGS) ./e2e/...
+	$(IN_HARNESS) FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
 	@# The same suite on a real single-node cluster (kubelet, containerd, Multus; no
 	@# KubeVirt, so its VM specs are skipped): about 2-3 minutes warm.
 	@date -u +'test: %T stage e2e on a real cluster'
@@ -174,7 +176,7 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 e2e-cluster: setup-core+tools+cluster build images ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (VM specs skipped: no KubeVirt).
 	@start=$$(date +%s); \
 	$(CLUSTER) up && $(CLUSTER) install && \
-	  KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_HARNESS) test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v; rc=$$?; \
+	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v); rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 
