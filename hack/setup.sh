@@ -12,7 +12,25 @@
 #     kube-scheduler and kube-proxy (same k8s.io/kubernetes), crictl (go install) and
 #     Multus's thin plugin (module hack/multus) into bin/; containerd and runc from Debian
 #   - etcd from Debian's etcd-server, linked into bin/
+#
+# Parts, so that each make target builds only what it runs (hack/setup.sh PART...; no
+# argument: all of them, as `make setup` and `make test`):
+#   core     apt packages of the node datapaths and the benchmark; etcd, kube-apiserver,
+#            kubectl (the embedded control plane of make demo, envtest, the e2e suite)
+#   tools    controller-gen and helm (make generate, manifests, verify; chart tests)
+#   cluster  containerd, runc, gcc; kubelet, kube-controller-manager, kube-scheduler,
+#            kube-proxy, crictl, Multus (make cluster, make images)
+#   guests   QEMU, libvirt, the guest image (make demo GUESTS=qemu, the real-guest tests)
+#   vsock    vhost-device-vsock with our patches (real guests, the agent image)
 set -euo pipefail
+
+ALL_PARTS="core tools cluster guests vsock"
+PARTS=" ${*:-${ALL_PARTS}} "
+for p in ${PARTS}; do
+  [[ " ${ALL_PARTS} " == *" ${p} "* ]] || { printf 'setup: unknown part %s (parts: %s)\n' "$p" "${ALL_PARTS}" >&2; exit 2; }
+done
+# want PART: is PART asked for?
+want() { [[ "${PARTS}" == *" $1 "* ]]; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${ROOT}/bin"
@@ -26,15 +44,14 @@ if [[ "$(id -u)" != 0 ]]; then
 fi
 
 APT_PACKAGES=(
-  # make images (test/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically
-  gcc libc6-dev
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
-  # real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
-  qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip
-  # the real single-node cluster (make cluster): its own containerd (never the system service) and runc
-  containerd runc
 )
+# make images (test/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically;
+# the real single-node cluster (make cluster): its own containerd (never the system service) and runc
+want cluster && APT_PACKAGES+=(gcc libc6-dev containerd runc)
+# real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
+want guests && APT_PACKAGES+=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -87,13 +104,14 @@ build_tool() {
   echo "$want" >"$stamp"
 }
 
-build_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+want tools && build_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 VPKG=k8s.io/component-base/version
 K8S_LDFLAGS="-s -w -X ${VPKG}.gitVersion=${K8S_VERSION} -X ${VPKG}.gitMajor=1 -X ${VPKG}.gitMinor=34 -X ${VPKG}.gitTreeState=clean"
 build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${K8S_LDFLAGS}"
 build_tool kubectl k8s.io/kubernetes/cmd/kubectl "${K8S_LDFLAGS}"
-build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
+want tools && build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
 
+if want cluster; then
 # The real single-node cluster (make cluster, test/localenv/cluster): the kubelet,
 # kube-controller-manager, kube-scheduler and kube-proxy of the same k8s.io/kubernetes,
 # crictl and Multus's thin plugin. Built one at a time: each is minutes cold on two cores.
@@ -131,7 +149,9 @@ if [[ ! -x "${BIN}/multus" || "$(cat "${BIN}/.multus.stamp" 2>/dev/null)" != "${
     -o "${BIN}/multus" "${MULTUS_MOD}/cmd/multus")
   echo "${MULTUS_MOD}@${MULTUS_VERSION}" >"${BIN}/.multus.stamp"
 fi
+fi
 
+if want guests; then
 # libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
 # compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
 # would create it. The real guests run QEMU as root (test/localenv/guests).
@@ -142,6 +162,7 @@ getent passwd libvirt-qemu >/dev/null ||
 
 # Real guests: the boot image (kernel from Debian's .deb + initramfs), rebuilt when its inputs change.
 bash "${ROOT}/hack/guest-image.sh"
+fi
 
 # vhost-device-vsock, the vhost-user vsock backend of the real guests and of vsock mode
 # Sibling: the crates.io release (pinned) with our patches of its sibling path
@@ -150,6 +171,7 @@ bash "${ROOT}/hack/guest-image.sh"
 # stamp names the patches, so a bin/ built before them, or with other ones, is rebuilt.
 # Fastpath never passes it --forward-cid/--forward-listen (they would open AF_VSOCK on this host).
 VHOST_VSOCK_VERSION=0.3.0
+if want vsock; then
 VHOST_VSOCK_STAMP="${VHOST_VSOCK_VERSION}+fastpath.$(cat "${ROOT}"/hack/vhost-device-vsock/*.patch | sha256sum | cut -c1-16)"
 if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.stamp" 2>/dev/null)" != "${VHOST_VSOCK_STAMP}" ]]; then
   if ! command -v cargo >/dev/null 2>&1 && [[ -x "${HOME}/.cargo/bin/cargo" ]]; then
@@ -170,5 +192,6 @@ if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.sta
   install -m 0755 "${ROOT}/_out/cargo/bin/vhost-device-vsock" "${BIN}/vhost-device-vsock"
   echo "${VHOST_VSOCK_STAMP}" >"${BIN}/.vhost-device-vsock.stamp"
 fi
+fi
 
-log "ok: $(ls "${BIN}" | tr '\n' ' ')"
+log "ok ($(echo ${PARTS})): $(ls "${BIN}" | tr '\n' ' ')"

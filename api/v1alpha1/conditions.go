@@ -187,8 +187,15 @@ const (
 	// vsock.fastpath.io/sibling is not registered with kubelet, so Sibling
 	// VMs' launchers cannot get their vhost-user socket.
 	ReasonSiblingDevicePluginFailed = "SiblingDevicePluginFailed"
-	// ReasonNoSiblingBackends: no attachment in mode Sibling.
+	// ReasonNoSiblingBackends: no attachment in mode Sibling has a member VM
+	// on this node (or none exists).
 	ReasonNoSiblingBackends = "NoSiblingBackends"
+	// ReasonSiblingGroupsOverCap: a Sibling attachment with a member VM on
+	// this node gets no vhost-device-vsock because the node's cap on groups
+	// (agent --sibling-max-groups) or its namespace's cap
+	// (--sibling-max-groups-per-namespace) is reached; the message names the
+	// attachments and the cap.
+	ReasonSiblingGroupsOverCap = "SiblingGroupsOverCap"
 	// ReasonNodeLabelFailed: the agent could not set (or remove) the Node label
 	// VhostUserVSOCKNodeLabel, so Sibling VMs are not steered to (or away
 	// from) this node.

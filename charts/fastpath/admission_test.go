@@ -77,16 +77,7 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g := NewWithT(t)
 		ns, err := env.NewNamespace(ctx, "vap")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(env.Client.Create(ctx, &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"create", "update", "get"}}},
-		})).To(Succeed())
-		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nads"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}},
-		})).To(Succeed())
-		tenant := as("system:serviceaccount:"+ns+":tenant", nil)
+		tenant := nadWriter(g, env, as, ns)
 		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
 		nad := func(name, config string, owned bool) *nadv1.NetworkAttachmentDefinition {
 			n := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
@@ -106,6 +97,84 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(operator.Create(ctx, nad("unowned", fp, false))).To(MatchError(ContainSubstring("must be controlled by a FastPathAttachment")))
 		g.Expect(operator.Create(ctx, nad("owned", fp, true))).To(Succeed())
 	})
+
+	t.Run("a NAD of any plugin naming a FastPathNetwork's bridge or lower device is the operator's, controlled by a FastPathAttachment", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-dev")
+		g.Expect(err).NotTo(HaveOccurred())
+		tenant := nadWriter(g, env, as, ns)
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		for _, n := range []*fastpathv1alpha1.FastPathNetwork{
+			{ObjectMeta: metav1.ObjectMeta{Name: "vap-bridge"}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Bridge: "fp.br0"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "vap-macvtap"}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Datapath: fastpathv1alpha1.DatapathMacvtap, Bridge: "fplow0"}},
+		} {
+			g.Expect(env.Client.Create(ctx, n)).To(Succeed())
+			t.Cleanup(func() { _ = env.Client.Delete(ctx, n) })
+		}
+		nad := func(name, config string) *nadv1.NetworkAttachmentDefinition {
+			return &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
+		}
+		controlled := func(n *nadv1.NetworkAttachmentDefinition) *nadv1.NetworkAttachmentDefinition {
+			yes := true
+			n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "fastpath.io/v1alpha1", Kind: "FastPathAttachment", Name: n.Name, UID: "0000", Controller: &yes}}
+			return n
+		}
+		onBridge := `{"cniVersion":"1.0.0","name":"b","type":"bridge","bridge":"fp.br0","ipam":{"type":"host-local","subnet":"10.9.0.0/24"}}`
+		// The policy and its parameters (the FastPathNetworks) take effect
+		// asynchronously; a dry run is admitted like a create and stores nothing.
+		g.Eventually(func() error { return tenant.Create(ctx, nad("plain-bridge", onBridge), client.DryRunAll) }, time.Minute, 200*time.Millisecond).
+			Should(MatchError(And(ContainSubstring(`names "fp.br0", the bridge of FastPathNetwork vap-bridge`), ContainSubstring("create a FastPathAttachment instead"))))
+
+		for name, config := range map[string]string{
+			"ws-bridge":   "{ \"cniVersion\" : \"1.0.0\" ,\n\t\"type\":\"bridge\",\n\t\"bridge\"\t:\r\n  \"fp.br0\"\n}",
+			"ovs":         `{"cniVersion":"1.0.0","name":"o","type":"ovs", "bridge" :"fp.br0"}`,
+			"tap":         `{"cniVersion":"1.0.0","name":"t","type":"tap","bridge":  "fp.br0"}`,
+			"conflist":    `{"cniVersion":"1.0.0","name":"c","plugins":[{"type":"bridge","bridge":"fp.br0"},{"type":"tuning"}]}`,
+			"macvlan":     `{"cniVersion":"1.0.0","name":"m","type":"macvlan","master":"fplow0","mode":"bridge"}`,
+			"macvtap":     `{"cniVersion":"1.0.0","name":"v","type":"macvtap","master": "fplow0"}`,
+			"host-device": `{"cniVersion":"1.0.0","name":"h","type":"host-device","device":"fplow0"}`,
+			"vlan":        `{"cniVersion":"1.0.0","name":"l","type":"vlan","master":"fp.br0","vlanId":7}`,
+		} {
+			g.Expect(tenant.Create(ctx, nad(name, config))).To(MatchError(ContainSubstring("of FastPathNetwork vap-")), name)
+		}
+		// fastpath-nad-owner refuses these (any \u escape), fastpath-nad-devices relies on it.
+		g.Expect(tenant.Create(ctx, nad("escaped", `{"cniVersion":"1.0.0","name":"e","type":"bridge","bridge":"fp.br\u0030"}`))).
+			To(MatchError(ContainSubstring("only fastpath-operator")), "an escape may spell a bridge name")
+		g.Expect(tenant.Create(ctx, nad("nul", `{"cniVersion":"1.0.0","name":"e","type":"bridge","bridge":"fp.br0\u0000x"}`))).
+			To(MatchError(ContainSubstring("only fastpath-operator")), "the kernel reads an interface name up to its first NUL")
+		g.Expect(tenant.Create(ctx, controlled(nad("forged", onBridge)))).To(MatchError(ContainSubstring("of FastPathNetwork vap-bridge")),
+			"a tenant may write an ownerReference, so only the operator's controlled NADs pass")
+		g.Expect(operator.Create(ctx, nad("uncontrolled", onBridge))).To(MatchError(ContainSubstring("of FastPathNetwork vap-bridge")))
+		g.Expect(operator.Create(ctx, controlled(nad("controlled", onBridge)))).To(Succeed())
+
+		other := nad("other-bridge", `{"cniVersion":"1.0.0","name":"o","type":"bridge","bridge":"br-tenant","ipam":{"type":"host-local","subnet":"10.9.0.0/24"}}`)
+		g.Expect(tenant.Create(ctx, other)).To(Succeed(), "a bridge no FastPathNetwork names is not ours to police")
+		g.Expect(tenant.Create(ctx, nad("similar", `{"cniVersion":"1.0.0","name":"fp.br00","type":"macvlan","master":"xfplow0"}`))).To(Succeed(),
+			"names are matched whole: fp.br00 and xfplow0 are other devices")
+		other.Spec.Config = onBridge
+		g.Expect(tenant.Update(ctx, other)).To(MatchError(ContainSubstring("of FastPathNetwork vap-bridge")), "nor can an update move a NAD onto the bridge")
+
+		g.Expect(env.Client.Delete(ctx, &fastpathv1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vap-bridge"}})).To(Succeed())
+		g.Eventually(func() error { return tenant.Update(ctx, other, client.DryRunAll) }, time.Minute, 200*time.Millisecond).Should(Succeed(),
+			"the parameters are the networks as they are now: a bridge no network names any more is free")
+	})
+}
+
+// nadWriter returns a client for the ServiceAccount tenant of namespace ns,
+// which RBAC allows to create, update and get NetworkAttachmentDefinitions
+// there: what the admission policies refuse is theirs alone to refuse.
+func nadWriter(g *WithT, env *testenv.Env, as func(string, map[string][]string) client.Client, ns string) client.Client {
+	ctx := context.Background()
+	g.Expect(env.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"create", "update", "get"}}},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nads"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nads"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}},
+	})).To(Succeed())
+	return as("system:serviceaccount:"+ns+":tenant", nil)
 }
 
 func bindClusterRole(g *WithT, env *testenv.Env, path, sa string) {

@@ -69,7 +69,10 @@ type flags struct {
 	devicePluginDir  string
 	macvtapDevices   int
 	siblingDevices   int
-	podResources     string
+	// siblingMaxGroups and siblingMaxGroupsPerNamespace cap the
+	// vhost-device-vsock groups of this node (agent.SiblingLimits).
+	siblingMaxGroups, siblingMaxGroupsPerNamespace int
+	podResources                                   string
 }
 
 func main() {
@@ -96,6 +99,8 @@ func main() {
 	flag.StringVar(&f.devicePluginDir, "device-plugin-dir", pluginapi.DevicePluginPath, "kubelet's device plugin directory (with kubelet.sock): the agent offers macvtap.fastpath.io/<lower> there for every Macvtap network, whose devices are the /dev/tapN of VM macvtaps; \"\" disables the device plugin.")
 	flag.IntVar(&f.macvtapDevices, "macvtap-devices", deviceplugin.DefaultMacvtapCapacity, "Devices (VM macvtap interfaces) each Macvtap network offers on this node, 1-8192.")
 	flag.IntVar(&f.siblingDevices, "sibling-devices", deviceplugin.DefaultSiblingDevices, fmt.Sprintf("Devices of vsock.fastpath.io/sibling (Sibling VM launchers at once on this node), 1-%d; offered only with --vhost-device-vsock and --device-plugin-dir.", deviceplugin.MaxSiblingDevices))
+	flag.IntVar(&f.siblingMaxGroups, "sibling-max-groups", agent.DefaultSiblingMaxGroups, "vsock mode Sibling: at most this many vhost-device-vsock groups (attachments with a member VM here) run on this node (0: the default); the others are reported as SiblingGroupsOverCap.")
+	flag.IntVar(&f.siblingMaxGroupsPerNamespace, "sibling-max-groups-per-namespace", agent.DefaultSiblingMaxGroupsPerNamespace, "vsock mode Sibling: at most this many groups of one namespace run on this node (0: the default).")
 	flag.StringVar(&f.podResources, "pod-resources-socket", deviceplugin.DefaultPodResourcesSocket, "kubelet's PodResources API socket: the sibling device plugin asks it which pod holds a device.")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}
@@ -115,6 +120,9 @@ func run(f flags) error {
 	}
 	if f.ovsDatapathType != ovsdb.DatapathSystem && f.ovsDatapathType != ovsdb.DatapathNetdev {
 		return fmt.Errorf("failed to start: --ovs-datapath-type must be %s or %s, not %q", ovsdb.DatapathSystem, ovsdb.DatapathNetdev, f.ovsDatapathType)
+	}
+	if f.siblingMaxGroups < 0 || f.siblingMaxGroupsPerNamespace < 0 {
+		return fmt.Errorf("failed to start: --sibling-max-groups (%d) and --sibling-max-groups-per-namespace (%d) must not be negative", f.siblingMaxGroups, f.siblingMaxGroupsPerNamespace)
 	}
 	transport, emulatedRoot, err := parseTransport(f.vsockTransport)
 	if err != nil {
@@ -192,6 +200,7 @@ func run(f flags) error {
 		}}
 		defer sup.Stop()
 		r.Siblings, r.SiblingVersion, r.SiblingSocketDir, r.SiblingChanges = sup, version, f.siblingSocketDir, changes
+		r.SiblingMaxGroups, r.SiblingMaxGroupsPerNamespace = f.siblingMaxGroups, f.siblingMaxGroupsPerNamespace
 		log.Info("vsock mode Sibling enabled", "vhostDeviceVsock", f.vhostDeviceVsock, "version", version)
 		if f.devicePluginDir != "" {
 			mounts := &deviceplugin.SiblingMounts{SocketDir: f.siblingSocketDir, NodeName: f.nodeName, Devices: f.siblingDevices,

@@ -41,4 +41,6 @@ func TestRunRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		To(MatchError(ContainSubstring("--ovs-datapath-type must be system or netdev")))
 	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "tcp"})).
 		To(MatchError(ContainSubstring("failed to parse --vsock-transport")))
+	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", siblingMaxGroupsPerNamespace: -1})).
+		To(MatchError(ContainSubstring("--sibling-max-groups-per-namespace (-1) must not be negative")))
 }

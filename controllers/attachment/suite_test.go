@@ -52,6 +52,10 @@ func TestAttachmentController(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
+	// For every spec, whatever the random order: the Macvtap specs set none
+	// of their own, and ran with Gomega's 1 s default when they came first.
+	SetDefaultEventuallyTimeout(timeout)
+	SetDefaultEventuallyPollingInterval(interval)
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
 	env, err = testenv.Start(testenv.Options{})

@@ -82,7 +82,7 @@ type CNIInstaller interface {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // The sibling device plugin (deviceplugin.SiblingMounts) checks whose
 // container holds a device: the pod, and its VMI's status.activePods.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get
 
 // Reconciler prepares one node and publishes its FastPathNode. Fill in
@@ -141,6 +141,10 @@ type Reconciler struct {
 	// SiblingSocketDir overrides v1alpha1.SiblingSocketDir (tests, the local
 	// environment).
 	SiblingSocketDir string
+	// SiblingMaxGroups and SiblingMaxGroupsPerNamespace cap the
+	// vhost-device-vsock groups this node runs (SiblingLimits); 0 is
+	// DefaultSiblingMaxGroups / DefaultSiblingMaxGroupsPerNamespace.
+	SiblingMaxGroups, SiblingMaxGroupsPerNamespace int
 	// SiblingChanges, when set, wakes the reconciler (SetupWithManager
 	// watches it): the supervisor sends on it when a process starts or exits.
 	SiblingChanges <-chan event.GenericEvent
@@ -172,6 +176,8 @@ type observed struct {
 	siblings      []fastpathv1alpha1.SiblingBackendStatus
 	siblingErr    error
 	siblingDown   []string
+	// siblingOver: groups with a member here that a cap leaves out.
+	siblingOver []string
 	// siblingPluginErr: the sibling device plugin is not registered with kubelet.
 	siblingPluginErr error
 	// nodeLabelErr: the Node's v1alpha1.VhostUserVSOCKNodeLabel could not be

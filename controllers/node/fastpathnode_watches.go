@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +72,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	return b.
 		Watches(&fastpathv1alpha1.FastPathAttachment{}, toNode, builder.WithPredicates(attachmentChanged())).
 		Watches(&fastpathv1alpha1.FastPathNode{}, toNode, builder.WithPredicates(thisNode)).
+		// virt-launcher pods bound to this node: a Sibling group runs where
+		// a member VM is being started (SiblingPlacement).
+		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(launcherEvents(r.NodeName))).
 		Watches(&fastpathv1alpha1.FastPathNetwork{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(options).
@@ -99,9 +104,21 @@ func (r *Reconciler) validate() error {
 	return nil
 }
 
+// siblingNodes lists "<vm>=<node>" of a's VMs in vsock mode Sibling: where
+// they run decides where their group runs (SiblingPlacement).
+func siblingNodes(a *fastpathv1alpha1.FastPathAttachment) []string {
+	var out []string
+	for _, vm := range a.Status.VMs {
+		if vm.VSOCKMode == fastpathv1alpha1.VSOCKModeSibling {
+			out = append(out, vm.Name+"="+vm.Node)
+		}
+	}
+	return out
+}
+
 // attachmentChanged passes creations, deletions and updates that change the
-// spec (metadata.generation), status.vsockServices or the Sibling group
-// (status.vms[].cid in vsock mode Sibling); the operator's other
+// spec (metadata.generation), status.vsockServices, the Sibling group
+// (status.vms[].cid in vsock mode Sibling) or where its VMs run; the operator's other
 // status updates do not change what the node needs.
 func attachmentChanged() predicate.Predicate {
 	return predicate.Funcs{
@@ -113,7 +130,8 @@ func attachmentChanged() predicate.Predicate {
 			}
 			return o.Generation != n.Generation ||
 				!equality.Semantic.DeepEqual(o.Status.VSOCKServices, n.Status.VSOCKServices) ||
-				!equality.Semantic.DeepEqual(SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*o}, ""), SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*n}, ""))
+				!equality.Semantic.DeepEqual(SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*o}, ""), SiblingGroups([]fastpathv1alpha1.FastPathAttachment{*n}, "")) ||
+				!slices.Equal(siblingNodes(o), siblingNodes(n))
 		},
 	}
 }
@@ -125,5 +143,7 @@ func attachmentChanged() predicate.Predicate {
 func CacheOptions(nodeName string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&fastpathv1alpha1.FastPathNode{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+		// Only this node's pods (the virt-launchers of SiblingPlacement).
+		&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
 	}}
 }

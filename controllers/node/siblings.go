@@ -33,9 +33,9 @@ type SiblingSupervisor interface {
 // operator gave a group CID (status.vms[].cid with vsockMode Sibling), running
 // or not, so a VM that starts later joins without a restart. Sockets are
 // <socketDir>/<base of v1alpha1.SiblingSocketPath> (.vhost for QEMU, .vsock
-// for the hybrid host side); socketDir "" is v1alpha1.SiblingSocketDir. Every
-// node serves every group: the VMs may be scheduled anywhere, and an idle
-// slot is one listening socket. Attachments being deleted get no group.
+// for the hybrid host side); socketDir "" is v1alpha1.SiblingSocketDir.
+// Attachments being deleted get no group. Which of them a node runs is
+// SiblingGroupsHere's choice.
 func SiblingGroups(atts []fastpathv1alpha1.FastPathAttachment, socketDir string) []backend.Group {
 	if socketDir == "" {
 		socketDir = fastpathv1alpha1.SiblingSocketDir
@@ -71,10 +71,27 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	obs := &s.observed
-	obs.siblingGroups = SiblingGroups(s.attachments, r.SiblingSocketDir)
+	launchers, err := r.siblingLaunchers(ctx)
+	if err != nil {
+		// Without knowing which VMs are here, keep the processes as they are.
+		obs.siblingErr = err
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the virt-launcher pods of this node")
+		return r.retry(), nil
+	}
+	running := map[string]bool{}
+	for _, st := range r.Siblings.Status() {
+		running[st.Key] = true
+	}
+	var over []SiblingOverCap
+	obs.siblingGroups, over = SiblingGroupsHere(s.attachments, r.SiblingSocketDir,
+		SiblingPlacement{Node: r.NodeName, Launchers: launchers},
+		SiblingLimits{MaxGroups: r.SiblingMaxGroups, MaxGroupsPerNamespace: r.SiblingMaxGroupsPerNamespace, Running: running})
 	if err := r.Siblings.Sync(obs.siblingGroups); err != nil {
 		obs.siblingErr = err
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to sync the vhost-device-vsock groups")
+	}
+	for _, o := range over {
+		obs.siblingOver = append(obs.siblingOver, o.String())
 	}
 	for _, st := range r.Siblings.Status() {
 		bs := fastpathv1alpha1.SiblingBackendStatus{Attachment: st.Key, Running: st.Running, PID: int64(st.PID), Restarts: st.Restarts, Message: st.Message}
@@ -86,6 +103,12 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 		}
 		obs.siblings = append(obs.siblings, bs)
 	}
+	for _, o := range over {
+		obs.siblings = append(obs.siblings, fastpathv1alpha1.SiblingBackendStatus{Attachment: o.Key, Message: "not started: " + o.Why})
+	}
+	slices.SortFunc(obs.siblings, func(a, b fastpathv1alpha1.SiblingBackendStatus) int {
+		return strings.Compare(a.Attachment, b.Attachment)
+	})
 	if obs.siblingErr != nil || len(obs.siblingDown) > 0 {
 		return r.retry(), nil
 	}
@@ -159,12 +182,15 @@ func setSiblingBackendsReadyCondition(conds *[]metav1.Condition, obs *observed, 
 			parts = append(parts, obs.siblingErr.Error())
 		}
 		c.Message = joinMessages(append(parts, obs.siblingDown...))
+	case len(obs.siblingOver) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fastpathv1alpha1.ReasonSiblingGroupsOverCap
+		c.Message = joinMessages(obs.siblingOver)
 	case obs.nodeLabelErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fastpathv1alpha1.ReasonNodeLabelFailed, obs.nodeLabelErr.Error()
 	case obs.siblingPluginErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fastpathv1alpha1.ReasonSiblingDevicePluginFailed, obs.siblingPluginErr.Error()
 	case len(obs.siblings) == 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoSiblingBackends, "no FastPathAttachment in vsock mode Sibling"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoSiblingBackends, "no FastPathAttachment in vsock mode Sibling has a member VM on this node"
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fastpathv1alpha1.ReasonSiblingBackendsRunning
 		c.Message = fmt.Sprintf("%d vhost-device-vsock %s running", len(obs.siblings), r2(len(obs.siblings)))

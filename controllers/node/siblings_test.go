@@ -62,12 +62,12 @@ var _ = Describe("vsock mode Sibling on the node", func() {
 			g.Expect(condition(fpn, fastpathv1alpha1.SiblingBackendsReadyCondition).Reason).To(Equal(fastpathv1alpha1.ReasonNoSiblingBackends))
 		}).Should(Succeed())
 
-		By("an attachment in mode Sibling whose VMs have group CIDs")
+		By("an attachment in mode Sibling whose VMs have group CIDs, one of them on this node")
 		ns := newNamespace(ctx)
 		att := createAttachment(ctx, ns, "sib", nil, &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
 			Services: []fastpathv1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}})
 		att.Status.VMs = []fastpathv1alpha1.VMStatus{
-			{Name: "db-0", VSOCKMode: fastpathv1alpha1.VSOCKModeSibling, CID: ptr.To[int64](3)},
+			{Name: "db-0", Node: node, VSOCKMode: fastpathv1alpha1.VSOCKModeSibling, CID: ptr.To[int64](3)}, // runs here: the group does
 			{Name: "db-1", VSOCKMode: fastpathv1alpha1.VSOCKModeSibling, CID: ptr.To[int64](4)},
 		}
 		Expect(env.Client.Status().Update(ctx, att)).To(Succeed())

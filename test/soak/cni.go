@@ -246,7 +246,8 @@ func (n *node) leaks(hostIfs []string) (map[string][]string, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.Name() != "lock" {
+		// The IPAM data directory is checked above, address by address.
+		if e.Name() != "lock" && e.Name() != netconf.IPAMDataDirName {
 			out["state files"] = append(out["state files"], e.Name())
 		}
 	}

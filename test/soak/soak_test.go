@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -28,13 +29,22 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The product's binaries build in the product module, with its go.mod:
+	// this module pins only what the harness imports.
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	for name, pkg := range map[string]string{
-		netconf.PluginType:      "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
-		netconf.OVSPluginBinary: "github.com/fastpath-io/fastpath/cni/cmd/fastpath-ovs-plugin",
-		"fastpath-operator":     "github.com/fastpath-io/fastpath/cmd/fastpath-operator",
-		"fastpath-agent":        "github.com/fastpath-io/fastpath/cmd/fastpath-agent",
+		netconf.PluginType:      "./cni/cmd/fastpath",
+		netconf.OVSPluginBinary: "./cni/cmd/fastpath-ovs-plugin",
+		"fastpath-operator":     "./cmd/fastpath-operator",
+		"fastpath-agent":        "./cmd/fastpath-agent",
 	} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "failed to build %s: %v: %s\n", pkg, err, out)
 			os.RemoveAll(dir)
 			os.Exit(1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/test/localenv/images"
 )
 
@@ -31,7 +32,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return err
 	}
 	builder := func() (*images.Builder, error) {
-		root, err := os.Getwd()
+		// The repository's root (the product module's go.mod), found upwards
+		// from here: the images' sources, the Dockerfile and hack/tools.
+		root, err := testenv.RepoRoot()
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +49,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root := &cobra.Command{
 		Use:           "fastpath-images",
-		Short:         "Build Fastpath's OCI images without a Docker daemon and import them into containerd (run in the repository root)",
+		Short:         "Build Fastpath's OCI images without a Docker daemon and import them into containerd (run in the repository; --out is relative to the working directory)",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

@@ -99,7 +99,7 @@ func (d *demo) startSibling(ctx context.Context) error {
 		return err
 	}
 	var group fastpathv1alpha1.SiblingBackendStatus
-	if err := d.waitFor(ctx, 2*time.Minute, "the Sibling VMs to be wired and their vhost-device-vsock group to run", func() (bool, error) {
+	if err := d.waitFor(ctx, 2*time.Minute, "the Sibling VMs to be wired", func() (bool, error) {
 		if err := d.stack.CheckProcesses(); err != nil {
 			return false, err
 		}
@@ -125,6 +125,23 @@ func (d *demo) startSibling(ctx context.Context) error {
 				return false, nil
 			}
 		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "(the operator wired the halted VMs: annotation %s: Sibling and the domain hook sidecar, no autoattachVSOCK; starting them is what `virtctl start` does; the agent runs their group's vhost-device-vsock once a launcher pod is bound to this node)\n", fastpathv1alpha1.VSOCKModeAnnotation)
+	for _, vm := range SiblingVMs {
+		if _, err := d.kubectl(ctx, nil, "-n", Namespace, "patch", "vm", vm, "--type", "merge", "-p", `{"spec":{"runStrategy":"Always"}}`); err != nil {
+			return err
+		}
+	}
+	if err := d.waitAttachments(ctx); err != nil {
+		return err
+	}
+	if err := d.waitFor(ctx, 2*time.Minute, "the agent to run the Sibling group's vhost-device-vsock for the started VMs", func() (bool, error) {
+		if err := d.stack.CheckProcesses(); err != nil {
+			return false, err
+		}
 		fpn := &fastpathv1alpha1.FastPathNode{}
 		if err := d.stack.Client.Get(ctx, types.NamespacedName{Name: d.stack.NodeName}, fpn); err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -142,15 +159,6 @@ func (d *demo) startSibling(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "FastPathNode %s: siblingBackends %s running (pid %d), VMs %s; sockets in %s\n",
 		d.stack.NodeName, group.Attachment, group.PID, strings.Join(group.VMs, ", "), d.rel(d.stack.SiblingSocketDir))
-	fmt.Fprintf(d.out, "(the operator wired the halted VMs: annotation %s: Sibling and the domain hook sidecar, no autoattachVSOCK; starting them is what `virtctl start` does)\n", fastpathv1alpha1.VSOCKModeAnnotation)
-	for _, vm := range SiblingVMs {
-		if _, err := d.kubectl(ctx, nil, "-n", Namespace, "patch", "vm", vm, "--type", "merge", "-p", `{"spec":{"runStrategy":"Always"}}`); err != nil {
-			return err
-		}
-	}
-	if err := d.waitAttachments(ctx); err != nil {
-		return err
-	}
 	return d.waitFor(ctx, 5*time.Minute, "the Sibling VMs' real guests to boot", func() (bool, error) {
 		for _, name := range SiblingVMs {
 			g, ok := d.stack.Emulator.Guest(types.NamespacedName{Namespace: Namespace, Name: name})

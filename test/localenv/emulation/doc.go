@@ -26,6 +26,10 @@
 //   - virt-controller: a VM whose runStrategy is Always (or RerunOnFailure, or
 //     running: true) gets a VMI created from its template (labels, annotations,
 //     spec as they are, owned by the VM); the VM status says Running/Stopped;
+//   - a vsock mode Sibling VMI with real guests also gets a virt-launcher Pod
+//     object bound to this node (no kubelet runs it), as the scheduler would
+//     bind it, because the node agent starts a Sibling group's backend once a
+//     member's launcher pod is on its node;
 //   - the virt-launcher pod and the guest are two network namespaces,
 //     <Prefix><namespace>.virt-launcher-<vm>-<hash> and <Prefix><namespace>.<vm>
 //     (see `ip netns`). The CNI plugin wires the launcher's; virt-launcher's

@@ -133,6 +133,11 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", l.dir, err)
 	}
+	if _, ok := e.siblingSocket(vmi); ok {
+		if err := e.createLauncherPod(ctx, vmi, l); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.siblingSocketReady(vmi); err != nil {
 		return nil, err
 	}
@@ -259,10 +264,18 @@ func (e *Emulator) teardown(ctx context.Context, key types.NamespacedName, why s
 	l := e.launchers[key]
 	delete(e.launchers, key)
 	e.mu.Unlock()
-	if l == nil {
-		return nil
+	// A launcher pod object may exist whether or not the launch finished
+	// (createLauncherPod comes before the wait for the Sibling socket).
+	podErr := e.cli.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(key.Namespace), client.MatchingLabels{emulatedLauncherLabel: key.Name})
+	if podErr != nil && !apierrors.IsNotFound(podErr) {
+		podErr = fmt.Errorf("failed to delete the launcher pod of %s: %w", key, podErr)
+	} else {
+		podErr = nil
 	}
-	err := e.release(ctx, l)
+	if l == nil {
+		return podErr
+	}
+	err := errors.Join(podErr, e.release(ctx, l))
 	if hostsErr := e.writeSSHHosts(); hostsErr != nil {
 		err = errors.Join(err, hostsErr)
 	}
@@ -472,4 +485,33 @@ func guestInterfaceNames(vmi *kubevirtv1.VirtualMachineInstance) map[string]stri
 		out[iface.Name] = fmt.Sprintf("eth%d", i)
 	}
 	return out
+}
+
+// emulatedLauncherLabel marks the launcher pods createLauncherPod made, with
+// their VMI's name, for teardown to delete.
+const emulatedLauncherLabel = "fastpath.io/emulated-launcher-of"
+
+// createLauncherPod creates the virt-launcher Pod object of a vsock mode
+// Sibling VMI, bound to this node, as virt-controller and the scheduler do
+// before QEMU starts: the node agent starts a Sibling group's
+// vhost-device-vsock once a member's launcher pod is bound to its node
+// (controllers/node, sibling placement), and QEMU needs that socket to boot.
+// EMULATED: no kubelet runs the pod; the launcher is the network namespace
+// and the QEMU of this emulation. An existing pod is left as it is; a failed
+// launch keeps it (the next try waits on the same pod), teardown deletes it.
+func (e *Emulator) createLauncherPod(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, l *launcher) error {
+	controller := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: vmi.Namespace, Name: l.podName,
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID), emulatedLauncherLabel: vmi.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance",
+				Name: vmi.Name, UID: vmi.UID, Controller: &controller}},
+		},
+		Spec: corev1.PodSpec{NodeName: e.opts.NodeName, Containers: []corev1.Container{{Name: "compute", Image: "emulated/virt-launcher"}}},
+	}
+	if err := e.cli.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create the launcher pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
 }

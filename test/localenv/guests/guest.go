@@ -1,9 +1,7 @@
 package guests
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -121,10 +119,16 @@ type Guest struct {
 	dhcp     []*DHCPServer
 	taps     []string
 	ctl      net.Conn
-	ctlR     *bufio.Reader
+	ch       *controlChannel
 	mu       sync.Mutex
-	seq      int
 }
+
+// syncTimeout bounds the first exchange on a guest's control channel, and
+// syncResend is how long a probe goes unanswered before another is sent.
+const (
+	syncTimeout = time.Minute
+	syncResend  = 2 * time.Second
+)
 
 // Boot starts one real guest: it starts a libvirtd in the launcher
 // namespace, creates the taps (multi-queue, on the launcher bridges),
@@ -248,7 +252,13 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the control channel of %s/%s: %w", o.Namespace, o.Name, err)
 	}
-	g.ctl, g.ctlR = c, bufio.NewReaderSize(c, 64<<10)
+	g.ctl, g.ch = c, newControlChannel(c, o.Namespace+"/"+o.Name)
+	sctx, cancel := context.WithTimeoutCause(ctx, syncTimeout, fmt.Errorf("no answer within %s", syncTimeout))
+	err = g.ch.sync(sctx, syncResend)
+	cancel()
+	if err != nil {
+		return nil, g.withDiagnostics(fmt.Errorf("failed to synchronise the control channel of %s/%s: %w", o.Namespace, o.Name, err))
+	}
 	o.Logf("%s %s/%s booted in %s (guest kernel uptime %s), %d NIC(s)", Label, o.Namespace, o.Name,
 		g.BootTime.Round(100*time.Millisecond), g.GuestUptime.Round(10*time.Millisecond), len(g.NICs))
 	return g, nil
@@ -292,7 +302,7 @@ func (g *Guest) waitReady(ctx context.Context, consoleLog string, timeout time.D
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("gave up waiting for the FPGUEST-READY line of %s/%s in %s: %w; console: %s", g.Namespace, g.Name, consoleLog, context.Cause(ctx), tail(consoleLog, 1500))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -355,42 +365,66 @@ func (g *Guest) NIC(mac string) (NIC, bool) {
 
 // Run runs a shell command inside the guest over the control channel and
 // returns its output and exit code. Commands run one at a time; end a
-// command with '&' to leave it running. ctx bounds the wait.
+// command with '&' to leave it running. ctx bounds the wait (5 minutes when
+// it has no deadline). When no answer comes, the error (and the log) carry
+// what was waited for, the channel's last lines, the guest console's tail
+// and QEMU's state.
 func (g *Guest) Run(ctx context.Context, command string) (string, int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ctl == nil {
 		return "", -1, fmt.Errorf("guest %s/%s is not running", g.Namespace, g.Name)
 	}
-	g.seq++
-	id := strconv.Itoa(g.seq)
-	if d, ok := ctx.Deadline(); ok {
-		_ = g.ctl.SetDeadline(d)
-	} else {
-		_ = g.ctl.SetDeadline(time.Now().Add(5 * time.Minute))
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, 5*time.Minute, errors.New("no answer within the default 5m"))
+		defer cancel()
 	}
-	defer func() { _ = g.ctl.SetDeadline(time.Time{}) }()
-	if _, err := fmt.Fprintf(g.ctl, "%s %s\n", id, base64.StdEncoding.EncodeToString([]byte(command))); err != nil {
-		return "", -1, fmt.Errorf("failed to send a command to %s/%s: %w", g.Namespace, g.Name, err)
+	d, _ := ctx.Deadline()
+	_ = g.ctl.SetWriteDeadline(d)
+	defer func() { _ = g.ctl.SetWriteDeadline(time.Time{}) }()
+	out, rc, err := g.ch.run(ctx, command)
+	if err != nil {
+		return out, rc, g.withDiagnostics(err)
 	}
-	var out strings.Builder
-	started := false
-	for {
-		line, err := g.ctlR.ReadString('\n')
-		if err != nil {
-			return out.String(), -1, fmt.Errorf("failed to read the output of %q in %s/%s: %w", command, g.Namespace, g.Name, err)
+	return out, rc, nil
+}
+
+// withDiagnostics adds to err what shows why a guest did not answer: the
+// last lines of its control channel, its console's tail and QEMU's state as
+// libvirt and the QEMU monitor report it. It logs the same.
+func (g *Guest) withDiagnostics(err error) error {
+	var b strings.Builder
+	if g.ch != nil {
+		fmt.Fprintf(&b, "\n--- last lines on the control channel of %s/%s:\n%s", g.Namespace, g.Name, strings.Join(g.ch.Recent(), "\n"))
+	}
+	consoleLog := filepath.Join(g.opts.Dir, "console.log")
+	fmt.Fprintf(&b, "\n--- tail of %s:\n%s", consoleLog, tail(consoleLog, 2000))
+	if g.libvirtd != nil {
+		// ctx of the failed wait is done: QEMU's state gets its own bound.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		dom := DomainName(g.Namespace, g.Name)
+		for _, args := range [][]string{
+			{"domstate", "--reason", dom},
+			{"qemu-monitor-command", "--hmp", dom, "info status"},
+			{"qemu-monitor-command", "--hmp", dom, "info chardev"},
+			{"qemu-monitor-command", "--hmp", dom, "info registers"},
+		} {
+			out, verr := g.libvirtd.Virsh(ctx, args...)
+			if verr != nil {
+				out = verr.Error()
+			}
+			if args[0] == "qemu-monitor-command" && args[len(args)-1] == "info registers" && len(out) > 600 {
+				out = out[:600] + "..."
+			}
+			fmt.Fprintf(&b, "\n--- virsh %s:\n%s", strings.Join(args, " "), strings.TrimSpace(out))
 		}
-		trimmed := strings.TrimRight(line, "\r\n")
-		switch {
-		case trimmed == "@@FPOUT "+id:
-			started = true
-		case started && strings.HasPrefix(trimmed, "@@FPEND "+id+" "):
-			rc, _ := strconv.Atoi(strings.TrimPrefix(trimmed, "@@FPEND "+id+" "))
-			return strings.TrimSuffix(out.String(), "\n"), rc, nil
-		case started:
-			out.WriteString(line)
-		}
 	}
+	if g.opts.Logf != nil {
+		g.opts.Logf("%s %s/%s: %v%s", Label, g.Namespace, g.Name, err, b.String())
+	}
+	return fmt.Errorf("%w%s", err, b.String())
 }
 
 // Stop destroys the domain, stops libvirtd, virtlogd, QEMU,

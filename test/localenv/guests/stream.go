@@ -206,7 +206,7 @@ func ProbeWrites(ctx context.Context, from *Guest, target string, sink *Guest, s
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, 0, fmt.Errorf("gave up waiting for the sink %s in %s to record the connection from %s: %w", sinkName, sink.Name, from.Name, context.Cause(ctx))
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
