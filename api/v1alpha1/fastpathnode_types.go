@@ -162,6 +162,13 @@ type RelayLimits struct {
 	MaxConnsPerCID int32 `json:"maxConnsPerCID"`
 	// maxConnsPerRoute caps one route's connections.
 	MaxConnsPerRoute int32 `json:"maxConnsPerRoute"`
+	// maxConnsPerNamespace caps the connections of one namespace's routes.
+	// +optional
+	MaxConnsPerNamespace int32 `json:"maxConnsPerNamespace,omitempty"`
+	// bufferBudgetBytes caps the bytes of copy buffers lent to busy
+	// connections at once (0: none are lent).
+	// +optional
+	BufferBudgetBytes int64 `json:"bufferBudgetBytes,omitempty"`
 	// idleTimeout closes a connection without payload in either direction
 	// for this long (0: never).
 	IdleTimeout metav1.Duration `json:"idleTimeout"`

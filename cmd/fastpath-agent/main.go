@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,17 +59,20 @@ type flags struct {
 	tuneSysctls      bool
 	devDir           string
 	relay            relay.Options
-	cniNodeConfig    string
-	cniStateDir      string
-	ovsSocket        string
-	ovsDatapathType  string
-	vsockTransport   string
-	metrics          metricsauth.Flags
-	probeAddr        string
-	resync           time.Duration
-	devicePluginDir  string
-	macvtapDevices   int
-	siblingDevices   int
+	// memoryLimit is the agent container's memory limit in bytes (0:
+	// unknown); the relay's budgets and GOMEMLIMIT follow from it.
+	memoryLimit     int64
+	cniNodeConfig   string
+	cniStateDir     string
+	ovsSocket       string
+	ovsDatapathType string
+	vsockTransport  string
+	metrics         metricsauth.Flags
+	probeAddr       string
+	resync          time.Duration
+	devicePluginDir string
+	macvtapDevices  int
+	siblingDevices  int
 	// siblingMaxGroups and siblingMaxGroupsPerNamespace cap the
 	// vhost-device-vsock groups of this node (agent.SiblingLimits).
 	siblingMaxGroups, siblingMaxGroupsPerNamespace int
@@ -83,7 +87,10 @@ func main() {
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
 	flag.StringVar(&f.cniNodeConfig, "cni-node-config", "", "Where to write the CNI plugin's node configuration (its state directory and OVSDB endpoint), e.g. "+netconf.DefaultNodeConfigPath+"; empty: none (the plugin then uses its defaults).")
 	flag.StringVar(&f.cniStateDir, "cni-state-dir", netconf.DefaultStateDir, "The CNI plugin's state directory, written into the node configuration.")
-	flag.IntVar(&f.relay.MaxTotalConns, "relay-max-conns", relay.DefaultMaxTotalConns, "vsock relay: connections over all routes.")
+	flag.Int64Var(&f.memoryLimit, "memory-limit", envInt64("FASTPATH_MEMORY_LIMIT"), "The agent container's memory limit in bytes (default $FASTPATH_MEMORY_LIMIT, which the chart sets from limits.memory; 0: unknown). Sets the Go soft memory limit to 90% of it unless $GOMEMLIMIT is set, and the relay limits left at 0 follow from it.")
+	flag.IntVar(&f.relay.MaxTotalConns, "relay-max-conns", 0, fmt.Sprintf("vsock relay: connections over all routes (0: half of --memory-limit at %d KiB each, at most %d).", relay.ConnMemoryEstimate>>10, relay.DefaultMaxTotalConns))
+	flag.IntVar(&f.relay.MaxConnsPerNamespace, "relay-max-conns-per-namespace", 0, "vsock relay: the connections of one namespace's routes (0: a quarter of --relay-max-conns' derived value).")
+	flag.Int64Var(&f.relay.BufferBudget, "relay-buffer-budget", 0, fmt.Sprintf("vsock relay: bytes of %d KiB copy buffers lent to busy connections at once (0: a quarter of --memory-limit, or %d MiB when it is unknown).", relay.DefaultBufferSize>>10, relay.DefaultBufferBudget>>20))
 	flag.IntVar(&f.relay.MaxConnsPerCID, "relay-max-conns-per-cid", relay.DefaultMaxConnsPerCID, "vsock relay: one source guest's connections over all routes.")
 	flag.IntVar(&f.relay.DefaultMaxConns, "relay-max-conns-per-route", relay.DefaultMaxConns, "vsock relay: one route's connections.")
 	flag.DurationVar(&f.relay.IdleTimeout, "relay-idle-timeout", relay.DefaultIdleTimeout, "vsock relay: close a connection without payload for this long (negative: never).")
@@ -148,9 +155,14 @@ func run(f flags) error {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
 
-	rl, err := relay.New(relay.Options{Transport: transport, Registerer: ctrlmetrics.Registry, Logger: ctrl.Log.WithName("relay"),
-		MaxTotalConns: f.relay.MaxTotalConns, MaxConnsPerCID: f.relay.MaxConnsPerCID, DefaultMaxConns: f.relay.DefaultMaxConns,
-		IdleTimeout: f.relay.IdleTimeout, HalfCloseTimeout: f.relay.HalfCloseTimeout})
+	if f.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(f.memoryLimit / 10 * 9)
+	}
+	ropts := relayOptions(f.relay, f.memoryLimit)
+	log.Info("vsock relay limits", "memoryLimit", f.memoryLimit, "goMemLimit", debug.SetMemoryLimit(-1),
+		"maxConns", ropts.MaxTotalConns, "maxConnsPerNamespace", ropts.MaxConnsPerNamespace, "bufferBudget", ropts.BufferBudget)
+	ropts.Transport, ropts.Registerer, ropts.Logger = transport, ctrlmetrics.Registry, ctrl.Log.WithName("relay")
+	rl, err := relay.New(ropts)
 	if err != nil {
 		return err
 	}
@@ -245,6 +257,31 @@ func run(f flags) error {
 // parseTransport turns --vsock-transport into a transport: "vsock" is
 // AF_VSOCK on the host CID; "unix:<dir>" is the UNIX-socket emulation rooted
 // at dir (returned as emulatedRoot).
+// relayOptions fills the relay limits left at 0 in flags from memoryLimit
+// (relay.BudgetsForMemory); a limit set by flag stays.
+func relayOptions(flags relay.Options, memoryLimit int64) relay.Options {
+	b := relay.BudgetsForMemory(memoryLimit)
+	if flags.MaxTotalConns == 0 {
+		flags.MaxTotalConns = b.MaxTotalConns
+	}
+	if flags.MaxConnsPerNamespace == 0 {
+		flags.MaxConnsPerNamespace = b.MaxConnsPerNamespace
+	}
+	if flags.BufferBudget == 0 {
+		flags.BufferBudget = b.BufferBudget
+	}
+	return flags
+}
+
+// envInt64 is the integer in $name, or 0 when it is unset or not one.
+func envInt64(name string) int64 {
+	v, err := strconv.ParseInt(os.Getenv(name), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
 func parseTransport(s string) (t vsock.Transport, emulatedRoot string, err error) {
 	switch {
 	case s == "vsock":

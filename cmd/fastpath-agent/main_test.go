@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
 func TestParseTransport(t *testing.T) {
@@ -43,4 +44,15 @@ func TestRunRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		To(MatchError(ContainSubstring("failed to parse --vsock-transport")))
 	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", siblingMaxGroupsPerNamespace: -1})).
 		To(MatchError(ContainSubstring("--sibling-max-groups-per-namespace (-1) must not be negative")))
+}
+
+// TestRelayOptionsFollowTheMemoryLimit: limits left at 0 come from the
+// memory limit; a limit given by flag stays.
+func TestRelayOptionsFollowTheMemoryLimit(t *testing.T) {
+	g := NewWithT(t)
+	derived := relayOptions(relay.Options{MaxConnsPerCID: 7}, 128<<20)
+	g.Expect(derived).To(And(HaveField("MaxTotalConns", 1024), HaveField("MaxConnsPerNamespace", 256),
+		HaveField("BufferBudget", int64(32<<20)), HaveField("MaxConnsPerCID", 7)))
+	set := relayOptions(relay.Options{MaxTotalConns: 10, MaxConnsPerNamespace: 5, BufferBudget: -1}, 128<<20)
+	g.Expect(set).To(And(HaveField("MaxTotalConns", 10), HaveField("MaxConnsPerNamespace", 5), HaveField("BufferBudget", int64(-1))))
 }

@@ -102,6 +102,7 @@ var _ = Describe("FastPathNode status", func() {
 			g.Expect(fpn.Status.AgentVersion).To(Equal("v0.0.0-envtest"))
 			g.Expect(fpn.Status.RelayLimits).To(Equal(&fastpathv1alpha1.RelayLimits{
 				MaxConns: relay.DefaultMaxTotalConns, MaxConnsPerCID: relay.DefaultMaxConnsPerCID, MaxConnsPerRoute: relay.DefaultMaxConns,
+				MaxConnsPerNamespace: relay.DefaultMaxConnsPerNamespace, BufferBudgetBytes: relay.DefaultBufferBudget,
 				IdleTimeout: metav1.Duration{Duration: relay.DefaultIdleTimeout}, HalfCloseTimeout: metav1.Duration{Duration: relay.DefaultHalfCloseTimeout}}))
 			g.Expect(fpn.OwnerReferences).To(ConsistOf(metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: name, UID: node.UID}))
 			g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition)).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonReady))

@@ -56,6 +56,7 @@ func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, e
 	lim := r.Relay.Limits()
 	s.relayLimit = &fastpathv1alpha1.RelayLimits{
 		MaxConns: clampInt32(lim.MaxTotalConns), MaxConnsPerCID: clampInt32(lim.MaxConnsPerCID), MaxConnsPerRoute: clampInt32(lim.DefaultMaxConns),
+		MaxConnsPerNamespace: clampInt32(lim.MaxConnsPerNamespace), BufferBudgetBytes: lim.BufferBudget,
 		IdleTimeout: metav1.Duration{Duration: max(lim.IdleTimeout, 0)}, HalfCloseTimeout: metav1.Duration{Duration: max(lim.HalfCloseTimeout, 0)},
 	}
 	s.routes, s.routeProbs = RelayRoutes(s.attachments, r.NodeName)

@@ -7,18 +7,22 @@
 // route's allow-list (the CIDs of the VMs the same FastPathAttachment
 // selects) and forwards the stream to (B's CID, service port).
 //
-// The relay copies both directions with half-close propagation, enforces a
-// connection limit per route and an idle timeout, takes live route updates
-// without dropping established connections, closes a route's listener (and
-// its connections) when the route goes away, exports Prometheus metrics
-// (bytes, connections, denials) and logs every denial with the source CID and
-// route. It runs over any vsock.Transport: AF_VSOCK in production, the
+// The relay copies both directions with half-close propagation, enforces
+// connection limits per route, per source CID, per namespace and overall
+// and an idle timeout, takes live route updates without dropping established
+// connections, closes a route's listener (and its connections) when the
+// route goes away, exports Prometheus metrics (bytes, connections, denials,
+// buffer bytes lent) and logs denials with the source CID and route, at a
+// bounded rate. Its memory is bounded: an idle connection holds two small
+// buffers, busy ones borrow larger buffers from one budget
+// (Options.BufferBudget), and BudgetsForMemory derives the budget and the
+// connection cap from the agent's memory limit. It runs over any vsock.Transport: AF_VSOCK in production, the
 // UNIX-socket emulation in tests and the demo.
 //
 // Between two AF_UNIX ends (the emulation, a vhost-user vsock backend's host
 // side) each direction moves bytes with splice(2) through a pipe, without
-// copying them into the relay (splice.go); elsewhere it copies through a
-// pooled buffer of Options.BufferSize. CPU profiles of the relay benchmark
+// copying them into the relay (splice.go); elsewhere (AF_VSOCK) it copies
+// through a buffer of Options.BufferSize lent from the budget. CPU profiles of the relay benchmark
 // (4, 64 and 256 KiB): before the change 92 % of samples in read/write
 // syscalls and the relay's copy goroutines 32 % of all; after, 20 %.
 package relay

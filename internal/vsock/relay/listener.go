@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,9 +73,10 @@ func (l *listener) admit(c net.Conn) {
 		l.deny(c, ReasonConnectionLimit, cfg, "sourceCID", cid, "maxConns", cfg.maxConns)
 		return
 	}
-	if reason := l.relay.reserve(cid); reason != "" {
+	if reason := l.relay.reserve(cid, l.key.attachment.Namespace); reason != "" {
 		l.mu.Unlock()
-		l.deny(c, reason, cfg, "sourceCID", cid, "maxTotalConns", l.relay.opts.MaxTotalConns, "maxConnsPerCID", l.relay.opts.MaxConnsPerCID)
+		l.deny(c, reason, cfg, "sourceCID", cid, "maxTotalConns", l.relay.opts.MaxTotalConns,
+			"maxConnsPerNamespace", l.relay.opts.MaxConnsPerNamespace, "maxConnsPerCID", l.relay.opts.MaxConnsPerCID)
 		return
 	}
 	p := &pipe{l: l, src: c, srcCID: cid, targetCID: cfg.route.TargetCID, targetPort: cfg.route.TargetPort}
@@ -87,10 +89,11 @@ func (l *listener) admit(c net.Conn) {
 }
 
 // deny counts and logs a refused connection, then closes it (in that order,
-// so the count is visible by the time the guest sees the close).
+// so the count is visible by the time the guest sees the close). The log
+// line is rate-limited relay-wide (Relay.logDenial); the count is not.
 func (l *listener) deny(c net.Conn, reason string, cfg *config, kv ...any) {
 	l.m.denials.WithLabelValues(reason).Inc()
-	l.log.Info("Denied vsock relay connection", append([]any{"reason", reason, "route", cfg.route.String()}, kv...)...)
+	l.relay.logDenial(l.log, nil, append([]any{"reason", reason, "route", cfg.route.String()}, kv...))
 	_ = c.Close()
 }
 
@@ -99,7 +102,7 @@ func (l *listener) serve(p *pipe, cfg *config) {
 	defer func() {
 		p.close()
 		l.uncount(p)
-		l.relay.release(p.srcCID)
+		l.relay.release(p.srcCID, l.key.attachment.Namespace)
 		l.wg.Done()
 	}()
 	ctx, cancel := context.WithTimeout(l.ctx, l.relay.opts.DialTimeout)
@@ -108,8 +111,8 @@ func (l *listener) serve(p *pipe, cfg *config) {
 	if err != nil {
 		if l.ctx.Err() == nil {
 			l.m.denials.WithLabelValues(ReasonTargetUnreachable).Inc()
-			l.log.Error(err, "Denied vsock relay connection", "reason", ReasonTargetUnreachable, "route", cfg.route.String(),
-				"sourceCID", p.srcCID, "targetCID", cfg.route.TargetCID, "targetPort", cfg.route.TargetPort)
+			l.relay.logDenial(l.log, err, []any{"reason", ReasonTargetUnreachable, "route", cfg.route.String(),
+				"sourceCID", p.srcCID, "targetCID", cfg.route.TargetCID, "targetPort", cfg.route.TargetPort})
 		}
 		return
 	}
@@ -305,20 +308,28 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 // bufferCopy copies src to dst until either fails; rerr is src's error
 // (io.EOF at its end), werr dst's. A quiet direction reads into its own
 // SmallBufferSize buffer; after a read fills it, the direction borrows a
-// BufferSize buffer from the relay's pool until a read returns less than
-// half of that, so idle connections do not pin 64 KiB buffers.
+// BufferSize buffer from the relay (when its budget has one left) and gives
+// it back when a read returns less than half of it or no bytes come for
+// lendQuiet, so idle connections do not pin 64 KiB buffers and busy ones
+// together hold at most Options.BufferBudget.
 func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error) {
 	small := make([]byte, SmallBufferSize)
 	var big *[]byte
+	giveBack := func() {
+		p.l.relay.giveBack(big)
+		big = nil
+		_ = src.SetReadDeadline(time.Time{})
+	}
 	defer func() {
 		if big != nil {
-			p.l.relay.bufs.Put(big)
+			giveBack()
 		}
 	}()
 	for {
 		buf := small
 		if big != nil {
 			buf = *big
+			_ = src.SetReadDeadline(time.Now().Add(lendQuiet))
 		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
@@ -329,11 +340,13 @@ func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error)
 			}
 		}
 		switch {
+		case big != nil && errors.Is(rerr, os.ErrDeadlineExceeded):
+			giveBack() // quiet for lendQuiet: wait on the small buffer
+			continue
 		case big == nil && n == len(small):
-			big = p.l.relay.bufs.Get().(*[]byte)
+			big = p.l.relay.borrow() // nil when the budget is spent: stay small
 		case big != nil && n < len(*big)/2:
-			p.l.relay.bufs.Put(big)
-			big = nil
+			giveBack()
 		}
 		if rerr != nil {
 			return rerr, nil

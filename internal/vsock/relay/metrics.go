@@ -7,8 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metric names exported by the relay. Every metric has the labels
-// "attachment" (namespace/name) and "service".
+// Metric names exported by the relay. Every metric but
+// MetricBufferBytesLent has the labels "attachment" (namespace/name) and
+// "service".
 const (
 	// MetricBytes counts payload bytes written to the far side, with label
 	// "direction" = DirectionToTarget or DirectionToSource.
@@ -22,6 +23,9 @@ const (
 	// MetricDenials counts refused connections, with label "reason" (one of
 	// the Reason constants).
 	MetricDenials = "fastpath_vsock_relay_denials_total"
+	// MetricBufferBytesLent is the bytes of copy buffers lent to busy
+	// connections now (at most Options.BufferBudget); it has no labels.
+	MetricBufferBytesLent = "fastpath_vsock_relay_buffer_bytes_lent"
 )
 
 // Directions of MetricBytes.
@@ -42,6 +46,9 @@ const (
 	ReasonTargetUnreachable = "target_unreachable"
 	// ReasonGlobalLimit: the relay already has Options.MaxTotalConns connections.
 	ReasonGlobalLimit = "global_limit"
+	// ReasonNamespaceLimit: the routes of the route's namespace already
+	// have Options.MaxConnsPerNamespace connections.
+	ReasonNamespaceLimit = "namespace_limit"
 	// ReasonCIDLimit: the source CID already has Options.MaxConnsPerCID
 	// connections over all routes.
 	ReasonCIDLimit = "cid_limit"
@@ -56,6 +63,7 @@ type metrics struct {
 	active  *prometheus.GaugeVec
 	total   *prometheus.CounterVec
 	denials *prometheus.CounterVec
+	lent    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -76,12 +84,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricDenials,
 			Help: "Connections the relay refused, by route and reason.",
 		}, []string{"attachment", "service", "reason"}),
+		lent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricBufferBytesLent,
+			Help: "Bytes of copy buffers lent to busy relayed connections, bounded by the relay's buffer budget.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.bytes, m.active, m.total, m.denials} {
+	for _, c := range []prometheus.Collector{m.bytes, m.active, m.total, m.denials, m.lent} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

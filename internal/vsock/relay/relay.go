@@ -8,10 +8,12 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -36,6 +38,10 @@ const (
 	// DefaultMaxConnsPerCID caps one source CID's connections over all
 	// routes, so one guest cannot take the other guests' share.
 	DefaultMaxConnsPerCID = 256
+	// DefaultMaxConnsPerNamespace caps the connections of the routes of one
+	// namespace's attachments, so one tenant cannot take the other tenants'
+	// share of MaxTotalConns: a quarter of DefaultMaxTotalConns.
+	DefaultMaxConnsPerNamespace = DefaultMaxTotalConns / 4
 	// DefaultBufferSize is the copy buffer per direction of a busy
 	// connection, in bytes: 64 KiB, the largest message size the VMCI paper
 	// found best (4 KB-64 KB), and the unit of the relay benchmark's larger
@@ -44,6 +50,59 @@ const (
 	DefaultBufferSize = 64 << 10
 	// SmallBufferSize is the read buffer of a quiet direction, bytes.
 	SmallBufferSize = 2 << 10
+	// DefaultBufferBudget caps the bytes of BufferSize buffers borrowed at
+	// once over all connections when Options.BufferBudget is 0: 32 MiB, a
+	// quarter of the chart's 128 MiB agent memory limit (BudgetsForMemory
+	// derives it from the limit the agent is given).
+	DefaultBufferBudget = 32 << 20
+)
+
+// ConnMemoryEstimate is what one relayed connection costs the agent beyond
+// the buffer budget, bytes: its two SmallBufferSize buffers, its sockets'
+// and pipe's Go state and four goroutine stacks (serve, two copies, the idle
+// watch). 64 KiB is about twice what TestRelayFloodOnTheCopyPathStaysInBudget
+// measures for the heap (~22 KiB per admitted connection, test-side sockets
+// included) plus 4 of Go's 8 KiB starting stacks.
+const ConnMemoryEstimate = 64 << 10
+
+// Budgets are the relay limits that follow from the agent's memory limit.
+type Budgets struct {
+	// BufferBudget is Options.BufferBudget, bytes.
+	BufferBudget int64
+	// MaxTotalConns and MaxConnsPerNamespace are the Options fields.
+	MaxTotalConns, MaxConnsPerNamespace int
+}
+
+// BudgetsForMemory derives the relay's limits from limit, the agent
+// container's memory limit in bytes, so that a flood cannot take the agent
+// past it: a quarter of it for lent buffers, half of it for connections at
+// ConnMemoryEstimate each (at most DefaultMaxTotalConns, at least 64), a
+// quarter of those per namespace; the last quarter is the agent's own (its
+// controllers, informers, device plugin). limit <= 0 (unknown) gives the
+// defaults.
+func BudgetsForMemory(limit int64) Budgets {
+	if limit <= 0 {
+		return Budgets{BufferBudget: DefaultBufferBudget, MaxTotalConns: DefaultMaxTotalConns, MaxConnsPerNamespace: DefaultMaxConnsPerNamespace}
+	}
+	total := int(min(max(limit/2/ConnMemoryEstimate, 64), DefaultMaxTotalConns))
+	return Budgets{
+		BufferBudget:         min(limit/4, int64(2*total*DefaultBufferSize)),
+		MaxTotalConns:        total,
+		MaxConnsPerNamespace: max(total/4, 1),
+	}
+}
+
+// lendQuiet is how long a direction holding a lent buffer waits for bytes
+// before it gives the buffer back and waits on its small one: far above the
+// gaps of a busy stream, far below the idle timeout.
+const lendQuiet = 100 * time.Millisecond
+
+// The denial log lines: at most denyLogBurst at once and denyLogRate per
+// second after that, so a guest dialling in a loop cannot fill the node's
+// logs; the line written after a gap says how many were suppressed.
+const (
+	denyLogRate  rate.Limit = 1
+	denyLogBurst            = 10
 )
 
 // Options configure a Relay.
@@ -73,15 +132,27 @@ type Options struct {
 	// MaxConnsPerCID caps one source CID's connections over all routes. 0
 	// means DefaultMaxConnsPerCID.
 	MaxConnsPerCID int
+	// MaxConnsPerNamespace caps the connections of the routes of one
+	// namespace (Route.Attachment.Namespace) over all its routes. 0 means
+	// DefaultMaxConnsPerNamespace.
+	MaxConnsPerNamespace int
 	// BufferSize is the copy buffer per direction of a busy connection in
 	// bytes. 0 means DefaultBufferSize.
 	BufferSize int
+	// BufferBudget caps the bytes of BufferSize buffers lent to busy
+	// directions at once, over all connections; a busy direction that finds
+	// the budget spent keeps copying through its SmallBufferSize buffer
+	// (slower, never blocked). 0 means DefaultBufferBudget; negative lends
+	// none.
+	BufferBudget int64
 }
 
 // Limits are the relay's effective limits, for the FastPathNode status.
 type Limits struct {
-	MaxTotalConns, MaxConnsPerCID, DefaultMaxConns int
-	IdleTimeout, HalfCloseTimeout                  time.Duration
+	MaxTotalConns, MaxConnsPerCID, MaxConnsPerNamespace, DefaultMaxConns int
+	// BufferBudget is the cap of borrowed copy buffers, bytes (0: none).
+	BufferBudget                  int64
+	IdleTimeout, HalfCloseTimeout time.Duration
 }
 
 // Relay forwards vsock connections from guests to sibling guests along
@@ -93,46 +164,104 @@ type Relay struct {
 	log     logr.Logger
 	metrics *metrics
 	bufs    sync.Pool
+	// lendable is how many BufferSize buffers may be lent at once
+	// (BufferBudget / BufferSize); lent is how many are.
+	lendable int64
+	lent     atomic.Int64
+	// denyLog limits the denial log lines; suppressed counts those dropped
+	// since the last one written. MetricDenials counts every denial.
+	denyLog    *rate.Limiter
+	suppressed atomic.Int64
 
 	mu        sync.Mutex // serialises Update and Close; guards listeners and closed
 	listeners map[uint32]*listener
 	closed    bool
 
-	countMu sync.Mutex // guards total and perCID, the relay-wide connection counts
+	countMu sync.Mutex // guards total, perCID and perNS, the relay-wide connection counts
 	total   int
 	perCID  map[uint32]int
+	perNS   map[string]int
 }
 
 // Limits returns the relay's effective limits.
 func (r *Relay) Limits() Limits {
-	return Limits{MaxTotalConns: r.opts.MaxTotalConns, MaxConnsPerCID: r.opts.MaxConnsPerCID, DefaultMaxConns: r.opts.DefaultMaxConns,
-		IdleTimeout: r.opts.IdleTimeout, HalfCloseTimeout: r.opts.HalfCloseTimeout}
+	return Limits{MaxTotalConns: r.opts.MaxTotalConns, MaxConnsPerCID: r.opts.MaxConnsPerCID,
+		MaxConnsPerNamespace: r.opts.MaxConnsPerNamespace, DefaultMaxConns: r.opts.DefaultMaxConns,
+		BufferBudget: r.lendable * int64(r.opts.BufferSize),
+		IdleTimeout:  r.opts.IdleTimeout, HalfCloseTimeout: r.opts.HalfCloseTimeout}
 }
 
-// reserve takes a relay-wide slot for a connection from cid; it returns the
-// denial reason when the global or per-CID cap is reached.
-func (r *Relay) reserve(cid uint32) string {
+// reserve takes a relay-wide slot for a connection from cid on a route of
+// namespace ns; it returns the denial reason when the global, per-namespace
+// or per-CID cap is reached.
+func (r *Relay) reserve(cid uint32, ns string) string {
 	r.countMu.Lock()
 	defer r.countMu.Unlock()
 	switch {
 	case r.total >= r.opts.MaxTotalConns:
 		return ReasonGlobalLimit
+	case r.perNS[ns] >= r.opts.MaxConnsPerNamespace:
+		return ReasonNamespaceLimit
 	case r.perCID[cid] >= r.opts.MaxConnsPerCID:
 		return ReasonCIDLimit
 	}
 	r.total++
 	r.perCID[cid]++
+	r.perNS[ns]++
 	return ""
 }
 
 // release returns the slot reserve took.
-func (r *Relay) release(cid uint32) {
+func (r *Relay) release(cid uint32, ns string) {
 	r.countMu.Lock()
 	defer r.countMu.Unlock()
 	r.total--
 	if r.perCID[cid]--; r.perCID[cid] <= 0 {
 		delete(r.perCID, cid)
 	}
+	if r.perNS[ns]--; r.perNS[ns] <= 0 {
+		delete(r.perNS, ns)
+	}
+}
+
+// borrow lends a BufferSize buffer when the budget has one left, else
+// returns nil; every buffer borrow returns goes back through giveBack.
+func (r *Relay) borrow() *[]byte {
+	for {
+		n := r.lent.Load()
+		if n >= r.lendable {
+			return nil
+		}
+		if r.lent.CompareAndSwap(n, n+1) {
+			r.metrics.lent.Add(float64(r.opts.BufferSize))
+			return r.bufs.Get().(*[]byte)
+		}
+	}
+}
+
+// logDenial writes a denial line unless the rate limit holds it back; the
+// next line written says how many were held back since the last one.
+// err, when not nil, makes it an error line.
+func (r *Relay) logDenial(log logr.Logger, err error, kv []any) {
+	if !r.denyLog.Allow() {
+		r.suppressed.Add(1)
+		return
+	}
+	if n := r.suppressed.Swap(0); n > 0 {
+		kv = append(kv, "suppressedDenialLines", n)
+	}
+	if err != nil {
+		log.Error(err, "Denied vsock relay connection", kv...)
+		return
+	}
+	log.Info("Denied vsock relay connection", kv...)
+}
+
+// giveBack returns a buffer borrow lent.
+func (r *Relay) giveBack(b *[]byte) {
+	r.bufs.Put(b)
+	r.lent.Add(-1)
+	r.metrics.lent.Sub(float64(r.opts.BufferSize))
 }
 
 // ListenerStatus describes one relay listener, for the FastPathNode status.
@@ -175,8 +304,14 @@ func New(opts Options) (*Relay, error) {
 	if opts.DefaultMaxConns <= 0 {
 		opts.DefaultMaxConns = DefaultMaxConns
 	}
+	if opts.MaxConnsPerNamespace <= 0 {
+		opts.MaxConnsPerNamespace = DefaultMaxConnsPerNamespace
+	}
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = DefaultBufferSize
+	}
+	if opts.BufferBudget == 0 {
+		opts.BufferBudget = DefaultBufferBudget
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -188,6 +323,9 @@ func New(opts Options) (*Relay, error) {
 		metrics:   m,
 		listeners: map[uint32]*listener{},
 		perCID:    map[uint32]int{},
+		perNS:     map[string]int{},
+		lendable:  max(opts.BufferBudget, 0) / int64(opts.BufferSize),
+		denyLog:   rate.NewLimiter(denyLogRate, denyLogBurst),
 	}
 	r.bufs.New = func() any { b := make([]byte, opts.BufferSize); return &b }
 	return r, nil
