@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,6 +72,40 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		noNode := as("system:serviceaccount:fastpath-system:fastpath-agent", nil)
 		g.Expect(noNode.Create(ctx, &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: "node-d"}})).To(MatchError(ContainSubstring("own node")),
 			"a token without a node name writes nothing")
+	})
+
+	t.Run("an agent changes only the vhost-user-vsock label of its own Node", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, name := range []string{"node-a", "node-b"} {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+			g.Expect(env.Client.Create(ctx, n)).To(Succeed())
+			t.Cleanup(func() { _ = env.Client.Delete(ctx, n) })
+		}
+		label := func(c client.Client, name string, mutate func(*corev1.Node)) error {
+			n := &corev1.Node{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+				return err
+			}
+			patch := client.MergeFrom(n.DeepCopy())
+			mutate(n)
+			return c.Patch(ctx, n, patch)
+		}
+		set := func(k, v string) func(*corev1.Node) { return func(n *corev1.Node) { n.Labels[k] = v } }
+		g.Eventually(func() error { return label(agentA, "node-b", set(fastpathv1alpha1.VhostUserVSOCKNodeLabel, "true")) }, 30*time.Second, 200*time.Millisecond).
+			Should(MatchError(ContainSubstring("fastpath-agent may only label its own Node, not UPDATE Node node-b")))
+		g.Expect(label(agentA, "node-a", set(fastpathv1alpha1.VhostUserVSOCKNodeLabel, "true"))).To(Succeed())
+		g.Expect(label(agentA, "node-a", func(n *corev1.Node) { delete(n.Labels, fastpathv1alpha1.VhostUserVSOCKNodeLabel) })).To(Succeed())
+		onlyLabel := ContainSubstring("may change only the label fastpath.io/vhost-user-vsock")
+		g.Expect(label(agentA, "node-a", set("node-role.kubernetes.io/control-plane", ""))).To(MatchError(onlyLabel), "another label")
+		g.Expect(label(agentA, "node-a", set("kubernetes.io/hostname", "elsewhere"))).To(MatchError(onlyLabel), "an existing label")
+		g.Expect(label(agentA, "node-a", set(fastpathv1alpha1.VhostUserVSOCKNodeLabel, "maybe"))).To(MatchError(onlyLabel), "another value")
+		g.Expect(label(agentA, "node-a", func(n *corev1.Node) { n.Spec.Unschedulable = true })).To(MatchError(onlyLabel), "the spec")
+		g.Expect(label(agentA, "node-a", func(n *corev1.Node) { n.Annotations = map[string]string{"x": "y"} })).To(MatchError(onlyLabel), "annotations")
+		g.Expect(agentA.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})).To(HaveOccurred())
+		n := &corev1.Node{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "node-a"}, n)).To(Succeed())
+		g.Expect(n.Labels).To(Equal(map[string]string{"kubernetes.io/hostname": "node-a"}), "nothing the policy refused was written")
+		g.Expect(n.Spec.Unschedulable).To(BeFalse())
 	})
 
 	t.Run("only the operator writes fastpath NADs, each controlled by a FastPathAttachment", func(t *testing.T) {
