@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -106,6 +107,39 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "node-a"}, n)).To(Succeed())
 		g.Expect(n.Labels).To(Equal(map[string]string{"kubernetes.io/hostname": "node-a"}), "nothing the policy refused was written")
 		g.Expect(n.Spec.Unschedulable).To(BeFalse())
+	})
+
+	t.Run("only virt-controller creates Pods that request the agent's devices", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-dev-req")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "tenant"}, {Kind: rbacv1.UserKind, Name: "system:serviceaccount:kube-system:replicaset-controller"}}})).To(Succeed())
+		g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vap-dev-req-virt-controller"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "system:serviceaccount:kubevirt:kubevirt-controller"}}})).To(Succeed())
+		pod := func(name string, res corev1.ResourceList, init bool) *corev1.Pod {
+			c := corev1.Container{Name: "compute", Image: "virt-launcher", Resources: corev1.ResourceRequirements{Limits: res, Requests: res}}
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "x"}}}}
+			if init {
+				p.Spec.InitContainers = []corev1.Container{c}
+			} else {
+				p.Spec.Containers = append(p.Spec.Containers, c)
+			}
+			return p
+		}
+		macvtap := corev1.ResourceList{corev1.ResourceName(fastpathv1alpha1.MacvtapResourceName("fplow0")): resource.MustParse("1")}
+		sibling := corev1.ResourceList{corev1.ResourceName(fastpathv1alpha1.SiblingResourceName): resource.MustParse("1")}
+		tenant := as("tenant", nil)
+		refused := ContainSubstring("only KubeVirt's virt-controller (system:serviceaccount:kubevirt:kubevirt-controller) creates Pods that request macvtap.fastpath.io or vsock.fastpath.io devices, not tenant")
+		g.Eventually(func() error { return tenant.Create(ctx, pod("macvtap", macvtap, false)) }, 30*time.Second, 200*time.Millisecond).Should(MatchError(refused))
+		g.Expect(tenant.Create(ctx, pod("sibling", sibling, false))).To(MatchError(refused))
+		g.Expect(tenant.Create(ctx, pod("sibling-init", sibling, true))).To(MatchError(refused), "an init container's request counts too")
+		g.Expect(as("system:serviceaccount:kube-system:replicaset-controller", nil).Create(ctx, pod("rs", macvtap, false))).
+			To(MatchError(ContainSubstring("not system:serviceaccount:kube-system:replicaset-controller")), "a workload controller acting for a tenant")
+		g.Expect(tenant.Create(ctx, pod("plain", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}, false))).To(Succeed(), "other pods are not ours to police")
+		g.Expect(as("system:serviceaccount:kubevirt:kubevirt-controller", nil).Create(ctx, pod("launcher", sibling, false))).To(Succeed())
 	})
 
 	t.Run("only the operator writes fastpath NADs, each controlled by a FastPathAttachment", func(t *testing.T) {
