@@ -37,6 +37,7 @@ type flags struct {
 	leaderElectionNS string
 	podNetworkCIDRs  string
 	relayPortRange   string
+	relayPortsPerNS  int
 	runnerImage      string
 	domainHookImage  string
 	macvtapBinding   string
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&f.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&f.podNetworkCIDRs, "pod-network-cidr", "", "Comma-separated pod network CIDRs of the cluster; an attachment subnet overlapping one is rejected (InvalidSpec).")
 	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
+	flag.IntVar(&f.relayPortsPerNS, "relay-ports-per-namespace", attachment.DefaultRelayPortsPerNamespace, "Relay ports the attachments of one namespace hold at most (1 or more).")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
 	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook sidecar (fastpath-domain-hook) added to the hooks.kubevirt.io/hookSidecars template annotation of every VM an attachment with spec.network wires; needs KubeVirt's Sidecar feature gate. Empty: no sidecar, and the ring sizes, queue cap and offloads in fastpath.io/tuning have no effect.")
 	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers the macvtap network binding plugin (spec.configuration.network.binding.<name>: {domainAttachmentType: tap}); VMs on datapath Macvtap networks are wired with it.")
@@ -76,6 +78,9 @@ func run(f flags) error {
 	cidrs, err := parseCIDRs(f.podNetworkCIDRs)
 	if err != nil {
 		return err
+	}
+	if f.relayPortsPerNS < 1 {
+		return fmt.Errorf("failed to start: --relay-ports-per-namespace %d is out of range: must be 1 or more", f.relayPortsPerNS)
 	}
 	ports, err := attachment.ParsePortRange(f.relayPortRange)
 	if err != nil {
@@ -112,7 +117,7 @@ func run(f flags) error {
 			return fmt.Errorf("failed to add the KubeVirt probe: %w", err)
 		}
 	}
-	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding, KubeVirtAbsent: !kubevirt}
+	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, RelayPortsPerNamespace: f.relayPortsPerNS, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding, KubeVirtAbsent: !kubevirt}
 	if err := setupControllers(ctx, mgr, f, attOpts); err != nil {
 		return err
 	}

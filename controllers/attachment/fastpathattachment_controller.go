@@ -48,6 +48,10 @@ type Options struct {
 	// RelayPorts is the host vsock port range of relay ports
 	// (--relay-port-range); zero means DefaultRelayPortRange.
 	RelayPorts PortRange
+	// RelayPortsPerNamespace caps the relay ports of one namespace's
+	// attachments (--relay-ports-per-namespace); zero means
+	// DefaultRelayPortsPerNamespace.
+	RelayPortsPerNamespace int
 	// WiringWorkers bounds the concurrent VM patches of one reconcile; zero
 	// means DefaultWiringWorkers.
 	WiringWorkers int
@@ -105,7 +109,7 @@ type Reconciler struct {
 
 // SetupWithManager fills the Reconciler's unset clients from mgr and its
 // unset options with the defaults (DefaultRelayPortRange,
-// DefaultWiringWorkers), and registers the controller and its watches.
+// DefaultRelayPortsPerNamespace, DefaultWiringWorkers), and registers the controller and its watches.
 // options are passed to the controller (e.g. MaxConcurrentReconciles, or
 // SkipNameValidation for tests that start several managers in one process).
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
@@ -127,7 +131,10 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	if r.WiringWorkers <= 0 {
 		r.WiringWorkers = DefaultWiringWorkers
 	}
-	r.ports = newPortAllocator(r.RelayPorts)
+	if r.RelayPortsPerNamespace <= 0 {
+		r.RelayPortsPerNamespace = DefaultRelayPortsPerNamespace
+	}
+	r.ports = newPortAllocator(r.RelayPorts, r.RelayPortsPerNamespace)
 	r.metrics = newMetricsRecorder()
 
 	if options.RateLimiter == nil {

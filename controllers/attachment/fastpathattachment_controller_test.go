@@ -269,10 +269,13 @@ var _ = Describe("FastPathAttachment", func() {
 		Expect(att.Status.VSOCKServices[1].RelayPort).To(Equal(cachePort))
 		Expect(att.Status.VSOCKServices[1].AllowedCIDs).To(BeEmpty())
 
-		By("another attachment getting other relay ports")
+		By("another attachment getting a relay port only once its target runs, and another one")
 		ns2 := newNamespace()
 		createVM(ns2, "x-0", minimalVM, map[string]string{"app": "x"})
 		newAttachment(ns2, "other", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("x"), VSOCK: vsock(v1alpha1.VSOCKService{Name: "s", VM: "x-0", Port: 1})})
+		Eventually(conditionOf(ns2, "other", v1alpha1.VSOCKReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonTargetNotRunning))
+		Expect(getAttachment(ns2, "other").Status.VSOCKServices).To(ConsistOf(HaveField("RelayPort", BeZero())), "a target that never ran holds no port")
+		createVMI(ns2, vmi{name: "x-0", node: nodeA})
 		Eventually(func() int64 {
 			s := getAttachment(ns2, "other").Status.VSOCKServices
 			if len(s) == 0 {

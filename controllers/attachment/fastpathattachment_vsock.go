@@ -2,6 +2,7 @@ package attachment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -44,16 +45,20 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 	for _, svc := range s.att.Status.VSOCKServices {
 		previous[svc.Name] = svc.RelayPort
 	}
-	names := make([]string, len(s.spec.VSOCK.Services))
-	for i, svc := range s.spec.VSOCK.Services {
-		names[i] = svc.Name
-	}
-	ports, allocErr := r.ports.assign(s.key(), names, previous, claimsFrom(pairs))
-
 	byName := map[string]*vmState{}
 	for _, st := range s.vms {
 		byName[st.name] = st
 	}
+	// A service holds a relay port only once its target VM runs (and keeps
+	// it while the VM exists): attachments naming VMs that never run cannot
+	// take the range from everyone.
+	var names []string
+	for _, svc := range s.spec.VSOCK.Services {
+		if target := byName[svc.VM]; target != nil && (target.vmi != nil || previous[svc.Name] > 0) {
+			names = append(names, svc.Name)
+		}
+	}
+	ports, allocErr := r.ports.assign(s.key(), names, previous, claimsFrom(pairs))
 	var notFound, notRunning, noCID []string
 	for _, st := range s.vms {
 		if st.member() && st.vmi != nil && st.vmi.Status.VSOCKCID == nil {
@@ -102,6 +107,9 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 		}
 	}
 	switch {
+	case errors.Is(allocErr, errNamespacePorts):
+		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonRelayPortsExhausted,
+			fmt.Sprintf("%v: remove vsock services of this namespace, or ask the cluster admin to raise the operator's --relay-ports-per-namespace", allocErr))
 	case allocErr != nil:
 		s.setCondition(v1alpha1.VSOCKReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonRelayPortsExhausted,
 			fmt.Sprintf("%v: widen --relay-port-range or remove vsock services", allocErr))

@@ -45,6 +45,14 @@ func (r PortRange) contains(p int64) bool { return p >= r.First && p <= r.Last }
 // errPortsExhausted: every port of the range is taken.
 var errPortsExhausted = errors.New("no free relay port")
 
+// errNamespacePorts: the owner's namespace holds its share of the range.
+var errNamespacePorts = errors.New("namespace holds its share of relay ports")
+
+// DefaultRelayPortsPerNamespace is how many relay ports the attachments of
+// one namespace hold at most (--relay-ports-per-namespace): 256, a 39th of
+// DefaultRelayPortRange, so that no tenant can take the range from the others.
+const DefaultRelayPortsPerNamespace = 256
+
 // portAllocator hands out relay ports, unique cluster-wide (so also per node)
 // and stable: a service keeps its port for as long as its attachment lives.
 //
@@ -55,12 +63,32 @@ var errPortsExhausted = errors.New("no free relay port")
 type portAllocator struct {
 	mu     sync.Mutex
 	rng    PortRange
+	perNS  int // ports one namespace holds at most; 0: no cap
 	byKey  map[string]int64
 	byPort map[int64]string
 }
 
-func newPortAllocator(r PortRange) *portAllocator {
-	return &portAllocator{rng: r, byKey: map[string]int64{}, byPort: map[int64]string{}}
+func newPortAllocator(r PortRange, perNamespace int) *portAllocator {
+	return &portAllocator{rng: r, perNS: perNamespace, byKey: map[string]int64{}, byPort: map[int64]string{}}
+}
+
+// heldByOthers counts the ports held in owner's namespace by its other
+// owners, in this process's table and in claimed.
+func (a *portAllocator) heldByOthers(owner string, claimed map[int64]string) int {
+	ns, _, _ := strings.Cut(owner, "/")
+	others := func(key string) bool { return strings.HasPrefix(key, ns+"/") && !strings.HasPrefix(key, owner+"/") }
+	held := map[string]bool{}
+	for key := range a.byKey {
+		if others(key) {
+			held[key] = true
+		}
+	}
+	for _, key := range claimed {
+		if others(key) {
+			held[key] = true
+		}
+	}
+	return len(held)
 }
 
 func portKey(owner, service string) string { return owner + "/" + service }
@@ -72,7 +100,8 @@ func portKey(owner, service string) string { return owner + "/" + service }
 // keeps, in this order: the port this process gave it, its previous port when
 // that is in range and nobody else holds it, else the lowest free port. Ports
 // of services the owner no longer declares are released. The error wraps
-// errPortsExhausted and names the first service without a port; services
+// errPortsExhausted, or errNamespacePorts when owner's namespace would hold
+// more than its cap, and names the first service without a port; services
 // assigned before it keep theirs.
 func (a *portAllocator) assign(owner string, services []string, previous map[string]int64, claimed map[int64]string) (map[string]int64, error) {
 	a.mu.Lock()
@@ -96,8 +125,20 @@ func (a *portAllocator) assign(owner string, services []string, previous map[str
 	}
 	out := map[string]int64{}
 	next := a.rng.First
+	others := a.heldByOthers(owner, claimed)
 	for _, svc := range services {
 		key := portKey(owner, svc)
+		if a.perNS > 0 && others+len(out) >= a.perNS {
+			for k, port := range a.byKey { // the services past the cap hold none
+				if _, kept := out[strings.TrimPrefix(k, owner+"/")]; strings.HasPrefix(k, owner+"/") && !kept {
+					delete(a.byKey, k)
+					delete(a.byPort, port)
+				}
+			}
+			ns, _, _ := strings.Cut(owner, "/")
+			return out, fmt.Errorf("failed to allocate a relay port for service %s: namespace %s holds %d relay ports, its cap (--relay-ports-per-namespace): %w",
+				svc, ns, others+len(out), errNamespacePorts)
+		}
 		if port, ok := a.byKey[key]; ok && a.rng.contains(port) {
 			out[svc] = port
 			continue

@@ -37,7 +37,7 @@ func TestParsePortRange(t *testing.T) {
 
 func TestPortAllocator(t *testing.T) {
 	g := gomega.NewWithT(t)
-	a := newPortAllocator(PortRange{First: 100, Last: 104})
+	a := newPortAllocator(PortRange{First: 100, Last: 104}, 0)
 
 	// Lowest free ports, skipping ports other attachments claim in status.
 	claimed := claimsFrom(map[string]int64{"ns/other/x": 101})
@@ -75,7 +75,7 @@ func TestPortAllocator(t *testing.T) {
 func TestPortAllocatorAfterRestart(t *testing.T) {
 	g := gomega.NewWithT(t)
 	// A fresh process: the statuses in the cache are the only memory.
-	a := newPortAllocator(PortRange{First: 100, Last: 199})
+	a := newPortAllocator(PortRange{First: 100, Last: 199}, 0)
 	statuses := map[string]int64{"ns/a/db": 150, "ns/b/db": 150, "ns/c/db": 120}
 	claimed := claimsFrom(statuses)
 
@@ -93,4 +93,27 @@ func TestPortAllocatorAfterRestart(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(got).To(gomega.Equal(map[string]int64{"db": 101}))
 	g.Expect(errors.Is(err, errPortsExhausted)).To(gomega.BeFalse())
+}
+
+// TestPortAllocatorNamespaceCap: one namespace's owners together hold at most
+// the cap, counting ports claimed in statuses; other namespaces are served.
+func TestPortAllocatorNamespaceCap(t *testing.T) {
+	g := gomega.NewWithT(t)
+	a := newPortAllocator(PortRange{First: 100, Last: 199}, 3)
+	claimed := claimsFrom(map[string]int64{"a/old/s": 150}) // another owner of namespace a, from its status
+	got, err := a.assign("a/x", []string{"s1", "s2", "s3"}, nil, claimed)
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("service s3: namespace a holds 3 relay ports, its cap")))
+	g.Expect(errors.Is(err, errNamespacePorts)).To(gomega.BeTrue())
+	g.Expect(got).To(gomega.Equal(map[string]int64{"s1": 100, "s2": 101}))
+	_, err = a.assign("a/y", []string{"s"}, nil, claimed)
+	g.Expect(err).To(gomega.MatchError(errNamespacePorts), "a/x's ports count against a/y")
+	got, err = a.assign("b/z", []string{"s1", "s2", "s3"}, nil, claimed)
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "namespace b has its own share")
+	g.Expect(got).To(gomega.HaveLen(3))
+	// a/x drops a service: a/y gets the freed share.
+	_, err = a.assign("a/x", []string{"s1"}, nil, claimed)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	got, err = a.assign("a/y", []string{"s"}, nil, claimed)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got).To(gomega.HaveKey("s"))
 }
