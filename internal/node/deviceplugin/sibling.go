@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +41,17 @@ const (
 	// every device in Start: a link to a socket the backend recreated (a new inode)
 	// is replaced, a device no pod holds any more is emptied.
 	DefaultSiblingResyncInterval = 2 * time.Second
+	// SiblingUndecidedMaxBackoff caps the wait between verifications of a
+	// pod that cannot be decided yet (see verify): Sync retries it after
+	// twice the resync interval, then twice that, up to this.
+	SiblingUndecidedMaxBackoff = time.Minute
+	// SiblingUndecidedDeadline is how long Sync keeps verifying such a pod
+	// before it gives up on it (the directory stays empty, with a Warning
+	// event); kubelet's PreStartContainer still verifies afresh. virt-controller
+	// lists a launcher in status.activePods within seconds of creating it,
+	// so ten minutes is far past any real launcher and bounds what a stuck
+	// or forged pod costs the API server: a dozen reads, not one every 2 s.
+	SiblingUndecidedDeadline = 10 * time.Minute
 	// DefaultPodResourcesSocket is kubelet's PodResources API socket
 	// (k8s.io/kubelet podresources v1; kubelet --pod-resources-socket
 	// default under its root directory /var/lib/kubelet).
@@ -146,6 +158,8 @@ type SiblingMounts struct {
 	Recorder record.EventRecorder
 	// ResyncInterval overrides DefaultSiblingResyncInterval.
 	ResyncInterval time.Duration
+	// Clock times the back-off of undecided pods; nil is the real clock.
+	Clock clock.PassiveClock
 	// Log receives the lines.
 	Log logr.Logger
 
@@ -162,6 +176,12 @@ type holding struct {
 	vm      string
 	// message is the last reported outcome, so events go out on changes only.
 	message string
+	// Undecided: err is the last verification's error, tries how many
+	// failed since undecidedSince, and Sync verifies again at retryAt.
+	err            error
+	tries          int
+	undecidedSince time.Time
+	retryAt        time.Time
 }
 
 // Resource returns the device plugin resource: v1alpha1.SiblingResourceName
@@ -318,11 +338,7 @@ func (m *SiblingMounts) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	interval := m.ResyncInterval
-	if interval <= 0 {
-		interval = DefaultSiblingResyncInterval
-	}
-	t := time.NewTicker(interval)
+	t := time.NewTicker(m.resyncInterval())
 	defer t.Stop()
 	for {
 		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
@@ -334,6 +350,20 @@ func (m *SiblingMounts) Start(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+func (m *SiblingMounts) resyncInterval() time.Duration {
+	if m.ResyncInterval <= 0 {
+		return DefaultSiblingResyncInterval
+	}
+	return m.ResyncInterval
+}
+
+func (m *SiblingMounts) now() time.Time {
+	if m.Clock == nil {
+		return time.Now()
+	}
+	return m.Clock.Now()
 }
 
 // NeedLeaderElection: every node's agent runs its own.
@@ -370,12 +400,29 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 		m.held = map[string]holding{}
 	}
 	h, ok := m.held[id]
+	now := m.now()
+	if !strict && ok && h.pod == pod && !h.decided && now.Before(h.retryAt) {
+		return h.err // backing off: no API reads until retryAt
+	}
 	if !ok || h.pod != pod || !h.decided {
 		obj, vm, reason, err := m.verify(ctx, pod)
 		otherPod := ok && h.pod != pod
+		prev := h
 		h = holding{pod: pod, message: h.message}
 		if err != nil {
 			err = fmt.Errorf("failed to link a vhost-user socket for pod %s (%s device %s): %w", pod, fastpathv1alpha1.SiblingResourceName, id, err)
+			h.err, h.tries, h.undecidedSince = err, 1, now
+			if ok && prev.pod == pod && !prev.decided {
+				h.tries, h.undecidedSince = prev.tries+1, prev.undecidedSince
+			}
+			h.retryAt = now.Add(min(m.resyncInterval()<<h.tries, SiblingUndecidedMaxBackoff))
+			if !strict && now.Sub(h.undecidedSince) >= SiblingUndecidedDeadline {
+				h = holding{pod: pod, message: h.message, decided: true}
+				m.report(&h, obj, corev1.EventTypeWarning, EventSiblingSocketNotLinked,
+					fmt.Sprintf("no vhost-user socket: gave up after %s undecided (%d checks); kubelet's next start of the container checks again: %v", SiblingUndecidedDeadline, prev.tries+1, err))
+				m.held[id] = h
+				return m.empty(id)
+			}
 			m.report(&h, obj, corev1.EventTypeWarning, EventSiblingSocketNotLinked, err.Error())
 			m.held[id] = h
 			// Never leave one pod's link to another.

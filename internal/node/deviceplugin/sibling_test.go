@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -419,4 +422,83 @@ func expectReaches(g Gomega, path string, ln net.Listener) {
 	g.Expect(err).NotTo(HaveOccurred())
 	c.Close()
 	g.Eventually(got, 5*time.Second).Should(Receive(Equal("hello " + path)))
+}
+
+// countingReader counts the API reads of SiblingMounts.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int64
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestSiblingUndecidedPodBacksOffAndGivesUp: a pod holding a device that
+// cannot be decided (it claims a VMI that never lists it in
+// status.activePods) is verified again after 4 s, 8 s, 16 s… up to
+// SiblingUndecidedMaxBackoff, not on every Sync, and after
+// SiblingUndecidedDeadline Sync gives up on it: no more reads, an empty
+// directory, a Warning event saying so. The launcher of another VM keeps
+// being served throughout.
+func TestSiblingUndecidedPodBacksOffAndGivesUp(t *testing.T) {
+	g := NewWithT(t)
+	db0, l0 := siblingVMI("tenant-a", "db-0", "uid-vmi-0", "uid-pod-0"), launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode)
+	forger := launcher("tenant-a", "forger", "uid-forger", "db-0", "uid-vmi-0", testNode)
+	e := newSiblingEnv(t, db0, l0, forger)
+	reads := &countingReader{Reader: e.mounts.Reader}
+	e.mounts.Reader = reads
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	e.mounts.Clock = clk
+	s0 := e.serve("tenant-a", "db-0")
+	e.allocate("vsock0")
+	e.allocate("vsock1")
+	e.res.set(map[string]string{"vsock0": "tenant-a/virt-launcher-db-0-abcde", "vsock1": "tenant-a/forger"})
+	g.Expect(e.preStart("vsock0")).To(Succeed())
+
+	undecided := MatchError(ContainSubstring("pod tenant-a/forger"))
+	g.Expect(e.mounts.Sync(context.Background())).To(undecided)
+	first := reads.gets.Load()
+	g.Expect(first).To(BeNumerically(">", 0))
+	// Within the back-off: the error stands, nothing is read.
+	clk.SetTime(start.Add(3 * time.Second))
+	g.Expect(e.mounts.Sync(context.Background())).To(undecided)
+	g.Expect(reads.gets.Load()).To(Equal(first), "no reads before the back-off ends")
+	clk.SetTime(start.Add(4 * time.Second))
+	g.Expect(e.mounts.Sync(context.Background())).To(undecided)
+	g.Expect(reads.gets.Load()).To(BeNumerically(">", first), "verified again after 2 × 2 s")
+
+	// Over the deadline, Syncing every 2 s: the reads grow with the number
+	// of back-off steps, not with the number of Syncs.
+	checks := 0
+	for at := 4 * time.Second; at <= deviceplugin.SiblingUndecidedDeadline+time.Minute; at += 2 * time.Second {
+		before := reads.gets.Load()
+		clk.SetTime(start.Add(at))
+		_ = e.mounts.Sync(context.Background())
+		if reads.gets.Load() > before {
+			checks++
+		}
+	}
+	syncs := int((deviceplugin.SiblingUndecidedDeadline + time.Minute - 4*time.Second) / (2 * time.Second))
+	t.Logf("%d Syncs over %s, %d of them verified the undecided pod", syncs, deviceplugin.SiblingUndecidedDeadline+time.Minute, checks)
+	g.Expect(checks).To(BeNumerically("<=", 15), "back-off: at most a check a minute once the cap is reached")
+	g.Expect(e.mounts.Sync(context.Background())).To(Succeed(), "given up: Sync no longer reports the pod")
+	before := reads.gets.Load()
+	clk.SetTime(start.Add(deviceplugin.SiblingUndecidedDeadline + time.Hour))
+	g.Expect(e.mounts.Sync(context.Background())).To(Succeed())
+	g.Expect(reads.gets.Load()).To(Equal(before), "no reads after giving up")
+	g.Expect(e.entries("vsock1")).To(BeEmpty())
+	var gaveUp []string
+	for len(e.events.Events) > 0 {
+		if ev := <-e.events.Events; strings.Contains(ev, "gave up after") {
+			gaveUp = append(gaveUp, ev)
+		}
+	}
+	g.Expect(gaveUp).To(ConsistOf(ContainSubstring("Warning SiblingSocketNotLinked no vhost-user socket: gave up after 10m0s undecided")))
+	// The real launcher kept its socket throughout.
+	g.Expect(e.entries("vsock0")).To(Equal([]string{filepath.Base(s0)}))
+	// kubelet's next start of the container verifies afresh.
+	g.Expect(e.preStart("vsock1")).To(undecided)
 }
