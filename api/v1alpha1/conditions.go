@@ -100,6 +100,11 @@ const (
 	// removed by hand) and the operator removed it, or replaced it with the
 	// wiring of an attachment that selects the VM now.
 	ReasonOrphanUnwired = "OrphanUnwired"
+	// ReasonRevoked (an Event on a VirtualMachine): the attachment's network
+	// stopped admitting its namespace (spec.namespaceSelector); the operator
+	// unwired the VM and restarted its running VMI, which carried the
+	// fast-path interface.
+	ReasonRevoked = "Revoked"
 )
 
 // FastPathBenchmark condition types.

@@ -7,6 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// NamespaceNotAdmittedError is ResolveNetwork's error when the network's
+// spec.namespaceSelector does not select the attachment's namespace: the
+// admin's decision, which revokes what the attachment wired.
+type NamespaceNotAdmittedError struct {
+	// Network is the FastPathNetwork; Selector its namespaceSelector.
+	Network, Selector string
+}
+
+func (e *NamespaceNotAdmittedError) Error() string {
+	return fmt.Sprintf("spec.networkRef: FastPathNetwork %s does not admit this namespace (its spec.namespaceSelector %s does not select it); ask a cluster admin",
+		e.Network, e.Selector)
+}
+
 // Defaults of FastPathNetwork (applied in code like the attachment's).
 const (
 	// DefaultNetworkMinMTU is the IPv6 minimum link MTU (RFC 8200 §5), bytes.
@@ -91,8 +104,7 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 		return spec, fmt.Errorf("spec.networkRef: FastPathNetwork %s has an invalid spec.namespaceSelector: %v", network.Name, err)
 	}
 	if !sel.Matches(labels.Set(nsLabels)) {
-		return spec, fmt.Errorf("spec.networkRef: FastPathNetwork %s does not admit this namespace (its spec.namespaceSelector %s does not select it); ask a cluster admin",
-			network.Name, sel.String())
+		return spec, &NamespaceNotAdmittedError{Network: network.Name, Selector: sel.String()}
 	}
 	n := spec.Network
 	if n.Bridge != "" {
@@ -146,3 +158,4 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 	}
 	return DefaultAttachmentSpec(out), nil
 }
+

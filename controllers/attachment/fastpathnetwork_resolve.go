@@ -4,18 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // Admin-owned networks (issue 17): an attachment's spec.network lands on the
@@ -57,7 +60,61 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 		return spec, derr
 	}
 	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNetworkRefused, err.Error())
+	var notAdmitted *v1alpha1.NamespaceNotAdmittedError
+	if errors.As(err, &notAdmitted) {
+		if rerr := r.revoke(ctx, s, notAdmitted); rerr != nil {
+			return spec, rerr // retried: the revocation must complete
+		}
+	}
 	return spec, s.invalidSpec("%s", err.Error())
+}
+
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=delete
+
+// revoke takes the fast path away from the VMs of an attachment whose
+// network no longer admits its namespace: deleting the NAD stops new
+// launchers, but running VMs would keep their port on the node's bridge. It
+// unwires every VM the attachment wired (their specs come back byte for
+// byte) and deletes each running VMI whose spec carries the attachment's
+// network, with a Revoked Event on the VM: KubeVirt restarts a VM of
+// runStrategy Always or RerunOnFailure without the fast-path interface; a
+// Manual one stays stopped. The VMI is deleted with its UID as a
+// precondition, so a VMI started meanwhile (already unwired) is left alone.
+func (r *Reconciler) revoke(ctx context.Context, s *scope, why *v1alpha1.NamespaceNotAdmittedError) error {
+	vms, err := r.listVMs(ctx, r.APIReader, s.att.Namespace)
+	if err != nil {
+		return err
+	}
+	netName := v1alpha1.NetworkName(s.att.Name)
+	var errs []error
+	for i := range vms {
+		vm := &vms[i]
+		if wiring.Owner(vm.Object) != s.att.Name {
+			continue
+		}
+		if _, err := r.unwireVM(ctx, vm, s.att.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.att.Namespace, Name: vm.GetName()}, vmi); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.att.Namespace, vm.GetName(), err))
+			}
+			continue
+		}
+		if !slices.ContainsFunc(vmi.Spec.Networks, func(n kubevirtv1.Network) bool { return n.Name == netName }) || !vmi.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("failed to restart VirtualMachineInstance %s/%s to revoke its fast path: %w", s.att.Namespace, vm.GetName(), err))
+			continue
+		}
+		r.Recorder.Eventf(vm, corev1.EventTypeWarning, v1alpha1.ReasonRevoked,
+			"Restarted: FastPathNetwork %s no longer admits namespace %s (its spec.namespaceSelector %s), so FastPathAttachment %s's interface was removed from the VM and its running instance stopped",
+			why.Network, s.att.Namespace, why.Selector, s.att.Name)
+	}
+	return errors.Join(errs...)
 }
 
 // refusal is a network lookup that failed for a reason the spec or the

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -185,6 +187,54 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		n.Spec.PortSecurity = v1alpha1.PortSecurityEnabled
 		Expect(env.Client.Update(ctx, n)).To(Succeed())
 		Eventually(nadConfig).Should(And(ContainSubstring(`"bridge":"fp-ps"`), Not(ContainSubstring(`portSecurity`))))
+	})
+
+	It("revokes the fast path of running VMs when the network stops admitting their namespace", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
+		createVM(ns, "db-1", minimalVM, map[string]string{"app": "db"})
+		original := map[string]string{"db-0": specJSON(ns, "db-0"), "db-1": specJSON(ns, "db-1")}
+		nsObj := &corev1.Namespace{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels["team"] = ns
+		Expect(env.Client.Update(ctx, nsObj)).To(Succeed())
+		net := createNetwork("revoke-"+ns, v1alpha1.FastPathNetworkSpec{
+			Bridge: "fp-rev", NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": ns}},
+		})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
+		Eventually(vmOwner(ns, "db-1")).Should(Equal("link"))
+		// db-0 runs with the fast-path interface; db-1 is stopped.
+		createVMI(ns, vmi{name: "db-0", node: "node-rev", wired: true, attachment: "link"})
+		running := &kubevirtv1.VirtualMachineInstance{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "db-0"}, running)).To(Succeed())
+
+		By("the admin taking the namespace off the network")
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: ns}, nsObj)).To(Succeed())
+		delete(nsObj.Labels, "team")
+		Expect(env.Client.Update(ctx, nsObj)).To(Succeed())
+		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonNetworkRefused))
+		Eventually(isGone(&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "link"}})).Should(BeTrue())
+		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
+			"the running VMI that carried the fast path is stopped")
+		for name, spec := range original {
+			Eventually(func() string { return specJSON(ns, name) }).Should(Equal(spec), "VM %s unwired byte for byte", name)
+		}
+		Eventually(objectEventReasons(ns, "VirtualMachine", "db-0")).Should(ContainElement("Warning/" + v1alpha1.ReasonRevoked))
+		Expect(objectEventReasons(ns, "VirtualMachine", "db-1")()).NotTo(ContainElement("Warning/"+v1alpha1.ReasonRevoked), "a stopped VM is not restarted")
+
+		By("a VMI that starts without the fast path afterwards is left alone")
+		createVMI(ns, vmi{name: "db-0", node: "node-rev"})
+		Consistently(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}}), 2*time.Second).Should(BeFalse())
+
+		By("the admin admitting the namespace again: the VMs are wired again")
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Labels["team"] = ns
+		Expect(env.Client.Update(ctx, nsObj)).To(Succeed())
+		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
+		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 	})
 
 	It("refuses an attachment on a network outside its namespace's reach, naming the field, and follows the admin's changes", func() {
