@@ -64,10 +64,13 @@ COPY --from=build /out/fastpath-operator /usr/local/bin/fastpath-operator
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fastpath-operator"]
 
-# The agent runs privileged on the host network: it needs NET_ADMIN for bridges and
-# sysctls, /opt/cni/bin to install the plugin, the OVSDB socket and /dev/vhost-vsock.
-# The CNI binaries (fastpath and fastpath-ovs-plugin) ship beside it and are copied
-# to the host by the agent itself. vhost-device-vsock is the backend the agent runs per
+# The agent runs on the host network, not privileged: NET_ADMIN only (bridges, netlink,
+# AF_VSOCK for the relay), the OVSDB socket, and the host's /dev read-only (it stats
+# vhost-net, vhost-vsock and net/tun). The CNI binaries (fastpath and
+# fastpath-ovs-plugin) ship beside it; the chart's install-cni init container (this
+# image, --install-cni, no capabilities) copies them to the host's /opt/cni/bin,
+# which the long-running agent mounts read-only. Only agent.tuneSysctls needs
+# agent.privileged (docs/security.md). vhost-device-vsock is the backend the agent runs per
 # Sibling attachment (chart value agent.sibling.vhostDeviceVsock); it is dynamically
 # linked (libc.so.6, libgcc_s.so.1), hence the cc base rather than static.
 FROM ${CC_IMAGE} AS agent

@@ -199,19 +199,12 @@ type renderedObject struct {
 	Spec struct {
 		Template struct {
 			Spec struct {
-				HostNetwork  bool              `json:"hostNetwork"`
-				NodeSelector map[string]string `json:"nodeSelector"`
-				Tolerations  []map[string]any  `json:"tolerations"`
-				Containers   []struct {
-					Name            string         `json:"name"`
-					SecurityContext map[string]any `json:"securityContext"`
-					VolumeMounts    []struct {
-						Name      string `json:"name"`
-						MountPath string `json:"mountPath"`
-						ReadOnly  bool   `json:"readOnly"`
-					} `json:"volumeMounts"`
-				} `json:"containers"`
-				Volumes []struct {
+				HostNetwork    bool                `json:"hostNetwork"`
+				NodeSelector   map[string]string   `json:"nodeSelector"`
+				Tolerations    []map[string]any    `json:"tolerations"`
+				Containers     []renderedContainer `json:"containers"`
+				InitContainers []renderedContainer `json:"initContainers"`
+				Volumes        []struct {
 					Name     string `json:"name"`
 					HostPath *struct {
 						Path string `json:"path"`
@@ -220,6 +213,17 @@ type renderedObject struct {
 			} `json:"spec"`
 		} `json:"template"`
 	} `json:"spec"`
+}
+
+type renderedContainer struct {
+	Name            string         `json:"name"`
+	Args            []string       `json:"args"`
+	SecurityContext map[string]any `json:"securityContext"`
+	VolumeMounts    []struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+		ReadOnly  bool   `json:"readOnly"`
+	} `json:"volumeMounts"`
 }
 
 func render(t *testing.T, set ...string) []renderedObject {
@@ -279,10 +283,20 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	for _, m := range ps.Containers[0].VolumeMounts {
 		g.Expect(m.MountPath).NotTo(Equal("/dev"))
 		g.Expect(m.MountPath).NotTo(HavePrefix("/var/lib/cni"), "unused mount")
-		if m.Name == "dev" {
-			g.Expect(m.ReadOnly).To(BeTrue())
+		if m.Name == "dev" || m.Name == "cni-bin" || m.Name == "cni-node-config" {
+			g.Expect(m.ReadOnly).To(BeTrue(), "the long-running agent writes no host path of %s", m.Name)
 		}
 	}
+	g.Expect(ps.Containers[0].Args).To(ContainElement("--cni-verify-only"))
+	// Only the init container writes the CNI directories, with no capability.
+	g.Expect(ps.InitContainers).To(ConsistOf(And(HaveField("Name", "install-cni"), HaveField("Args", ContainElement("--install-cni")))))
+	g.Expect(ps.InitContainers[0].SecurityContext).To(And(HaveKeyWithValue("privileged", false), HaveKeyWithValue("allowPrivilegeEscalation", false),
+		HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}}))))
+	var initMounts []string
+	for _, m := range ps.InitContainers[0].VolumeMounts {
+		initMounts = append(initMounts, m.Name)
+	}
+	g.Expect(initMounts).To(ConsistOf("cni-bin", "cni-node-config"))
 
 	// Opt-ins are explicit and named.
 	objs = render(t, "agent.extraCapabilities={SYS_ADMIN}")

@@ -56,9 +56,13 @@ type flags struct {
 	nodeName         string
 	cniBinDir        string
 	cniBinSource     string
-	tuneSysctls      bool
-	devDir           string
-	relay            relay.Options
+	// installCNI installs the CNI binaries and node configuration, then
+	// exits (the chart's install-cni init container); cniVerifyOnly makes
+	// the long-running agent only check them (its mounts are read-only).
+	installCNI, cniVerifyOnly bool
+	tuneSysctls               bool
+	devDir                    string
+	relay                     relay.Options
 	// memoryLimit is the agent container's memory limit in bytes (0:
 	// unknown); the relay's budgets and GOMEMLIMIT follow from it.
 	memoryLimit     int64
@@ -83,6 +87,8 @@ func main() {
 	var f flags
 	flag.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node (default $NODE_NAME); the FastPathNode gets this name. Required.")
 	flag.StringVar(&f.cniBinDir, "cni-bin-dir", cniinstall.DefaultBinDir, "Directory the fastpath CNI binary is installed into.")
+	flag.BoolVar(&f.installCNI, "install-cni", false, "Install the CNI binaries into --cni-bin-dir and write --cni-node-config, then exit (the chart's install-cni init container).")
+	flag.BoolVar(&f.cniVerifyOnly, "cni-verify-only", false, "Only check the installed CNI binaries and node configuration, reporting a difference in the FastPathNode status (the chart mounts the CNI directories read-only into the long-running agent).")
 	flag.StringVar(&f.cniBinSource, "cni-bin-source", "", "The fastpath CNI binary to install (default: \"fastpath\" next to this executable); fastpath-ovs-plugin beside it is installed too.")
 	flag.BoolVar(&f.tuneSysctls, "tune-sysctls", false, "Raise net.core.{r,w}mem_max and net.ipv4.tcp_{r,w}mem to 256 KB socket buffers (never lowering a value).")
 	flag.StringVar(&f.cniNodeConfig, "cni-node-config", "", "Where to write the CNI plugin's node configuration (its state directory and OVSDB endpoint), e.g. "+netconf.DefaultNodeConfigPath+"; empty: none (the plugin then uses its defaults).")
@@ -122,6 +128,23 @@ func main() {
 
 func run(f flags) error {
 	log := ctrl.Log.WithName("setup")
+	if f.cniBinSource == "" {
+		var err error
+		if f.cniBinSource, err = besideExecutable(cniinstall.DefaultName); err != nil {
+			return err
+		}
+	}
+	cni := &cniinstall.Installer{Source: f.cniBinSource, Companions: []string{netconf.OVSPluginBinary}, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
+		NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}},
+		VerifyOnly: f.cniVerifyOnly}
+	if f.installCNI {
+		res, err := cni.Ensure()
+		if err != nil {
+			return err
+		}
+		log.Info("CNI plugin installed", "binary", res.String(), "nodeConfig", f.cniNodeConfig)
+		return nil
+	}
 	if f.nodeName == "" {
 		return errors.New("failed to start: --node-name (or $NODE_NAME) is required")
 	}
@@ -134,11 +157,6 @@ func run(f flags) error {
 	transport, emulatedRoot, err := parseTransport(f.vsockTransport)
 	if err != nil {
 		return err
-	}
-	if f.cniBinSource == "" {
-		if f.cniBinSource, err = besideExecutable(cniinstall.DefaultName); err != nil {
-			return err
-		}
 	}
 
 	cfg, err := ctrl.GetConfig()
@@ -181,14 +199,13 @@ func run(f flags) error {
 	ovs := ovsdb.NewConn(f.ovsSocket, ctrl.Log.WithName("ovsdb"))
 	defer ovs.Close()
 	r := &agent.Reconciler{
-		NodeName:      f.nodeName,
-		Prober:        &probe.Host{OVS: ovs, DevDir: f.devDir},
-		Bridges:       &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
-		Relay:         rl,
-		RelayEmulated: emulatedRoot != "",
-		Sysctls:       &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
-		CNI: &cniinstall.Installer{Source: f.cniBinSource, Companions: []string{netconf.OVSPluginBinary}, DestDir: f.cniBinDir, Log: ctrl.Log.WithName("cni-install"),
-			NodeConfigPath: f.cniNodeConfig, NodeConfig: netconf.NodeConfig{StateDir: f.cniStateDir, OVS: netconf.OVS{Socket: f.ovsSocket}}},
+		NodeName:        f.nodeName,
+		Prober:          &probe.Host{OVS: ovs, DevDir: f.devDir},
+		Bridges:         &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
+		Relay:           rl,
+		RelayEmulated:   emulatedRoot != "",
+		Sysctls:         &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
+		CNI:             cni,
 		AgentVersion:    agentVersion(),
 		ResyncPeriod:    f.resync,
 		MacvtapCapacity: f.macvtapDevices,

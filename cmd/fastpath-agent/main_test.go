@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -55,4 +56,21 @@ func TestRelayOptionsFollowTheMemoryLimit(t *testing.T) {
 		HaveField("BufferBudget", int64(32<<20)), HaveField("MaxConnsPerCID", 7)))
 	set := relayOptions(relay.Options{MaxTotalConns: 10, MaxConnsPerNamespace: 5, BufferBudget: -1}, 128<<20)
 	g.Expect(set).To(And(HaveField("MaxTotalConns", 10), HaveField("MaxConnsPerNamespace", 5), HaveField("BufferBudget", int64(-1))))
+}
+
+// TestInstallCNIInstallsAndExits: --install-cni (the chart's init container)
+// needs no node name or API server; it installs the plugin and its
+// companion and returns.
+func TestInstallCNIInstallsAndExits(t *testing.T) {
+	g := NewWithT(t)
+	src := t.TempDir()
+	for _, name := range []string{"fastpath", "fastpath-ovs-plugin"} {
+		g.Expect(os.WriteFile(filepath.Join(src, name), []byte("#!/bin/sh\n"+name+"\n"), 0o755)).To(Succeed())
+	}
+	dest := t.TempDir()
+	g.Expect(run(flags{installCNI: true, cniBinSource: filepath.Join(src, "fastpath"), cniBinDir: dest})).To(Succeed())
+	g.Expect(filepath.Join(dest, "fastpath")).To(BeAnExistingFile())
+	g.Expect(filepath.Join(dest, "fastpath-ovs-plugin")).To(BeAnExistingFile())
+	g.Expect(run(flags{nodeName: "n1", cniVerifyOnly: true, cniBinSource: filepath.Join(src, "fastpath"), cniBinDir: dest, ovsDatapathType: "dpdk"})).
+		To(MatchError(ContainSubstring("--ovs-datapath-type")), "the long-running agent still checks its flags first")
 }

@@ -63,6 +63,12 @@ type Installer struct {
 	// NodeConfig is the node configuration written to NodeConfigPath.
 	NodeConfig netconf.NodeConfig
 	// Log receives a line for every install.
+	// VerifyOnly checks instead of writing: Ensure fails, naming the file,
+	// when an installed binary or the node configuration is missing or
+	// differs from what it would install. The chart's install-cni init
+	// container installs them and the long-running agent, which mounts the
+	// CNI directories read-only, verifies them.
+	VerifyOnly bool
 	Log logr.Logger
 
 	mu sync.Mutex
@@ -136,10 +142,18 @@ func (i *Installer) ensureFile(src, dest string) (Result, error) {
 		return res, fmt.Errorf("failed to read the CNI binary to install %s: %w", src, err)
 	}
 	res.SHA256 = srcSum
-	if destSum, err := i.sum(dest); err == nil && destSum == srcSum {
+	destSum, err := i.sum(dest)
+	if err == nil && destSum == srcSum {
 		return res, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, fmt.Errorf("failed to read the installed CNI binary %s: %w", dest, err)
+	}
+	if i.VerifyOnly {
+		what := "is missing"
+		if err == nil {
+			what = "is sha256:" + destSum
+		}
+		return res, fmt.Errorf("the installed CNI binary %s %s, not this agent's sha256:%s: its install-cni init container installs it; restart the agent pod", dest, what, srcSum)
 	}
 	if err := i.install(src, dest, srcSum); err != nil {
 		return res, err
@@ -166,6 +180,10 @@ func (i *Installer) ensureNodeConfig() error {
 				return nil
 			}
 		}
+	}
+	if i.VerifyOnly {
+		return fmt.Errorf("the CNI node configuration %s is missing or differs from this agent's (state directory %s, OVSDB %s): its install-cni init container writes it; restart the agent pod",
+			i.NodeConfigPath, i.NodeConfig.StateDir, i.NodeConfig.OVS.Socket)
 	}
 	if err := netconf.WriteNodeConfig(i.NodeConfigPath, i.NodeConfig); err != nil {
 		return err

@@ -180,3 +180,42 @@ func TestEnsureInstallsCompanionsFirst(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("failed to read the CNI binary to install " + filepath.Join(srcDir, netconf.OVSPluginBinary))))
 	g.Expect(os.ReadFile(filepath.Join(binDir, "fastpath"))).To(Equal([]byte("lean v1")))
 }
+
+// TestVerifyOnlyWritesNothing: the long-running agent, which mounts the CNI
+// directories read-only, only checks what the install-cni init container
+// installed and says what to do when it differs.
+func TestVerifyOnlyWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	testutil.RequireRoot(t) // the plugin accepts only a root-owned node configuration
+	src := filepath.Join(t.TempDir(), "fastpath")
+	writeFile(t, src, "#!/bin/sh\necho v2\n")
+	binDir := t.TempDir()
+	dest := filepath.Join(binDir, "fastpath")
+	conf := filepath.Join(t.TempDir(), "fastpath.d", "node.json")
+	want := netconf.NodeConfig{StateDir: "/var/lib/cni/fastpath", OVS: netconf.OVS{Socket: "unix:/run/openvswitch/db.sock"}}
+	verify := &cniinstall.Installer{Source: src, DestDir: binDir, NodeConfigPath: conf, NodeConfig: want, VerifyOnly: true}
+
+	_, err := verify.Ensure()
+	g.Expect(err).To(MatchError(And(ContainSubstring("the installed CNI binary "+dest+" is missing"), ContainSubstring("restart the agent pod"))))
+	g.Expect(dest).NotTo(BeAnExistingFile(), "nothing written")
+
+	writeFile(t, dest, "#!/bin/sh\necho v1\n")
+	_, err = verify.Ensure()
+	g.Expect(err).To(MatchError(ContainSubstring("is sha256:" + sum("#!/bin/sh\necho v1\n") + ", not this agent's sha256:" + sum("#!/bin/sh\necho v2\n"))))
+	g.Expect(os.ReadFile(dest)).To(Equal([]byte("#!/bin/sh\necho v1\n")), "the installed binary is left as it is")
+
+	// What the init container does; then verification passes.
+	_, err = (&cniinstall.Installer{Source: src, DestDir: binDir, NodeConfigPath: conf, NodeConfig: want}).Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	res, err := verify.Ensure()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Installed).To(BeFalse())
+
+	other := &cniinstall.Installer{Source: src, DestDir: binDir, NodeConfigPath: conf, NodeConfig: want, VerifyOnly: true}
+	other.NodeConfig.StateDir = "/elsewhere"
+	_, err = other.Ensure()
+	g.Expect(err).To(MatchError(ContainSubstring("the CNI node configuration " + conf + " is missing or differs")))
+	got, err := netconf.LoadNodeConfig(conf)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(want), "the node configuration is left as it is")
+}
