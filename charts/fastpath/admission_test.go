@@ -142,6 +142,48 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(as("system:serviceaccount:kubevirt:kubevirt-controller", nil).Create(ctx, pod("launcher", sibling, false))).To(Succeed())
 	})
 
+	t.Run("the operator writes outside its namespace only the objects it made", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-op")
+		g.Expect(err).NotTo(HaveOccurred())
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		mine := map[string]string{"app.kubernetes.io/managed-by": "fastpath-operator"}
+		tenantRB := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admins"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}}}
+		g.Expect(env.Client.Create(ctx, tenantRB)).To(Succeed(), "the tenant's own RoleBinding")
+		tenantCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"k": "v"}}
+		g.Expect(env.Client.Create(ctx, tenantCM)).To(Succeed())
+
+		refused := ContainSubstring("fastpath-operator may")
+		// The policy takes effect asynchronously after creation.
+		g.Eventually(func() error {
+			rb := tenantRB.DeepCopy()
+			rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "mallory"})
+			return operator.Update(ctx, rb)
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(And(refused, ContainSubstring("UPDATE only objects it made"), ContainSubstring("rolebindings "+ns+"/tenant-admins"))))
+		adopt := tenantCM.DeepCopy()
+		adopt.Labels = mine
+		g.Expect(operator.Update(ctx, adopt)).To(MatchError(refused), "labelling a tenant's object does not make it the operator's")
+		tenantPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		g.Expect(env.Client.Create(ctx, tenantPod)).To(Succeed())
+		g.Expect(operator.Delete(ctx, tenantPod)).To(MatchError(And(refused, ContainSubstring("DELETE only objects it made"))))
+		g.Expect(operator.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}})).To(MatchError(refused))
+
+		made := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench-results", Labels: mine}}
+		g.Expect(operator.Create(ctx, made)).To(Succeed())
+		made.Data = map[string]string{"result": "1"}
+		g.Expect(operator.Update(ctx, made)).To(Succeed())
+		runner := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner", Labels: mine}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		g.Expect(operator.Create(ctx, runner)).To(Succeed())
+		g.Expect(operator.Delete(ctx, runner)).To(Succeed())
+
+		got := &rbacv1.RoleBinding{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantRB), got)).To(Succeed())
+		g.Expect(got.Subjects).To(Equal(tenantRB.Subjects), "nothing refused was written")
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantPod), &corev1.Pod{})).To(Succeed())
+	})
+
 	t.Run("only the operator writes fastpath NADs, each controlled by a FastPathAttachment", func(t *testing.T) {
 		g := NewWithT(t)
 		ns, err := env.NewNamespace(ctx, "vap")
