@@ -68,6 +68,12 @@ func TestUpPodDown(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(br.MTU).To(Equal(PodMTU))
 	g.Expect(netnsNames(t)).NotTo(Equal(netnsBefore), "the pod has a network namespace")
+	// The aggregation layer is configured: aggregated API servers (virt-api)
+	// find the front proxy's CA and allowed name where they look.
+	auth := &corev1.ConfigMap{}
+	g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "extension-apiserver-authentication"}, auth)).To(Succeed())
+	g.Expect(auth.Data).To(And(HaveKeyWithValue("requestheader-client-ca-file", ContainSubstring("BEGIN CERTIFICATE")),
+		HaveKeyWithValue("requestheader-allowed-names", ContainSubstring(FrontProxyClientName))))
 
 	g.Expect(Down(ctx, opts)).To(Succeed(), out.String())
 	left, err := Leftovers(opts)

@@ -100,6 +100,10 @@ func (o Options) writePKI() error {
 		return err
 	}
 
+	if err := writeFrontProxyPKI(l.pki); err != nil {
+		return err
+	}
+
 	saKey, err := newKey()
 	if err != nil {
 		return err
@@ -139,6 +143,36 @@ func (o Options) writePKI() error {
 		}
 	}
 	return nil
+}
+
+// FrontProxyClientName is the CN of kube-apiserver's client certificate
+// towards aggregated API servers (--requestheader-allowed-names), kubeadm's
+// name for it.
+const FrontProxyClientName = "front-proxy-client"
+
+// writeFrontProxyPKI makes the API aggregation layer's own CA
+// (front-proxy-ca) and kube-apiserver's client certificate signed by it
+// (front-proxy-client): an aggregated API server (KubeVirt's virt-api, the
+// metrics server) trusts the user headers of a request only when it comes
+// with that certificate, and reads the CA from the
+// extension-apiserver-authentication ConfigMap kube-apiserver publishes
+// from --requestheader-client-ca-file. A CA apart from the cluster's, as
+// kubeadm makes, so that no client certificate of the cluster CA can pose
+// as the front proxy.
+func writeFrontProxyPKI(dir string) error {
+	key, err := newKey()
+	if err != nil {
+		return err
+	}
+	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "front-proxy-ca"}, key)
+	if err != nil {
+		return fmt.Errorf("failed to create the front-proxy CA: %w", err)
+	}
+	fp := &pki{dir: dir, ca: ca, caKey: key, caPEM: pemCert(ca), serial: 1}
+	if err := fp.write("front-proxy-ca", ca, key); err != nil {
+		return err
+	}
+	return fp.issue("front-proxy-client", pkix.Name{CommonName: FrontProxyClientName}, nil, nil, x509.ExtKeyUsageClientAuth)
 }
 
 // writeKubeconfig writes a kubeconfig (mode 0600) for one user of the cluster.

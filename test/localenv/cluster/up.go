@@ -306,6 +306,18 @@ func (o Options) apiserverArgs(exe string) []string {
 		"--kubelet-client-key=" + p("apiserver-kubelet-client.key"),
 		"--kubelet-certificate-authority=" + p("ca.crt"),
 		"--kubelet-preferred-address-types=InternalIP",
+		// The aggregation layer (virt-api refuses to start without the
+		// requestheader CA in extension-apiserver-authentication): kubeadm's
+		// flags, with routing to the endpoints' pod IPs, since the API
+		// server runs on the host without kube-proxy's service routing.
+		"--requestheader-client-ca-file=" + p("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + p("front-proxy-client.key"),
+		"--enable-aggregator-routing=true",
 		"--cert-dir=" + l.pki, "--profiling=false",
 	}
 }
