@@ -10,6 +10,7 @@ import (
 // NamespaceNotAdmittedError is ResolveNetwork's error when the network's
 // spec.namespaceSelector does not select the attachment's namespace: the
 // admin's decision, which revokes what the attachment wired.
+// +kubebuilder:object:generate=false
 type NamespaceNotAdmittedError struct {
 	// Network is the FastPathNetwork; Selector its namespaceSelector.
 	Network, Selector string
