@@ -160,8 +160,8 @@ CLUSTER_DIR ?= $(ROOT)/_out/cluster
 CLUSTER := $(BIN)/fastpath-cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
 
 .PHONY: cluster
-cluster: setup-core+tools+cluster build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig.
-	$(CLUSTER) up
+cluster: setup-core+tools+cluster build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=1: kubelet root /var/lib/kubelet and shared mounts, as KubeVirt needs (KubeVirt itself not yet installed).
+	$(CLUSTER) up $(if $(filter 1,$(KUBEVIRT)),--kubevirt,)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).

@@ -65,6 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return nil
 		},
 	}
+	up.Flags().BoolVar(&o.KubeVirt, "kubevirt", false, "lay the node out for KubeVirt: kubelet root "+cluster.KubeVirtKubeletRoot+", and it and "+cluster.KubeVirtRunDir+" as shared mounts (refused when either exists)")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes)",

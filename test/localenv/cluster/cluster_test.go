@@ -84,6 +84,94 @@ func TestUpPodDown(t *testing.T) {
 	g.Expect(err).To(HaveOccurred(), "bridge %s is gone", PodBridge)
 }
 
+// TestUpKubeVirtLayoutDown: with Options.KubeVirt the kubelet's root is
+// /var/lib/kubelet and it and /var/run/kubevirt are shared mounts (what
+// virt-handler's Bidirectional mounts need); a pod runs; Down unmounts and
+// removes both, leaving nothing. An existing /var/lib/kubelet is refused
+// before anything starts.
+func TestUpKubeVirtLayoutDown(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	for _, dir := range []string{KubeVirtKubeletRoot, KubeVirtRunDir} {
+		if _, err := os.Lstat(dir); err == nil {
+			t.Fatalf("%s exists on this machine: the test needs to make it (and must not touch another kubelet's)", dir)
+		}
+	}
+	root, err := testenv.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	imgs := t.TempDir()
+	_, err = (&images.Builder{Root: root, Out: imgs}).Build(ctx, "pause")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	out := &strings.Builder{}
+	opts := Options{Dir: filepath.Join(root, "_out", "cluster-kubevirt-test"), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: out, KubeVirt: true}
+	t.Cleanup(func() {
+		if err := Down(context.Background(), opts); err != nil {
+			t.Errorf("Down: %v", err)
+		}
+		t.Log(out.String())
+	})
+	c, err := Up(ctx, opts)
+	g.Expect(err).NotTo(HaveOccurred(), out.String())
+	for _, dir := range []string{KubeVirtKubeletRoot, resolvedPath(KubeVirtRunDir)} {
+		g.Expect(sharedMount(t, dir)).To(BeTrue(), "%s is a shared mount", dir)
+	}
+	cl, err := adminClient(c.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
+	g.Expect(cl.Create(ctx, pod)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	g.Expect(filepath.Join(KubeVirtKubeletRoot, "pods", string(pod.UID))).To(BeADirectory(), "the kubelet's root is /var/lib/kubelet")
+
+	// A second cluster is refused: the directories are the first one's.
+	_, err = Up(ctx, Options{Dir: filepath.Join(root, "_out", "cluster-kubevirt-test-2"), BinDir: opts.BinDir, ImagesDir: imgs, KubeVirt: true})
+	g.Expect(err).To(MatchError(ContainSubstring("/var/lib/kubelet exists")))
+
+	g.Expect(Down(ctx, opts)).To(Succeed(), out.String())
+	left, err := Leftovers(opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(BeEmpty())
+	for _, dir := range []string{KubeVirtKubeletRoot, KubeVirtRunDir} {
+		_, err := os.Lstat(dir)
+		g.Expect(err).To(MatchError(os.ErrNotExist), "%s removed", dir)
+	}
+}
+
+// sharedMount reports whether dir is a mount point in a shared peer group
+// (mountinfo's optional field shared:N).
+func sharedMount(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 6 && f[4] == dir {
+			for _, opt := range f[6:] {
+				if opt == "-" {
+					break
+				}
+				if strings.HasPrefix(opt, "shared:") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // upForTest brings a cluster up in <root>/_out/<dir> with the image
 // archives in imgs, and registers a cleanup that takes it down (Down is
 // idempotent, so a test may also call it), fails the test when Leftovers

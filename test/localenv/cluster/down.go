@@ -48,6 +48,10 @@ type teardown struct {
 	// DevicePluginDirs are the kubelet's device plugin directories Up saw
 	// made (DevicePluginDir is fixed, outside Dir).
 	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
+	// KubeVirtDirs are the directories Up made for KubeVirt; SharedMounts
+	// the bind mounts it made on them.
+	KubeVirtDirs []string `json:"kubevirtDirs,omitempty"`
+	SharedMounts []string `json:"sharedMounts,omitempty"`
 	// Sysctls are the kernel settings restored.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// NFTables are the nftables tables that existed before the kubelet.
@@ -77,7 +81,12 @@ func Down(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs}}
+	if st.KubeVirt { // the kubelet's root was KubeVirtKubeletRoot
+		o.KubeVirt = true
+		l = o.layout()
+	}
+	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs,
+		KubeVirtDirs: st.KubeVirtDirs, SharedMounts: st.SharedMounts}}
 	start := time.Now()
 	d.run(ctx)
 	if err := os.MkdirAll(l.logs, 0o755); err == nil {
@@ -189,6 +198,9 @@ func (d *downer) run(ctx context.Context) {
 		})
 	}
 	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
+	if len(d.st.KubeVirtDirs) > 0 {
+		d.step("remove "+strings.Join(d.st.KubeVirtDirs, ", ")+" (made for KubeVirt)", d.removeKubeVirtDirs)
+	}
 }
 
 // agentBridges returns the Linux bridges FastPathNode nodeName reports as the
@@ -363,7 +375,7 @@ func unescapeMount(s string) string {
 }
 
 func (d *downer) unmount() error {
-	targets := mountsUnder(d.l.dir, d.l.run)
+	targets := mountsUnder(append([]string{d.l.dir, d.l.run}, d.st.SharedMounts...)...)
 	for _, ns := range d.td.NetNS {
 		targets = append(targets, mountsUnder(ns)...)
 	}
@@ -382,7 +394,7 @@ func (d *downer) unmount() error {
 			errs = append(errs, fmt.Errorf("failed to remove %s: %w", ns, err))
 		}
 	}
-	if left := mountsUnder(d.l.dir, d.l.run); len(left) > 0 {
+	if left := mountsUnder(append([]string{d.l.dir, d.l.run}, d.st.SharedMounts...)...); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("still mounted: %s", strings.Join(left, ", ")))
 	}
 	return errors.Join(errs...)

@@ -75,6 +75,14 @@ func Leftovers(opts Options) ([]string, error) {
 	for _, f := range logLinks(l.podLogs) {
 		left = append(left, "log link "+f)
 	}
+	for _, m := range mountsUnder(td.SharedMounts...) {
+		left = append(left, "mount "+m)
+	}
+	for _, dir := range td.KubeVirtDirs {
+		if _, err := os.Lstat(dir); err == nil {
+			left = append(left, "directory "+dir)
+		}
+	}
 	for _, dir := range td.DevicePluginDirs {
 		if _, err := os.Lstat(dir); err == nil {
 			left = append(left, "directory "+dir)

@@ -81,7 +81,21 @@ type Options struct {
 	PodCIDR, ServiceCIDR netip.Prefix
 	// Out receives one line per step with its duration. Default: io.Discard.
 	Out io.Writer
+	// KubeVirt lays the node out as KubeVirt needs it: the kubelet's root is
+	// KubeVirtKubeletRoot (KubeVirt hard-codes it: pkg/util KubeletRoot,
+	// virt-handler's hostPaths), and it and KubeVirtRunDir are shared mounts
+	// (virt-handler mounts both with Bidirectional propagation, which
+	// containerd refuses on a private mount, and this host's / is private).
+	// Up refuses when either directory exists (another kubelet's); Down
+	// unmounts and removes what Up made.
+	KubeVirt bool
 }
+
+// The node directories KubeVirt hard-codes (Options.KubeVirt).
+const (
+	KubeVirtKubeletRoot = "/var/lib/kubelet"
+	KubeVirtRunDir      = "/var/run/kubevirt"
+)
 
 // withDefaults fills the defaults and validates; errors name the option.
 func (o Options) withDefaults() (Options, error) {
@@ -182,6 +196,10 @@ func (o Options) layout() layout {
 	if err != nil { // only when the working directory is gone
 		run = filepath.Join(d, "run")
 	}
+	kubeletRoot := filepath.Join(run, "kubelet")
+	if o.KubeVirt {
+		kubeletRoot = KubeVirtKubeletRoot
+	}
 	return layout{
 		run:              run,
 		dir:              d,
@@ -195,7 +213,7 @@ func (o Options) layout() layout {
 		containerdSock:   filepath.Join(run, "containerd.sock"),
 		crictlConfig:     filepath.Join(d, "crictl.yaml"),
 		runcRoot:         filepath.Join(run, "runc"),
-		kubeletRoot:      filepath.Join(run, "kubelet"),
+		kubeletRoot:      kubeletRoot,
 		kubeletConfig:    filepath.Join(d, "kubelet-config.yaml"),
 		podLogs:          filepath.Join(d, "pod-logs"),
 		cniBin:           filepath.Join(d, "cni", "bin"),

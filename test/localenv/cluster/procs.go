@@ -33,6 +33,13 @@ type runState struct {
 	// its parents up to /var/lib) that did not exist before the kubelet
 	// started, deepest first: Down removes them.
 	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
+	// KubeVirt: Up laid the node out for KubeVirt (Options.KubeVirt).
+	KubeVirt bool `json:"kubevirt,omitempty"`
+	// KubeVirtDirs are the directories Up made for KubeVirt (resolved
+	// paths, each with the parents it made, deepest last); SharedMounts the
+	// shared bind mounts it made on them. Down undoes both.
+	KubeVirtDirs []string `json:"kubevirtDirs,omitempty"`
+	SharedMounts []string `json:"sharedMounts,omitempty"`
 }
 
 // daemon is a process started by Up that outlives it.

@@ -131,6 +131,7 @@ func (u *upper) waitFor(ctx context.Context, what string, timeout time.Duration,
 func (u *upper) run(ctx context.Context) (*Cluster, error) {
 	o, l := u.o, u.l
 	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+
 	for _, d := range []string{l.dir, l.logs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("failed to create %s: %w", d, err)
@@ -189,6 +190,11 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		return u.waitFor(ctx, "kube-scheduler /healthz", time.Minute, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort)))
 	}); err != nil {
 		return nil, err
+	}
+	if o.KubeVirt {
+		if err := u.step("kubelet root "+KubeVirtKubeletRoot+" and "+KubeVirtRunDir+" as shared mounts (KubeVirt)", u.kubevirtMounts); err != nil {
+			return nil, err
+		}
 	}
 	if err := u.step("CNI: bridge+host-local (MTU 1500) under Multus thin, in "+filepath.Dir(l.cniConf), func() error {
 		if err := o.writeFiles(); err != nil {
@@ -488,6 +494,13 @@ func (o Options) crictl(ctx context.Context, args ...string) ([]byte, error) {
 func (o Options) preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("make cluster needs root (containerd, the kubelet, cgroups, network namespaces)")
+	}
+	if o.KubeVirt { // before anything starts: a failed Up's Down would touch the other cluster's cgroups
+		for _, dir := range []string{KubeVirtKubeletRoot, KubeVirtRunDir} {
+			if _, err := os.Lstat(dir); err == nil {
+				return fmt.Errorf("%s exists (another kubelet's or KubeVirt's, or a cluster not brought down?): this cluster's KubeVirt needs it as its own; make cluster-down, remove it, or bring the cluster up without KUBEVIRT=1", dir)
+			}
+		}
 	}
 	var missing []string
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "crictl", "multus"} {
