@@ -46,23 +46,24 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	podNS, err := podNamespace(args.Args)
+	cniArgs, err := netconf.ParseArgs(args.Args)
 	if err != nil {
 		return err
 	}
-	if err := conf.RequireNamespace(podNS); err != nil {
+	if err := conf.RequireNamespace(cniArgs.PodNamespace()); err != nil {
 		return err
 	}
-	mac, pod, err := containerMAC(conf, args.Args)
+	mac, err := conf.ContainerMAC(cniArgs)
 	if err != nil {
 		return err
 	}
-	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
+	pod := cniArgs.Pod()
+	locks, err := state.LockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer locks.unlock()
-	store, ipamEx := locks.store, locks.ipamExec()
+	defer locks.Unlock()
+	store, ipamEx := locks.Store, newIPAMExec(locks.Node, locks.Attachment)
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
@@ -51,7 +52,7 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 		return fmt.Errorf("failed to check %s: prevResult lists no interface %s in a sandbox", args.IfName, args.IfName)
 	}
 
-	store, nodeLock, err := lockedStore(conf.StateDir, false)
+	store, nodeLock, err := state.OpenLocked(conf.StateDir, false)
 	if err != nil {
 		return err
 	}

@@ -33,12 +33,12 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
+	locks, err := state.LockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer locks.unlock()
-	store := locks.store
+	defer locks.Unlock()
+	store := locks.Store
 
 	att, err := store.Load(args.ContainerID, args.IfName)
 	if err != nil {
@@ -62,7 +62,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	// The addresses are released with the configuration their ADD gave the
 	// IPAM plugin (its data directory and network name), which the record
 	// keeps; without a record, with this DEL's.
-	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), locks.ipamExec()); err != nil {
+	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), newIPAMExec(locks.Node, locks.Attachment)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
 	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
@@ -147,7 +147,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a] = true
 	}
-	store, nodeLock, err := lockedStore(conf.StateDir, true)
+	store, nodeLock, err := state.OpenLocked(conf.StateDir, true)
 	if err != nil {
 		return err
 	}
