@@ -84,25 +84,6 @@ const opTimeout = 60 * time.Second
 // logger writes to stderr: stdout carries only the CNI result.
 var logger = log.New(os.Stderr, "fastpath: ", log.LstdFlags|log.Lmicroseconds)
 
-// openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A
-// missing bridge is CNI error 11 (ErrTryAgainLater) naming the bridge and the
-// node agent that creates it. On success the caller must close the datapath.
-func (p *Plugin) openBridge(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, int, error) {
-	dp, err := p.openDatapath(ctx, conf)
-	if err != nil {
-		return nil, 0, err
-	}
-	mtu, err := dp.BridgeMTU(ctx)
-	if err != nil {
-		dp.Close()
-		if errors.Is(err, datapath.ErrBridgeMissing) {
-			return nil, 0, datapath.BridgeMissingError(conf.Bridge, conf.Datapath, types.ErrTryAgainLater)
-		}
-		return nil, 0, err
-	}
-	return dp, mtu, nil
-}
-
 // openNetNS opens CNI_NETNS; a bad path is CNI error 8 (ErrInvalidNetNS).
 func openNetNS(path string) (ns.NetNS, error) {
 	netns, err := ns.GetNS(path)
@@ -127,7 +108,7 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dp, err := p.openDatapath(ctx, conf)
+	dp, err := p.open(ctx, conf)
 	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
