@@ -17,12 +17,6 @@ import (
 // exist.
 var ErrBridgeMissing = errors.New("bridge missing")
 
-// MarkerKey marks the bridges the node agent made: the prefix of a Linux
-// bridge's alias ("fastpath.io/managed-by=<agent>") and an OVS bridge's
-// external_ids key. It equals internal/datapath/bridge.MarkerKey
-// (TestMarkerKeyIsTheAgents); the plugin does not import the agent.
-const MarkerKey = "fastpath.io/managed-by"
-
 // Port is a port of the node bridge that names the attachment it belongs to.
 type Port struct {
 	HostIf, Network, ContainerID, IfName string

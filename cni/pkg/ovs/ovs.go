@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/go-logr/stdr"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -50,8 +51,8 @@ func (d *Bridge) BridgeMTU(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if br.ExternalIDs[datapath.MarkerKey] == "" {
-		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+datapath.MarkerKey)
+	if br.ExternalIDs[wellknown.MarkerKey] == "" {
+		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+wellknown.MarkerKey)
 	}
 	mtu, err := d.c.BridgeMTU(ctx, d.bridge)
 	if errors.Is(err, ovsdb.ErrBridgeNotFound) {

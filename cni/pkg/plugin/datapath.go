@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -48,7 +49,7 @@ const recordConnectTimeout = 10 * time.Second
 
 // dispatch is the one place that maps netconf "datapath" name to its
 // implementation: a veth pair on the Linux bridge or on the OVS bridge
-// named bridge (OVSDB at socket, netconf.DefaultOVSSocket when ""), or a
+// named bridge (OVSDB at socket, wellknown.DefaultOVSSocket when ""), or a
 // macvtap on the lower device named bridge. An OVS bridge is connected
 // lazily (see vethDatapath.bridge), within timeout when it is not 0, and
 // through conns when not nil. An unknown name is an error.
@@ -60,7 +61,7 @@ func (p *Plugin) dispatch(name, bridge, socket string, conns ovsClients, timeout
 	case netconf.DatapathOVS:
 		d := &vethDatapath{name: name, ovsSocket: socket, owned: conns == nil}
 		if socket == "" {
-			socket = netconf.DefaultOVSSocket
+			socket = wellknown.DefaultOVSSocket
 		}
 		if p.ovs == nil {
 			d.missing = p.errNoOVS()

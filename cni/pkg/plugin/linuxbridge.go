@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/linuxbridge"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
@@ -47,8 +48,8 @@ func (d *linuxBridge) BridgeMTU(context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !strings.HasPrefix(br.Alias, datapath.MarkerKey+"=") {
-		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathLinuxBridge, fmt.Sprintf("its alias is %q, not %s=<agent>", br.Alias, datapath.MarkerKey))
+	if !strings.HasPrefix(br.Alias, wellknown.MarkerKey+"=") {
+		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathLinuxBridge, fmt.Sprintf("its alias is %q, not %s=<agent>", br.Alias, wellknown.MarkerKey))
 	}
 	return br.MTU, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
@@ -49,8 +50,8 @@ func (d *macvtapDatapath) lowerLink() (netlink.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	if alias := l.Attrs().Alias; !strings.HasPrefix(alias, datapath.MarkerKey+"=") {
-		return nil, datapath.NotMarkedError(d.lower, netconf.DatapathMacvtap, fmt.Sprintf("its alias is %q, not %s=<agent>", alias, datapath.MarkerKey))
+	if alias := l.Attrs().Alias; !strings.HasPrefix(alias, wellknown.MarkerKey+"=") {
+		return nil, datapath.NotMarkedError(d.lower, netconf.DatapathMacvtap, fmt.Sprintf("its alias is %q, not %s=<agent>", alias, wellknown.MarkerKey))
 	}
 	d.link = l
 	return l, nil

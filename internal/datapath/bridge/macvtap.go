@@ -47,8 +47,8 @@ var lowerOffloads = map[string]bool{"tso": true, "gso": true, "gro": true, "txCh
 const linkTypeVeth = "veth"
 
 // PeerMarkerKey is the prefix of the alias of a macvtap lower device's peer
-// ("fastpath.io/lower-peer=<marker>"). It differs from MarkerKey so that no
-// one takes the peer for a lower device (the CNI plugin requires MarkerKey).
+// ("fastpath.io/lower-peer=<marker>"). It differs from wellknown.MarkerKey so that no
+// one takes the peer for a lower device (the CNI plugin requires wellknown.MarkerKey).
 const PeerMarkerKey = "fastpath.io/lower-peer"
 
 // LowerPeerName returns the name of the peer of the macvtap lower device
