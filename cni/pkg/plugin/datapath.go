@@ -17,9 +17,6 @@ import (
 // (it hands such invocations over before they get here; errNoOVS
 // otherwise). On success the caller must close it.
 func (p *Plugin) open(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, error) {
-	if conf.Datapath == netconf.DatapathOVS && p.ovs == nil {
-		return nil, p.errNoOVS()
-	}
 	dp, err := p.dispatch(conf.Datapath, conf.Bridge, conf.OVS.Socket, nil, 0)
 	if err != nil {
 		return nil, err
