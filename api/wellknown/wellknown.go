@@ -60,3 +60,19 @@ const MaxNetworkNameLen = 165
 // ovsdb-server listen: the node agent's default and the plugin's for a
 // netconf without one.
 const DefaultOVSSocket = "unix:/var/run/openvswitch/db.sock"
+
+// Offload names: the keys of the netconf "offloads" object and of the
+// offload switches the plugin, the node agent and the local benchmark hand
+// to internal/datapath/offload (map[string]bool, true = on), which maps each
+// to its ethtool features. The API and the tuning annotation use the same
+// names as JSON fields of their Offloads structs.
+const (
+	// OffloadTSO is TCP segmentation offload.
+	OffloadTSO = "tso"
+	// OffloadGSO is generic segmentation offload.
+	OffloadGSO = "gso"
+	// OffloadGRO is generic receive offload.
+	OffloadGRO = "gro"
+	// OffloadTXChecksum is transmit checksum offload.
+	OffloadTXChecksum = "txChecksum"
+)

@@ -44,7 +44,7 @@ const MaxBridgeNameLen = 15
 var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // OffloadKeys are the keys the "offloads" object accepts, in canonical order.
-var OffloadKeys = []string{"tso", "gso", "gro", "txChecksum"}
+var OffloadKeys = []string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}
 
 // bridgeNameOK reports whether name is 1-MaxBridgeNameLen characters of
 // [a-zA-Z0-9_.-]. A loop, not a regexp: a package-level regexp is compiled
@@ -225,7 +225,7 @@ func (o *Offloads) Map() map[string]bool {
 	if o == nil {
 		o = &Offloads{}
 	}
-	return map[string]bool{"tso": get(o.TSO), "gso": get(o.GSO), "gro": get(o.GRO), "txChecksum": get(o.TXChecksum)}
+	return map[string]bool{wellknown.OffloadTSO: get(o.TSO), wellknown.OffloadGSO: get(o.GSO), wellknown.OffloadGRO: get(o.GRO), wellknown.OffloadTXChecksum: get(o.TXChecksum)}
 }
 
 // LoadNetConf parses, defaults and validates the network configuration on a

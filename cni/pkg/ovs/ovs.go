@@ -69,7 +69,7 @@ func (d *Bridge) BridgeMTU(ctx context.Context) (int, error) {
 // unfinished checksums (txChecksum, tso) and GRO super-frames as they are,
 // and TCP stalls (the measurements: docs/design.md §4.2).
 func (d *Bridge) Preflight(ctx context.Context, offloads map[string]bool) error {
-	if !offloads["txChecksum"] && !offloads["tso"] && !offloads["gro"] {
+	if !offloads[wellknown.OffloadTXChecksum] && !offloads[wellknown.OffloadTSO] && !offloads[wellknown.OffloadGRO] {
 		return nil
 	}
 	br, err := d.c.RequireBridge(ctx, d.bridge)

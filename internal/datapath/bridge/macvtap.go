@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
@@ -41,7 +42,7 @@ import (
 // shape (internal/bench/localbench).
 
 // lowerOffloads are the offloads of a macvtap lower device: all on.
-var lowerOffloads = map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}
+var lowerOffloads = map[string]bool{wellknown.OffloadTSO: true, wellknown.OffloadGSO: true, wellknown.OffloadGRO: true, wellknown.OffloadTXChecksum: true}
 
 // linkTypeVeth is netlink's Type() of a veth.
 const linkTypeVeth = "veth"
