@@ -99,11 +99,15 @@ func (d *vethDatapath) Record(a *state.Attachment) {
 // deleted and the pair made again. undo detaches and deletes the host veth
 // (which takes the container end with it).
 func (d *vethDatapath) Create(ctx context.Context, netns ns.NetNS, a *state.Attachment, conf *netconf.NetConf, pod string) ([]*current.Interface, func(context.Context) error, error) {
+	br, err := d.bridge(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	hostIf := a.HostIfName
 	alias := hostAlias(a.Network, a.ContainerID, a.IfName)
 	undo := func(ctx context.Context) error {
 		var errs []error
-		if err := d.br.Detach(ctx, hostIf); err != nil {
+		if err := br.Detach(ctx, hostIf); err != nil {
 			errs = append(errs, fmt.Errorf("failed to detach port %s: %w", hostIf, err))
 		}
 		if err := deleteHostVeth(hostIf, alias); err != nil {
@@ -126,7 +130,7 @@ func (d *vethDatapath) Create(ctx context.Context, netns ns.NetNS, a *state.Atta
 			return err
 		})
 	}
-	err := makeVeth()
+	err = makeVeth()
 	if err != nil && !made && hostVethExists(hostIf) {
 		// Looked for only now: each lookup waits for the RTNL lock.
 		if err := deleteHostVeth(hostIf, alias); err != nil {
@@ -147,7 +151,7 @@ func (d *vethDatapath) Create(ctx context.Context, netns ns.NetNS, a *state.Atta
 	if err := peer.Apply(hostIf); err != nil {
 		return nil, undo, err
 	}
-	if err := d.br.Attach(ctx, a, host, pod); err != nil {
+	if err := br.Attach(ctx, a, host, pod); err != nil {
 		return nil, undo, err
 	}
 	return []*current.Interface{
