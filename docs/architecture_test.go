@@ -22,7 +22,7 @@ func layerOf(pkg string) int {
 		return 5
 	case strings.HasPrefix(p, "cmd/"), strings.HasPrefix(p, "cni/cmd/"):
 		return 4
-	case strings.HasPrefix(p, "api/"), p == "config/crd", p == "cni/pkg/netconf":
+	case p == "api/wellknown", strings.HasPrefix(p, "api/"), p == "config/crd", p == "cni/pkg/netconf":
 		return 1
 	case strings.HasPrefix(p, "internal/"):
 		return 2
@@ -88,9 +88,17 @@ func TestLayerOf(t *testing.T) {
 	g.Expect(layerOf(module + "/internal/datapath/bridge")).To(Equal(2))
 	g.Expect(layerOf(module + "/cni/pkg/plugin")).To(BeNumerically(">", layerOf(module+"/internal/datapath/bridge")))
 	g.Expect(layerOf(module + "/cni/pkg/netconf")).To(Equal(1))
+	g.Expect(layerOf(module + "/api/wellknown")).To(Equal(1))
 	g.Expect(layerOf(module + "/cmd/fastpath-agent")).To(Equal(4))
 	g.Expect(layerOf(module + "/test/localenv/demo")).To(Equal(5))
 	g.Expect(layerOf(module + "/charts/fastpath")).To(Equal(0))
+}
+
+// TestWellKnownIsALeaf: api/wellknown, which the API, the agent and the
+// plugin binary all import, imports nothing, so importing it links nothing.
+func TestWellKnownIsALeaf(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(goList(t, "-f", "{{join .Imports \" \"}}", "./api/wellknown")).To(Equal([]string{""}))
 }
 
 // harnessOnly are import path prefixes that only the harness (test/) and

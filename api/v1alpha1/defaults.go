@@ -4,6 +4,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // Defaults of the fastpath.io/v1alpha1 API. They are applied in code (not by the
@@ -15,8 +17,8 @@ import (
 const (
 	DefaultPlacement   = PlacementRequired
 	DefaultDatapath    = DatapathLinuxBridge
-	DefaultBridge      = "fastpath0"
-	DefaultMTU         = int32(9000)
+	DefaultBridge      = wellknown.DefaultBridge
+	DefaultMTU         = int32(wellknown.DefaultMTU)
 	DefaultRxQueueSize = int32(1024)
 	DefaultTxQueueSize = int32(256)
 	DefaultQueues      = int32(1)

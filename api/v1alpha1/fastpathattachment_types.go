@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // Placement says whether the VMs of one attachment are co-located on one node.
@@ -24,15 +26,15 @@ type Datapath string
 
 const (
 	// DatapathLinuxBridge switches in a Linux bridge (veth host end enslaved).
-	DatapathLinuxBridge Datapath = "LinuxBridge"
+	DatapathLinuxBridge Datapath = wellknown.DatapathLinuxBridge
 	// DatapathOVS switches in an Open vSwitch bridge (veth host end added as a port).
-	DatapathOVS Datapath = "OVS"
+	DatapathOVS Datapath = wellknown.DatapathOVS
 	// DatapathMacvtap gives each pod a bridge-mode macvtap on a node-local
 	// lower device the node agent owns: frames between two pods of the network
 	// are switched by the kernel's macvlan code between siblings of that lower
 	// device, with no veth and no bridge lookup (docs/design.md §2). VMs use it
 	// through KubeVirt's macvtap network binding (docs/install.md).
-	DatapathMacvtap Datapath = "Macvtap"
+	DatapathMacvtap Datapath = wellknown.DatapathMacvtap
 )
 
 // OffloadState turns one offload on or off.

@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // NamespaceNotAdmittedError is ResolveNetwork's error when the network's
@@ -23,8 +25,9 @@ func (e *NamespaceNotAdmittedError) Error() string {
 
 // Defaults of FastPathNetwork (applied in code like the attachment's).
 const (
-	// DefaultNetworkMinMTU is the IPv6 minimum link MTU (RFC 8200 §5), bytes.
-	DefaultNetworkMinMTU = int32(1280)
+	// DefaultNetworkMinMTU is the smallest MTU the API allows
+	// (wellknown.MinMTU, the IPv6 minimum link MTU), bytes.
+	DefaultNetworkMinMTU = int32(wellknown.MinMTU)
 	// DefaultNetworkMaxMTU is the jumbo-frame MTU of DESIGN §2, bytes.
 	DefaultNetworkMaxMTU = DefaultMTU
 	// DefaultOffloadPolicy lets tenants choose offloads.

@@ -3,9 +3,12 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
-// Names shared by the operator, the node agent, the CNI plugin and the domain hook.
+// Names shared by the operator, the node agent and the domain hook. What the
+// CNI plugin must agree on too is in package api/wellknown.
 const (
 	// Finalizer is set on every FastPathAttachment so the operator can remove its
 	// wiring from the VMs before the attachment goes away.
@@ -56,9 +59,6 @@ const (
 
 	// NetworkNamePrefix prefixes the VM network and interface names: fp-<attachment>.
 	NetworkNamePrefix = "fp-"
-
-	// CNIType is the "type" of the fastpath CNI netconf (the binary's name).
-	CNIType = "fastpath"
 
 	// MacvtapResourceDomain is the domain of the extended resources the node
 	// agent's device plugin offers on datapath Macvtap, one per lower device:
@@ -118,18 +118,13 @@ func MacvtapResourceName(lower string) string { return MacvtapResourceDomain + "
 // name on the node is CNINetworkName.
 func NetworkName(attachment string) string { return NetworkNamePrefix + attachment }
 
-// MaxCNINetworkNameLen is the longest CNINetworkName in bytes: the fastpath
-// plugin's limit on a netconf "name" (cni/pkg/netconf.MaxNameLen, which says
-// where 165 comes from).
-const MaxCNINetworkNameLen = 165
-
 // cniNetworkHashLen is the number of hex digits of sha256 in a hashed
 // CNINetworkName: 128 bits.
 const cniNetworkHashLen = 32
 
 // CNINetworkName returns the CNI network name (the netconf "name") of the
 // attachment namespace/attachment: "fp-<namespace>.<attachment>", or, when
-// that is longer than MaxCNINetworkNameLen, "fp-<namespace>-<first 32 hex
+// that is longer than wellknown.MaxNetworkNameLen (the plugin's limit), "fp-<namespace>-<first 32 hex
 // digits of sha256("<namespace>/<attachment>")>".
 //
 // It is unique per namespace, so that two namespaces' attachments of one
@@ -139,7 +134,7 @@ const cniNetworkHashLen = 32
 // form unambiguously; the hashed form has no "." and so never equals a short
 // one.
 func CNINetworkName(namespace, attachment string) string {
-	if name := NetworkNamePrefix + namespace + "." + attachment; len(name) <= MaxCNINetworkNameLen {
+	if name := NetworkNamePrefix + namespace + "." + attachment; len(name) <= wellknown.MaxNetworkNameLen {
 		return name
 	}
 	sum := sha256.Sum256([]byte(namespace + "/" + attachment))

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 func TestCNINetworkName(t *testing.T) {
@@ -17,11 +19,11 @@ func TestCNINetworkName(t *testing.T) {
 	long := strings.Repeat("x", 253)
 	got := CNINetworkName(ns, long)
 	g.Expect(got).To(MatchRegexp(`^fp-n{63}-[0-9a-f]{32}$`))
-	g.Expect(len(got)).To(BeNumerically("<=", MaxCNINetworkNameLen))
+	g.Expect(len(got)).To(BeNumerically("<=", wellknown.MaxNetworkNameLen))
 	g.Expect(CNINetworkName(ns, long[1:])).NotTo(Equal(got))
 
 	// The longest short form, and the first that is hashed.
-	fits := strings.Repeat("y", MaxCNINetworkNameLen-len("fp-"+ns+"."))
+	fits := strings.Repeat("y", wellknown.MaxNetworkNameLen-len("fp-"+ns+"."))
 	g.Expect(CNINetworkName(ns, fits)).To(Equal("fp-" + ns + "." + fits))
 	g.Expect(CNINetworkName(ns, fits+"y")).NotTo(ContainSubstring("."))
 }

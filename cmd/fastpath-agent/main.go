@@ -30,6 +30,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
@@ -102,7 +103,7 @@ func main() {
 	flag.DurationVar(&f.relay.IdleTimeout, "relay-idle-timeout", relay.DefaultIdleTimeout, "vsock relay: close a connection without payload for this long (negative: never).")
 	flag.DurationVar(&f.relay.HalfCloseTimeout, "relay-half-close-timeout", relay.DefaultHalfCloseTimeout, "vsock relay: close a connection this long after one direction ended (negative: never).")
 	flag.StringVar(&f.devDir, "dev-dir", "/dev", "Directory the device probe looks in for vhost-net, vhost-vsock and net/tun (the chart mounts the host's /dev read-only at /host/dev: the agent only stats them).")
-	flag.StringVar(&f.ovsSocket, "ovs-socket", "unix:/var/run/openvswitch/db.sock", "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
+	flag.StringVar(&f.ovsSocket, "ovs-socket", wellknown.DefaultOVSSocket, "OVSDB endpoint (unix:<path> or tcp:<host>:<port>).")
 	flag.StringVar(&f.ovsDatapathType, "ovs-datapath-type", ovsdb.DatapathSystem, "datapath_type of the OVS bridges the agent creates: system (kernel module) or netdev (userspace).")
 	flag.StringVar(&f.vhostDeviceVsock, "vhost-device-vsock", "", "Path of vhost-device-vsock (v0.3.0) for vsock mode Sibling; \"\" disables Sibling on this node (capabilities.vhostUserVSOCK false).")
 	flag.StringVar(&f.siblingSocketDir, "sibling-socket-dir", fastpathv1alpha1.SiblingSocketDir, "Directory of the vhost-user sockets of vsock mode Sibling (the device plugin mounts it into virt-launcher).")

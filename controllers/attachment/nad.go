@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
@@ -58,7 +59,7 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment, opts RenderOptions) (string
 	conf := netconf.NetConf{
 		CNIVersion: NetConfCNIVersion,
 		Name:       v1alpha1.CNINetworkName(att.Namespace, att.Name),
-		Type:       netconf.PluginType,
+		Type:       wellknown.PluginType,
 		Namespace:  att.Namespace,
 		Datapath:   string(n.Datapath),
 		Bridge:     n.Bridge,

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
@@ -49,7 +50,6 @@ func TestRenderNetConf(t *testing.T) {
 		})
 	}
 	g := gomega.NewWithT(t)
-	g.Expect(v1alpha1.MaxCNINetworkNameLen).To(gomega.Equal(netconf.MaxNameLen), "the operator's names fit the plugin's limit")
 	_, err := RenderNetConf(&v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "apps"}}, RenderOptions{})
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("spec.network is not set")))
 }
@@ -72,7 +72,7 @@ func TestRenderNetConfNamesPerNamespace(t *testing.T) {
 	g.Expect(a.Name).NotTo(gomega.Equal(b.Name))
 	g.Expect([]string{a.Namespace, b.Namespace}).To(gomega.Equal([]string{"a", "b"}))
 	long := render(strings.Repeat("n", 63), strings.Repeat("x", 253))
-	g.Expect(len(long.Name)).To(gomega.BeNumerically("<=", netconf.MaxNameLen))
+	g.Expect(len(long.Name)).To(gomega.BeNumerically("<=", wellknown.MaxNetworkNameLen))
 	g.Expect(long.Namespace).To(gomega.Equal(strings.Repeat("n", 63)))
 }
 

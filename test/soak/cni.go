@@ -21,8 +21,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
@@ -145,7 +145,7 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 	suffix := strconv.Itoa(os.Getpid() % 100000)
 	n := &node{plugin: plugin, cniPath: cniPath, datapath: datapath, network: "fp-soak",
 		stateDir: filepath.Join(workDir, "state-"+datapath), ipamDir: netconf.IPAMDataDir(filepath.Join(workDir, "state-"+datapath))}
-	m := map[string]any{"cniVersion": "1.0.0", "name": n.network, "namespace": soakNamespace, "type": netconf.PluginType, "datapath": datapath,
+	m := map[string]any{"cniVersion": "1.0.0", "name": n.network, "namespace": soakNamespace, "type": wellknown.PluginType, "datapath": datapath,
 		"mtu":  9000,
 		"ipam": map[string]any{"type": "host-local", "subnet": "10.251.0.0/16"}}
 	nc := netconf.NodeConfig{StateDir: n.stateDir}
@@ -174,7 +174,7 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 	case netconf.DatapathOVS:
 		n.bridge = "fpsoako" + suffix
 		if out, err := ovsrun.Vsctl("add-br", n.bridge, "--", "set", "Bridge", n.bridge, "datapath_type=netdev",
-			`external_ids:"`+bridge.MarkerKey+`"=soak`,
+			`external_ids:"`+wellknown.MarkerKey+`"=soak`,
 			"--", "set", "Interface", n.bridge, "mtu_request=9000"); err != nil {
 			return nil, fmt.Errorf("failed to add OVS bridge %s: %w: %s", n.bridge, err, out)
 		}
@@ -204,8 +204,8 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 }
 
 // bridgeMarker is the alias the soak gives its Linux bridges: the node
-// agent's marker key (internal/datapath/bridge.MarkerKey) with the soak's value.
-const bridgeMarker = bridge.MarkerKey + "=soak"
+// agent's marker key (internal/datapath/wellknown.MarkerKey) with the soak's value.
+const bridgeMarker = wellknown.MarkerKey + "=soak"
 
 func (n *node) close() error {
 	if n.removeBridgeAtClose == nil {

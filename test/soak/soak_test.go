@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for name, pkg := range map[string]string{
-		netconf.PluginType:      "./cni/cmd/fastpath",
+		wellknown.PluginType:    "./cni/cmd/fastpath",
 		netconf.OVSPluginBinary: "./cni/cmd/fastpath-ovs-plugin",
 		"fastpath-operator":     "./cmd/fastpath-operator",
 		"fastpath-agent":        "./cmd/fastpath-agent",
@@ -88,7 +89,7 @@ func TestPluginShort(t *testing.T) {
 	testutil.StartOVS(t)
 	for i, datapath := range []string{netconf.DatapathLinuxBridge, netconf.DatapathOVS} {
 		t.Run(datapath, func(t *testing.T) {
-			s, err := RunPlugin(context.Background(), PluginOptions{Plugin: bin(netconf.PluginType), Datapath: datapath, Cycles: 60, Batch: 20,
+			s, err := RunPlugin(context.Background(), PluginOptions{Plugin: bin(wellknown.PluginType), Datapath: datapath, Cycles: 60, Batch: 20,
 				Seed: uint64(time.Now().UnixNano()) + uint64(i), WorkDir: t.TempDir(), Logf: t.Logf})
 			check(t, "plugin", s, err, func(s Summary) bool { return s.Cycles >= 60 }, 1)
 		})
@@ -115,7 +116,7 @@ func TestAPIServerShort(t *testing.T) {
 // bridge creation and relaying with an agent kill in each.
 func TestAgentShort(t *testing.T) {
 	testutil.RequireRoot(t)
-	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(netconf.PluginType),
+	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(wellknown.PluginType),
 		Rounds: 2, Bridges: 2, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
 	check(t, "agent", s, err, func(s Summary) bool { return s.Cycles == 2 }, 2)
 }

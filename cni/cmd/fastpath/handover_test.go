@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
@@ -116,7 +117,7 @@ func TestOVSHandOver(t *testing.T) {
 
 	t.Run("without-ovs-plugin", func(t *testing.T) {
 		g := NewWithT(t)
-		alone := filepath.Join(t.TempDir(), netconf.PluginType)
+		alone := filepath.Join(t.TempDir(), wellknown.PluginType)
 		copyFile(t, bins.Plugin(), alone)
 		for _, datapath := range []string{netconf.DatapathOVS, netconf.DatapathLinuxBridge} {
 			br := cnitest.NewBridge(t, datapath, 9000)

@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
@@ -97,7 +98,7 @@ func Build(withPlugin bool) (*Binaries, error) {
 	}
 	pkgs := map[string]string{"host-local": HostLocalPackage}
 	if withPlugin {
-		pkgs[netconf.PluginType] = PluginPackage
+		pkgs[wellknown.PluginType] = PluginPackage
 		pkgs[OVSPluginName] = OVSPluginPackage
 	}
 	for name, pkg := range pkgs {
@@ -112,7 +113,7 @@ func Build(withPlugin bool) (*Binaries, error) {
 }
 
 // Plugin returns the path of the built fastpath binary.
-func (b *Binaries) Plugin() string { return filepath.Join(b.Dir, netconf.PluginType) }
+func (b *Binaries) Plugin() string { return filepath.Join(b.Dir, wellknown.PluginType) }
 
 // OVSPlugin returns the path of the built fastpath-ovs-plugin binary.
 func (b *Binaries) OVSPlugin() string { return filepath.Join(b.Dir, OVSPluginName) }
@@ -131,7 +132,7 @@ func (b *Binaries) CNIPath(cniVersion string, extra ...string) string {
 }
 
 // BridgeMarker is the alias NewBridge gives a Linux bridge: the node agent's
-// marker (internal/datapath/bridge.MarkerKey) with a test value.
+// marker (internal/datapath/wellknown.MarkerKey) with a test value.
 const BridgeMarker = "fastpath.io/managed-by=cnitest"
 
 // Bridge is a node bridge made for one test.
@@ -183,7 +184,7 @@ func NewBridge(tb testing.TB, datapath string, mtu int) *Bridge {
 		// The macvtap lower device as the node agent makes it, by the
 		// agent's own code (a marked veth pair, all offloads on, up).
 		name := testutil.UniqueName("fpcm")
-		m := &bridge.Manager{Marker: strings.TrimPrefix(BridgeMarker, bridge.MarkerKey+"=")}
+		m := &bridge.Manager{Marker: strings.TrimPrefix(BridgeMarker, wellknown.MarkerKey+"=")}
 		tb.Cleanup(func() {
 			if l, err := netlink.LinkByName(name); err == nil {
 				if err := netlink.LinkDel(l); err != nil {
@@ -268,7 +269,7 @@ func (b *Bridge) NetConf(tb testing.TB, c Conf) []byte {
 		ipam = map[string]any{"type": "host-local", "subnet": Subnet}
 	}
 	m := map[string]any{
-		"cniVersion": c.CNIVersion, "name": c.Name, "type": netconf.PluginType,
+		"cniVersion": c.CNIVersion, "name": c.Name, "type": wellknown.PluginType,
 		"datapath": b.Datapath, "bridge": b.Name, "mtu": c.MTU, "ipam": ipam,
 	}
 	switch {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -14,21 +17,75 @@ import (
 // exist.
 var ErrBridgeMissing = errors.New("bridge missing")
 
-// MarkerKey marks the bridges the node agent made: the prefix of a Linux
-// bridge's alias ("fastpath.io/managed-by=<agent>") and an OVS bridge's
-// external_ids key. It equals internal/datapath/bridge.MarkerKey
-// (TestMarkerKeyIsTheAgents); the plugin does not import the agent.
-const MarkerKey = "fastpath.io/managed-by"
-
 // Port is a port of the node bridge that names the attachment it belongs to.
 type Port struct {
 	HostIf, Network, ContainerID, IfName string
 }
 
-// Datapath is the bridge side of an attachment: one implementation per
-// netconf "datapath". Its methods act in the caller's network namespace (the
-// host's).
+// Datapath is one netconf "datapath" as the plugin's verbs see it: how the
+// pod interface of an attachment is made, checked, found again and removed.
+// Package plugin maps netconf "datapath" to an implementation in one place:
+// LinuxBridge and OVS make a veth pair whose host end becomes a port of a
+// Bridge; Macvtap makes a bridge-mode macvtap on a lower device directly in
+// the pod's network namespace. Its methods act in the caller's network
+// namespace (the host's) unless they take the pod's.
 type Datapath interface {
+	// Prepare reads the device the pod interfaces hang off (the bridge, the
+	// macvtap lower device) and refuses conf when that device cannot carry
+	// it. A missing device is a BridgeMissingError with code
+	// types.ErrTryAgainLater (11); one the node agent did not make a
+	// NotMarkedError (7); an MTU (bytes) above the device's, or offloads or
+	// a deviceID the datapath cannot honour, a *types.Error with code
+	// types.ErrInvalidNetworkConfig (7).
+	Prepare(ctx context.Context, conf *netconf.NetConf) error
+	// Record fills in the fields of a that name what Create makes outside
+	// the pod (state.Attachment HostIfName, OVSSocket), for DEL and GC to
+	// find it; the caller saves a before Create.
+	Record(a *state.Attachment)
+	// Create makes the pod interface a.IfName in netns (at a.Netns) with
+	// conf's MTU and offloads and the MAC a.MAC ("" lets the kernel
+	// choose), joins it to the datapath and sets it up (the container
+	// interface stays without addresses); pod is "<namespace>/<name>" or "".
+	// It sets a.MAC to the address the interface got and returns the CNI
+	// result's interfaces, the container interface last. undo removes what
+	// Create made: it is not nil as soon as anything was made, also together
+	// with an error, and it is what the ADD's rollback runs.
+	Create(ctx context.Context, netns ns.NetNS, a *state.Attachment, conf *netconf.NetConf, pod string) (ifaces []*current.Interface, undo func(context.Context) error, err error)
+	// CheckDevice is CHECK's host side of the complete attachment a: the
+	// device still exists (a BridgeMissingError with code 11 when not) and
+	// its MTU allows conf's, and what a has outside the pod is as Create
+	// and ADD left it.
+	CheckDevice(ctx context.Context, conf *netconf.NetConf, a *state.Attachment) error
+	// CheckInterface is CHECK's pod side: in netns, a.IfName is the
+	// interface Create made, up, with conf's MTU and offloads and, when mac
+	// is not "", that MAC. Call it after CheckDevice.
+	CheckInterface(netns ns.NetNS, conf *netconf.NetConf, a *state.Attachment, mac string) error
+	// Exists says why the complete attachment a can no longer be handed
+	// out again by a repeated ADD (its interface is gone, e.g. with its
+	// netns); nil when it is still there.
+	Exists(a *state.Attachment) error
+	// Remove removes what the attachment a has on the node (DEL, GC and the
+	// reclaim of an unfinished ADD); what is already gone is not an error.
+	// kept is true when part of it could not be reached (OVSDB down): the
+	// caller keeps a's record for a later GC.
+	Remove(ctx context.Context, a *state.Attachment) (kept bool, err error)
+	// Sweep removes, for GC, what the datapath can find of attachments of
+	// network that have no record and that keep does not hold valid (e.g.
+	// OVS ports that survived a reboot); portSecurity says whether their
+	// ports carry port security rules. The error joins every failure.
+	Sweep(ctx context.Context, network string, keep func(Port) bool, portSecurity bool) error
+	// Status returns nil, or a *types.Error with code ErrPluginNotAvailable
+	// (50) or ErrLimitedConnectivity (51).
+	Status(ctx context.Context) error
+	// Close releases what the datapath holds (the OVSDB connection).
+	Close()
+}
+
+// Bridge is the switch side of an attachment whose pod interface is a veth
+// pair: one implementation per bridge datapath (the Linux bridge in
+// package plugin, Open vSwitch in package ovs). Its methods act in the
+// caller's network namespace (the host's).
+type Bridge interface {
 	// BridgeMTU returns the bridge MTU in bytes; the error wraps
 	// ErrBridgeMissing when the bridge does not exist, and is a
 	// NotMarkedError when the node agent did not make it.
@@ -51,14 +108,14 @@ type Datapath interface {
 	// Status returns nil, or a *types.Error with code ErrPluginNotAvailable
 	// (50) or ErrLimitedConnectivity (51).
 	Status(ctx context.Context) error
-	// Close releases what the datapath holds (the OVSDB connection).
+	// Close releases what the bridge holds (the OVSDB connection).
 	Close()
 }
 
-// Opener opens the datapath of bridge on a switch reached at endpoint (the
+// Opener opens the Bridge named bridge on a switch reached at endpoint (the
 // OVSDB endpoint for OVS); ctx bounds the connection. The error of a switch
 // that does not answer says so.
-type Opener func(ctx context.Context, endpoint, bridge string) (Datapath, error)
+type Opener func(ctx context.Context, endpoint, bridge string) (Bridge, error)
 
 // NotMarkedError refuses a bridge the node agent did not make, e.g. the
 // node's own cni0 or br-ex: a tenant's pod must never join it. Code 7

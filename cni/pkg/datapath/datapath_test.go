@@ -10,15 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
-
-// TestMarkerKeyIsTheAgents: the plugin refuses bridges without the marker
-// the node agent sets, so both must use the same key.
-func TestMarkerKeyIsTheAgents(t *testing.T) {
-	NewWithT(t).Expect(datapath.MarkerKey).To(Equal(bridge.MarkerKey))
-}
 
 // TestHostEndSetLink: one request enslaves the host end, names the
 // attachment in its alias and sets it up; a missing link is an error naming

@@ -1,7 +1,10 @@
-// Package datapath is the contract between the fastpath CNI plugin (package
-// plugin) and the bridge side of an attachment: the Datapath interface that
-// the Linux bridge and Macvtap datapaths (in package plugin) and the Open
-// vSwitch one (package ovs) implement, and the errors they report alike.
+// Package datapath is the contract between the fastpath CNI plugin's verbs
+// (package plugin) and the datapaths: the Datapath interface, one
+// implementation per netconf "datapath" (veth pairs on a bridge for
+// LinuxBridge and OVS, a macvtap for Macvtap, all in package plugin); the
+// Bridge interface of the switch a veth's host end joins (the Linux bridge
+// in package plugin, Open vSwitch in package ovs); and the errors they
+// report alike.
 //
 // It exists so that the plugin binary that the runtime executes, bin/fastpath,
 // can be built without the Open vSwitch datapath: package ovs pulls in

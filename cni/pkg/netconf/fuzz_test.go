@@ -8,6 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // FuzzLoadNetConf checks that LoadNetConf never panics, that every error is a
@@ -34,8 +36,8 @@ func FuzzLoadNetConf(f *testing.F) {
 		g.Expect(slices.Contains(SupportedVersions, version)).To(BeTrue())
 		g.Expect(conf.Datapath).To(BeElementOf(DatapathLinuxBridge, DatapathOVS, DatapathMacvtap))
 		g.Expect(ValidateBridgeName(conf.Bridge)).To(Succeed())
-		g.Expect(conf.MTU).To(BeNumerically(">=", MinMTU))
-		g.Expect(conf.MTU).To(BeNumerically("<=", MaxMTU))
+		g.Expect(conf.MTU).To(BeNumerically(">=", wellknown.MinMTU))
+		g.Expect(conf.MTU).To(BeNumerically("<=", wellknown.MaxMTU))
 		g.Expect(conf.Offloads.TSO).NotTo(BeNil())
 		g.Expect(conf.Offloads.GSO).NotTo(BeNil())
 		g.Expect(conf.Offloads.GRO).NotTo(BeNil())

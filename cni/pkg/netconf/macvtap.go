@@ -3,6 +3,8 @@ package netconf
 import (
 	"strconv"
 	"strings"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // Device IDs of the macvtap device plugin. The node agent offers, per
@@ -54,7 +56,7 @@ func (c *NetConf) validateMacvtap() error {
 	for _, o := range []struct {
 		key string
 		on  bool
-	}{{"tso", *c.Offloads.TSO}, {"gso", *c.Offloads.GSO}, {"gro", *c.Offloads.GRO}, {"txChecksum", *c.Offloads.TXChecksum}} {
+	}{{wellknown.OffloadTSO, *c.Offloads.TSO}, {wellknown.OffloadGSO, *c.Offloads.GSO}, {wellknown.OffloadGRO, *c.Offloads.GRO}, {wellknown.OffloadTXChecksum, *c.Offloads.TXChecksum}} {
 		if !o.on {
 			return invalid("offloads.%s false is not possible on datapath %s: %s", o.key, DatapathMacvtap, macvtapFixedOffloads)
 		}

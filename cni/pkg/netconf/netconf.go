@@ -11,49 +11,30 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/utils"
-)
 
-// PluginType is the "type" of the plugin, the name of its binary in CNI_PATH.
-const PluginType = "fastpath"
+	"github.com/fastpath-io/fastpath/api/wellknown"
+)
 
 // OVSPluginBinary is the plugin binary with the Open vSwitch datapath, in the
-// directory of the PluginType binary, which hands it every invocation that
-// needs OVSDB (see package cni/pkg/datapath for why there are two).
+// directory of the wellknown.PluginType binary, which hands it every
+// invocation that needs OVSDB (see package cni/pkg/datapath for why there
+// are two).
 const OVSPluginBinary = "fastpath-ovs-plugin"
 
-// Datapath names (the "datapath" field). The values are the API enum of
-// FastPathAttachment.spec.network.datapath (docs/design.md §3.1).
+// Datapath names (the "datapath" field): the netconf's names of the values
+// in api/wellknown, which are also the API enum of spec.datapath
+// (docs/design.md §3.1).
 const (
-	// DatapathLinuxBridge enslaves the host end of a veth pair to a Linux bridge.
-	DatapathLinuxBridge = "LinuxBridge"
-	// DatapathOVS adds the host end of a veth pair as a port of an Open vSwitch bridge.
-	DatapathOVS = "OVS"
-	// DatapathMacvtap makes the container interface a bridge-mode macvtap on
-	// the node-local lower device named by "bridge" (macvtap.go).
-	DatapathMacvtap = "Macvtap"
+	DatapathLinuxBridge = wellknown.DatapathLinuxBridge
+	DatapathOVS         = wellknown.DatapathOVS
+	DatapathMacvtap     = wellknown.DatapathMacvtap
 )
 
-// Defaults applied by LoadNetConf to fields that are absent (or zero).
-const (
-	// DefaultBridge is the node bridge the node agent (fastpath-agent) creates.
-	DefaultBridge = "fastpath0"
-	// DefaultMTU in bytes: jumbo frames, which the ESX networking study found to
-	// give up to 2x throughput (docs/design.md §1).
-	DefaultMTU = 9000
-	// DefaultOVSSocket is where Debian's and upstream's ovsdb-server listen.
-	DefaultOVSSocket = "unix:/var/run/openvswitch/db.sock"
-	// DefaultStateDir holds the plugin's per-attachment cache and its lock file.
-	DefaultStateDir = "/var/lib/cni/fastpath"
-)
-
-// MTU bounds in bytes. MinMTU is the IPv6 minimum link MTU (RFC 8200 §5);
-// MaxMTU is the largest MTU a veth accepts (ETH_MAX_MTU, Linux
-// include/uapi/linux/if_ether.h); same-node frames never touch a wire, so
-// super-jumbo values are legal (docs/design.md §2).
-const (
-	MinMTU = 1280
-	MaxMTU = 65535
-)
+// DefaultStateDir holds the plugin's per-attachment cache and its lock
+// file. LoadNetConf applies it, and wellknown.DefaultBridge,
+// wellknown.DefaultMTU and wellknown.DefaultOVSSocket, to fields that are
+// absent (or zero).
+const DefaultStateDir = "/var/lib/cni/fastpath"
 
 // MaxBridgeNameLen is IFNAMSIZ-1 (Linux include/uapi/linux/if.h): the longest
 // interface name the kernel accepts.
@@ -63,7 +44,7 @@ const MaxBridgeNameLen = 15
 var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // OffloadKeys are the keys the "offloads" object accepts, in canonical order.
-var OffloadKeys = []string{"tso", "gso", "gro", "txChecksum"}
+var OffloadKeys = []string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}
 
 // bridgeNameOK reports whether name is 1-MaxBridgeNameLen characters of
 // [a-zA-Z0-9_.-]. A loop, not a regexp: a package-level regexp is compiled
@@ -95,10 +76,10 @@ func bridgeNameOK(name string) bool {
 type NetConf struct {
 	// CNIVersion is the CNI specification version, one of SupportedVersions.
 	CNIVersion string `json:"cniVersion,omitempty"`
-	// Name is the network name, 1-MaxNameLen (165) characters of [a-zA-Z0-9_.-]
+	// Name is the network name, 1-165 (wellknown.MaxNetworkNameLen) characters of [a-zA-Z0-9_.-]
 	// starting with a letter or digit; GC matches attachments by it.
 	Name string `json:"name,omitempty"`
-	// Type is the plugin binary name, PluginType.
+	// Type is the plugin binary name, wellknown.PluginType.
 	Type string `json:"type,omitempty"`
 	// Capabilities asks the runtime for runtimeConfig entries, e.g. {"mac": true}.
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
@@ -114,7 +95,7 @@ type NetConf struct {
 	// Datapath is DatapathLinuxBridge (default), DatapathOVS or DatapathMacvtap.
 	Datapath string `json:"datapath,omitempty"`
 	// Bridge is the node bridge, 1-15 characters of [a-zA-Z0-9_.-]; default
-	// DefaultBridge; on DatapathMacvtap the macvtap lower device. The node
+	// wellknown.DefaultBridge; on DatapathMacvtap the macvtap lower device. The node
 	// agent creates it; the plugin never does.
 	Bridge string `json:"bridge,omitempty"`
 	// DeviceID is the device a device plugin allocated to the pod for this
@@ -123,7 +104,8 @@ type NetConf struct {
 	// it names the macvtap's interface index and so its /dev/tapN
 	// (ParseDeviceID); other datapaths ignore it.
 	DeviceID string `json:"deviceID,omitempty"`
-	// MTU in bytes of both veth ends, MinMTU-MaxMTU; default DefaultMTU (0 means default).
+	// MTU in bytes of both veth ends, 1280-65535 (wellknown.MinMTU,
+	// wellknown.MaxMTU); default wellknown.DefaultMTU (0 means default).
 	MTU int `json:"mtu,omitempty"`
 	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
 	// ends; an absent key means true.
@@ -189,7 +171,7 @@ func (i IPAM) Type() string {
 // OVS is the "ovs" object.
 type OVS struct {
 	// Socket is the OVSDB endpoint: unix:<path>, tcp:<host>:<port> or
-	// ssl:<host>:<port>; default DefaultOVSSocket.
+	// ssl:<host>:<port>; default wellknown.DefaultOVSSocket.
 	Socket string `json:"socket,omitempty"`
 }
 
@@ -243,7 +225,7 @@ func (o *Offloads) Map() map[string]bool {
 	if o == nil {
 		o = &Offloads{}
 	}
-	return map[string]bool{"tso": get(o.TSO), "gso": get(o.GSO), "gro": get(o.GRO), "txChecksum": get(o.TXChecksum)}
+	return map[string]bool{wellknown.OffloadTSO: get(o.TSO), wellknown.OffloadGSO: get(o.GSO), wellknown.OffloadGRO: get(o.GRO), wellknown.OffloadTXChecksum: get(o.TXChecksum)}
 }
 
 // LoadNetConf parses, defaults and validates the network configuration on a
@@ -305,8 +287,8 @@ func (c *NetConf) defaultAndValidate() error {
 	if c.Name == "" {
 		return invalid("name is required")
 	}
-	if len(c.Name) > MaxNameLen {
-		return invalid("name is %d characters long: must be at most %d", len(c.Name), MaxNameLen)
+	if len(c.Name) > wellknown.MaxNetworkNameLen {
+		return invalid("name is %d characters long: must be at most %d", len(c.Name), wellknown.MaxNetworkNameLen)
 	}
 	if err := utils.ValidateNetworkName(c.Name); err != nil {
 		return invalid("name %q is invalid: must be [a-zA-Z0-9] followed by [a-zA-Z0-9_.-]", c.Name)
@@ -330,17 +312,17 @@ func (c *NetConf) defaultAndValidate() error {
 	}
 
 	if c.Bridge == "" {
-		c.Bridge = DefaultBridge
+		c.Bridge = wellknown.DefaultBridge
 	}
 	if err := ValidateBridgeName(c.Bridge); err != nil {
 		return err
 	}
 
 	if c.MTU == 0 {
-		c.MTU = DefaultMTU
+		c.MTU = wellknown.DefaultMTU
 	}
-	if c.MTU < MinMTU || c.MTU > MaxMTU {
-		return invalid("mtu %d is out of range: must be %d-%d", c.MTU, MinMTU, MaxMTU)
+	if c.MTU < wellknown.MinMTU || c.MTU > wellknown.MaxMTU {
+		return invalid("mtu %d is out of range: must be %d-%d", c.MTU, wellknown.MinMTU, wellknown.MaxMTU)
 	}
 
 	if c.Offloads == nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 func TestLoadNetConfDefaults(t *testing.T) {
@@ -53,9 +55,9 @@ func TestLoadNetConfFullConfig(t *testing.T) {
 func TestNetConfMarshalKeepsContractKeys(t *testing.T) {
 	g := NewWithT(t)
 	on, off := true, false
-	conf := NetConf{CNIVersion: "1.0.0", Name: "fp-db-link", Type: PluginType, Datapath: DatapathOVS,
+	conf := NetConf{CNIVersion: "1.0.0", Name: "fp-db-link", Type: wellknown.PluginType, Datapath: DatapathOVS,
 		Bridge: "fastpath0", MTU: 9000, Offloads: &Offloads{TSO: &on, GSO: &on, GRO: &off, TXChecksum: &on},
-		IPAM: IPAM{"type": "host-local", "subnet": "10.250.0.0/24"}, OVS: &OVS{Socket: DefaultOVSSocket},
+		IPAM: IPAM{"type": "host-local", "subnet": "10.250.0.0/24"}, OVS: &OVS{Socket: wellknown.DefaultOVSSocket},
 		StateDir: "/var/lib/cni/fastpath", RuntimeConfig: &RuntimeConfig{MAC: "02:00:00:00:00:01"}}
 	data, err := json.Marshal(conf)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -134,7 +136,7 @@ func TestParseMAC(t *testing.T) {
 func TestLoadNetConfStrict(t *testing.T) {
 	base := `"cniVersion": "1.0.0", "name": "fp", "type": "fastpath"`
 	ipam := `"ipam": {"type": "host-local"}`
-	long := strings.Repeat("n", MaxNameLen+1)
+	long := strings.Repeat("n", wellknown.MaxNetworkNameLen+1)
 	for _, tc := range []struct {
 		name string
 		conf string
@@ -148,7 +150,7 @@ func TestLoadNetConfStrict(t *testing.T) {
 		{"duplicate ipam key", `{` + base + `, "ipam": {"type": "host-local", "subnet": "10.0.0.0/24", "subnet": "10.1.0.0/24"}}`, `ipam has key "subnet" twice`},
 		{"duplicate key in array", `{` + base + `, ` + ipam + `, "cni.dev/valid-attachments": [{"containerID": "a", "containerID": "b"}]}`, `cni.dev/valid-attachments[0] has key "containerID" twice`},
 		{"offloads string", `{` + base + `, "offloads": "on", ` + ipam + `}`, `offloads must be an object of booleans (keys tso, gso, gro, txChecksum), got JSON string`},
-		{"name too long", `{"cniVersion": "1.0.0", "name": "` + long + `", ` + ipam + `}`, fmt.Sprintf("name is %d characters long: must be at most %d", MaxNameLen+1, MaxNameLen)},
+		{"name too long", `{"cniVersion": "1.0.0", "name": "` + long + `", ` + ipam + `}`, fmt.Sprintf("name is %d characters long: must be at most %d", wellknown.MaxNetworkNameLen+1, wellknown.MaxNetworkNameLen)},
 		{"too large", `{` + base + `, ` + ipam + `, "pad": "` + strings.Repeat("x", MaxNetConfBytes) + `"}`, "network configuration is larger than 1048576 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +164,7 @@ func TestLoadNetConfStrict(t *testing.T) {
 	}
 	g := NewWithT(t)
 	_, _, err := LoadNetConf([]byte(`{"cniVersion": "1.0.0", "name": "` + long[1:] + `", ` + ipam + `, "unknownKey": {"TSO": 1}}`))
-	g.Expect(err).NotTo(HaveOccurred(), "a name of MaxNameLen passes; keys of objects the plugin does not decode are not checked")
+	g.Expect(err).NotTo(HaveOccurred(), "a name of MaxNetworkNameLen passes; keys of objects the plugin does not decode are not checked")
 }
 
 func TestPreflight(t *testing.T) {

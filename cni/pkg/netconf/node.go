@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // The node configuration: what names a host path or address comes from a
@@ -33,7 +35,7 @@ const (
 //
 //	{"stateDir": "/var/lib/cni/fastpath", "ovs": {"socket": "unix:/var/run/openvswitch/db.sock"}}
 //
-// A missing file means the defaults (DefaultStateDir, DefaultOVSSocket).
+// A missing file means the defaults (DefaultStateDir, wellknown.DefaultOVSSocket).
 type NodeConfig struct {
 	// StateDir is an absolute directory for the per-attachment cache and the
 	// lock file; default DefaultStateDir.
@@ -91,7 +93,7 @@ func (nc *NodeConfig) Validate() error { return nc.defaultAndValidate("(to write
 
 func (nc *NodeConfig) defaultAndValidate(path string) error {
 	if nc.OVS.Socket == "" {
-		nc.OVS.Socket = DefaultOVSSocket
+		nc.OVS.Socket = wellknown.DefaultOVSSocket
 	}
 	if !strings.HasPrefix(nc.OVS.Socket, "unix:/") && !strings.HasPrefix(nc.OVS.Socket, "tcp:") && !strings.HasPrefix(nc.OVS.Socket, "ssl:") {
 		return invalid("node configuration %s: ovs.socket %q is invalid: must be unix:<absolute path>, tcp:<host>:<port> or ssl:<host>:<port>", path, nc.OVS.Socket)

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -44,7 +45,7 @@ func TestNodeConfigFillsHostPaths(t *testing.T) {
 	conf, _, err := LoadNetConf([]byte(`{"cniVersion": "1.0.0", "name": "fp", "ipam": {"type": "host-local"}}`))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(conf.StateDir).To(Equal(DefaultStateDir), "a missing node configuration means the defaults")
-	g.Expect(conf.OVS.Socket).To(Equal(DefaultOVSSocket))
+	g.Expect(conf.OVS.Socket).To(Equal(wellknown.DefaultOVSSocket))
 
 	path := nodeConfig(t, NodeConfig{StateDir: "/run/fastpath", OVS: OVS{Socket: "unix:/run/ovs/db.sock"}})
 	conf, _, err = LoadNetConf([]byte(`{"cniVersion": "1.0.0", "name": "fp", "ipam": {"type": "host-local"}}`))

@@ -18,14 +18,6 @@ import (
 // stored in a state file.
 const MaxNetConfBytes = 1 << 20
 
-// MaxNameLen is the longest network "name" in bytes: 165. The name is part
-// of the alias of every host veth, "fastpath/<name>/<containerID>/<ifname>",
-// which must fit IFALIASZ-1 = 255 bytes (Linux include/uapi/linux/if.h) with
-// a 64-character container ID (containerd and CRI-O sandbox IDs) and a
-// 15-character ifname: 255 - 9 - 1 - 64 - 1 - 15 = 165. It also keeps
-// host-local's per-network directory (<dataDir>/<name>) under NAME_MAX (255).
-const MaxNameLen = 165
-
 // objectKeys are the case-sensitive keys of the JSON objects the plugin
 // decodes into Go structs, by path ("" is the top level). encoding/json
 // matches keys case-insensitively; checkKeys refuses a key that matches one

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/go-logr/stdr"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -24,16 +25,17 @@ var logger = log.New(os.Stderr, "fastpath: ", log.LstdFlags|log.Lmicroseconds)
 // ssl:<host>:<port>) and returns the datapath of the OVS bridge named bridge;
 // ctx bounds the connection. Its error wraps ovsdb.ErrUnreachable and asks
 // whether Open vSwitch runs. It is a datapath.Opener.
-func Open(ctx context.Context, endpoint, bridge string) (datapath.Datapath, error) {
+func Open(ctx context.Context, endpoint, bridge string) (datapath.Bridge, error) {
 	c, err := ovsdb.Connect(ctx, endpoint, stdr.New(logger))
 	if err != nil {
 		return nil, fmt.Errorf("%w (is Open vSwitch running? the node agent fastpath-agent reports it in the FastPathNode status)", err)
 	}
-	return &Datapath{c: c, bridge: bridge}, nil
+	return &Bridge{c: c, bridge: bridge}, nil
 }
 
-// Datapath is an OVS bridge reached through one OVSDB connection.
-type Datapath struct {
+// Bridge is an OVS bridge reached through one OVSDB connection: the
+// datapath.Bridge of datapath OVS.
+type Bridge struct {
 	c      *ovsdb.Client
 	bridge string
 }
@@ -41,7 +43,7 @@ type Datapath struct {
 // BridgeMTU returns the MTU of the bridge's internal interface
 // (ovsdb.Client.BridgeMTU); it also refuses (datapath.NotMarkedError) a
 // bridge without the agent's external_ids key.
-func (d *Datapath) BridgeMTU(ctx context.Context) (int, error) {
+func (d *Bridge) BridgeMTU(ctx context.Context) (int, error) {
 	br, err := d.c.RequireBridge(ctx, d.bridge)
 	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 		return 0, fmt.Errorf("%w: %w", datapath.ErrBridgeMissing, err)
@@ -49,8 +51,8 @@ func (d *Datapath) BridgeMTU(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if br.ExternalIDs[datapath.MarkerKey] == "" {
-		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+datapath.MarkerKey)
+	if br.ExternalIDs[wellknown.MarkerKey] == "" {
+		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathOVS, "it has no external_ids:"+wellknown.MarkerKey)
 	}
 	mtu, err := d.c.BridgeMTU(ctx, d.bridge)
 	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
@@ -66,8 +68,8 @@ func (d *Datapath) BridgeMTU(ctx context.Context) (int, error) {
 // through AF_PACKET without virtio-net headers, so it forwards frames with
 // unfinished checksums (txChecksum, tso) and GRO super-frames as they are,
 // and TCP stalls (the measurements: docs/design.md §4.2).
-func (d *Datapath) Preflight(ctx context.Context, offloads map[string]bool) error {
-	if !offloads["txChecksum"] && !offloads["tso"] && !offloads["gro"] {
+func (d *Bridge) Preflight(ctx context.Context, offloads map[string]bool) error {
+	if !offloads[wellknown.OffloadTXChecksum] && !offloads[wellknown.OffloadTSO] && !offloads[wellknown.OffloadGRO] {
 		return nil
 	}
 	br, err := d.c.RequireBridge(ctx, d.bridge)
@@ -98,7 +100,7 @@ func (d *Datapath) Preflight(ctx context.Context, offloads map[string]bool) erro
 // attachment) asynchronously, and closing that port's netdev restores its
 // interface flags by name (found by the soak, it set a new host end down);
 // once the new port is open that removal is behind us.
-func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, host datapath.HostEnd, pod string) error {
+func (d *Bridge) Attach(ctx context.Context, a *state.Attachment, host datapath.HostEnd, pod string) error {
 	if err := host.SetLink(0, false); err != nil {
 		return err
 	}
@@ -123,13 +125,13 @@ func (d *Datapath) Attach(ctx context.Context, a *state.Attachment, host datapat
 }
 
 // Detach removes the port hostIf from every bridge that has it.
-func (d *Datapath) Detach(ctx context.Context, hostIf string) error {
+func (d *Bridge) Detach(ctx context.Context, hostIf string) error {
 	return d.c.DeletePort(ctx, hostIf)
 }
 
 // Verify checks that hostIf is a port of the bridge and that ovs-vswitchd
 // opened it (ofport assigned).
-func (d *Datapath) Verify(ctx context.Context, hostIf string) error {
+func (d *Bridge) Verify(ctx context.Context, hostIf string) error {
 	on, err := d.c.PortOnBridge(ctx, d.bridge, hostIf)
 	if err != nil {
 		return err
@@ -153,7 +155,7 @@ func (d *Datapath) Verify(ctx context.Context, hostIf string) error {
 
 // Ports lists the plugin's ports of the bridge with the attachment each
 // names in its external_ids.
-func (d *Datapath) Ports(ctx context.Context) ([]datapath.Port, error) {
+func (d *Bridge) Ports(ctx context.Context) ([]datapath.Port, error) {
 	ports, err := d.c.Ports(ctx, d.bridge)
 	if errors.Is(err, ovsdb.ErrBridgeNotFound) {
 		return nil, nil
@@ -170,7 +172,7 @@ func (d *Datapath) Ports(ctx context.Context) ([]datapath.Port, error) {
 }
 
 // Status checks that OVSDB answers and the bridge exists.
-func (d *Datapath) Status(ctx context.Context) error {
+func (d *Bridge) Status(ctx context.Context) error {
 	if err := d.c.Echo(ctx); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
@@ -184,4 +186,4 @@ func (d *Datapath) Status(ctx context.Context) error {
 }
 
 // Close closes the OVSDB connection.
-func (d *Datapath) Close() { d.c.Close() }
+func (d *Bridge) Close() { d.c.Close() }

@@ -19,24 +19,28 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
-	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
-// CmdAdd wires the attachment args.ContainerID/args.IfName: a veth pair with
-// the container end in args.Netns and the host end on the bridge, MTU and
-// offloads on both ends, addresses from the IPAM plugin. It prints the CNI
-// result in the netconf's version.
+// CmdAdd wires the attachment args.ContainerID/args.IfName: the pod
+// interface its datapath makes in args.Netns (a veth pair whose host end
+// joins the bridge, or a macvtap on the lower device; see dispatch) with
+// the MTU and offloads, and addresses from the IPAM plugin. It prints the
+// CNI result in the netconf's version.
+//
+// It reads as one flow for every datapath: load the netconf and CNI_ARGS,
+// lock the attachment, record it, start the IPAM plugin, create the
+// interface (datapath.Datapath.Create) with one deferred rollback, apply
+// port security, configure the addresses, record the result and print it.
 //
 // A repeated ADD of an attachment that an earlier ADD completed never
 // touches it: the same request (netconf, CNI_NETNS and CNI_ARGS) gets the
 // recorded result again, a different one an error (see repeatAdd). What an
 // earlier ADD that died half-way left is reclaimed first (see reclaim). On
 // any failure it undoes what this invocation created (IPAM allocation,
-// bridge port, veth, state file) and nothing else.
+// port security rules, what Create made, state file) and nothing else.
 //
 // A pod outside the netconf's namespace (CNI_ARGS K8S_POD_NAMESPACE) is
 // refused with CNI error 7 before anything is locked, recorded or created
@@ -46,30 +50,31 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	podNS, err := podNamespace(args.Args)
+	cniArgs, err := netconf.ParseArgs(args.Args)
 	if err != nil {
 		return err
 	}
-	if err := conf.RequireNamespace(podNS); err != nil {
+	if err := conf.RequireNamespace(cniArgs.PodNamespace()); err != nil {
 		return err
 	}
-	mac, pod, err := containerMAC(conf, args.Args)
+	mac, err := conf.ContainerMAC(cniArgs)
 	if err != nil {
 		return err
 	}
-	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
+	pod := cniArgs.Pod()
+	locks, err := state.LockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer locks.unlock()
-	store, ipamEx := locks.store, locks.ipamExec()
+	defer locks.Unlock()
+	store, ipamEx := locks.Store, newIPAMExec(locks.Node, locks.Attachment)
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	prior, err := store.Load(args.ContainerID, args.IfName)
 	switch {
 	case err == nil && prior.Complete:
-		return repeatAdd(prior, args, cniVersion)
+		return p.repeatAdd(prior, args, cniVersion)
 	case err == nil:
 		if prior.Datapath == netconf.DatapathOVS && p.ovs == nil {
 			return p.handOver(args.StdinData, "reclaiming an unfinished ADD on datapath OVS")
@@ -81,21 +86,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		return fmt.Errorf("failed to add attachment %s/%s: its state file exists but cannot be read (%w): DEL it before adding it again",
 			args.ContainerID, args.IfName, err)
 	}
-	if conf.Datapath == netconf.DatapathMacvtap {
-		return addMacvtap(ctx, args, conf, cniVersion, store, ipamEx, mac)
-	}
-
-	dp, bridgeMTU, err := p.openBridge(ctx, conf)
+	dp, err := p.open(ctx, conf)
 	if err != nil {
 		return err
 	}
 	defer dp.Close()
-	if conf.MTU > bridgeMTU {
-		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
-			"mtu %d is larger than the MTU %d of bridge %s: lower the attachment mtu to at most %d or raise the bridge MTU (the node agent fastpath-agent sets it)",
-			conf.MTU, bridgeMTU, conf.Bridge, bridgeMTU), "")
-	}
-	if err := dp.Preflight(ctx, conf.Offloads.Map()); err != nil {
+	if err := dp.Prepare(ctx, conf); err != nil {
 		return err
 	}
 
@@ -105,31 +101,28 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	defer netns.Close()
 
-	hostIf := HostIfName(args.ContainerID, args.IfName)
-	alias := hostAlias(conf.Name, args.ContainerID, args.IfName)
 	att := &state.Attachment{
 		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, Network: conf.Name,
-		Datapath: conf.Datapath, Bridge: conf.Bridge, HostIfName: hostIf, MAC: mac,
+		Datapath: conf.Datapath, Bridge: conf.Bridge, MAC: mac,
 		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, IPAMConf: conf.IPAMConf, Args: args.Args,
 	}
-	if conf.Datapath == netconf.DatapathOVS {
-		att.OVSSocket = conf.OVS.Socket
-	}
+	dp.Record(att)
 	// Record the attachment before creating anything, so that DEL and GC
 	// find whatever a crash in the middle of this ADD leaves behind.
 	if err := store.Save(att); err != nil {
 		return err
 	}
-	// The IPAM plugin runs beside the veth set-up: neither needs the other
-	// until the addresses are configured, and host-local (an exec of a
-	// process that does its own start-up and file work) would otherwise wait
-	// for RTNL-bound netlink work it does not depend on (docs/design.md §4.3
-	// has both times). Its DEL is run on failure even when
-	// its ADD failed (e.g. killed by the timeout half-way): no complete
-	// record of this attachment exists, so whatever it holds for it is
-	// stale; the rollback waits for its ADD first.
+	// The IPAM plugin runs beside the interface set-up: neither needs the
+	// other until the addresses are configured, and host-local (an exec of
+	// a process that does its own start-up and file work) would otherwise
+	// wait for RTNL-bound netlink work it does not depend on (docs/design.md
+	// §4.3 has both times). Its DEL is run on failure even when its ADD
+	// failed (e.g. killed by the timeout half-way): no complete record of
+	// this attachment exists, so whatever it holds for it is stale; the
+	// rollback waits for its ADD first.
 	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
-	var vethMade, portsecMade bool
+	var undo func(context.Context) error
+	var portsecMade bool
 	defer func() {
 		if err == nil {
 			return
@@ -142,16 +135,13 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if portsecMade {
-			if derr := portsec.Remove(rctx, hostIf); derr != nil {
-				logger.Printf("Rollback failed to remove port security port=%s error=%q", hostIf, derr)
+			if derr := portsec.Remove(rctx, att.HostIfName); derr != nil {
+				logger.Printf("Rollback failed to remove port security port=%s error=%q", att.HostIfName, derr)
 			}
 		}
-		if vethMade {
-			if derr := dp.Detach(rctx, hostIf); derr != nil {
-				logger.Printf("Rollback failed to detach port=%s error=%q", hostIf, derr)
-			}
-			if derr := deleteHostVeth(hostIf, alias); derr != nil {
-				logger.Printf("Rollback failed to delete veth=%s error=%q", hostIf, derr)
+		if undo != nil {
+			if derr := undo(rctx); derr != nil {
+				logger.Printf("Rollback failed to remove the interface ifname=%s error=%q", args.IfName, derr)
 			}
 		}
 		if derr := store.Delete(args.ContainerID, args.IfName); derr != nil {
@@ -159,42 +149,9 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	var pair *vethPair
-	var peer *offload.Peer
-	makeVeth := func() error {
-		return netns.Do(func(hostNS ns.NetNS) error {
-			var err error
-			pair, err = setupVeth(args.IfName, hostIf, conf.MTU, mac, hostNS)
-			if err != nil {
-				return fmt.Errorf("failed to create veth pair %s/%s in %s: %w", args.IfName, hostIf, args.Netns, err)
-			}
-			vethMade = true
-			peer, err = offload.ApplyVeth(args.IfName, conf.Offloads.Map())
-			return err
-		})
-	}
-	err = makeVeth()
-	if err != nil && !vethMade && hostVethExists(hostIf) {
-		// No record of this attachment was complete, so a host veth of this
-		// name is a leftover of an earlier ADD of it that never got its DEL
-		// and whose record is gone: reclaim the name and try again. Looked
-		// for only now: each lookup waits for the RTNL lock.
-		if err := deleteHostVeth(hostIf, alias); err != nil {
-			return err
-		}
-		err = makeVeth()
-	}
+	var ifaces []*current.Interface
+	ifaces, undo, err = dp.Create(ctx, netns, att, conf, pod)
 	if err != nil {
-		return err
-	}
-	att.MAC = pair.cont.Attrs().HardwareAddr.String()
-	// The host end by the index setupVeth read back: no lookup by name.
-	host := datapath.HostEnd{Index: pair.hostIndex, Name: hostIf, Alias: alias}
-	clearAcceptRA(hostIf)
-	if err := peer.Apply(hostIf); err != nil {
-		return err
-	}
-	if err := dp.Attach(ctx, att, host, pod); err != nil {
 		return err
 	}
 
@@ -212,15 +169,16 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			return err
 		}
 		portsecMade = true
-		if err := portsec.Apply(ctx, portsec.Port{HostIf: hostIf, MAC: pair.cont.Attrs().HardwareAddr, IPs: resultIPs(result)}); err != nil {
+		contMAC, err := net.ParseMAC(att.MAC)
+		if err != nil {
+			return fmt.Errorf("failed to parse MAC %q of %s: %w", att.MAC, args.IfName, err)
+		}
+		if err := portsec.Apply(ctx, portsec.Port{HostIf: att.HostIfName, MAC: contMAC, IPs: resultIPs(result)}); err != nil {
 			return err
 		}
 	}
-	result.Interfaces = []*current.Interface{
-		{Name: hostIf, Mac: pair.hostMAC.String(), Mtu: conf.MTU},
-		{Name: args.IfName, Mac: att.MAC, Mtu: conf.MTU, Sandbox: args.Netns},
-	}
-	return completeAdd(netns, store, att, result, 1, cniVersion)
+	result.Interfaces = ifaces
+	return completeAdd(netns, store, att, result, len(ifaces)-1, cniVersion)
 }
 
 // resultIPs returns the addresses of result.
@@ -302,8 +260,9 @@ func (r *ipamRun) wait() (types.Result, error) {
 // (att), without touching it. The same request (netconf equal as JSON,
 // same CNI_NETNS and CNI_ARGS) whose host veth still exists gets the
 // recorded result, converted to cniVersion; anything else is an error that
-// says what differs and that DEL must come first.
-func repeatAdd(att *state.Attachment, args *skel.CmdArgs, cniVersion string) error {
+// says what differs and that DEL must come first. Its datapath says whether
+// the interface is still there (datapath.Datapath.Exists).
+func (p *Plugin) repeatAdd(att *state.Attachment, args *skel.CmdArgs, cniVersion string) error {
 	key := att.ContainerID + "/" + att.IfName
 	var differs []string
 	if !sameJSON(att.NetConf, args.StdinData) {
@@ -323,14 +282,14 @@ func repeatAdd(att *state.Attachment, args *skel.CmdArgs, cniVersion string) err
 		return fmt.Errorf("attachment %s already exists (added %s) but its record holds no result to repeat: left as it is; DEL it before adding it again",
 			key, att.Created.Format(time.RFC3339))
 	}
-	if att.Datapath == netconf.DatapathMacvtap {
-		if err := macvtapStill(att); err != nil {
-			return fmt.Errorf("attachment %s already exists (added %s) but %v: left as it is; DEL it before adding it again",
-				key, att.Created.Format(time.RFC3339), err)
-		}
-	} else if _, err := netlinksafe.LinkByName(att.HostIfName); err != nil {
-		return fmt.Errorf("attachment %s already exists (added %s) but its host veth %s is gone (%v), e.g. with its netns: left as it is; DEL it before adding it again",
-			key, att.Created.Format(time.RFC3339), att.HostIfName, err)
+	dp, err := p.recorded(att, nil)
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	if err := dp.Exists(att); err != nil {
+		return fmt.Errorf("attachment %s already exists (added %s) but %v: left as it is; DEL it before adding it again",
+			key, att.Created.Format(time.RFC3339), err)
 	}
 	result, err := current.NewResult(att.Result)
 	if err != nil {
@@ -361,7 +320,7 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 	if err := releaseAddresses(ctx, ipamEx, att); err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}
-	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	kept, err := p.teardown(ctx, att, nil)
 	if err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}

@@ -11,20 +11,20 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ip"
-	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
-	"github.com/fastpath-io/fastpath/internal/datapath/offload"
+	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
 // CmdCheck verifies that the attachment is as ADD left it and as prevResult
-// says: both veth ends exist and are peers, MTU and offloads on both ends,
-// the container MAC, addresses and routes, the host end on the bridge, the
-// bridge MTU still large enough, the port's port security rules when ADD
-// made them, and the IPAM plugin's own CHECK.
+// says: on the host, what its datapath checks there (the bridge or lower
+// device MTU still large enough; for a veth its port on the bridge and its
+// port security rules when ADD made them: datapath.Datapath.CheckDevice);
+// the IPAM plugin's own CHECK; the pod interface as its datapath made it
+// (CheckInterface: MTU, offloads, the container MAC; both veth ends and
+// that they are peers); and the addresses and routes of prevResult.
 func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
@@ -51,7 +51,7 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 		return fmt.Errorf("failed to check %s: prevResult lists no interface %s in a sandbox", args.IfName, args.IfName)
 	}
 
-	store, nodeLock, err := lockedStore(conf.StateDir, false)
+	store, nodeLock, err := state.OpenLocked(conf.StateDir, false)
 	if err != nil {
 		return err
 	}
@@ -66,48 +66,26 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if conf.Datapath == netconf.DatapathMacvtap {
-		return checkMacvtap(ctx, args, conf, prev, contIface, newIPAMExec(nodeLock))
-	}
-	dp, bridgeMTU, err := p.openBridge(ctx, conf)
+	dp, err := p.open(ctx, conf)
 	if err != nil {
 		return err
 	}
 	defer dp.Close()
-	if conf.MTU > bridgeMTU {
-		return fmt.Errorf("failed to check attachment: mtu %d is larger than the MTU %d of bridge %s", conf.MTU, bridgeMTU, conf.Bridge)
-	}
-	if err := dp.Verify(ctx, att.HostIfName); err != nil {
+	if err := dp.CheckDevice(ctx, conf, att); err != nil {
 		return err
-	}
-	if att.PortSecurity {
-		if err := portsec.Check(ctx, att.HostIfName); err != nil {
-			return err
-		}
 	}
 	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), conf.IPAMConf, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
-
-	want := conf.Offloads.Map()
 	netns, err := openNetNS(args.Netns)
 	if err != nil {
 		return err
 	}
 	defer netns.Close()
-	var peerIndex int
-	err = netns.Do(func(ns.NetNS) error {
-		link, peer, err := ip.GetVethPeerIfindex(args.IfName)
-		if err != nil {
-			return fmt.Errorf("failed to check %s: %w", args.IfName, err)
-		}
-		peerIndex = peer
-		if err := checkLink(link, conf.MTU, contIface.Mac); err != nil {
-			return err
-		}
-		if err := offload.Verify(args.IfName, want); err != nil {
-			return err
-		}
+	if err := dp.CheckInterface(netns, conf, att, contIface.Mac); err != nil {
+		return err
+	}
+	return netns.Do(func(ns.NetNS) error {
 		if err := ip.ValidateExpectedInterfaceIPs(args.IfName, prev.IPs); err != nil {
 			return fmt.Errorf("failed to check addresses of %s: %w", args.IfName, err)
 		}
@@ -116,21 +94,6 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-
-	host, err := netlinksafe.LinkByName(att.HostIfName)
-	if err != nil {
-		return fmt.Errorf("failed to check host veth %s: %w", att.HostIfName, err)
-	}
-	if host.Attrs().Index != peerIndex {
-		return fmt.Errorf("failed to check host veth %s: its index %d is not the peer index %d of %s", att.HostIfName, host.Attrs().Index, peerIndex, args.IfName)
-	}
-	if err := checkLink(host, conf.MTU, ""); err != nil {
-		return err
-	}
-	return offload.Verify(att.HostIfName, want)
 }
 
 // checkLink checks that link is up with mtu and, when mac is not empty, that MAC.

@@ -2,132 +2,98 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"strings"
+	"time"
 
-	"github.com/containernetworking/cni/pkg/types"
-	"github.com/vishvananda/netlink"
-
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
-	"github.com/fastpath-io/fastpath/cni/pkg/linuxbridge"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
-// openDatapath returns the datapath of conf; for OVS it connects to OVSDB
-// through p.ovs, which a plugin built without OVS does not have (it hands
-// such invocations over before they get here; errNoOVS otherwise).
-func (p *Plugin) openDatapath(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, error) {
-	switch conf.Datapath {
+// open returns the datapath of conf, for the verbs that act on the
+// network as configured (ADD, CHECK, STATUS, GC); for OVS it connects to
+// OVSDB now, through p.ovs, which a plugin built without OVS does not have
+// (it hands such invocations over before they get here; errNoOVS
+// otherwise). On success the caller must close it.
+func (p *Plugin) open(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, error) {
+	dp, err := p.dispatch(conf.Datapath, conf.Bridge, conf.OVS.Socket, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := dp.(*vethDatapath); ok {
+		if _, err := v.bridge(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return dp, nil
+}
+
+// recorded returns the datapath that made the recorded attachment a (its
+// own datapath, bridge and OVSDB endpoint, which may no longer be the
+// netconf's), for the verbs that act on what ADD left (repeated ADD, DEL,
+// GC, reclaim). It connects to nothing until a method needs it; conns, when
+// not nil, shares OVSDB connections between records (GC) and keeps them
+// open after Close. The caller must close it.
+func (p *Plugin) recorded(a *state.Attachment, conns ovsClients) (datapath.Datapath, error) {
+	return p.dispatch(a.Datapath, a.Bridge, a.OVSSocket, conns, recordConnectTimeout)
+}
+
+// recordConnectTimeout bounds the OVSDB connection made to remove a
+// recorded attachment's port: DEL must not hang on Open vSwitch (it keeps
+// the record for GC instead).
+const recordConnectTimeout = 10 * time.Second
+
+// dispatch is the one place that maps netconf "datapath" name to its
+// implementation: a veth pair on the Linux bridge or on the OVS bridge
+// named bridge (OVSDB at socket, wellknown.DefaultOVSSocket when ""), or a
+// macvtap on the lower device named bridge. An OVS bridge is connected
+// lazily (see vethDatapath.bridge), within timeout when it is not 0, and
+// through conns when not nil. An unknown name is an error.
+func (p *Plugin) dispatch(name, bridge, socket string, conns ovsClients, timeout time.Duration) (datapath.Datapath, error) {
+	switch name {
 	case netconf.DatapathLinuxBridge:
-		return &linuxBridgeDatapath{bridge: conf.Bridge}, nil
-	case netconf.DatapathMacvtap:
-		return &macvtapDatapath{lower: conf.Bridge}, nil
+		br := &linuxBridge{bridge: bridge}
+		return &vethDatapath{name: name, owned: true, connect: func(context.Context) (datapath.Bridge, error) { return br, nil }}, nil
 	case netconf.DatapathOVS:
+		d := &vethDatapath{name: name, ovsSocket: socket, owned: conns == nil}
+		if socket == "" {
+			socket = wellknown.DefaultOVSSocket
+		}
 		if p.ovs == nil {
-			return nil, p.errNoOVS()
+			d.missing = p.errNoOVS()
 		}
-		return p.ovs(ctx, conf.OVS.Socket, conf.Bridge)
-	}
-	return nil, fmt.Errorf("failed to open datapath %q: unknown datapath", conf.Datapath)
-}
-
-// linuxBridgeDatapath is the Linux bridge datapath: the host end is
-// enslaved to a Linux bridge. It keeps the bridge link it read, so that one
-// ADD looks the bridge up once.
-type linuxBridgeDatapath struct {
-	bridge string
-	br     *netlink.Bridge
-}
-
-// lookup returns the bridge link, read once.
-func (d *linuxBridgeDatapath) lookup() (*netlink.Bridge, error) {
-	if d.br != nil {
-		return d.br, nil
-	}
-	br, err := linuxbridge.Bridge(d.bridge)
-	if err != nil {
-		return nil, err
-	}
-	d.br = br
-	return br, nil
-}
-
-// BridgeMTU also refuses (datapath.NotMarkedError) a bridge without the
-// agent's alias.
-func (d *linuxBridgeDatapath) BridgeMTU(context.Context) (int, error) {
-	br, err := d.lookup()
-	if errors.Is(err, linuxbridge.ErrBridgeNotFound) {
-		return 0, fmt.Errorf("%w: %w", datapath.ErrBridgeMissing, err)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if !strings.HasPrefix(br.Alias, datapath.MarkerKey+"=") {
-		return 0, datapath.NotMarkedError(d.bridge, netconf.DatapathLinuxBridge, fmt.Sprintf("its alias is %q, not %s=<agent>", br.Alias, datapath.MarkerKey))
-	}
-	return br.MTU, nil
-}
-
-func (d *linuxBridgeDatapath) Preflight(context.Context, map[string]bool) error { return nil }
-
-// Attach enslaves host to the bridge, sets its alias and sets it up in one
-// netlink request.
-func (d *linuxBridgeDatapath) Attach(_ context.Context, _ *state.Attachment, host datapath.HostEnd, _ string) error {
-	br, err := d.lookup()
-	if err != nil {
-		return err
-	}
-	if err := host.SetLink(br.Index, true); err != nil {
-		return fmt.Errorf("failed to attach %s to bridge %s: %w", host.Name, d.bridge, err)
-	}
-	return nil
-}
-
-// Detach is a no-op: deleting the veth takes it off the bridge.
-func (d *linuxBridgeDatapath) Detach(context.Context, string) error { return nil }
-
-func (d *linuxBridgeDatapath) Verify(_ context.Context, hostIf string) error {
-	return linuxbridge.Verify(hostIf, d.bridge)
-}
-
-func (d *linuxBridgeDatapath) Ports(context.Context) ([]datapath.Port, error) {
-	br, err := linuxbridge.Bridge(d.bridge)
-	if errors.Is(err, linuxbridge.ErrBridgeNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	links, err := linuxbridge.Ports(br)
-	if err != nil {
-		return nil, err
-	}
-	var out []datapath.Port
-	for _, l := range links {
-		if p, ok := parseAlias(l.Attrs().Alias); ok {
-			p.HostIf = l.Attrs().Name
-			out = append(out, p)
+		d.connect = func(ctx context.Context) (datapath.Bridge, error) {
+			if c := conns[socket]; c != nil {
+				return c, nil
+			}
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			c, err := p.ovs(ctx, socket, bridge)
+			if err != nil {
+				return nil, err
+			}
+			if conns != nil {
+				conns[socket] = c
+			}
+			return c, nil
 		}
+		return d, nil
+	case netconf.DatapathMacvtap:
+		return &macvtapDatapath{lower: bridge}, nil
 	}
-	return out, nil
+	return nil, fmt.Errorf("failed to open datapath %q: unknown datapath", name)
 }
 
-func (d *linuxBridgeDatapath) Status(context.Context) error {
-	br, err := linuxbridge.Bridge(d.bridge)
-	if errors.Is(err, linuxbridge.ErrBridgeNotFound) {
-		return datapath.BridgeMissingError(d.bridge, netconf.DatapathLinuxBridge, types.ErrPluginNotAvailable)
-	}
-	if err != nil {
-		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
-	}
-	if br.Flags&net.FlagUp == 0 {
-		return types.NewError(types.ErrLimitedConnectivity, fmt.Sprintf(
-			"bridge %s is down: its ports do not forward; the node agent fastpath-agent sets it up", d.bridge), "")
-	}
-	return nil
-}
+// ovsClients caches one OVSDB connection (an open OVS bridge) per endpoint
+// during a GC.
+type ovsClients map[string]datapath.Bridge
 
-func (d *linuxBridgeDatapath) Close() {}
+func (m ovsClients) close() {
+	for _, c := range m {
+		c.Close()
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
@@ -16,9 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
-	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -33,12 +30,12 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	locks, err := lockAttachment(conf.StateDir, args.ContainerID, args.IfName)
+	locks, err := state.LockAttachment(conf.StateDir, args.ContainerID, args.IfName)
 	if err != nil {
 		return err
 	}
-	defer locks.unlock()
-	store := locks.store
+	defer locks.Unlock()
+	store := locks.Store
 
 	att, err := store.Load(args.ContainerID, args.IfName)
 	if err != nil {
@@ -62,10 +59,10 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	// The addresses are released with the configuration their ADD gave the
 	// IPAM plugin (its data directory and network name), which the record
 	// keeps; without a record, with this DEL's.
-	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), locks.ipamExec()); err != nil {
+	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), newIPAMExec(locks.Node, locks.Attachment)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
-	kept, err := p.teardown(ctx, att, hostAlias(att.Network, att.ContainerID, att.IfName), nil)
+	kept, err := p.teardown(ctx, att, nil)
 	if err != nil {
 		return err
 	}
@@ -75,61 +72,19 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	return store.Delete(args.ContainerID, args.IfName) // with a temporary file a killed ADD left
 }
 
-// ovsClients caches one OVSDB connection (an open OVS datapath) per endpoint
-// during a GC.
-type ovsClients map[string]datapath.Datapath
-
-func (m ovsClients) close() {
-	for _, c := range m {
-		c.Close()
-	}
-}
-
-// teardown deletes the host veth of att and, for OVS, its port; on
-// datapath Macvtap the macvtap in att.Netns (nothing when the netns is gone). It reports
+// teardown removes what the recorded attachment att has on the node with
+// the datapath that made it (datapath.Datapath.Remove): the host veth, its
+// port security rules and, for OVS, its port; on datapath Macvtap the
+// macvtap in att.Netns (nothing when the netns is gone). It reports
 // kept=true when OVSDB could not be reached, in which case the caller keeps
 // the state file for a later GC. clients may be nil.
-func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, alias string, clients ovsClients) (kept bool, err error) {
-	if att.Datapath == netconf.DatapathMacvtap {
-		return false, macvtap.Delete(att.Netns, att.IfName, alias)
-	}
-	if att.PortSecurity {
-		if err := portsec.Remove(ctx, att.HostIfName); err != nil {
-			return false, err
-		}
-	}
-	if err := deleteHostVeth(att.HostIfName, alias); err != nil {
+func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, clients ovsClients) (kept bool, err error) {
+	dp, err := p.recorded(att, clients)
+	if err != nil {
 		return false, err
 	}
-	if att.Datapath != netconf.DatapathOVS {
-		return false, nil
-	}
-	if p.ovs == nil {
-		return false, p.errNoOVS() // callers hand OVS records over first
-	}
-	socket := att.OVSSocket
-	if socket == "" {
-		socket = netconf.DefaultOVSSocket
-	}
-	c := clients[socket]
-	if c == nil {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		c, err = p.ovs(dctx, socket, att.Bridge)
-		if err != nil {
-			logger.Printf("Keeping state for GC: cannot remove OVS port port=%s error=%q", att.HostIfName, err)
-			return true, nil
-		}
-		if clients != nil {
-			clients[socket] = c
-		} else {
-			defer c.Close()
-		}
-	}
-	if err := c.Detach(ctx, att.HostIfName); err != nil {
-		return false, err
-	}
-	return false, nil
+	defer dp.Close()
+	return dp.Remove(ctx, att)
 }
 
 // CmdGC (CNI 1.1) removes what belongs to attachments of this network that
@@ -147,7 +102,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a] = true
 	}
-	store, nodeLock, err := lockedStore(conf.StateDir, true)
+	store, nodeLock, err := state.OpenLocked(conf.StateDir, true)
 	if err != nil {
 		return err
 	}
@@ -190,7 +145,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			errs = append(errs, err)
 			continue
 		}
-		kept, err := p.teardown(ctx, a, hostAlias(a.Network, a.ContainerID, a.IfName), clients)
+		kept, err := p.teardown(ctx, a, clients)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -202,31 +157,16 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 		}
 	}
 
-	dp, err := p.openDatapath(ctx, conf)
+	dp, err := p.open(ctx, conf)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	defer dp.Close()
-	ports, err := dp.Ports(ctx)
-	if err != nil {
-		errs = append(errs, err)
+	keep := func(port datapath.Port) bool {
+		return valid[types.GCAttachment{ContainerID: port.ContainerID, IfName: port.IfName}]
 	}
-	for _, port := range ports {
-		if port.Network != conf.Name || valid[types.GCAttachment{ContainerID: port.ContainerID, IfName: port.IfName}] {
-			continue
-		}
-		logger.Printf("GC removing stale port without state container=%s ifname=%s port=%s", port.ContainerID, port.IfName, port.HostIf)
-		if conf.PortSecurityOn() {
-			if err := portsec.Remove(ctx, port.HostIf); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := deleteHostVeth(port.HostIf, hostAlias(port.Network, port.ContainerID, port.IfName)); err != nil {
-			errs = append(errs, err)
-		}
-		if err := dp.Detach(ctx, port.HostIf); err != nil {
-			errs = append(errs, err)
-		}
+	if err := dp.Sweep(ctx, conf.Name, keep, conf.PortSecurityOn()); err != nil {
+		errs = append(errs, err)
 	}
 
 	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), conf.IPAMConf); err != nil {

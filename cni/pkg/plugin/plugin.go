@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -15,7 +13,6 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
@@ -84,120 +81,6 @@ const opTimeout = 60 * time.Second
 // logger writes to stderr: stdout carries only the CNI result.
 var logger = log.New(os.Stderr, "fastpath: ", log.LstdFlags|log.Lmicroseconds)
 
-// cniArgs are the CNI_ARGS keys the plugin reads; the K8S_* keys are what
-// kubelet and Multus pass (IgnoreUnknown=1 lets other keys through).
-type cniArgs struct {
-	types.CommonArgs
-	MAC                        types.UnmarshallableString
-	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
-	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
-	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
-	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
-}
-
-// podNamespace returns CNI_ARGS K8S_POD_NAMESPACE ("" when absent).
-func podNamespace(rawArgs string) (string, error) {
-	args := cniArgs{}
-	if err := types.LoadArgs(rawArgs, &args); err != nil {
-		return "", types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("failed to parse CNI_ARGS: %v", err), "")
-	}
-	return string(args.K8S_POD_NAMESPACE), nil
-}
-
-// containerMAC returns the MAC address the container interface must get:
-// runtimeConfig.mac (Multus "mac" capability) first, else CNI_ARGS MAC=,
-// else "" (kernel-assigned). pod is "<namespace>/<name>" when kubelet passed them.
-func containerMAC(conf *netconf.NetConf, rawArgs string) (mac, pod string, err error) {
-	args := cniArgs{}
-	if err := types.LoadArgs(rawArgs, &args); err != nil {
-		return "", "", types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("failed to parse CNI_ARGS: %v", err), "")
-	}
-	if args.K8S_POD_NAME != "" {
-		pod = string(args.K8S_POD_NAMESPACE) + "/" + string(args.K8S_POD_NAME)
-	}
-	if conf.RuntimeConfig != nil && conf.RuntimeConfig.MAC != "" {
-		m, err := netconf.ParseMAC("runtimeConfig.mac", conf.RuntimeConfig.MAC)
-		if err != nil {
-			return "", "", err
-		}
-		return m.String(), pod, nil
-	}
-	if args.MAC != "" {
-		m, err := netconf.ParseMAC("CNI_ARGS MAC", string(args.MAC))
-		if err != nil {
-			return "", "", err
-		}
-		return m.String(), pod, nil
-	}
-	return "", pod, nil
-}
-
-// lockedStore opens the state store under dir and takes its node lock (shared
-// for ADD, CHECK and DEL; exclusive for GC). The caller must unlock it.
-func lockedStore(dir string, exclusive bool) (_ *state.Store, lock *state.Lock, err error) {
-	store, err := state.New(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	lock, err = store.Lock(exclusive)
-	if err != nil {
-		return nil, nil, err
-	}
-	return store, lock, nil
-}
-
-// attachmentLocks are what an ADD or DEL of one attachment holds while it
-// runs: the store, its node lock (shared) and the attachment's lock.
-type attachmentLocks struct {
-	store     *state.Store
-	node, att *state.Lock
-}
-
-// lockAttachment opens the state store under dir and takes the node lock
-// (shared) and then the lock of the attachment containerID/ifName, in the
-// order state.Store.LockAttachment requires. The caller must unlock them.
-func lockAttachment(dir, containerID, ifName string) (*attachmentLocks, error) {
-	store, node, err := lockedStore(dir, false)
-	if err != nil {
-		return nil, err
-	}
-	att, err := store.LockAttachment(containerID, ifName)
-	if err != nil {
-		node.Unlock()
-		return nil, err
-	}
-	return &attachmentLocks{store: store, node: node, att: att}, nil
-}
-
-// unlock releases the attachment's lock, then the node lock.
-func (l *attachmentLocks) unlock() {
-	l.att.Unlock()
-	l.node.Unlock()
-}
-
-// ipamExec returns the invoke.Exec for the IPAM plugin, which inherits
-// both locks (see ipamExec).
-func (l *attachmentLocks) ipamExec() *ipamExec { return newIPAMExec(l.node, l.att) }
-
-// openBridge opens the datapath of conf and reads its bridge's MTU in bytes. A
-// missing bridge is CNI error 11 (ErrTryAgainLater) naming the bridge and the
-// node agent that creates it. On success the caller must close the datapath.
-func (p *Plugin) openBridge(ctx context.Context, conf *netconf.NetConf) (datapath.Datapath, int, error) {
-	dp, err := p.openDatapath(ctx, conf)
-	if err != nil {
-		return nil, 0, err
-	}
-	mtu, err := dp.BridgeMTU(ctx)
-	if err != nil {
-		dp.Close()
-		if errors.Is(err, datapath.ErrBridgeMissing) {
-			return nil, 0, datapath.BridgeMissingError(conf.Bridge, conf.Datapath, types.ErrTryAgainLater)
-		}
-		return nil, 0, err
-	}
-	return dp, mtu, nil
-}
-
 // openNetNS opens CNI_NETNS; a bad path is CNI error 8 (ErrInvalidNetNS).
 func openNetNS(path string) (ns.NetNS, error) {
 	netns, err := ns.GetNS(path)
@@ -222,7 +105,7 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dp, err := p.openDatapath(ctx, conf)
+	dp, err := p.open(ctx, conf)
 	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
@@ -243,100 +126,4 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrPluginNotAvailable, fmt.Sprintf("IPAM plugin %s is not available: %v", conf.IPAM.Type(), err), "")
 	}
 	return nil
-}
-
-// Main is the body of a plugin binary's main: it checks stdin with
-// netconf.Preflight before the CNI library (skel) sees it, so that an
-// oversize configuration is refused without being read whole and a missing
-// cniVersion gets the plugin's own message instead of skel's "incompatible
-// CNI versions" for "0.1.0"; a plugin without opts.OVS hands a netconf of
-// datapath OVS over to opts.OVSPlugin (see handOver); then it runs
-// skel.PluginMainFuncs with Funcs(opts). VERSION and a call without
-// CNI_COMMAND go to skel directly. A refused configuration is printed as a
-// CNI error on stdout with exit status 1.
-func Main(opts Options) {
-	p := New(opts)
-	if cmd := os.Getenv("CNI_COMMAND"); cmd != "" && cmd != "VERSION" {
-		data, err := netconf.ReadStdin(os.Stdin)
-		if err == nil {
-			err = netconf.Preflight(data)
-		}
-		if err == nil && p.ovs == nil && netconf.PeekDatapath(data) == netconf.DatapathOVS {
-			err = p.handOver(data, "datapath OVS")
-		}
-		if err == nil {
-			err = replaceStdin(data)
-		}
-		if err != nil {
-			var cniErr *types.Error
-			if !errors.As(err, &cniErr) {
-				cniErr = types.NewError(types.ErrIOFailure, err.Error(), "")
-			}
-			_ = cniErr.Print()
-			os.Exit(1)
-		}
-	}
-	skel.PluginMainFuncs(p.Funcs(), VersionInfo, About)
-}
-
-// replaceStdin makes os.Stdin an anonymous in-memory file (memfd) holding
-// data, for skel to read again.
-func replaceStdin(data []byte) error {
-	f, err := memFile(data)
-	if err != nil {
-		return err
-	}
-	os.Stdin = f
-	return nil
-}
-
-// memFile returns an anonymous in-memory file (memfd, close-on-exec)
-// holding data, positioned at its start.
-func memFile(data []byte) (*os.File, error) {
-	fd, err := unix.MemfdCreate("fastpath-stdin", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create in-memory file for stdin: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "stdin")
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("failed to buffer stdin: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("failed to rewind buffered stdin: %w", err)
-	}
-	return f, nil
-}
-
-// handOver replaces this process (execve) with p.ovsPlugin, which runs the
-// same invocation, with stdin (the netconf) on its standard input and this
-// process's environment, and has the OVS datapath: what needs the OVS
-// datapath says why. It returns only when it cannot exec, with a CNI error
-// naming the binary. The locks this process holds are released by the exec
-// (their files are close-on-exec) and taken again by the OVS plugin, so it
-// must run before this invocation changed anything.
-func (p *Plugin) handOver(stdin []byte, what string) error {
-	if p.ovsPlugin == "" {
-		return p.errNoOVS()
-	}
-	f, err := memFile(stdin)
-	if err != nil {
-		return err
-	}
-	if err := unix.Dup3(int(f.Fd()), 0, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("failed to pass stdin to %s: %w", p.ovsPlugin, err)
-	}
-	err = syscall.Exec(p.ovsPlugin, []string{p.ovsPlugin}, os.Environ())
-	f.Close()
-	return types.NewError(types.ErrInternal, fmt.Sprintf(
-		"failed to hand the invocation (%s) over to the OVS plugin %s: %v: fastpath needs it beside itself for the OVS datapath (the node agent fastpath-agent installs both)",
-		what, p.ovsPlugin, err), "")
-}
-
-// errNoOVS is the error of a plugin that has neither the OVS datapath nor
-// a binary to hand OVS invocations over to.
-func (p *Plugin) errNoOVS() error {
-	return types.NewError(types.ErrInternal, "datapath OVS is not built into this plugin binary and no OVS plugin is set to hand it over to", "")
 }

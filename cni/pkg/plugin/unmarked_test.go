@@ -9,9 +9,9 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -21,7 +21,7 @@ import (
 // MTU and ports are unchanged.
 
 func TestCNIMarkerIsTheAgents(t *testing.T) {
-	NewWithT(t).Expect(cnitest.BridgeMarker).To(HavePrefix(bridge.MarkerKey + "="))
+	NewWithT(t).Expect(cnitest.BridgeMarker).To(HavePrefix(wellknown.MarkerKey + "="))
 }
 
 func TestUnmarkedLinuxBridgeIsRefused(t *testing.T) {
@@ -46,7 +46,7 @@ func TestUnmarkedOVSBridgeIsRefused(t *testing.T) {
 	testUnmarkedBridgeIsRefused(t, netconf.DatapathOVS, func(g *WithT, e *env) {
 		port := testutil.UniqueName("fpcp")
 		out, err := exec.Command("ovs-vsctl", "--db="+e.br.OVSSocket, "--timeout=30",
-			"remove", "Bridge", e.br.Name, "external_ids", bridge.MarkerKey,
+			"remove", "Bridge", e.br.Name, "external_ids", wellknown.MarkerKey,
 			"--", "add-port", e.br.Name, port, "--", "set", "Interface", port, "type=internal").CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
 	})

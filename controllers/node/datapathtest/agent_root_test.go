@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	agent "github.com/fastpath-io/fastpath/controllers/node"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
@@ -306,7 +307,7 @@ func TestConvergesFromWhereAKilledAgentStopped(t *testing.T) {
 	// Killed after creating the bridge (marked, renamed, MTU 1500, down) and
 	// after creating the FastPathNode (status not yet written).
 	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br}})).To(Succeed())
-	g.Expect(netlink.LinkSetAlias(link(t, br), bridge.MarkerKey+"="+n.marker)).To(Succeed())
+	g.Expect(netlink.LinkSetAlias(link(t, br), wellknown.MarkerKey+"="+n.marker)).To(Succeed())
 	index := link(t, br).Attrs().Index
 	g.Expect(env.Client.Create(context.Background(), &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: n.name}})).To(Succeed())
 
@@ -314,7 +315,7 @@ func TestConvergesFromWhereAKilledAgentStopped(t *testing.T) {
 	l := link(t, br)
 	g.Expect(l.Attrs().Index).To(Equal(index))
 	g.Expect(l.Attrs().MTU).To(Equal(9000))
-	g.Expect(l.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + n.marker))
+	g.Expect(l.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + n.marker))
 	fpn := n.fpn()
 	g.Expect(bridgeStatus(fpn, br)).To(HaveField("Ready", true))
 	g.Expect(condition(fpn, fastpathv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue), condition(fpn, fastpathv1alpha1.ReadyCondition).Message)
@@ -340,7 +341,7 @@ func TestABridgeTheAgentDidNotMakeIsLeftAlone(t *testing.T) {
 	fpn := n.fpn()
 	b := bridgeStatus(fpn, br)
 	g.Expect(b.Ready).To(BeFalse())
-	g.Expect(b.Message).To(ContainSubstring("Linux bridge " + br + " exists without the alias " + bridge.MarkerKey))
+	g.Expect(b.Message).To(ContainSubstring("Linux bridge " + br + " exists without the alias " + wellknown.MarkerKey))
 	c := condition(fpn, fastpathv1alpha1.BridgesReadyCondition)
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(c.Message).To(ContainSubstring(br))

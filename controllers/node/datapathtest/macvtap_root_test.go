@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -76,7 +77,7 @@ func TestMacvtapNetworkGetsLowerDeviceAndDevicePlugin(t *testing.T) {
 	l := link(t, lower)
 	g.Expect(l.Type()).To(Equal("veth"))
 	g.Expect(l.Attrs().MTU).To(Equal(9000))
-	g.Expect(l.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + n.marker))
+	g.Expect(l.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + n.marker))
 	g.Expect(link(t, bridge.LowerPeerName(lower)).Attrs().MTU).To(Equal(9000))
 	resource := "macvtap.fastpath.io/" + lower
 	fpn := n.fpn()

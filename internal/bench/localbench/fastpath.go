@@ -13,6 +13,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
@@ -41,7 +42,7 @@ type cniRunner struct {
 	cni    *libcni.CNIConfig
 }
 
-// newCNIRunner links plugin as <dir>/bin/fastpath (netconf.PluginType) and
+// newCNIRunner links plugin as <dir>/bin/fastpath (wellknown.PluginType) and
 // returns a runner that finds it there and the IPAM plugins in cniPath.
 func newCNIRunner(plugin string, cniPath []string, dir string) (*cniRunner, error) {
 	abs, err := filepath.Abs(plugin)
@@ -52,7 +53,7 @@ func newCNIRunner(plugin string, cniPath []string, dir string) (*cniRunner, erro
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", bin, err)
 	}
-	if err := os.Symlink(abs, filepath.Join(bin, netconf.PluginType)); err != nil {
+	if err := os.Symlink(abs, filepath.Join(bin, wellknown.PluginType)); err != nil {
 		return nil, fmt.Errorf("failed to link the fastpath CNI binary into %s: %w", bin, err)
 	}
 	path := append([]string{bin}, cniPath...)
@@ -127,7 +128,7 @@ func (s *Setup) netConf(v variant, br string) ([]byte, error) {
 		CNIVersion: CNIVersion,
 		Name:       s.ID + "-" + v.slug(),
 		Namespace:  Namespace,
-		Type:       netconf.PluginType,
+		Type:       wellknown.PluginType,
 		Datapath:   netconf.DatapathLinuxBridge,
 		Bridge:     br,
 		MTU:        v.mtu,

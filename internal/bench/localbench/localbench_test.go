@@ -15,6 +15,7 @@ import (
 	"github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/internal/bench"
@@ -35,7 +36,7 @@ func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, pkg := range map[string]string{
-		netconf.PluginType:      "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
+		wellknown.PluginType:    "github.com/fastpath-io/fastpath/cni/cmd/fastpath",
 		netconf.OVSPluginBinary: "github.com/fastpath-io/fastpath/cni/cmd/fastpath-ovs-plugin",
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
@@ -43,7 +44,7 @@ func buildPlugin(t *testing.T) string {
 			t.Fatalf("failed to build %s: %v: %s", pkg, err, b)
 		}
 	}
-	return filepath.Join(dir, netconf.PluginType)
+	return filepath.Join(dir, wellknown.PluginType)
 }
 
 // build runs Build and closes the setup at cleanup, failing the test when

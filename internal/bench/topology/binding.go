@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
@@ -108,7 +109,7 @@ func addTap(launcher, guest *NetNS, tapName, guestIf, bridge string, mtu int, ma
 // virt-launcher does on its in-pod bridges. Without TX checksumming the
 // kernel also segments in software.
 func txChecksumOff(ifName string) error {
-	return offload.Apply(ifName, map[string]bool{"txChecksum": false})
+	return offload.Apply(ifName, map[string]bool{wellknown.OffloadTXChecksum: false})
 }
 
 // setSysctl writes the sysctl name ("net/ipv4/ip_forward", slash-separated

@@ -10,15 +10,12 @@ import (
 	"github.com/go-logr/logr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
-// Marker defaults.
+// Marker defaults. The marker key is wellknown.MarkerKey.
 const (
-	// MarkerKey is the OVS Bridge external_ids key, and the prefix of the
-	// Linux bridge alias ("fastpath.io/managed-by=<marker>"), that marks a
-	// bridge the agent created.
-	MarkerKey = "fastpath.io/managed-by"
 	// DefaultMarker is the marker value of Manager.Marker when it is empty.
 	DefaultMarker = "fastpath-agent"
 	// DefaultMTUTimeout bounds how long Ensure waits for ovs-vswitchd to
@@ -38,7 +35,7 @@ type Spec struct {
 	// Datapath is LinuxBridge, OVS or Macvtap (a macvtap lower device: a
 	// marked veth whose peer LowerPeerName provides carrier; see macvtap.go).
 	Datapath fastpathv1alpha1.Datapath
-	// MTU in bytes (1280-65535 from the API).
+	// MTU in bytes (wellknown.MinMTU-wellknown.MaxMTU from the API).
 	MTU int
 }
 
@@ -104,7 +101,7 @@ func (m *Manager) marker() string {
 }
 
 // linuxAlias is the IFLA_IFALIAS value of a Linux bridge the agent created.
-func (m *Manager) linuxAlias() string { return MarkerKey + "=" + m.marker() }
+func (m *Manager) linuxAlias() string { return wellknown.MarkerKey + "=" + m.marker() }
 
 func (m *Manager) datapathType() string {
 	if m.OVSDatapathType == "" {

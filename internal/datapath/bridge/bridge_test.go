@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -101,7 +102,7 @@ func TestLinuxBridgeWithoutTheMarkerIsNeverAdopted(t *testing.T) {
 	m := linuxManager(t)
 	plain, aliased, other := testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl"), testutil.UniqueName("fpbrl")
 	// plain: e.g. the node's cni0; aliased: an admin's; other: another agent's marker.
-	for name, alias := range map[string]string{plain: "", aliased: "the admin's bridge", other: bridge.MarkerKey + "=someone-else"} {
+	for name, alias := range map[string]string{plain: "", aliased: "the admin's bridge", other: wellknown.MarkerKey + "=someone-else"} {
 		deleteLinkAtCleanup(t, name)
 		g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}})).To(Succeed())
 		if alias != "" {
@@ -139,7 +140,7 @@ func TestLinuxBridgeIsCreatedMarked(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	l, err := netlink.LinkByName(name)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(l.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + m.Marker))
+	g.Expect(l.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + m.Marker))
 	links, err := netlink.LinkList()
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, l := range links {
@@ -263,7 +264,7 @@ func TestOVSBridgeWithoutTheMarkerIsNeverAdopted(t *testing.T) {
 
 	_, err := ovsManager(t, socket).Ensure(ctx(t), bridge.Spec{Name: name, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
 	g.Expect(errors.Is(err, bridge.ErrNotMarked)).To(BeTrue(), "%v", err)
-	g.Expect(err).To(MatchError(ContainSubstring("OVS bridge " + name + " exists without external_ids:" + bridge.MarkerKey)))
+	g.Expect(err).To(MatchError(ContainSubstring("OVS bridge " + name + " exists without external_ids:" + wellknown.MarkerKey)))
 	g.Expect(vsctl(t, socket, "get", "Interface", name, "mtu_request")).To(Equal("[]"), "mtu_request unchanged")
 	g.Expect(vsctl(t, socket, "get", "Bridge", name, "external_ids")).To(Equal("{}"), "not marked")
 }

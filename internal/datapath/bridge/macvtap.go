@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
@@ -41,14 +42,14 @@ import (
 // shape (internal/bench/localbench).
 
 // lowerOffloads are the offloads of a macvtap lower device: all on.
-var lowerOffloads = map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}
+var lowerOffloads = map[string]bool{wellknown.OffloadTSO: true, wellknown.OffloadGSO: true, wellknown.OffloadGRO: true, wellknown.OffloadTXChecksum: true}
 
 // linkTypeVeth is netlink's Type() of a veth.
 const linkTypeVeth = "veth"
 
 // PeerMarkerKey is the prefix of the alias of a macvtap lower device's peer
-// ("fastpath.io/lower-peer=<marker>"). It differs from MarkerKey so that no
-// one takes the peer for a lower device (the CNI plugin requires MarkerKey).
+// ("fastpath.io/lower-peer=<marker>"). It differs from wellknown.MarkerKey so that no
+// one takes the peer for a lower device (the CNI plugin requires wellknown.MarkerKey).
 const PeerMarkerKey = "fastpath.io/lower-peer"
 
 // LowerPeerName returns the name of the peer of the macvtap lower device

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -45,7 +46,7 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(link.Type()).To(Equal("veth"))
 	g.Expect(link.Attrs().MTU).To(Equal(9000))
-	g.Expect(link.Attrs().Alias).To(Equal(bridge.MarkerKey + "=" + m.Marker))
+	g.Expect(link.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + m.Marker))
 	g.Expect(link.Attrs().Flags & net.FlagUp).NotTo(BeZero())
 	g.Expect(link.Attrs().OperState).To(Equal(netlink.LinkOperState(netlink.OperUp)), "the lower device has carrier")
 	peer, err := netlink.LinkByName(bridge.LowerPeerName(name))

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 )
 
@@ -51,7 +52,7 @@ func (m *Manager) ensureOVS(ctx context.Context, spec Spec) (State, error) {
 			Name:         spec.Name,
 			DatapathType: m.datapathType(),
 			MTU:          spec.MTU,
-			ExternalIDs:  map[string]string{MarkerKey: m.marker()},
+			ExternalIDs:  map[string]string{wellknown.MarkerKey: m.marker()},
 		})
 		if err != nil {
 			return st, err
@@ -63,10 +64,10 @@ func (m *Manager) ensureOVS(ctx context.Context, spec Spec) (State, error) {
 		}
 	}
 
-	if b.ExternalIDs[MarkerKey] != m.marker() {
+	if b.ExternalIDs[wellknown.MarkerKey] != m.marker() {
 		st, _ = m.inspectOVS(ctx, c, spec.Name)
 		return st, fmt.Errorf("%w: OVS bridge %s exists without external_ids:%s=%s: left unchanged; delete it or name another bridge in the FastPathNetwork's spec.bridge",
-			ErrNotMarked, spec.Name, MarkerKey, m.marker())
+			ErrNotMarked, spec.Name, wellknown.MarkerKey, m.marker())
 	}
 	if !sameDatapathType(b.DatapathType, m.datapathType()) {
 		ports, err := c.PortNames(ctx, b)
@@ -142,7 +143,7 @@ func (m *Manager) inspectOVS(ctx context.Context, c *ovsdb.Client, name string) 
 		return st, err
 	}
 	st.Exists = true
-	st.Managed = b.ExternalIDs[MarkerKey] == m.marker()
+	st.Managed = b.ExternalIDs[wellknown.MarkerKey] == m.marker()
 	if st.Ports, err = c.PortNames(ctx, b); err != nil {
 		return st, err
 	}
@@ -167,7 +168,7 @@ func (m *Manager) managedOVS(ctx context.Context) ([]State, error) {
 		return nil, fmt.Errorf("failed to list OVS bridges: %w", err)
 	}
 	marker := m.marker()
-	bs, err := c.Bridges(ctx, func(b *ovsdb.Bridge) bool { return b.ExternalIDs[MarkerKey] == marker })
+	bs, err := c.Bridges(ctx, func(b *ovsdb.Bridge) bool { return b.ExternalIDs[wellknown.MarkerKey] == marker })
 	if err != nil {
 		return nil, err
 	}

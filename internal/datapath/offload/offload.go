@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // Features maps each netconf offload key to the kernel feature strings it
@@ -13,10 +15,10 @@ import (
 // NETIF_F_CSUM_MASK|NETIF_F_SCTP_CRC|NETIF_F_FCOE_CRC. Names a kernel does not
 // know (tx-tcp-accecn-segmentation is new in 6.18) are skipped.
 var Features = map[string][]string{
-	"tso":        {"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
-	"gso":        {"tx-generic-segmentation"},
-	"gro":        {"rx-gro"},
-	"txChecksum": {"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
+	wellknown.OffloadTSO:        {"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
+	wellknown.OffloadGSO:        {"tx-generic-segmentation"},
+	wellknown.OffloadGRO:        {"rx-gro"},
+	wellknown.OffloadTXChecksum: {"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
 }
 
 // keys returns the keys of want in a stable order.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
@@ -23,7 +23,7 @@ const (
 	// DefaultBinDir is the conventional CNI binary directory.
 	DefaultBinDir = "/opt/cni/bin"
 	// DefaultName is the plugin's binary name: the netconf "type".
-	DefaultName = fastpathv1alpha1.CNIType
+	DefaultName = wellknown.PluginType
 	// Mode of the installed binary.
 	Mode os.FileMode = 0o755
 )

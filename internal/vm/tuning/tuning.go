@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // AnnotationKey is the template annotation that carries the tuning:
@@ -16,13 +17,10 @@ const AnnotationKey = v1alpha1.TuningAnnotation
 
 // Limits of the tuning values. They mirror the FastPathAttachment API
 // (api/v1alpha1/fastpathattachment_types.go), which takes them from QEMU and
-// Linux: MTU 1280 (IPv6 minimum link MTU, RFC 8200) to 65535 (ETH_MAX_MTU);
-// at most 256 virtio-net queue pairs (KubeVirt's multiqueue limit); virtio ring
+// Linux: MTU wellknown.MinMTU to wellknown.MaxMTU; at most 256 virtio-net queue pairs (KubeVirt's multiqueue limit); virtio ring
 // sizes 256, 512 or 1024 descriptors (QEMU VIRTIO_NET_RX_QUEUE_MIN_SIZE to
 // VIRTQUEUE_MAX_SIZE for vhost-net; tx above 256 needs vhost-user).
 const (
-	MinMTU    = 1280
-	MaxMTU    = 65535
 	MinQueues = 1
 	MaxQueues = 256
 )
@@ -39,7 +37,7 @@ type Annotation struct {
 // Interface is the tuning of one fast-path interface. A zero field means "not
 // set": the domain hook leaves that part of the domain as KubeVirt made it.
 type Interface struct {
-	// MTU in bytes, MinMTU-MaxMTU (the domain <mtu size=...>).
+	// MTU in bytes, wellknown.MinMTU-wellknown.MaxMTU (the domain <mtu size=...>).
 	MTU int32 `json:"mtu,omitempty"`
 	// Queues is the number of virtio-net queue pairs, MinQueues-MaxQueues
 	// (<driver queues=...>), capped by the hook at the VM's vCPUs.
@@ -102,8 +100,8 @@ func (a Annotation) Validate() error {
 }
 
 func (i Interface) validate(field string) error {
-	if i.MTU != 0 && (i.MTU < MinMTU || i.MTU > MaxMTU) {
-		return fmt.Errorf("%s.mtu %d is invalid: must be %d-%d", field, i.MTU, MinMTU, MaxMTU)
+	if i.MTU != 0 && (i.MTU < wellknown.MinMTU || i.MTU > wellknown.MaxMTU) {
+		return fmt.Errorf("%s.mtu %d is invalid: must be %d-%d", field, i.MTU, wellknown.MinMTU, wellknown.MaxMTU)
 	}
 	if i.Queues != 0 && (i.Queues < MinQueues || i.Queues > MaxQueues) {
 		return fmt.Errorf("%s.queues %d is invalid: must be %d-%d", field, i.Queues, MinQueues, MaxQueues)

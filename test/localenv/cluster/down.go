@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/test/localenv/runstate"
 )
 
@@ -440,7 +440,7 @@ func (d *downer) removeLinks() error {
 		if err != nil {
 			continue
 		}
-		if name != PodBridge && !strings.HasPrefix(br.Attrs().Alias, bridge.MarkerKey+"=") {
+		if name != PodBridge && !strings.HasPrefix(br.Attrs().Alias, wellknown.MarkerKey+"=") {
 			continue // not made by an agent: never touch it
 		}
 		links, _ := netlink.LinkList()

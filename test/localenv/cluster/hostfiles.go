@@ -14,7 +14,7 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // CNICacheDir is libcni's cache directory, which containerd 1.6's CRI uses
@@ -113,7 +113,7 @@ func nadIPAMDirs(ctx context.Context, kubeconfig string) ([]string, error) {
 				DataDir string `json:"dataDir"`
 			} `json:"ipam"`
 		}
-		if json.Unmarshal([]byte(n.Spec.Config), &conf) != nil || conf.IPAM.Type != "host-local" || conf.IPAM.DataDir != "" || conf.Type == netconf.PluginType ||
+		if json.Unmarshal([]byte(n.Spec.Config), &conf) != nil || conf.IPAM.Type != "host-local" || conf.IPAM.DataDir != "" || conf.Type == wellknown.PluginType ||
 			conf.Name == "" || strings.ContainsAny(conf.Name, "/\x00") || conf.Name == "." || conf.Name == ".." {
 			continue
 		}

@@ -1,0 +1,66 @@
+package v1alpha1
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
+)
+
+// TestCRDBoundsAreWellKnown: controller-gen takes validation bounds and
+// enums only as literals in +kubebuilder markers, so the generated CRDs
+// (config/crd/bases) are read back here: every MTU of a spec in them (an "mtu"
+// integer, or the fields of an "mtu" object) is bounded by
+// wellknown.MinMTU-wellknown.MaxMTU, and every "datapath" enum lists the
+// wellknown datapath names.
+func TestCRDBoundsAreWellKnown(t *testing.T) {
+	g := NewWithT(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files).NotTo(BeEmpty())
+	var mtus, datapaths int
+	var walk func(path string, name string, node any)
+	walk = func(path, name string, node any) {
+		m, ok := node.(map[string]any)
+		if !ok {
+			if l, ok := node.([]any); ok {
+				for _, e := range l {
+					walk(path, name, e)
+				}
+			}
+			return
+		}
+		if m["type"] == "integer" && strings.Contains(path, "/spec/") && (name == "mtu" || filepath.Base(filepath.Dir(path)) == "mtu") {
+			mtus++
+			g.Expect(m["minimum"]).To(BeNumerically("==", wellknown.MinMTU), path)
+			g.Expect(m["maximum"]).To(BeNumerically("==", wellknown.MaxMTU), path)
+		}
+		if name == "datapath" && m["enum"] != nil {
+			datapaths++
+			g.Expect(m["enum"]).To(ConsistOf(wellknown.DatapathLinuxBridge, wellknown.DatapathOVS, wellknown.DatapathMacvtap), path)
+		}
+		for k, v := range m {
+			if k == "properties" {
+				for pk, pv := range v.(map[string]any) {
+					walk(path+"/"+pk, pk, pv)
+				}
+				continue
+			}
+			walk(path, name, v)
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		var crd any
+		g.Expect(yaml.Unmarshal(data, &crd)).To(Succeed(), f)
+		walk(filepath.Base(f), "", crd)
+	}
+	g.Expect(mtus).To(BeNumerically(">=", 4), "the attachment's mtu and the network's mtu default, min and max")
+	g.Expect(datapaths).To(BeNumerically(">=", 2), "the attachment's and the network's datapath")
+}
