@@ -104,9 +104,11 @@ type FastPathNetworkSpec struct {
 	// forwards only frames whose source MAC, ARP sender and IPv4/IPv6 source
 	// are the ones its attachment was given (IPv6 link-local sources stay
 	// allowed), so a guest cannot pose as a neighbour; the CNI plugin drops
-	// the rest with nftables (bridge family) on the node. Enforced on datapath
-	// LinuxBridge; OVS and Macvtap ports are not filtered yet. Disabled is for
-	// guests that route or bridge other addresses.
+	// the rest with nftables: on datapath LinuxBridge at the bridge port
+	// (bridge family, on the node), on datapath OVS on the egress of the
+	// pod's interface (netdev family, in the pod's network namespace: OVS
+	// ports are not Linux bridge ports). Macvtap interfaces are not filtered
+	// yet. Disabled is for guests that route or bridge other addresses.
 	// +optional
 	PortSecurity PortSecurity `json:"portSecurity,omitempty"`
 

@@ -110,10 +110,10 @@ type NetConf struct {
 	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
 	// ends; an absent key means true.
 	Offloads *Offloads `json:"offloads,omitempty"`
-	// PortSecurity, on datapath LinuxBridge, makes the attachment's bridge
-	// port forward only frames from the MAC and IP addresses ADD gave it
-	// (package cni/pkg/portsec); absent means true. The other datapaths
-	// ignore it.
+	// PortSecurity, on datapaths LinuxBridge and OVS, makes the attachment
+	// forward only frames from the MAC and IP addresses ADD gave it (package
+	// cni/pkg/portsec: the bridge port's rules on LinuxBridge, the pod
+	// interface's egress on OVS); absent means true. Macvtap ignores it.
 	PortSecurity *bool `json:"portSecurity,omitempty"`
 	// IPAM is the delegated IPAM configuration for the IPAM plugin named by
 	// its "type" (required): only the keys IPAMKeys; the plugin adds
@@ -212,11 +212,11 @@ func (o *Offloads) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// PortSecurityOn reports whether the attachment's port forwards only its own
-// MAC and IP addresses: PortSecurity, true when absent, on datapath
-// LinuxBridge; false on the other datapaths.
+// PortSecurityOn reports whether the attachment forwards only its own MAC
+// and IP addresses: PortSecurity, true when absent, on datapaths LinuxBridge
+// and OVS; false on Macvtap.
 func (c *NetConf) PortSecurityOn() bool {
-	return c.Datapath == DatapathLinuxBridge && (c.PortSecurity == nil || *c.PortSecurity)
+	return (c.Datapath == DatapathLinuxBridge || c.Datapath == DatapathOVS) && (c.PortSecurity == nil || *c.PortSecurity)
 }
 
 // Map returns the offload switches keyed by OffloadKeys; nil fields count as true.

@@ -135,7 +135,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if portsecMade {
-			if derr := portsec.Remove(rctx, att.HostIfName); derr != nil {
+			if derr := removePortSecurity(rctx, netns, att); derr != nil {
 				logger.Printf("Rollback failed to remove port security port=%s error=%q", att.HostIfName, derr)
 			}
 		}
@@ -173,7 +173,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		if err != nil {
 			return fmt.Errorf("failed to parse MAC %q of %s: %w", att.MAC, args.IfName, err)
 		}
-		if err := portsec.Apply(ctx, portsec.Port{HostIf: att.HostIfName, MAC: contMAC, IPs: resultIPs(result)}); err != nil {
+		if err := applyPortSecurity(ctx, netns, att, portsec.Port{HostIf: att.HostIfName, MAC: contMAC, IPs: resultIPs(result)}); err != nil {
 			return err
 		}
 	}
@@ -335,4 +335,28 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 func hostVethExists(name string) bool {
 	_, err := netlinksafe.LinkByName(name)
 	return err == nil
+}
+
+// applyPortSecurity installs p for attachment att: on datapath LinuxBridge
+// the bridge port's rules in the host's bridge table, on datapath OVS the
+// egress rules of the pod's interface inside netns (an OVS port is no Linux
+// bridge port; see portsec.EgressTable).
+func applyPortSecurity(ctx context.Context, netns ns.NetNS, att *state.Attachment, p portsec.Port) error {
+	if att.Datapath != netconf.DatapathOVS {
+		return portsec.Apply(ctx, p)
+	}
+	return netns.Do(func(ns.NetNS) error { return portsec.ApplyEgress(ctx, att.IfName, p) })
+}
+
+// removePortSecurity removes what applyPortSecurity installed; netns may be
+// nil on datapath LinuxBridge. On datapath OVS a namespace that is gone took
+// the rules with it.
+func removePortSecurity(ctx context.Context, netns ns.NetNS, att *state.Attachment) error {
+	if att.Datapath != netconf.DatapathOVS {
+		return portsec.Remove(ctx, att.HostIfName)
+	}
+	if netns == nil {
+		return nil
+	}
+	return netns.Do(func(ns.NetNS) error { return portsec.RemoveEgress(ctx, att.IfName) })
 }

@@ -165,7 +165,9 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 	keep := func(port datapath.Port) bool {
 		return valid[types.GCAttachment{ContainerID: port.ContainerID, IfName: port.IfName}]
 	}
-	if err := dp.Sweep(ctx, conf.Name, keep, conf.PortSecurityOn()); err != nil {
+	// Only LinuxBridge ports have rules on the host; OVS's are in the pods'
+	// namespaces, gone with them.
+	if err := dp.Sweep(ctx, conf.Name, keep, conf.PortSecurityOn() && conf.Datapath == netconf.DatapathLinuxBridge); err != nil {
 		errs = append(errs, err)
 	}
 

@@ -37,6 +37,97 @@ func TestPortSecurityDropsSpoofedSource(t *testing.T) {
 	a, b := e.mustAdd(nsA, conf), e.mustAdd(nsB, conf)
 	t.Cleanup(func() { _ = e.del(a, nsA.Path()); _ = e.del(b, nsB.Path()) })
 
+	aMAC := sendSpoofedAndLegit(t, a, b, nsA, nsB, false)
+
+	chain := nftChain(t, a.hostIf())
+	g.Expect(dropCount(t, chain, `ether saddr != `+aMAC.String())).To(BeNumerically(">=", 1), chain)
+	g.Expect(dropCount(t, chain, `ip saddr != `)).To(BeNumerically(">=", 1), chain)
+
+	// CHECK sees the rules, and misses them once they are gone.
+	g.Expect(e.check(b)).To(Succeed())
+	g.Expect(exec.Command("nft", "delete", "element", "bridge", portsec.TableName, "ports", `{ "`+b.hostIf()+`" }`).Run()).To(Succeed())
+	g.Expect(e.check(b)).To(MatchError(ContainSubstring("port security of " + b.hostIf() + " is missing")))
+
+	// DEL removes the port's rules.
+	g.Expect(e.del(a, nsA.Path())).To(Succeed())
+	out, err := exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(a.hostIf())).CombinedOutput()
+	g.Expect(err).To(HaveOccurred(), "chain of a deleted attachment: %s", out)
+}
+
+// TestPortSecurityOVSDropsSpoofedSource: the same guarantee on an OVS
+// bridge (userspace datapath, which reads its ports with AF_PACKET before
+// any host-side hook): the rules sit on the egress of the pod's interface
+// inside its namespace (portsec.EgressTable), so spoofed frames never reach
+// the switch; CHECK sees them and misses them once gone.
+func TestPortSecurityOVSDropsSpoofedSource(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.StartOVS(t)
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathOVS, "1.0.0")
+	nsA, nsB := cnitest.NewNS(t), cnitest.NewNS(t)
+	conf := e.conf(cnitest.Conf{})
+	a, b := e.mustAdd(nsA, conf), e.mustAdd(nsB, conf)
+	t.Cleanup(func() { _ = e.del(a, nsA.Path()); _ = e.del(b, nsB.Path()) })
+
+	aMAC := sendSpoofedAndLegit(t, a, b, nsA, nsB, true)
+
+	chain := egressChain(t, nsA, a.ifName)
+	g.Expect(chain).To(ContainSubstring(`hook egress device "net1"`))
+	g.Expect(dropCount(t, chain, `ether saddr != `+aMAC.String())).To(BeNumerically(">=", 1), chain)
+	g.Expect(dropCount(t, chain, `ip saddr != `)).To(BeNumerically(">=", 1), chain)
+	g.Expect(portsecChainExists(a.hostIf())).To(BeFalse(), "no host-side rules for an OVS port")
+
+	g.Expect(e.check(b)).To(Succeed())
+	g.Expect(nsB.Do(func(ns.NetNS) error {
+		return exec.Command("nft", "delete", "table", "netdev", portsec.EgressTable).Run()
+	})).To(Succeed())
+	g.Expect(e.check(b)).To(MatchError(ContainSubstring("port security of net1 is missing")))
+
+	// Disabled: no rules.
+	nsC := cnitest.NewNS(t)
+	c := e.mustAdd(nsC, e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))
+	t.Cleanup(func() { _ = e.del(c, nsC.Path()) })
+	g.Expect(nsC.Do(func(ns.NetNS) error {
+		return exec.Command("nft", "list", "table", "netdev", portsec.EgressTable).Run()
+	})).To(HaveOccurred(), "portSecurity false: no table in the pod")
+}
+
+// egressChain lists ifName's egress chain in netns with its counters.
+func egressChain(t *testing.T, netns ns.NetNS, ifName string) string {
+	t.Helper()
+	var out []byte
+	err := netns.Do(func(ns.NetNS) error {
+		var err error
+		out, err = exec.Command("nft", "list", "chain", "netdev", portsec.EgressTable, portsec.EgressChainName(ifName)).CombinedOutput()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("failed to list the egress chain of %s: %v: %s", ifName, err, out)
+	}
+	return string(out)
+}
+
+// TestPortSecurityOff: portSecurity false installs no rules for the port.
+func TestPortSecurityOff(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathLinuxBridge, "1.0.0")
+	netns := cnitest.NewNS(t)
+	a := e.mustAdd(netns, e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))
+	t.Cleanup(func() { _ = e.del(a, netns.Path()) })
+	out, err := exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(a.hostIf())).CombinedOutput()
+	g.Expect(err).To(HaveOccurred(), "no chain for a port without port security: %s", out)
+	g.Expect(plugin.HostIfName(a.containerID, a.ifName)).To(Equal(a.hostIf()))
+}
+
+// sendSpoofedAndLegit sends from A's net1 three UDP frames to B: one with a
+// spoofed source MAC, one with A's MAC and a spoofed source IP, then a
+// legitimate one, in order on one CPU; it expects B to receive the
+// legitimate frame and nothing else, and returns A's MAC. droppedAtSender:
+// the rules sit on A's own egress, so the spoofed sends themselves fail.
+func sendSpoofedAndLegit(t *testing.T, a, b *attachment, nsA, nsB ns.NetNS, droppedAtSender bool) net.HardwareAddr {
+	t.Helper()
+	g := NewWithT(t)
 	macOf := func(x *attachment) net.HardwareAddr {
 		m, err := net.ParseMAC(x.result.Interfaces[1].Mac)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -84,37 +175,19 @@ func TestPortSecurityDropsSpoofedSource(t *testing.T) {
 		{"legit", aMAC, aIP},
 	} {
 		frame := udpFrame(f.mac, bMAC, f.ip, bIP, f.marker)
-		g.Expect(unix.Sendto(send, frame, 0, &unix.SockaddrLinklayer{Ifindex: ifIndex, Protocol: htons(unix.ETH_P_IP), Halen: 6})).To(Succeed())
+		err := unix.Sendto(send, frame, 0, &unix.SockaddrLinklayer{Ifindex: ifIndex, Protocol: htons(unix.ETH_P_IP), Halen: 6})
+		if f.marker != "legit" && droppedAtSender {
+			// The egress hook dropped it in A's own transmit path, which the
+			// kernel reports to the sender as NET_XMIT_DROP (ENOBUFS).
+			g.Expect(err).To(MatchError(unix.ENOBUFS), "%s: dropped on A's egress", f.marker)
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred(), f.marker)
 	}
 	g.Eventually(drain).Should(ContainElement("legit"), "the legitimate frame reaches B")
 	g.Expect(got).To(ConsistOf("legit"), "no spoofed frame reaches B")
 
-	chain := nftChain(t, a.hostIf())
-	g.Expect(dropCount(t, chain, `ether saddr != `+aMAC.String())).To(BeNumerically(">=", 1), chain)
-	g.Expect(dropCount(t, chain, `ip saddr != `)).To(BeNumerically(">=", 1), chain)
-
-	// CHECK sees the rules, and misses them once they are gone.
-	g.Expect(e.check(b)).To(Succeed())
-	g.Expect(exec.Command("nft", "delete", "element", "bridge", portsec.TableName, "ports", `{ "`+b.hostIf()+`" }`).Run()).To(Succeed())
-	g.Expect(e.check(b)).To(MatchError(ContainSubstring("port security of " + b.hostIf() + " is missing")))
-
-	// DEL removes the port's rules.
-	g.Expect(e.del(a, nsA.Path())).To(Succeed())
-	out, err := exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(a.hostIf())).CombinedOutput()
-	g.Expect(err).To(HaveOccurred(), "chain of a deleted attachment: %s", out)
-}
-
-// TestPortSecurityOff: portSecurity false installs no rules for the port.
-func TestPortSecurityOff(t *testing.T) {
-	testutil.RequireRoot(t)
-	g := NewWithT(t)
-	e := newEnv(t, netconf.DatapathLinuxBridge, "1.0.0")
-	netns := cnitest.NewNS(t)
-	a := e.mustAdd(netns, e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))
-	t.Cleanup(func() { _ = e.del(a, netns.Path()) })
-	out, err := exec.Command("nft", "list", "chain", "bridge", portsec.TableName, portsec.ChainName(a.hostIf())).CombinedOutput()
-	g.Expect(err).To(HaveOccurred(), "no chain for a port without port security: %s", out)
-	g.Expect(plugin.HostIfName(a.containerID, a.ifName)).To(Equal(a.hostIf()))
+	return aMAC
 }
 
 // packetSocket opens an AF_PACKET socket for IPv4 frames on ifName in netns,

@@ -173,7 +173,7 @@ func (d *vethDatapath) CheckDevice(ctx context.Context, conf *netconf.NetConf, a
 	if err := br.Verify(ctx, a.HostIfName); err != nil {
 		return err
 	}
-	if a.PortSecurity {
+	if a.PortSecurity && a.Datapath != netconf.DatapathOVS { // OVS: CheckInterface, in the netns
 		return portsec.Check(ctx, a.HostIfName)
 	}
 	return nil
@@ -192,6 +192,13 @@ func (d *vethDatapath) CheckInterface(netns ns.NetNS, conf *netconf.NetConf, a *
 		peerIndex = peer
 		if err := checkLink(link, conf.MTU, mac); err != nil {
 			return err
+		}
+		if a.PortSecurity && a.Datapath == netconf.DatapathOVS {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			defer cancel()
+			if err := portsec.CheckEgress(ctx, a.IfName); err != nil {
+				return err
+			}
 		}
 		return offload.Verify(a.IfName, want)
 	})
@@ -222,7 +229,9 @@ func (d *vethDatapath) Exists(a *state.Attachment) error {
 // Remove removes the port's port security rules, deletes the host veth and
 // detaches the port; a bridge it cannot reach (OVSDB down) keeps the record.
 func (d *vethDatapath) Remove(ctx context.Context, a *state.Attachment) (kept bool, err error) {
-	if a.PortSecurity {
+	if a.PortSecurity && a.Datapath != netconf.DatapathOVS {
+		// On OVS the rules are on the pod interface's egress, in its netns:
+		// deleting the veth unhooks them and the netns takes them with it.
 		if err := portsec.Remove(ctx, a.HostIfName); err != nil {
 			return false, err
 		}

@@ -47,7 +47,9 @@ type Attachment struct {
 	// MAC is the container interface MAC address.
 	MAC string `json:"mac,omitempty"`
 	// PortSecurity is true once ADD may have installed port security rules
-	// for HostIfName (cni/pkg/portsec); DEL and GC remove them.
+	// (cni/pkg/portsec): for HostIfName in the host's bridge table on
+	// datapath LinuxBridge, on IfName's egress in Netns on datapath OVS. DEL
+	// and GC remove them.
 	PortSecurity bool `json:"portSecurity,omitempty"`
 	// IPAMType is the IPAM plugin that holds the attachment's addresses.
 	IPAMType string `json:"ipamType"`
