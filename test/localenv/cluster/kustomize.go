@@ -38,9 +38,17 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i, a := range agentArgs {
-		if strings.HasPrefix(a, "--cni-state-dir=") {
-			agentArgs[i] = "--cni-state-dir=" + CNIStateDir(o.Dir)
+	// The install-cni init container writes the node configuration the
+	// agent verifies: both get the cluster's CNI state directory.
+	installArgs, err := containerArgs(data, "DaemonSet", "fastpath-agent", "install-cni")
+	if err != nil {
+		return "", err
+	}
+	for _, list := range [][]string{agentArgs, installArgs} {
+		for i, a := range list {
+			if strings.HasPrefix(a, "--cni-state-dir=") {
+				list[i] = "--cni-state-dir=" + CNIStateDir(o.Dir)
+			}
 		}
 	}
 	local := func(component string) string { return "localhost/fastpath-" + component + ":local" }
@@ -86,8 +94,9 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 		"apiVersion": "apps/v1", "kind": "DaemonSet",
 		"metadata": map[string]string{"name": "fastpath-agent", "namespace": Namespace},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"nodeSelector": nil, // KubeVirt is not installed: no node is kubevirt.io/schedulable
-			"containers":   []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs}},
+			"nodeSelector":   nil, // KubeVirt is not installed: no node is kubevirt.io/schedulable
+			"initContainers": []map[string]any{{"name": "install-cni", "imagePullPolicy": "Never", "args": installArgs}},
+			"containers":     []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs}},
 			"volumes": []map[string]any{
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
@@ -106,8 +115,8 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 	return dir, nil
 }
 
-// containerArgs returns the args of container in the workload kind/name of
-// a multi-document manifest.
+// containerArgs returns the args of container (or init container) in the
+// workload kind/name of a multi-document manifest.
 func containerArgs(manifest []byte, kind, name, container string) ([]string, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
 	for {
@@ -129,7 +138,7 @@ func containerArgs(manifest []byte, kind, name, container string) ([]string, err
 		if w.Kind != kind || w.Metadata.Name != name {
 			continue
 		}
-		for _, c := range w.Spec.Template.Spec.Containers {
+		for _, c := range append(w.Spec.Template.Spec.InitContainers, w.Spec.Template.Spec.Containers...) {
 			if c.Name == container {
 				return append([]string(nil), c.Args...), nil
 			}
