@@ -162,4 +162,3 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 	}
 	return DefaultAttachmentSpec(out), nil
 }
-

@@ -272,9 +272,6 @@ func run(f flags) error {
 	return nil
 }
 
-// parseTransport turns --vsock-transport into a transport: "vsock" is
-// AF_VSOCK on the host CID; "unix:<dir>" is the UNIX-socket emulation rooted
-// at dir (returned as emulatedRoot).
 // relayOptions fills the relay limits left at 0 in flags from memoryLimit
 // (relay.BudgetsForMemory); a limit set by flag stays.
 func relayOptions(flags relay.Options, memoryLimit int64) relay.Options {
@@ -300,6 +297,9 @@ func envInt64(name string) int64 {
 	return v
 }
 
+// parseTransport turns --vsock-transport into a transport: "vsock" is
+// AF_VSOCK on the host CID; "unix:<dir>" is the UNIX-socket emulation rooted
+// at dir (returned as emulatedRoot).
 func parseTransport(s string) (t vsock.Transport, emulatedRoot string, err error) {
 	switch {
 	case s == "vsock":

@@ -69,7 +69,7 @@ type Installer struct {
 	// container installs them and the long-running agent, which mounts the
 	// CNI directories read-only, verifies them.
 	VerifyOnly bool
-	Log logr.Logger
+	Log        logr.Logger
 
 	mu sync.Mutex
 	// known maps a file identity to its sha256, so that unchanged files

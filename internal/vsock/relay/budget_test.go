@@ -187,7 +187,9 @@ func runCopyPathFlood(t *testing.T, budget int64) floodResult {
 	}, 20*time.Second).Should(BeNumerically(">=", floodDials-floodAdmitted), "connections over the namespace's cap are refused and counted")
 	g.Expect(r.Listeners()).To(ContainElement(And(HaveField("Attachment", tenantA), HaveField("ActiveConns", BeNumerically("<=", floodAdmitted)))))
 	// Stalled: every admitted push has filled its socket buffers.
-	g.Eventually(func() float64 { return e.metric(relay.MetricBytes, labelsWith(labelsA, "direction", relay.DirectionToTarget)) }, 20*time.Second).
+	g.Eventually(func() float64 {
+		return e.metric(relay.MetricBytes, labelsWith(labelsA, "direction", relay.DirectionToTarget))
+	}, 20*time.Second).
 		Should(BeNumerically(">=", float64(floodAdmitted*64<<10)), "every admitted connection pushed at least 64 KiB before the service stalled it")
 
 	close(stop)
@@ -199,7 +201,9 @@ func runCopyPathFlood(t *testing.T, budget int64) floodResult {
 	// back once the directions are quiet (lendQuiet).
 	releaseAll()
 	writers.Wait()
-	g.Eventually(func() float64 { return e.metric(relay.MetricBytes, labelsWith(labelsA, "direction", relay.DirectionToTarget)) }, 30*time.Second).
+	g.Eventually(func() float64 {
+		return e.metric(relay.MetricBytes, labelsWith(labelsA, "direction", relay.DirectionToTarget))
+	}, 30*time.Second).
 		Should(BeNumerically(">=", float64(floodAdmitted*floodPush)), "the admitted connections' bytes all arrive")
 	g.Eventually(lent, 10*time.Second).Should(BeZero(), "quiet connections give their buffers back")
 	close(sampling)
