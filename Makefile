@@ -17,8 +17,10 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 IMG ?= ghcr.io/fastpath-io/fastpath:dev
 BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
-# The harness's binaries, from the test/ module (docs/architecture.md): never shipped.
-HARNESS_BINARIES := fastpath-demo fastpath-cluster
+# The harness's one binary, from the test/ module (docs/architecture.md): never shipped.
+# fastpath-dev demo|cluster|images|soak.
+HARNESS_BINARIES := fastpath-dev
+DEV := $(BIN)/fastpath-dev
 # go in the harness module test/ (its own go.mod, replace => ../). An environment
 # variable for go goes after it: IN_HARNESS VAR=value go test ...
 IN_HARNESS := cd $(ROOT)/test &&
@@ -103,12 +105,12 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 
 .PHONY: images
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
-	$(GO_HARNESS) run ./cmd/fastpath-images build --out $(ROOT)/_out/images $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
 	@test -n "$(CONTAINERD_ADDRESS)" || { echo "images-import: set CONTAINERD_ADDRESS to the containerd socket"; exit 2; }
-	$(GO_HARNESS) run ./cmd/fastpath-images import --out $(ROOT)/_out/images --address $(CONTAINERD_ADDRESS) $(IMAGES)
+	$(GO_HARNESS) run ./cmd/fastpath-dev images import --out $(ROOT)/_out/images --address $(CONTAINERD_ADDRESS) $(IMAGES)
 
 ##@ Test
 
@@ -137,8 +139,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 
 .PHONY: soak
 soak: setup-core build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
-	cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-soak ./cmd/fastpath-soak
-	$(BIN)/fastpath-soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
+	$(DEV) soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
 
 .PHONY: e2e
 e2e: setup-core$(if $(FASTPATH_GUESTS),+guests+vsock,) build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.
@@ -157,7 +158,7 @@ bench: setup-core build ## Run the benchmarks: local node datapaths, CNI latency
 ##@ Cluster (a REAL single-node Kubernetes on this machine, root; docs/install.md)
 
 CLUSTER_DIR ?= $(ROOT)/_out/cluster
-CLUSTER := $(BIN)/fastpath-cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
+CLUSTER := $(DEV) cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
 
 .PHONY: cluster
 cluster: setup-core+tools+cluster build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=1: kubelet root /var/lib/kubelet and shared mounts, as KubeVirt needs (KubeVirt itself not yet installed).
@@ -165,7 +166,7 @@ cluster: setup-core+tools+cluster build images ## Start a real single-node clust
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).
-	@test -x $(BIN)/fastpath-cluster || (cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/fastpath-cluster ./cmd/fastpath-cluster)
+	@test -x $(DEV) || (cd test && CGO_ENABLED=0 go build -trimpath -o $(DEV) ./cmd/fastpath-dev)
 	$(CLUSTER) down
 
 .PHONY: cluster-install

@@ -204,7 +204,7 @@ func run(f flags) error {
 		Prober:          &probe.Host{OVS: ovs, DevDir: f.devDir},
 		Bridges:         &bridge.Manager{OVS: ovs, OVSDatapathType: f.ovsDatapathType, Log: ctrl.Log.WithName("bridge")},
 		Relay:           rl,
-		RelayEmulated:   emulatedRoot != "",
+		RelayTransport:  transport,
 		Sysctls:         &sysctl.Tuner{Apply: f.tuneSysctls, Log: ctrl.Log.WithName("sysctl")},
 		CNI:             cni,
 		AgentVersion:    agentVersion(),

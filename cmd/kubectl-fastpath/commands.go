@@ -19,14 +19,15 @@ import (
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
-// newDemoCmd is `demo ARGS`: fastpath-demo ARGS in place of this process.
+// newDemoCmd is `demo ARGS`: `fastpath-dev demo ARGS` (the harness's
+// development binary) in place of this process.
 func newDemoCmd(execve func(string, []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:                "demo [--full] [--guests=netns|qemu]",
-		Short:              "run Fastpath's whole job on this machine (root; runs fastpath-demo, see fastpath-demo --help)",
+		Short:              "run Fastpath's whole job on this machine (root; runs fastpath-dev demo, see fastpath-dev demo --help)",
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return execSibling(execve, "fastpath-demo", args)
+			return execSibling(execve, "fastpath-dev", append([]string{"demo"}, args...))
 		},
 	}
 }

@@ -1,7 +1,7 @@
 // Command kubectl-fastpath is the Fastpath kubectl plugin (`kubectl fastpath
 // ...` when it is on PATH):
 //
-//	demo [--full]               Fastpath's whole job on this machine, no cluster needed (root; runs fastpath-demo)
+//	demo [--full]               Fastpath's whole job on this machine, no cluster needed (root; runs fastpath-dev demo)
 //	status [-n NS | -A]         attachments and nodes, with per-VM detail
 //	bench report NAME [-o DIR]  a FastPathBenchmark's results: table, ratios, report.md/html
 //	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS)
@@ -9,7 +9,7 @@
 // Like every kubectl plugin it takes kubectl's connection flags
 // (k8s.io/cli-runtime genericclioptions: --kubeconfig, --context, -n, ...)
 // and finds the cluster through them, $KUBECONFIG or ~/.kube/config. demo
-// and bench local replace this process with fastpath-demo and fastpath-bench
+// and bench local replace this process with fastpath-dev demo and fastpath-bench
 // (beside this executable, else on PATH), so the plugin does not link the
 // local environment.
 package main

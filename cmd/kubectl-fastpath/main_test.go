@@ -72,18 +72,18 @@ func TestParseFlagsAnywhere(t *testing.T) {
 	g.Expect(*kube.KubeConfig).To(gomega.Equal("/k"))
 }
 
-// demo and bench local replace the process with fastpath-demo and
+// demo and bench local replace the process with fastpath-dev demo and
 // fastpath-bench local, found on PATH here, with the arguments as given.
 func TestDemoAndBenchLocalExecTheirPrograms(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"fastpath-demo", "fastpath-bench"} {
+	for _, name := range []string{"fastpath-dev", "fastpath-bench"} {
 		gomega.NewWithT(t).Expect(os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755)).To(gomega.Succeed())
 	}
 	t.Setenv("PATH", dir)
 	for _, tc := range []struct {
 		args, argv []string
 	}{
-		{[]string{"demo", "--full", "extra"}, []string{filepath.Join(dir, "fastpath-demo"), "--full", "extra"}},
+		{[]string{"demo", "--full", "extra"}, []string{filepath.Join(dir, "fastpath-dev"), "demo", "--full", "extra"}},
 		{[]string{"bench", "local", "--paths", "ceiling", "--help"}, []string{filepath.Join(dir, "fastpath-bench"), "local", "--paths", "ceiling", "--help"}},
 	} {
 		g := gomega.NewWithT(t)
@@ -101,7 +101,7 @@ func TestDemoAndBenchLocalExecTheirPrograms(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	var errb bytes.Buffer
 	g.Expect(Main(context.Background(), []string{"demo"}, &bytes.Buffer{}, &errb, noExec(t))).To(gomega.Equal(1))
-	g.Expect(errb.String()).To(gomega.ContainSubstring("failed to find fastpath-demo next to kubectl-fastpath or on PATH"))
+	g.Expect(errb.String()).To(gomega.ContainSubstring("failed to find fastpath-dev next to kubectl-fastpath or on PATH"))
 }
 
 func TestWriteStatus(t *testing.T) {

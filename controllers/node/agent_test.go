@@ -90,7 +90,7 @@ var _ = Describe("FastPathNode status", func() {
 		Expect(env.Client.Create(ctx, node)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(env.Client.Delete(ctx, node)).To(Succeed()) })
 
-		a := startAgent(name, func(r *agent.Reconciler) { r.RelayEmulated = false })
+		a := startAgent(name, func(r *agent.Reconciler) { r.RelayTransport = vsock.AFVSockTransport{} })
 		a.probe.set(func(c *fastpathv1alpha1.NodeCapabilities) { c.VhostVSOCK = false })
 		want := goodNode()
 		want.VhostVSOCK = false
@@ -309,7 +309,7 @@ var _ = Describe("vsock relay (over the UNIX-socket EMULATION of vsock)", func()
 			}}))
 			c := condition(fpn, fastpathv1alpha1.VSOCKRelayReadyCondition)
 			g.Expect(c).To(haveCondition(fpn, metav1.ConditionTrue, fastpathv1alpha1.ReasonRelayReady))
-			g.Expect(c.Message).To(Equal("relay serves 1 routes on ports 20001 (" + agent.EmulatedTransportNote + ")"))
+			g.Expect(c.Message).To(Equal("relay serves 1 routes on ports 20001 (" + agent.EmulatedTransportLabel + ": vsock emulated over UNIX sockets under " + a.vsockRoot + " (this end is CID 2))"))
 		}).Should(Succeed())
 
 		By("relaying an allowed guest and refusing another")
@@ -354,7 +354,7 @@ var _ = Describe("vsock relay (over the UNIX-socket EMULATION of vsock)", func()
 	})
 
 	It("needs /dev/vhost-vsock for routes on the real transport", func(ctx SpecContext) {
-		a := startAgent("", func(r *agent.Reconciler) { r.RelayEmulated = false })
+		a := startAgent("", func(r *agent.Reconciler) { r.RelayTransport = vsock.AFVSockTransport{} })
 		a.probe.set(func(c *fastpathv1alpha1.NodeCapabilities) { c.VhostVSOCK = false })
 		att := createAttachment(ctx, newNamespace(ctx), "db-link", nil, &fastpathv1alpha1.VSOCKSpec{
 			Services: []fastpathv1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}},

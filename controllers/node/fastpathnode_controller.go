@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/platform/phases"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
@@ -112,10 +113,13 @@ type Reconciler struct {
 	Bridges BridgeManager
 	// Relay is the vsock sibling relay.
 	Relay RelayProgrammer
-	// RelayEmulated is true when the relay runs over the UNIX-socket
-	// emulation of vsock (tests and the demo): /dev/vhost-vsock is then not
-	// needed, and status messages say the transport is emulated.
-	RelayEmulated bool
+	// RelayTransport is the relay's vsock transport, only described, never
+	// opened here: nil or vsock.AFVSockTransport is the kernel's AF_VSOCK,
+	// which needs /dev/vhost-vsock for routes. A transport that stands in
+	// for it (a vsock.Emulation, such as the UNIX-socket emulation) does not,
+	// and the VSOCKRelayReady message is labelled EMULATED with its
+	// vsock.EmulationNote.
+	RelayTransport vsock.Transport
 	// Sysctls, when set, is run on every reconcile.
 	Sysctls SysctlTuner
 	// CNI, when set, is run on every reconcile.

@@ -13,6 +13,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 // List limits of FastPathNodeStatus (the CRD's MaxItems).
@@ -26,9 +27,19 @@ const (
 // maxMessageParts bounds how many problems one condition message lists.
 const maxMessageParts = 5
 
-// EmulatedTransportNote labels relay messages when the relay runs over the
-// UNIX-socket emulation of vsock.
-const EmulatedTransportNote = "EMULATED vsock transport (UNIX sockets), not AF_VSOCK"
+// EmulatedTransportLabel starts the note that ends the VSOCKRelayReady
+// message when the relay's transport stands in for AF_VSOCK:
+// " (EMULATED vsock transport, not AF_VSOCK: <vsock.EmulationNote>)".
+const EmulatedTransportLabel = "EMULATED vsock transport, not AF_VSOCK"
+
+// transportNote is the note that labels the relay's messages when transport
+// is not the kernel's AF_VSOCK, else "".
+func transportNote(transport vsock.Transport) string {
+	if n := vsock.EmulationNote(transport); n != "" {
+		return " (" + EmulatedTransportLabel + ": " + n + ")"
+	}
+	return ""
+}
 
 // computeStatus derives the FastPathNode status from what one reconcile
 // observed; conditions keep their LastTransitionTime when their status does
@@ -49,7 +60,7 @@ func (r *Reconciler) computeStatus(fpn *fastpathv1alpha1.FastPathNode, obs *obse
 	}
 	gen := fpn.Generation
 	setBridgesReadyCondition(&st.Conditions, obs, gen)
-	setVSOCKRelayReadyCondition(&st.Conditions, obs, gen, r.RelayEmulated)
+	setVSOCKRelayReadyCondition(&st.Conditions, obs, gen, transportNote(r.RelayTransport))
 	setSiblingBackendsReadyCondition(&st.Conditions, obs, gen, r.Siblings != nil || len(obs.siblings) > 0)
 	setReadyCondition(&st.Conditions, obs, gen)
 	return st
@@ -108,18 +119,16 @@ func setBridgesReadyCondition(conds *[]metav1.Condition, obs *observed, gen int6
 // setVSOCKRelayReadyCondition: False with RelayFailed when a route is invalid
 // or its listener could not be opened, else VhostVSOCKMissing when routes
 // exist but /dev/vhost-vsock does not (real transport only); True with
-// NoRoutes or RelayReady otherwise.
-func setVSOCKRelayReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64, emulated bool) {
+// NoRoutes or RelayReady otherwise. note (of transportNote) ends every
+// message but VhostVSOCKMissing's; a transport with a note is emulated.
+func setVSOCKRelayReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64, note string) {
 	c := metav1.Condition{Type: fastpathv1alpha1.VSOCKRelayReadyCondition, ObservedGeneration: gen}
 	var problems []string
 	problems = append(problems, obs.routeProbs...)
 	if obs.relayErr != nil {
 		problems = append(problems, obs.relayErr.Error())
 	}
-	note := ""
-	if emulated {
-		note = " (" + EmulatedTransportNote + ")"
-	}
+	emulated := note != ""
 	switch {
 	case len(problems) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fastpathv1alpha1.ReasonRelayFailed

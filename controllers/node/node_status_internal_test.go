@@ -17,6 +17,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
@@ -93,7 +94,7 @@ func TestConditions(t *testing.T) {
 			obs:      observed{caps: fastpathv1alpha1.NodeCapabilities{VhostNet: true, Tun: true}, routes: oneRoute},
 			emulated: true,
 			bridges:  wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonNoBridgesWanted, ""},
-			relay:    wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonRelayReady, "(" + EmulatedTransportNote + ")"},
+			relay:    wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonRelayReady, "(" + EmulatedTransportLabel + ": vsock emulated over UNIX sockets under /run/fp (this end is CID 2))"},
 			ready:    wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonReady, ""},
 		},
 		{
@@ -113,7 +114,10 @@ func TestConditions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := &Reconciler{RelayEmulated: tc.emulated}
+			r := &Reconciler{}
+			if tc.emulated {
+				r.RelayTransport = vsock.NewUnixTransport("/run/fp", vsock.HostCID)
+			}
 			fpn := &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
 			st := r.computeStatus(fpn, &tc.obs)
 			for typ, want := range map[string]wantCond{

@@ -159,8 +159,9 @@ func startAgent(node string, customise func(*agent.Reconciler)) *agentUnderTest 
 		vsockRoot: GinkgoT().TempDir(),
 	}
 	var err error
+	transport := vsock.NewUnixTransport(a.vsockRoot, vsock.HostCID)
 	a.relay, err = relay.New(relay.Options{
-		Transport:  vsock.NewUnixTransport(a.vsockRoot, vsock.HostCID),
+		Transport:  transport,
 		Registerer: prometheus.NewRegistry(),
 		Logger:     ctrl.Log.WithName("relay"),
 	})
@@ -175,16 +176,16 @@ func startAgent(node string, customise func(*agent.Reconciler)) *agentUnderTest 
 	})
 	Expect(err).NotTo(HaveOccurred())
 	r := &agent.Reconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		NodeName:      a.node,
-		Prober:        a.probe,
-		Bridges:       a.bridges,
-		Relay:         a.relay,
-		RelayEmulated: true,
-		AgentVersion:  "v0.0.0-envtest",
-		ResyncPeriod:  200 * time.Millisecond,
-		RetryPeriod:   200 * time.Millisecond,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		NodeName:       a.node,
+		Prober:         a.probe,
+		Bridges:        a.bridges,
+		Relay:          a.relay,
+		RelayTransport: transport,
+		AgentVersion:   "v0.0.0-envtest",
+		ResyncPeriod:   200 * time.Millisecond,
+		RetryPeriod:    200 * time.Millisecond,
 	}
 	if customise != nil {
 		customise(r)

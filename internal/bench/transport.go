@@ -84,8 +84,8 @@ func (t TransportOptions) Transport() vsock.Transport {
 // EmulationNote says what is emulated, for machine.emulated; "" for real
 // AF_VSOCK.
 func (t TransportOptions) EmulationNote() string {
-	if dir, ok := t.unixDir(); ok {
-		return fmt.Sprintf("vsock emulated over UNIX sockets under %s (this end is CID %d)", dir, t.CID)
+	if _, ok := t.unixDir(); ok {
+		return vsock.EmulationNote(t.Transport())
 	}
 	return ""
 }

@@ -18,3 +18,21 @@ type Transport interface {
 	// the connection setup only, not the life of the returned connection.
 	Dial(ctx context.Context, cid, port uint32) (net.Conn, error)
 }
+
+// Emulation is implemented by a Transport that stands in for the kernel's
+// AF_VSOCK (UnixTransport), so that what runs over it (a relay's status, a
+// benchmark's results) can say it was not real vsock.
+type Emulation interface {
+	// EmulationNote says what stands in for AF_VSOCK, e.g. "vsock emulated
+	// over UNIX sockets under /run/x (this end is CID 2)".
+	EmulationNote() string
+}
+
+// EmulationNote is t's EmulationNote when t is an Emulation, else "": t is
+// the kernel's AF_VSOCK (or nil).
+func EmulationNote(t Transport) string {
+	if e, ok := t.(Emulation); ok {
+		return e.EmulationNote()
+	}
+	return ""
+}

@@ -75,7 +75,16 @@ func NewUnixTransport(root string, cid uint32) *UnixTransport {
 	return &UnixTransport{Root: root, CID: cid}
 }
 
-var _ Transport = (*UnixTransport)(nil)
+var (
+	_ Transport = (*UnixTransport)(nil)
+	_ Emulation = (*UnixTransport)(nil)
+)
+
+// EmulationNote says the transport is the UNIX-socket emulation, where its
+// sockets are and which CID this end is.
+func (t *UnixTransport) EmulationNote() string {
+	return fmt.Sprintf("vsock emulated over UNIX sockets under %s (this end is CID %d)", t.Root, t.CID)
+}
 
 // SocketPath returns the socket file of (cid, port): <Root>/<cid>/<port>.sock.
 func (t *UnixTransport) SocketPath(cid, port uint32) string {

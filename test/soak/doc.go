@@ -16,6 +16,6 @@
 // retried the way a runtime retries (DEL, then ADD again); each is listed
 // with its error. A part passes when lost and leaked are 0.
 //
-// test/cmd/fastpath-soak runs the full soak (make soak); the package's test runs
+// test/cmd/fastpath-dev soak runs the full soak (make soak); the package's test runs
 // a short version of every part (make test).
 package soak

@@ -57,11 +57,15 @@ type node struct {
 	name   string
 	socket string // OVSDB endpoint
 	marker string // bridge marker of this test
+	// vsockRoot is the node's emulated vsock directory: every agent
+	// instance of the node relays under it, as a restarted agent keeps its
+	// --vsock-transport.
+	vsockRoot string
 }
 
 func newNode(t *testing.T) *node {
 	testutil.RequireRoot(t)
-	return &node{t: t, name: testutil.UniqueName("node-"), socket: testutil.StartOVS(t), marker: testutil.UniqueName("test-")}
+	return &node{t: t, name: testutil.UniqueName("node-"), socket: testutil.StartOVS(t), marker: testutil.UniqueName("test-"), vsockRoot: t.TempDir()}
 }
 
 // newInstance returns a reconciler with its own OVSDB connection, bridge
@@ -70,20 +74,21 @@ func (n *node) newInstance() *agent.Reconciler {
 	t := n.t
 	conn := ovsdb.NewConn(n.socket, testr.New(t))
 	t.Cleanup(conn.Close)
-	rl, err := relay.New(relay.Options{Transport: vsock.NewUnixTransport(t.TempDir(), vsock.HostCID), Registerer: prometheus.NewRegistry()})
+	transport := vsock.NewUnixTransport(n.vsockRoot, vsock.HostCID)
+	rl, err := relay.New(relay.Options{Transport: transport, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rl.Close() })
 	return &agent.Reconciler{
-		Client:        env.Client,
-		APIReader:     env.Client,
-		NodeName:      n.name,
-		Prober:        &probe.Host{OVS: conn},
-		Bridges:       &bridge.Manager{OVS: conn, OVSDatapathType: ovsdb.DatapathNetdev, Marker: n.marker, Log: testr.New(t)},
-		Relay:         rl,
-		RelayEmulated: true,
-		AgentVersion:  "v0.0.0-root-test",
+		Client:         env.Client,
+		APIReader:      env.Client,
+		NodeName:       n.name,
+		Prober:         &probe.Host{OVS: conn},
+		Bridges:        &bridge.Manager{OVS: conn, OVSDatapathType: ovsdb.DatapathNetdev, Marker: n.marker, Log: testr.New(t)},
+		Relay:          rl,
+		RelayTransport: transport,
+		AgentVersion:   "v0.0.0-root-test",
 	}
 }
 

@@ -1,50 +1,39 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fastpath-io/fastpath/test/localenv/cluster"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// Main runs the command line args and returns the exit status: 0 on success
-// and for --help, 1 when a step failed, 2 for a command line it rejects.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// newClusterCmd is `cluster up|down|install`: a REAL single-node Kubernetes
+// cluster on this machine (test/localenv/cluster): `up` (make cluster),
+// `down` (make cluster-down) and `install` (make cluster-install: helm
+// install of charts/fastpath with the local images, or kubectl apply -k
+// config/default).
+func newClusterCmd(a *app) *cobra.Command {
 	var o cluster.Options
 	var kustomize bool
-	started := false
-	root := &cobra.Command{
-		Use:           "fastpath-cluster",
-		Short:         "A REAL single-node Kubernetes cluster here: kubelet, containerd, Multus, no KubeVirt (root; run in the repository root)",
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
+	root := group(&cobra.Command{
+		Use:   "cluster",
+		Short: "A REAL single-node Kubernetes cluster here: kubelet, containerd, Multus, no KubeVirt (root; run in the repository root)",
+	})
 	root.PersistentFlags().StringVar(&o.Dir, "dir", "_out/cluster", "directory of everything the cluster writes")
 	root.PersistentFlags().StringVar(&o.BinDir, "bin-dir", "bin", "directory of the Kubernetes binaries, crictl and multus (make setup)")
 	root.PersistentFlags().StringVar(&o.ImagesDir, "images-dir", "_out/images", "directory of the image archives of make images")
 	abs := func() error {
 		for _, p := range []*string{&o.Dir, &o.BinDir, &o.ImagesDir} {
-			a, err := filepath.Abs(*p)
+			abs, err := filepath.Abs(*p)
 			if err != nil {
 				return err
 			}
-			*p = a
+			*p = abs
 		}
-		o.Out = stdout
-		started = true
+		o.Out = a.stdout
+		a.started = true
 		return nil
 	}
 	up := &cobra.Command{
@@ -60,7 +49,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return err
 			}
 			for _, k := range []string{"kubelet", "containerd", "runc", "multus"} {
-				fmt.Fprintf(stdout, "cluster: %-10s %s\n", k, c.Versions[k])
+				fmt.Fprintf(a.stdout, "cluster: %-10s %s\n", k, c.Versions[k])
 			}
 			return nil
 		},
@@ -84,7 +73,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if len(left) > 0 {
 				return fmt.Errorf("left behind: %v", left)
 			}
-			fmt.Fprintln(stdout, "cluster: nothing left behind (processes, shims, mounts, cgroups, netns, links, nftables, sockets)")
+			fmt.Fprintln(a.stdout, "cluster: nothing left behind (processes, shims, mounts, cgroups, netns, links, nftables, sockets)")
 			return nil
 		},
 	}
@@ -101,15 +90,5 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	install.Flags().BoolVar(&kustomize, "kustomize", false, "install with kubectl apply -k config/default instead of helm")
 	root.AddCommand(up, down, install)
-	root.SetArgs(args)
-	root.SetOut(stderr)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "fastpath-cluster: %v\n", err)
-		if started {
-			return 1
-		}
-		return 2
-	}
-	return 0
+	return root
 }
