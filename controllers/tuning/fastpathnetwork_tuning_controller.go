@@ -35,9 +35,10 @@ const ControllerName = "fastpathnetwork-tuning"
 const NetworkLabel = "fastpath.io/tuning-network"
 
 // StepOverhead is what one benchmark of a sweep may take beyond its netperf
-// runs: scheduling two pods, the CNI ADD, the runner Job. 2 minutes, as a
-// first bound on a loaded 2-core machine (the Job start measured there takes
-// 10-40 s); the sweep's bound is the steps times (runs + this).
+// runs: scheduling two pods, the CNI ADD, the runner Job. 2 minutes is a
+// generous first bound, not a measured figure (the Pod-mode e2e spec gives a
+// whole benchmark 8 minutes); the sweep's bound is the steps times
+// (runs + this).
 const StepOverhead = 2 * time.Minute
 
 // Reconciler reconciles the tuning of FastPathNetworks.
