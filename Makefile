@@ -65,7 +65,7 @@ generate: setup-core+tools ## Generate deepcopy code (controller-gen object).
 .PHONY: manifests
 manifests: setup-core+tools ## Generate CRDs and RBAC into config/, and copy the CRDs into the Helm chart.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths="{./controllers/attachment/...,./controllers/benchmark/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths="{./controllers/attachment/...,./controllers/benchmark/...,./controllers/tuning/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml charts/fastpath/crds/
 	$(CONTROLLER_GEN) rbac:roleName=fastpath-agent paths="{./controllers/node/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	cp config/rbac/role.yaml charts/fastpath/files/operator-role.yaml

@@ -206,3 +206,31 @@ const (
 	// from) this node.
 	ReasonNodeLabelFailed = "NodeLabelFailed"
 )
+
+// FastPathNetwork condition types.
+const (
+	// TuningReadyCondition: every node serving the network has a
+	// recommendation from its latest sweep (spec.tuning.mode Recommend or Apply).
+	TuningReadyCondition = "TuningReady"
+)
+
+// FastPathNetwork tuning reasons (condition TuningReady and Events).
+const (
+	// ReasonTuningOff: spec.tuning.mode is Off; nothing is measured or applied.
+	ReasonTuningOff = "TuningOff"
+	// ReasonNoNodes: no Ready FastPathNode serves the network yet.
+	ReasonNoNodes = "NoNodes"
+	// ReasonSweeping: a node is being measured; the message names it.
+	ReasonSweeping = "Sweeping"
+	// ReasonRecommended: every node has a recommendation.
+	ReasonRecommended = "Recommended"
+	// ReasonApplied: every node has a recommendation and new attachments
+	// default to status.tuning.applied.
+	ReasonApplied = "Applied"
+	// ReasonAllCandidatesFailed: on some node no candidate succeeded; the
+	// message names the node, and nothing is recommended there.
+	ReasonAllCandidatesFailed = "AllCandidatesFailed"
+	// ReasonSweepFailed: the sweep of a node could not run (its objects
+	// could not be created, or it exceeded its bound); the message says why.
+	ReasonSweepFailed = "SweepFailed"
+)

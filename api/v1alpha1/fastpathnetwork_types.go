@@ -59,6 +59,8 @@ type MTURange struct {
 // FastPathNetworkSpec is a node-local L2 network a cluster admin offers to
 // tenants: which switch, which bridge, the limits attachments must respect,
 // and which namespaces may attach.
+// +kubebuilder:validation:XValidation:rule="!has(self.tuning) || !has(self.tuning.candidates) || !has(self.tuning.candidates.mtus) || self.tuning.candidates.mtus.all(m, m >= (has(self.mtu) && has(self.mtu.min) ? self.mtu.min : 1280) && m <= (has(self.mtu) && has(self.mtu.max) ? self.mtu.max : 9000))",message="spec.tuning.candidates.mtus must each lie within spec.mtu.min (default 1280) and spec.mtu.max (default 9000)",fieldPath=".tuning.candidates.mtus"
+// +kubebuilder:validation:XValidation:rule="!has(self.tuning) || !has(self.tuning.candidates) || !has(self.tuning.candidates.offloads) || ((!has(self.offloadPolicy) || self.offloadPolicy != 'Fixed') && (!has(self.datapath) || self.datapath != 'Macvtap'))",message="spec.tuning.candidates.offloads must be empty when spec.offloadPolicy is Fixed or spec.datapath is Macvtap: only the network's spec.offloads are allowed there",fieldPath=".tuning.candidates.offloads"
 // +kubebuilder:validation:XValidation:rule="!has(self.datapath) || self.datapath != 'Macvtap' || self.bridge.matches('^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$')",message="spec.bridge must start and end with a letter or digit when spec.datapath is Macvtap: it names the device plugin resource macvtap.fastpath.io/<bridge>",fieldPath=".bridge"
 // +kubebuilder:validation:XValidation:rule="!has(self.datapath) || self.datapath != 'Macvtap' || !has(self.offloads) || ((!has(self.offloads.tso) || self.offloads.tso == 'On') && (!has(self.offloads.gso) || self.offloads.gso == 'On') && (!has(self.offloads.gro) || self.offloads.gro == 'On') && (!has(self.offloads.txChecksum) || self.offloads.txChecksum == 'On'))",message="spec.offloads must all be On when spec.datapath is Macvtap: the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO",fieldPath=".offloads"
 type FastPathNetworkSpec struct {
@@ -118,10 +120,22 @@ type FastPathNetworkSpec struct {
 	// share one L2 segment. Required, so that sharing is always a decision.
 	// +required
 	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
+
+	// tuning makes the network measure its own datapath on each node and
+	// recommend or apply the MTU and offloads that win (issue 27;
+	// docs/design.md §5.5). Default: mode Off.
+	// +optional
+	Tuning *NetworkTuning `json:"tuning,omitempty"`
 }
 
-// FastPathNetworkStatus is reserved for a later network controller.
+// FastPathNetworkStatus is written by the tuning controller.
 type FastPathNetworkStatus struct {
+	// observedGeneration is the generation the tuning controller last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// tuning is the result of the network's sweeps.
+	// +optional
+	Tuning *NetworkTuningStatus `json:"tuning,omitempty"`
 	// conditions of the network.
 	// +optional
 	// +listType=map
@@ -136,6 +150,8 @@ type FastPathNetworkStatus struct {
 // +kubebuilder:printcolumn:name="Datapath",type=string,JSONPath=`.spec.datapath`
 // +kubebuilder:printcolumn:name="Bridge",type=string,JSONPath=`.spec.bridge`
 // +kubebuilder:printcolumn:name="MaxMTU",type=integer,JSONPath=`.spec.mtu.max`
+// +kubebuilder:printcolumn:name="Tuning",type=string,JSONPath=`.spec.tuning.mode`
+// +kubebuilder:printcolumn:name="TuningReady",type=string,JSONPath=`.status.conditions[?(@.type=="TuningReady")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // FastPathNetwork is a cluster-scoped, admin-owned node-local network that

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
+	"github.com/fastpath-io/fastpath/controllers/tuning"
 	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
@@ -39,6 +40,7 @@ type flags struct {
 	relayPortRange   string
 	relayPortsPerNS  int
 	runnerImage      string
+	tuningNamespace  string
 	domainHookImage  string
 	macvtapBinding   string
 	concurrency      int
@@ -57,6 +59,7 @@ func main() {
 	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
 	flag.IntVar(&f.relayPortsPerNS, "relay-ports-per-namespace", attachment.DefaultRelayPortsPerNamespace, "Relay ports the attachments of one namespace hold at most (1 or more).")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
+	flag.StringVar(&f.tuningNamespace, "tuning-namespace", "fastpath-system", "Namespace of the FastPathAttachments and FastPathBenchmarks a tuning FastPathNetwork's sweep creates (the operator's namespace); the network's namespaceSelector must admit it.")
 	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook sidecar (fastpath-domain-hook) added to the hooks.kubevirt.io/hookSidecars template annotation of every VM an attachment with spec.network wires; needs KubeVirt's Sidecar feature gate. Empty: no sidecar, and the ring sizes, queue cap and offloads in fastpath.io/tuning have no effect.")
 	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers the macvtap network binding plugin (spec.configuration.network.binding.<name>: {domainAttachmentType: tap}); VMs on datapath Macvtap networks are wired with it.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
@@ -155,6 +158,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts at
 		return nil
 	}
 	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage, KubeVirtAbsent: attOpts.KubeVirtAbsent}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
+		return err
+	}
+	// The tuning sweep measures through FastPathBenchmarks, so it needs the
+	// runner image too.
+	if err := (&tuning.Reconciler{Namespace: f.tuningNamespace}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}
 

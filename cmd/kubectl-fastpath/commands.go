@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,4 +195,34 @@ func writeBenchmarkReport(stdout, stderr io.Writer, b *fastpathv1alpha1.FastPath
 	}
 	fmt.Fprintf(stderr, "wrote %s and %d more files in %s\n", filepath.Join(dir, "results.json"), len(files), dir)
 	return nil
+}
+
+func newTuningCmd(kube *genericclioptions.ConfigFlags, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tuning NETWORK",
+		Short: "a FastPathNetwork's tuning: per node the evidence per candidate, the recommendation and a chart",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("tuning needs one FastPathNetwork name, got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := newClient(kube)
+			if err != nil {
+				return err
+			}
+			n := &fastpathv1alpha1.FastPathNetwork{}
+			if err := c.Get(cmd.Context(), types.NamespacedName{Name: args[0]}, n); err != nil {
+				return fmt.Errorf("failed to get FastPathNetwork %s: %w", args[0], err)
+			}
+			t := fastpathv1alpha1.DefaultTuning(fastpathv1alpha1.DefaultNetworkSpec(n.Spec))
+			fmt.Fprintf(stdout, "FastPathNetwork %s: tuning %s", n.Name, t.Mode)
+			if c := apimeta.FindStatusCondition(n.Status.Conditions, fastpathv1alpha1.TuningReadyCondition); c != nil {
+				fmt.Fprintf(stdout, ", %s: %s", c.Reason, c.Message)
+			}
+			fmt.Fprintln(stdout)
+			return report.WriteTuningReport(stdout, n.Status.Tuning, t.Objective)
+		},
+	}
 }

@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec fun
 	root.SetOut(stderr)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newDemoCmd(exec), newStatusCmd(kube, stdout), newBenchCmd(kube, stdout, stderr, exec))
+	root.AddCommand(newDemoCmd(exec), newStatusCmd(kube, stdout), newBenchCmd(kube, stdout, stderr, exec), newTuningCmd(kube, stdout))
 	started := false
 	var markStarted func(*cobra.Command)
 	markStarted = func(c *cobra.Command) {

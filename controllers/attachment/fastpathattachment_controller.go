@@ -156,7 +156,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	}
 	err := b.Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
 		Watches(&v1alpha1.FastPathNetwork{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNetwork),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, tunedDefaultChanged))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(options).

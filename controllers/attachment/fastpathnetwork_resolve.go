@@ -14,6 +14,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
@@ -45,6 +47,12 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 		if gerr := r.Cache.Get(ctx, types.NamespacedName{Name: s.att.Namespace}, ns); gerr != nil {
 			return spec, fmt.Errorf("failed to get Namespace %s: %w", s.att.Namespace, gerr)
 		}
+		if mtu, ok := v1alpha1.TunedDefaultMTU(net, s.att.CreationTimestamp); ok && spec.Network.MTU == nil {
+			// A network in tuning mode Apply (issue 27): attachments created
+			// since the recommendation was applied default to its MTU.
+			spec = *spec.DeepCopy()
+			spec.Network.MTU = &mtu
+		}
 		var resolved v1alpha1.FastPathAttachmentSpec
 		if resolved, err = v1alpha1.ResolveNetwork(spec, ns.Labels, net); err == nil {
 			s.network = net.Name
@@ -68,6 +76,26 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 	}
 	return spec, s.invalidSpec("%s", err.Error())
 }
+
+// tunedDefaultChanged passes a FastPathNetwork update whose
+// status.tuning.appliedAt changed: the tuned default MTU (issue 27) lives in
+// status, which the generation does not count, and an attachment created
+// just after it was applied may have been resolved on an older copy.
+var tunedDefaultChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.FastPathNetwork)
+	n, ok2 := e.ObjectNew.(*v1alpha1.FastPathNetwork)
+	if !ok1 || !ok2 {
+		return false
+	}
+	var a, b *metav1.Time
+	if o.Status.Tuning != nil {
+		a = o.Status.Tuning.AppliedAt
+	}
+	if n.Status.Tuning != nil {
+		b = n.Status.Tuning.AppliedAt
+	}
+	return !a.Equal(b)
+}}
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=delete
 

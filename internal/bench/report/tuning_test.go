@@ -1,0 +1,38 @@
+package report
+
+import (
+	"bytes"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+func TestWriteTuningReport(t *testing.T) {
+	g := NewWithT(t)
+	on := &v1alpha1.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}
+	st := &v1alpha1.NetworkTuningStatus{Nodes: []v1alpha1.NodeTuning{{
+		Node: "n1", Kernel: "6.18", Datapath: "LinuxBridge", MarginPercent: "12.5",
+		Recommended: &v1alpha1.TuningSetting{MTU: 9000, Offloads: on},
+		Evidence: []v1alpha1.TuningEvidence{
+			{MTU: 1500, Offloads: on, Repetitions: 3, MedianMbps: 10000, MinMbps: 9000, MaxMbps: 11000, ServiceDemandUsPerKB: "0.400"},
+			{MTU: 9000, Offloads: on, Repetitions: 3, MedianMbps: 20000, MinMbps: 18000, MaxMbps: 20000, ServiceDemandUsPerKB: "0.300"},
+			{MTU: 65520, Offloads: on, Repetitions: 2, Failed: "repetition 1: lost"},
+		}}}}
+	var b bytes.Buffer
+	g.Expect(WriteTuningReport(&b, st, v1alpha1.ObjectiveThroughput)).To(Succeed())
+	out := b.String()
+	g.Expect(out).To(ContainSubstring("9000 *"))
+	g.Expect(out).To(ContainSubstring("10.00 (9.00-11.00)"))
+	g.Expect(out).To(ContainSubstring("Recommended: * MTU 9000"))
+	g.Expect(out).To(ContainSubstring("12.5% over the runner-up"))
+	g.Expect(out).To(ContainSubstring("repetition 1: lost"))
+	g.Expect(out).To(ContainSubstring("    9000  ###################################|#### 20.00"))
+	g.Expect(out).To(ContainSubstring("    1500  #################|##--"))
+	g.Expect(out).To(ContainSubstring(" 65520  (failed)"))
+
+	b.Reset()
+	g.Expect(WriteTuningReport(&b, nil, v1alpha1.ObjectiveThroughput)).To(Succeed())
+	g.Expect(b.String()).To(Equal("No node measured yet.\n"))
+}
