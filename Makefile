@@ -31,10 +31,11 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
 .PHONY: setup
-setup: ## Install apt packages and build tools into bin/: every part (root; idempotent).
+setup: ## Install apt packages and build tools into bin/: every part but kubevirt (root; idempotent).
 	@bash hack/setup.sh
 
 # setup-<parts>: hack/setup.sh with the parts named, '+' between them (setup-core+tools).
+# setup-kubevirt builds KubeVirt from source into bin/kubevirt/<version>/ (docs/kubevirt.md).
 setup-%:
 	@bash hack/setup.sh $(subst +, ,$*)
 
