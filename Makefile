@@ -106,6 +106,10 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-images build --out $(ROOT)/_out/images $(IMAGES)
 
+.PHONY: kubevirt-images
+kubevirt-images: setup-core+cluster+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) without a daemon into _out/images/ (docs/kubevirt.md).
+	$(GO_HARNESS) run ./cmd/fastpath-images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher
+
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
 	@test -n "$(CONTAINERD_ADDRESS)" || { echo "images-import: set CONTAINERD_ADDRESS to the containerd socket"; exit 2; }
