@@ -30,7 +30,7 @@ const VirtqemudShimPath = "/usr/sbin/virtqemud"
 // As root, libvirtd is in system mode at /var/run/libvirt/libvirt-sock, which
 // qemu:///system dials. exec keeps the PID, the stderr pipe and the ambient
 // CAP_NET_BIND_SERVICE virt-launcher gives it.
-const VirtqemudShim = `#!/bin/sh
+const VirtqemudShim = `#!/bin/bash
 # virtqemud stand-in (Fastpath test/localenv/images): Debian ships libvirtd only.
 set -eu
 if [ "$(id -u)" != 0 ]; then
@@ -68,7 +68,7 @@ var (
 		Debs: []string{"ca-certificates", "bash", "coreutils", "findutils", "procps", "psmisc", "iproute2", "libatm1", "nftables", "ethtool",
 			"gawk", "grep", "sed", "gzip", "tar", "xorriso", "passt", "dmidecode",
 			"libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
-			"qemu-system-x86", "qemu-system-data", "qemu-utils", "seabios", "ipxe-qemu"},
+			"qemu-system-x86", "qemu-system-common", "qemu-system-data", "qemu-utils", "seabios", "ipxe-qemu"},
 		ExtraUsers: []User{{Name: "qemu", ID: QemuUID, Home: "/home/qemu"}}}
 )
 
