@@ -243,7 +243,8 @@ if [[ "$(cat "${KV_OUT}/.stamp" 2>/dev/null)" != "${KV_STAMP}" ]]; then
     "${KV_OUT}.tmp/manifest-templator" --process-vars --namespace=kubevirt --cdi-namespace=cdi \
       --container-prefix=localhost/kubevirt --image-prefix= --container-tag="${KV_VERSION}" \
       --csv-version="${KV_VERSION#v}" --image-pull-policy=IfNotPresent --infra-replicas=1 --verbosity=2 \
-      --feature-gates= --package-name=kubevirt-operator --input-file="${KV_OUT}.tmp/${m}.yaml.in" \
+      --feature-gates= --package-name=kubevirt-operator --kubevirt-logo-path="${KV_SRC}/assets/kubevirt_logo.png" \
+      --input-file="${KV_OUT}.tmp/${m}.yaml.in" \
       | sed -e '${/^$/d;}' >"${KV_OUT}.tmp/${m}.yaml"
     rm "${KV_OUT}.tmp/${m}.yaml.in"
   done
