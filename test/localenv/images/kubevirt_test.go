@@ -70,7 +70,7 @@ func TestKubeVirtImagesHoldWhatKubeVirtsImageDefinitionsSay(t *testing.T) {
 		"virt-api":        passwdImage,
 		"virt-controller": passwdImage,
 		"virt-handler": {
-			files:  map[string]os.FileMode{"/usr/bin/virt-chroot": 0o755, "/etc/nsswitch.conf": 0o644, "/bin/bash": 0, "/usr/bin/mount": 0},
+			files:  map[string]os.FileMode{"/usr/bin/virt-chroot": 0o755, "/etc/nsswitch.conf": 0o644, "/bin/bash": 0, "/usr/bin/nsenter": 0},
 			passwd: []string{"qemu:x:107:107:"},
 		},
 		"virt-launcher": {
