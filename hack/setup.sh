@@ -14,7 +14,7 @@
 #   - etcd from Debian's etcd-server, linked into bin/
 #
 # Parts, so that each make target builds only what it runs (hack/setup.sh PART...; no
-# argument: all of them, as `make setup` and `make test`):
+# argument: all of them but kubevirt, as `make setup` and `make test`):
 #   core     apt packages of the node datapaths and the benchmark; etcd, kube-apiserver,
 #            kubectl (the embedded control plane of make demo, envtest, the e2e suite)
 #   tools    controller-gen and helm (make generate, manifests, verify; chart tests)
