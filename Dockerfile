@@ -10,7 +10,7 @@
 #   docker build --target domain-hook  -t fastpath-domain-hook . # KubeVirt sidecar (onDefineDomain)
 
 ARG GO_VERSION=1.26
-ARG KUBEVIRT_VERSION=v1.6.0
+ARG KUBEVIRT_VERSION=v1.7.0
 # vhost-device-vsock (rust-vmm, crates.io), the vhost-user vsock backend the agent runs
 # for vsock mode Sibling (docs/vsock-sibling.md), patched; hack/setup.sh pins the same
 # version and applies the same patches.

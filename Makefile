@@ -33,10 +33,11 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
 .PHONY: setup
-setup: ## Install apt packages and build tools into bin/: every part (root; idempotent).
+setup: ## Install apt packages and build tools into bin/: every part but kubevirt (root; idempotent).
 	@bash hack/setup.sh
 
 # setup-<parts>: hack/setup.sh with the parts named, '+' between them (setup-core+tools).
+# setup-kubevirt builds KubeVirt from source into bin/kubevirt/<version>/ (docs/kubevirt.md).
 setup-%:
 	@bash hack/setup.sh $(subst +, ,$*)
 
@@ -106,6 +107,10 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 .PHONY: images
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
+
+.PHONY: kubevirt-images
+kubevirt-images: setup-core+cluster+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) without a daemon into _out/images/ (docs/kubevirt.md).
+	$(GO_HARNESS) run ./cmd/fastpath-images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).

@@ -14,7 +14,7 @@
 #   - etcd from Debian's etcd-server, linked into bin/
 #
 # Parts, so that each make target builds only what it runs (hack/setup.sh PART...; no
-# argument: all of them, as `make setup` and `make test`):
+# argument: all of them but kubevirt, as `make setup` and `make test`):
 #   core     apt packages of the node datapaths and the benchmark; etcd, kube-apiserver,
 #            kubectl (the embedded control plane of make demo, envtest, the e2e suite)
 #   tools    controller-gen and helm (make generate, manifests, verify; chart tests)
@@ -22,12 +22,18 @@
 #            kube-proxy, crictl, Multus (make cluster, make images)
 #   guests   QEMU, libvirt, the guest image (make demo GUESTS=qemu, the real-guest tests)
 #   vsock    vhost-device-vsock with our patches (real guests, the agent image)
+#   kubevirt KubeVirt from source (module hack/tools/kubevirt) into bin/kubevirt/<version>/:
+#            virt-operator, -api, -controller, -handler, -launcher and the launcher's
+#            helpers, container-disk, and the operator manifest rendered for
+#            localhost/kubevirt/*:<version> (docs/kubevirt.md). Only when named: not part
+#            of `make setup` / `make test` (tens of minutes cold on two cores)
 set -euo pipefail
 
 ALL_PARTS="core tools cluster guests vsock"
+KNOWN_PARTS="${ALL_PARTS} kubevirt"
 PARTS=" ${*:-${ALL_PARTS}} "
 for p in ${PARTS}; do
-  [[ " ${ALL_PARTS} " == *" ${p} "* ]] || { printf 'setup: unknown part %s (parts: %s)\n' "$p" "${ALL_PARTS}" >&2; exit 2; }
+  [[ " ${KNOWN_PARTS} " == *" ${p} "* ]] || { printf 'setup: unknown part %s (parts: %s)\n' "$p" "${KNOWN_PARTS}" >&2; exit 2; }
 done
 # want PART: is PART asked for?
 want() { [[ "${PARTS}" == *" $1 "* ]]; }
@@ -51,6 +57,9 @@ APT_PACKAGES=(
 # the real single-node cluster (make cluster): its own containerd (never the system service) and runc
 want cluster && APT_PACKAGES+=(gcc libc6-dev containerd runc)
 # real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
+# KubeVirt from source: virt-handler and virt-launcher are cgo (linux/kvm.h; libvirt 9.0),
+# container-disk is C linked statically
+want kubevirt && APT_PACKAGES+=(gcc libc6-dev pkg-config libvirt-dev)
 want guests && APT_PACKAGES+=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip)
 
 missing=()
@@ -191,6 +200,56 @@ if [[ ! -x "${BIN}/vhost-device-vsock" || "$(cat "${BIN}/.vhost-device-vsock.sta
     --target-dir "${ROOT}/_out/vhost-device-vsock/target" --root "${ROOT}/_out/cargo"
   install -m 0755 "${ROOT}/_out/cargo/bin/vhost-device-vsock" "${BIN}/vhost-device-vsock"
   echo "${VHOST_VSOCK_STAMP}" >"${BIN}/.vhost-device-vsock.stamp"
+fi
+fi
+
+if want kubevirt; then
+# KubeVirt, built from the module hack/tools/kubevirt pins (its go.mod: the version and the
+# replaces copied from KubeVirt's own go.mod), the way KubeVirt's hack/build-go.sh does
+# without Bazel: the version in kubevirt.io/client-go/version, cgo only where KubeVirt
+# needs it. No "selinux" build tag: go-selinux then reports SELinux disabled, as it is on
+# these hosts. The stamp is the module's go.mod and go.sum and this list, so a second run
+# is a no-op and a version change rebuilds into a new bin/kubevirt/<version>/.
+KV_MOD="${ROOT}/hack/tools/kubevirt"
+KV_VERSION="$(cd "${KV_MOD}" && go list -m -f '{{.Version}}' kubevirt.io/kubevirt)"
+KV_SRC="$(cd "${KV_MOD}" && go mod download -json kubevirt.io/kubevirt@"${KV_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+KV_OUT="${BIN}/kubevirt/${KV_VERSION}"
+KV_NOCGO="virt-operator virt-api virt-controller virt-launcher-monitor virt-chroot virt-freezer virt-probe virt-tail sidecars"
+KV_CGO="virt-handler virt-launcher"
+KV_TOOLS="resource-generator manifest-templator"
+KV_STAMP="${KV_VERSION} $(cat "${KV_MOD}/go.mod" "${KV_MOD}/go.sum" | sha256sum | cut -c1-16) ${KV_NOCGO} ${KV_CGO} ${KV_TOOLS} container-disk manifests"
+if [[ "$(cat "${KV_OUT}/.stamp" 2>/dev/null)" != "${KV_STAMP}" ]]; then
+  log "building KubeVirt ${KV_VERSION} into ${KV_OUT} (cold: tens of minutes on two cores; cached after)"
+  rm -rf "${KV_OUT}.tmp" && mkdir -p "${KV_OUT}.tmp"
+  KV_LDFLAGS="-s -w -X kubevirt.io/client-go/version.gitVersion=${KV_VERSION} -X kubevirt.io/client-go/version.gitTreeState=clean"
+  KV_LDFLAGS+=" -X kubevirt.io/client-go/version.buildDate=$(date -u -d @0 +%Y-%m-%dT%H:%M:%SZ)"
+  kv_build() { # kv_build cgo package...: go build each package into KV_OUT.tmp/
+    local cgo=$1; shift
+    (cd "${KV_MOD}" && CGO_ENABLED="${cgo}" go build -trimpath -ldflags "${KV_LDFLAGS}" -o "${KV_OUT}.tmp/" "$@")
+  }
+  # shellcheck disable=SC2046 # word splitting is the point
+  kv_build 0 $(for c in ${KV_NOCGO}; do echo "kubevirt.io/kubevirt/cmd/$c"; done) \
+    $(for t in ${KV_TOOLS}; do echo "kubevirt.io/kubevirt/tools/$t"; done)
+  # shellcheck disable=SC2046
+  kv_build 1 $(for c in ${KV_CGO}; do echo "kubevirt.io/kubevirt/cmd/$c"; done)
+  mv "${KV_OUT}.tmp/sidecars" "${KV_OUT}.tmp/sidecar-shim"
+  # container-disk: KubeVirt's Bazel cc_binary, linked statically (its image is scratch)
+  gcc -static -O2 -o "${KV_OUT}.tmp/container-disk" "${KV_SRC}/cmd/container-disk-v2alpha/main.c"
+  # The operator manifest, as KubeVirt's hack/build-manifests.sh renders it: includes
+  # from the module's manifests/generated, then the variables, with our images.
+  for m in kubevirt-operator kubevirt-cr; do
+    "${KV_OUT}.tmp/manifest-templator" --process-files --generated-manifests-dir="${KV_SRC}/manifests/generated/" \
+      --input-file="${KV_SRC}/manifests/release/${m}.yaml.in" >"${KV_OUT}.tmp/${m}.yaml.in"
+    "${KV_OUT}.tmp/manifest-templator" --process-vars --namespace=kubevirt --cdi-namespace=cdi \
+      --container-prefix=localhost/kubevirt --image-prefix= --container-tag="${KV_VERSION}" \
+      --csv-version="${KV_VERSION#v}" --image-pull-policy=IfNotPresent --infra-replicas=1 --verbosity=2 \
+      --feature-gates= --package-name=kubevirt-operator --kubevirt-logo-path="${KV_SRC}/assets/kubevirt_logo.png" \
+      --input-file="${KV_OUT}.tmp/${m}.yaml.in" \
+      | sed -e '${/^$/d;}' >"${KV_OUT}.tmp/${m}.yaml"
+    rm "${KV_OUT}.tmp/${m}.yaml.in"
+  done
+  echo "${KV_STAMP}" >"${KV_OUT}.tmp/.stamp"
+  rm -rf "${KV_OUT}" && mv "${KV_OUT}.tmp" "${KV_OUT}"
 fi
 fi
 

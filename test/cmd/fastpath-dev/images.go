@@ -48,7 +48,7 @@ func newImagesCmd(a *app) *cobra.Command {
 	root.PersistentFlags().StringVar(&out, "out", "_out/images", "directory of the archives <out>/<image>.tar (and <out>/cache)")
 	build := &cobra.Command{
 		Use:   "build [IMAGE...]",
-		Short: "Build the images (pause, operator, agent, bench, domain-hook; all when none) into <out>/<image>.tar",
+		Short: "Build the images (pause, operator, agent, bench, domain-hook when none; KubeVirt's virt-operator, virt-api, virt-controller, virt-handler, virt-launcher only when named) into <out>/<image>.tar",
 		Args:  names,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.started = true

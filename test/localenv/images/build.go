@@ -95,11 +95,13 @@ func (b *Builder) Build(ctx context.Context, only ...string) ([]Result, error) {
 }
 
 // Select returns the Targets named (all when none), in Targets order.
+// KubeVirtTargets are known too, but built only when named.
 func Select(names ...string) ([]Target, error) {
 	all := Targets()
 	if len(names) == 0 {
 		return all, nil
 	}
+	all = append(all, KubeVirtTargets()...)
 	known := map[string]bool{}
 	for _, t := range all {
 		known[t.Name] = true
@@ -133,6 +135,8 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 		switch {
 		case bin.Prebuilt != "":
 			p, err = b.takePrebuilt(ctx, bin)
+		case bin.KubeVirt != "":
+			p, err = b.takeKubeVirt(bin)
 		case bin.Package == "":
 			p, err = b.BuildPause(ctx)
 		default:
@@ -163,7 +167,7 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 	if len(t.Base.Debs) > 0 {
 		debs := Debs{Dir: b.cache("debs"), Log: b.Log}
 		var err error
-		if t.Base.Name == baseBench.Name {
+		if t.Base.Name == baseBench.Name || t.Base.Closure {
 			start := time.Now()
 			pkgs, err = debs.Closure(ctx, t.Base.Debs)
 			b.logf("%s: %d Debian packages (%s and the libraries they need) in %.1fs", t.Name, len(pkgs), strings.Join(t.Base.Debs, ", "), time.Since(start).Seconds())
@@ -188,7 +192,18 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 		}
 	}
 
-	layers, err := b.layers(t, bins, shim, pkgs)
+	var extra []File
+	if len(t.ModuleFiles) > 0 {
+		dir, err := b.kubevirtModuleDir(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		for _, m := range t.ModuleFiles {
+			extra = append(extra, Copy(filepath.Join(dir, m.Src), m.Path, m.Mode))
+		}
+	}
+	extra = append(extra, t.Shims...)
+	layers, err := b.layers(t, bins, shim, pkgs, extra)
 	if err != nil {
 		return Result{}, err
 	}
@@ -229,7 +244,7 @@ func (t Target) env() []string {
 // bundle), the Debian packages (cc and bench; cc without ca-certificates,
 // whose bundle is in the base layer, as distroless has it), the sidecar-shim,
 // the binaries.
-func (b *Builder) layers(t Target, bins map[string]string, shim string, pkgs []Package) ([]LayerSpec, error) {
+func (b *Builder) layers(t Target, bins map[string]string, shim string, pkgs []Package, extra []File) ([]LayerSpec, error) {
 	var specs []LayerSpec
 	add := func(files []File, by string) error {
 		l, err := Layer(files)
@@ -281,10 +296,28 @@ func (b *Builder) layers(t Target, bins map[string]string, shim string, pkgs []P
 			return nil, err
 		}
 	}
+	if len(extra) > 0 {
+		// Above the packages: KubeVirt's configuration replaces theirs (qemu.conf).
+		var paths []string
+		for _, f := range extra {
+			paths = append(paths, f.Path)
+		}
+		if err := add(extra, "kubevirt "+KubeVirtVersion+" configuration: "+strings.Join(paths, " ")); err != nil {
+			return nil, err
+		}
+	}
 	var files []File
 	var paths []string
 	for _, bin := range t.Binaries {
-		files = append(files, Copy(bins[bin.Path], bin.Path, 0o755))
+		f := Copy(bins[bin.Path], bin.Path, 0o755)
+		if len(bin.Caps) > 0 {
+			caps, err := FileCaps(bin.Caps...)
+			if err != nil {
+				return nil, err
+			}
+			f.Xattrs = map[string]string{CapabilityXattr: caps}
+		}
+		files = append(files, f)
 		paths = append(paths, bin.Path)
 	}
 	if err := add(files, "binaries: "+strings.Join(paths, " ")); err != nil {

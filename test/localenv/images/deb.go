@@ -263,6 +263,11 @@ func readELFFrom(r io.ReaderAt) (elfInfo, error) {
 		return e, err
 	}
 	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		// Firmware for other machines (QEMU's s390-ccw.img, qemu-system-data's
+		// PowerPC and RISC-V blobs) runs in guests, never here.
+		return e, nil
+	}
 	if e.needed, err = f.ImportedLibraries(); err != nil {
 		return elfInfo{}, nil // no dynamic section: static or not an object
 	}

@@ -38,6 +38,9 @@ type File struct {
 	Data []byte
 	// Link is the target of a symbolic link.
 	Link string
+	// Xattrs are extended attributes, written as PAX records SCHILY.xattr.<name>
+	// (what containerd and runc unpack), e.g. "security.capability" from FileCaps.
+	Xattrs map[string]string
 }
 
 // Dir returns a directory entry owned by root.
@@ -95,6 +98,12 @@ func writeEntry(tw *tar.Writer, f File) error {
 	hdr := &tar.Header{
 		Name: name, Mode: int64(f.Mode.Perm()), Uid: f.UID, Gid: f.GID,
 		ModTime: Epoch, Format: tar.FormatPAX,
+	}
+	for k, v := range f.Xattrs {
+		if hdr.PAXRecords == nil {
+			hdr.PAXRecords = map[string]string{}
+		}
+		hdr.PAXRecords["SCHILY.xattr."+k] = v
 	}
 	if f.Mode&fs.ModeSetuid != 0 {
 		hdr.Mode |= 0o4000

@@ -10,7 +10,7 @@ import (
 
 // KubeVirtVersion is the KubeVirt release whose sidecar-shim the domain-hook
 // image carries: the Dockerfile's KUBEVIRT_VERSION and hack/tools/kubevirt's pin.
-const KubeVirtVersion = "v1.6.0"
+const KubeVirtVersion = "v1.7.0"
 
 // SidecarShimPackage is the sidecar-shim's main package in KubeVirt's module.
 const SidecarShimPackage = "kubevirt.io/kubevirt/cmd/sidecars"

@@ -41,12 +41,15 @@ type Base struct {
 	Debs []string
 	// ExtraUsers are passwd/group entries beyond root, nobody and nonroot (65532).
 	ExtraUsers []User
+	// Closure installs Debs whole plus the packages of the shared libraries
+	// their programs need (Debs.Closure), as the bench base does.
+	Closure bool
 }
 
 // installsPackages says whether the base has its Debian packages' files (cc,
 // debian) rather than only the CA bundle made from ca-certificates.
 func (b Base) installsPackages() bool {
-	return b.Name == baseCC.Name || b.Name == baseBench.Name
+	return b.Name == baseCC.Name || b.Name == baseBench.Name || b.Closure
 }
 
 // User is an /etc/passwd line with a group of the same name and id.
@@ -78,6 +81,12 @@ type Binary struct {
 	// takes instead of building the program, e.g. "bin/vhost-device-vsock"; it
 	// checks that `<Prebuilt> --version` names Version. Empty: built here.
 	Prebuilt string
+	// KubeVirt names a KubeVirt program that hack/setup.sh kubevirt built into
+	// KubeVirtDir(), taken from there; empty for everything else.
+	KubeVirt string
+	// Caps are file capabilities (setcap names, e.g. "cap_net_bind_service")
+	// the image gives the file, permitted and effective (FileCaps).
+	Caps []string
 	// Path is where the image has it.
 	Path string
 }
@@ -105,6 +114,10 @@ type Target struct {
 	User string
 	// Entrypoint is the stage's ENTRYPOINT.
 	Entrypoint []string
+	// ModuleFiles are taken from KubeVirt's module source (KubeVirt's images only).
+	ModuleFiles []ModuleFile
+	// Shims are further files of our own, in the layer of ModuleFiles.
+	Shims []File
 }
 
 // ConfigUser is the user the image runs as: the stage's USER, else its base's.
