@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Step is one measurement of a sweep: candidate Candidate (an index into the
@@ -73,28 +74,17 @@ func Evidence(setting v1alpha1.TuningSetting, reps []Rep) v1alpha1.TuningEvidenc
 		ev.Failed = "no repetition ran"
 	}
 	if len(mbps) > 0 {
-		ev.MedianMbps = int64(math.Round(median(mbps)))
+		ev.MedianMbps = int64(math.Round(results.Median(mbps)))
 		ev.MinMbps = int64(math.Round(slices.Min(mbps)))
 		ev.MaxMbps = int64(math.Round(slices.Max(mbps)))
 	}
 	if len(sd) > 0 {
-		ev.ServiceDemandUsPerKB = strconv.FormatFloat(median(sd), 'f', 3, 64)
+		ev.ServiceDemandUsPerKB = strconv.FormatFloat(results.Median(sd), 'f', 3, 64)
 	}
 	if len(lat) > 0 {
-		ev.MeanLatencyUs = strconv.FormatFloat(median(lat), 'f', 1, 64)
+		ev.MeanLatencyUs = strconv.FormatFloat(results.Median(lat), 'f', 1, 64)
 	}
 	return ev
-}
-
-// median of a non-empty slice; the mean of the two middle values when even.
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Score is a candidate's figure for objective, oriented so that higher is
