@@ -41,18 +41,7 @@ func TestUpPodDown(t *testing.T) {
 
 	cl, err := adminClient(c.Kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}},
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
-	g.Expect(cl.Create(ctx, pod)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	pod := runPausePod(ctx, g, cl)
 	ip, err := netip.ParseAddr(pod.Status.PodIP)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(DefaultPodCIDR.Contains(ip)).To(BeTrue(), "pod IP %s in %s", ip, DefaultPodCIDR)
@@ -120,18 +109,7 @@ func TestUpKubeVirtLayoutDown(t *testing.T) {
 	}
 	cl, err := adminClient(c.Kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}},
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
-	g.Expect(cl.Create(ctx, pod)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	pod := runPausePod(ctx, g, cl)
 	g.Expect(filepath.Join(KubeVirtKubeletRoot, "pods", string(pod.UID))).To(BeADirectory(), "the kubelet's root is /var/lib/kubelet")
 
 	// A second cluster is refused: the directories are the first one's.
@@ -146,6 +124,24 @@ func TestUpKubeVirtLayoutDown(t *testing.T) {
 		_, err := os.Lstat(dir)
 		g.Expect(err).To(MatchError(os.ErrNotExist), "%s removed", dir)
 	}
+}
+
+// runPausePod creates the pause pod in default and waits (2 minutes at
+// most) until it is Running; it returns the pod as last read.
+func runPausePod(ctx context.Context, g Gomega, cl client.Client) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
+	g.Expect(cl.Create(ctx, pod)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(cl.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return pod
 }
 
 // sharedMount reports whether dir is a mount point in a shared peer group
