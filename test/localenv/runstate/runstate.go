@@ -168,6 +168,11 @@ func (p Process) waitGone(d time.Duration) bool {
 
 // WithArg returns the PIDs of live processes whose executable's base name
 // is exeBase and whose command line holds arg as one argument.
+//
+// A process in the middle of execve is not seen: the kernel points
+// /proc/<pid>/exe at the new executable (and lets a vfork parent run)
+// before it writes the new argv, and until then /proc/<pid>/cmdline reads
+// empty. Callers that just started the process poll.
 func WithArg(exeBase, arg string) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")

@@ -51,7 +51,12 @@ func TestProcessIdentity(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(rec.Alive()).To(BeTrue())
 	g.Expect(filepath.Base(rec.Exe)).To(Equal("sleep"))
-	g.Expect(runstate.WithArg("sleep", "30.00417")).To(ConsistOf(pid))
+	// cmd.Start returns once execve has closed the parent's CLOEXEC pipe,
+	// which is before the kernel has laid out the new argv: /proc/<pid>/exe
+	// already names sleep while /proc/<pid>/cmdline may still be empty, so
+	// the command line is polled, not read once.
+	g.Eventually(func() []int { return runstate.WithArg("sleep", "30.00417") }, 5*time.Second, 10*time.Millisecond).
+		Should(ConsistOf(pid))
 
 	// A recycled PID (another executable, or another start time) is not
 	// the recorded process and is never signalled.
