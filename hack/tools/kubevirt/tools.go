@@ -21,6 +21,7 @@ import (
 	_ "kubevirt.io/kubevirt/cmd/virt-operator"
 	_ "kubevirt.io/kubevirt/cmd/virt-probe"
 	_ "kubevirt.io/kubevirt/cmd/virt-tail"
+	_ "kubevirt.io/kubevirt/cmd/virtctl"
 	_ "kubevirt.io/kubevirt/tools/manifest-templator"
 	_ "kubevirt.io/kubevirt/tools/resource-generator"
 )
