@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,17 @@ func (b *Builder) Build(ctx context.Context, only ...string) ([]Result, error) {
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// debianRoot is the part of a Debian root file system that base-files and
+// the installer make rather than a package's data: /run with /var/run a link
+// to it (libvirtd writes its pidfile and sockets there), and the sticky
+// temporary directories. A Base with Closure gets it.
+var debianRoot = []File{
+	Dir("/run", 0o755),
+	{Path: "/var/run", Mode: fs.ModeSymlink | 0o777, Link: "/run"},
+	Dir("/tmp", fs.ModeSticky|0o777),
+	Dir("/var/tmp", fs.ModeSticky|0o777),
 }
 
 // Select returns the Targets named (all when none), in Targets order.
@@ -201,6 +213,9 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 		for _, m := range t.ModuleFiles {
 			extra = append(extra, Copy(filepath.Join(dir, m.Src), m.Path, m.Mode))
 		}
+	}
+	if t.Base.Closure {
+		extra = append(extra, debianRoot...)
 	}
 	extra = append(extra, t.Shims...)
 	layers, err := b.layers(t, bins, shim, pkgs, extra)
@@ -352,6 +367,11 @@ func inputStamp(t Target, bins map[string]string, shim string, pkgs []Package) (
 	}
 	for _, p := range pkgs {
 		fmt.Fprintf(h, "%s=%s\n", p.Name, p.Version)
+	}
+	if t.Base.Closure {
+		if err := json.NewEncoder(h).Encode(debianRoot); err != nil {
+			return "", err
+		}
 	}
 	fmt.Fprintf(h, "format=1\n")
 	return hex.EncodeToString(h.Sum(nil)), nil

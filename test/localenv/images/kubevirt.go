@@ -61,15 +61,18 @@ var (
 	baseKubeVirt = Base{Name: "kubevirt-passwd", FromArg: "", Image: "kubevirt //:passwd-image", User: "1001", Debs: []string{"ca-certificates"},
 		ExtraUsers: []User{{Name: "nonroot-user", ID: 1001, Home: "/home/nonroot-user"}}}
 	baseHandler = Base{Name: "kubevirt-handler", Image: "kubevirt //rpm:handlerbase", Closure: true,
-		Debs: []string{"ca-certificates", "bash", "coreutils", "procps", "psmisc", "iproute2", "libatm1", "acl", "gawk", "grep", "sed",
+		Debs: []string{"ca-certificates", "bash", "dash", "coreutils", "procps", "psmisc", "iproute2", "libatm1", "acl", "gawk", "grep", "sed",
 			"diffutils", "gzip", "util-linux", "xorriso", "passt"},
 		ExtraUsers: []User{{Name: "qemu", ID: QemuUID, Home: "/home/qemu"}}}
 	baseLauncher = Base{Name: "kubevirt-launcher", Image: "kubevirt //rpm:launcherbase", Closure: true,
-		Debs: []string{"ca-certificates", "bash", "coreutils", "findutils", "procps", "psmisc", "iproute2", "libatm1", "nftables", "ethtool",
+		Debs: []string{"ca-certificates", "bash", "dash", "coreutils", "findutils", "procps", "psmisc", "iproute2", "libatm1", "nftables", "ethtool",
 			"gawk", "grep", "sed", "gzip", "tar", "xorriso", "passt", "dmidecode",
 			"libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
 			"qemu-system-x86", "qemu-system-common", "qemu-system-data", "qemu-utils", "seabios", "ipxe-qemu"},
-		ExtraUsers: []User{{Name: "qemu", ID: QemuUID, Home: "/home/qemu"}}}
+		// libvirt-qemu: Debian's libvirt is built with qemu_user and qemu_group
+		// libvirt-qemu and looks both up when its QEMU driver starts as root
+		// (node-labeller.sh), before it reads qemu.conf's user = "qemu".
+		ExtraUsers: []User{{Name: "qemu", ID: QemuUID, Home: "/home/qemu"}, {Name: "libvirt-qemu", ID: 64055, Home: "/var/lib/libvirt"}}}
 )
 
 func kubevirtRef(c string) string { return KubeVirtRegistry + "/" + c + ":" + KubeVirtVersion }
@@ -123,7 +126,8 @@ func KubeVirtTargets() []Target {
 				{Src: "cmd/virt-launcher/nsswitch.conf", Path: "/etc/nsswitch.conf", Mode: 0o644},
 				{Src: "cmd/virt-launcher/qemu", Path: "/etc/libvirt/hooks/qemu", Mode: 0o755},
 			},
-			Shims:      []File{Content(VirtqemudShimPath, 0o755, []byte(VirtqemudShim)), Dir("/usr/lib64/qemu-kvm", 0o755)},
+			// /var/log/libvirt: libvirtd -d (node-labeller.sh, as root) logs to a file there.
+			Shims:      []File{Content(VirtqemudShimPath, 0o755, []byte(VirtqemudShim)), Dir("/usr/lib64/qemu-kvm", 0o755), Dir("/var/log/libvirt", 0o755)},
 			Entrypoint: []string{"/usr/bin/virt-launcher"},
 		},
 	}
