@@ -165,9 +165,15 @@ bench: setup-core build ## Run the benchmarks: local node datapaths, CNI latency
 CLUSTER_DIR ?= $(ROOT)/_out/cluster
 CLUSTER := $(DEV) cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
 
+# KUBEVIRT=1: the cluster runs KubeVirt, built from source (make setup-kubevirt,
+# make kubevirt-images) at the version hack/tools/kubevirt pins.
+KUBEVIRT ?= 0
+KUBEVIRT_VERSION = $(shell awk '$$1 == "require" && $$2 == "kubevirt.io/kubevirt" { print $$3 }' $(ROOT)/hack/tools/kubevirt/go.mod)
+CLUSTER_KUBEVIRT = $(if $(filter 1,$(KUBEVIRT)),--kubevirt --kubevirt-dir $(BIN)/kubevirt/$(KUBEVIRT_VERSION),)
+
 .PHONY: cluster
-cluster: setup-core+tools+cluster build images ## Start a real single-node cluster (kubelet, containerd, Multus; no KubeVirt) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=1: kubelet root /var/lib/kubelet and shared mounts, as KubeVirt needs (KubeVirt itself not yet installed).
-	$(CLUSTER) up $(if $(filter 1,$(KUBEVIRT)),--kubevirt,)
+cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## Start a real single-node cluster (kubelet, containerd, Multus) under _out/cluster; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=1: with real KubeVirt (built from source; kubelet root /var/lib/kubelet, shared mounts), waits until it is Available.
+	$(CLUSTER) up $(CLUSTER_KUBEVIRT)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).

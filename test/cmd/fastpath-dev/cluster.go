@@ -55,6 +55,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		},
 	}
 	up.Flags().BoolVar(&o.KubeVirt, "kubevirt", false, "lay the node out for KubeVirt: kubelet root "+cluster.KubeVirtKubeletRoot+", and it and "+cluster.KubeVirtRunDir+" as shared mounts (refused when either exists)")
+	up.Flags().StringVar(&o.KubeVirtDir, "kubevirt-dir", "", "with --kubevirt, install KubeVirt from this directory of make setup-kubevirt (bin/kubevirt/<version>: its kubevirt-operator.yaml and kubevirt-cr.yaml) and wait until it is Available; its images must be in --images-dir (make kubevirt-images)")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes)",

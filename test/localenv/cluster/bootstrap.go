@@ -139,6 +139,17 @@ func (o Options) importImages(ctx context.Context) error {
 	if err := images.Import(ctx, o.layout().containerdSock, o.ImagesDir, &log); err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(log.String()))
 	}
+	want := []string{SandboxImage}
+	if o.KubeVirtDir != "" { // KubeVirt's images are not among the default targets
+		var names []string
+		for _, t := range images.KubeVirtTargets() {
+			names = append(names, t.Name)
+			want = append(want, t.Ref)
+		}
+		if err := images.Import(ctx, o.layout().containerdSock, o.ImagesDir, &log, names...); err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(log.String()))
+		}
+	}
 	if err := os.WriteFile(filepath.Join(o.layout().logs, "images-import.log"), log.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("failed to write the import log: %w", err)
 	}
@@ -146,8 +157,10 @@ func (o Options) importImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(out, []byte(SandboxImage)) {
-		return fmt.Errorf("containerd lists no %s after the import (see %s)", SandboxImage, filepath.Join(o.layout().logs, "images-import.log"))
+	for _, ref := range want {
+		if !bytes.Contains(out, []byte(ref)) {
+			return fmt.Errorf("containerd lists no %s after the import (make images, make kubevirt-images; see %s)", ref, filepath.Join(o.layout().logs, "images-import.log"))
+		}
 	}
 	return nil
 }

@@ -75,8 +75,9 @@ func TestUpPodDown(t *testing.T) {
 
 // TestUpKubeVirtLayoutDown: with Options.KubeVirt the kubelet's root is
 // /var/lib/kubelet and it and /var/run/kubevirt are shared mounts (what
-// virt-handler's Bidirectional mounts need); a pod runs; Down unmounts and
-// removes both, leaving nothing. An existing /var/lib/kubelet is refused
+// virt-handler's Bidirectional mounts need), and so is /; a pod runs; Down
+// unmounts and removes both and gives / its propagation back, leaving
+// nothing. An existing /var/lib/kubelet is refused
 // before anything starts.
 func TestUpKubeVirtLayoutDown(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -94,6 +95,8 @@ func TestUpKubeVirtLayoutDown(t *testing.T) {
 	_, err = (&images.Builder{Root: root, Out: imgs}).Build(ctx, "pause")
 	g.Expect(err).NotTo(HaveOccurred())
 
+	rootWasShared, err := rootShared()
+	g.Expect(err).NotTo(HaveOccurred())
 	out := &strings.Builder{}
 	opts := Options{Dir: filepath.Join(root, "_out", "cluster-kubevirt-test"), BinDir: filepath.Join(root, "bin"), ImagesDir: imgs, Out: out, KubeVirt: true}
 	t.Cleanup(func() {
@@ -107,6 +110,7 @@ func TestUpKubeVirtLayoutDown(t *testing.T) {
 	for _, dir := range []string{KubeVirtKubeletRoot, resolvedPath(KubeVirtRunDir)} {
 		g.Expect(sharedMount(t, dir)).To(BeTrue(), "%s is a shared mount", dir)
 	}
+	g.Expect(rootShared()).To(BeTrue(), "/ is shared: containerd looks up /var/run/kubevirt without resolving /var/run")
 	cl, err := adminClient(c.Kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
 	pod := runPausePod(ctx, g, cl)
@@ -124,6 +128,7 @@ func TestUpKubeVirtLayoutDown(t *testing.T) {
 		_, err := os.Lstat(dir)
 		g.Expect(err).To(MatchError(os.ErrNotExist), "%s removed", dir)
 	}
+	g.Expect(rootShared()).To(Equal(rootWasShared), "/ has its propagation from before Up")
 }
 
 // runPausePod creates the pause pod in default and waits (2 minutes at

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,8 @@ type teardown struct {
 	// the bind mounts it made on them.
 	KubeVirtDirs []string `json:"kubevirtDirs,omitempty"`
 	SharedMounts []string `json:"sharedMounts,omitempty"`
+	// RootMadeShared: the root mount was private before Up and is again.
+	RootMadeShared bool `json:"rootMadeShared,omitempty"`
 	// Sysctls are the kernel settings restored.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// NFTables are the nftables tables that existed before the kubelet.
@@ -86,7 +89,7 @@ func Down(ctx context.Context, opts Options) error {
 		l = o.layout()
 	}
 	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs,
-		KubeVirtDirs: st.KubeVirtDirs, SharedMounts: st.SharedMounts}}
+		KubeVirtDirs: st.KubeVirtDirs, SharedMounts: st.SharedMounts, RootMadeShared: st.RootMadeShared}}
 	start := time.Now()
 	d.run(ctx)
 	if err := os.MkdirAll(l.logs, 0o755); err == nil {
@@ -200,6 +203,15 @@ func (d *downer) run(ctx context.Context) {
 	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
 	if len(d.st.KubeVirtDirs) > 0 {
 		d.step("remove "+strings.Join(d.st.KubeVirtDirs, ", ")+" (made for KubeVirt)", d.removeKubeVirtDirs)
+	}
+	if d.st.RootMadeShared {
+		d.step("make the root mount private again, as it was before Up", func() error {
+			if err := unix.Mount("", "/", "", unix.MS_PRIVATE, ""); err != nil {
+				return fmt.Errorf("failed to make / private: %w", err)
+			}
+			d.td.Removed = append(d.td.Removed, "shared propagation of /")
+			return nil
+		})
 	}
 }
 

@@ -39,6 +39,33 @@ func (u *upper) kubevirtMounts() error {
 		}
 	}
 	u.state.KubeVirt = true
+	// containerd (1.6) checks a Bidirectional hostPath's propagation on the
+	// mount it finds by the path as written, without resolving symbolic
+	// links: /var/run/kubevirt is under /var/run, a link to /run, so it
+	// looks at / and refuses a private one ("path /var/run/kubevirt is
+	// mounted on / but it is not a shared mount"). / is shared on systemd
+	// hosts; here it is private, so it is made shared (not recursively:
+	// the mounts under it keep their propagation) and Down undoes it.
+	if shared, err := rootShared(); err != nil {
+		return err
+	} else if !shared {
+		u.state.RootMadeShared = true
+		if err := runstate.Save(u.l.state, u.state); err != nil {
+			return err
+		}
+		if err := unix.Mount("", "/", "", unix.MS_SHARED, ""); err != nil {
+			return fmt.Errorf("failed to make / a shared mount: %w", err)
+		}
+	}
+	// The host directories virt-handler's DaemonSet mounts (hostPath
+	// DirectoryOrCreate, so the kubelet makes them): Down removes the ones
+	// that were not there before this cluster.
+	for _, dir := range KubeVirtHostDirs {
+		dir = resolvedPath(dir)
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			u.state.KubeVirtDirs = append(u.state.KubeVirtDirs, dir)
+		}
+	}
 	for _, dir := range dirs {
 		var made []string
 		for d := dir; d != "/"; d = filepath.Dir(d) {
@@ -85,4 +112,33 @@ func (d *downer) removeKubeVirtDirs() error {
 		d.td.Removed = append(d.td.Removed, "directory "+dir)
 	}
 	return errors.Join(errs...)
+}
+
+// rootShared reports whether the root mount of this mount namespace (the
+// last mount on /) is in a peer group (mountinfo's optional field "shared:N").
+func rootShared() (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	found, shared := false, false
+	for _, line := range strings.Split(string(b), "\n") { // the last mount on / is the one seen
+		f := strings.Fields(line)
+		if len(f) < 7 || f[4] != "/" {
+			continue
+		}
+		found, shared = true, false
+		for _, opt := range f[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") {
+				shared = true
+			}
+		}
+	}
+	if !found {
+		return false, errors.New("failed to find the root mount in /proc/self/mountinfo")
+	}
+	return shared, nil
 }

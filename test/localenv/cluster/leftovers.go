@@ -78,6 +78,11 @@ func Leftovers(opts Options) ([]string, error) {
 	for _, m := range mountsUnder(td.SharedMounts...) {
 		left = append(left, "mount "+m)
 	}
+	if td.RootMadeShared {
+		if shared, err := rootShared(); err == nil && shared {
+			left = append(left, "shared propagation of / (private before Up)")
+		}
+	}
 	for _, dir := range td.KubeVirtDirs {
 		if _, err := os.Lstat(dir); err == nil {
 			left = append(left, "directory "+dir)

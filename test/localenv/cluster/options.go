@@ -89,6 +89,12 @@ type Options struct {
 	// Up refuses when either directory exists (another kubelet's); Down
 	// unmounts and removes what Up made.
 	KubeVirt bool
+	// KubeVirtDir, with KubeVirt, installs KubeVirt once the node is Ready:
+	// the directory make setup-kubevirt renders (bin/kubevirt/<version>,
+	// its kubevirt-operator.yaml and kubevirt-cr.yaml), whose images make
+	// kubevirt-images put in ImagesDir. Empty: the node is laid out for
+	// KubeVirt and nothing more.
+	KubeVirtDir string
 }
 
 // The node directories KubeVirt hard-codes (Options.KubeVirt).
@@ -96,6 +102,12 @@ const (
 	KubeVirtKubeletRoot = "/var/lib/kubelet"
 	KubeVirtRunDir      = "/var/run/kubevirt"
 )
+
+// KubeVirtHostDirs are the other host directories virt-handler's DaemonSet
+// mounts, which the kubelet creates (KubeVirt's pkg/util VirtPrivateDir,
+// and the libvirt-runtimes and node-labeller volumes of
+// pkg/virt-operator/resource/generate/components/daemonsets.go).
+var KubeVirtHostDirs = []string{"/var/run/kubevirt-private", "/var/run/kubevirt-libvirt-runtimes", "/var/lib/kubevirt-node-labeller"}
 
 // withDefaults fills the defaults and validates; errors name the option.
 func (o Options) withDefaults() (Options, error) {
@@ -108,6 +120,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.BinDir, err = filepath.Abs(o.BinDir); err != nil {
 		return o, fmt.Errorf("failed to resolve the bin directory %s: %w", o.BinDir, err)
+	}
+	if o.KubeVirtDir != "" {
+		if !o.KubeVirt {
+			return o, errors.New("cluster options: KubeVirtDir needs KubeVirt (the node laid out for it)")
+		}
+		if o.KubeVirtDir, err = filepath.Abs(o.KubeVirtDir); err != nil {
+			return o, fmt.Errorf("failed to resolve the KubeVirt directory %s: %w", o.KubeVirtDir, err)
+		}
 	}
 	if o.ImagesDir == "" {
 		o.ImagesDir = filepath.Join(filepath.Dir(o.Dir), "images")

@@ -40,6 +40,9 @@ type runState struct {
 	// shared bind mounts it made on them. Down undoes both.
 	KubeVirtDirs []string `json:"kubevirtDirs,omitempty"`
 	SharedMounts []string `json:"sharedMounts,omitempty"`
+	// RootMadeShared: Up made the root mount shared (it was private), and
+	// Down makes it private again.
+	RootMadeShared bool `json:"rootMadeShared,omitempty"`
 }
 
 // daemon is a process started by Up that outlives it.

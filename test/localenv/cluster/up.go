@@ -51,7 +51,11 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	l := o.layout()
 	total := time.Now()
 	fmt.Fprintf(o.Out, "cluster: a REAL single-node Kubernetes cluster (kubelet, containerd, Multus; nothing emulated) in %s\n", o.Dir)
-	fmt.Fprintf(o.Out, "cluster: KubeVirt is NOT installed: the cluster runs pods, not VMs\n")
+	if o.KubeVirtDir != "" {
+		fmt.Fprintf(o.Out, "cluster: KubeVirt %s from %s (REAL: virt-operator, virt-api, virt-controller, virt-handler, virt-launcher built from source)\n", filepath.Base(o.KubeVirtDir), o.KubeVirtDir)
+	} else {
+		fmt.Fprintf(o.Out, "cluster: KubeVirt is NOT installed: the cluster runs pods, not VMs\n")
+	}
 	if err := o.preflight(); err != nil {
 		return nil, err
 	}
@@ -285,6 +289,11 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		})
 	}); err != nil {
 		return nil, err
+	}
+	if o.KubeVirtDir != "" {
+		if err := u.deployKubeVirt(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return &Cluster{
 		Kubeconfig: l.adminKubeconfig, NodeName: o.NodeName, NodeIP: o.NodeIP.String(),
