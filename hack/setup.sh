@@ -59,7 +59,7 @@ want cluster && APT_PACKAGES+=(gcc libc6-dev containerd runc)
 # real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
 # KubeVirt from source: virt-handler and virt-launcher are cgo (linux/kvm.h; libvirt 9.0),
 # container-disk is C linked statically
-want kubevirt && APT_PACKAGES+=(gcc libc6-dev pkg-config libvirt-dev)
+want kubevirt && APT_PACKAGES+=(gcc libc6-dev pkg-config libvirt-dev patch)
 want guests && APT_PACKAGES+=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip)
 
 missing=()
@@ -217,15 +217,26 @@ KV_OUT="${BIN}/kubevirt/${KV_VERSION}"
 KV_NOCGO="virt-operator virt-api virt-controller virt-launcher-monitor virt-chroot virt-freezer virt-probe virt-tail sidecars virtctl"
 KV_CGO="virt-handler virt-launcher"
 KV_TOOLS="resource-generator manifest-templator"
-KV_STAMP="${KV_VERSION} $(cat "${KV_MOD}/go.mod" "${KV_MOD}/go.sum" | sha256sum | cut -c1-16) ${KV_NOCGO} ${KV_CGO} ${KV_TOOLS} container-disk manifests"
+KV_STAMP="${KV_VERSION} $(cat "${KV_MOD}/go.mod" "${KV_MOD}/go.sum" "${ROOT}"/hack/kubevirt/*.patch | sha256sum | cut -c1-16) ${KV_NOCGO} ${KV_CGO} ${KV_TOOLS} container-disk manifests"
 if [[ "$(cat "${KV_OUT}/.stamp" 2>/dev/null)" != "${KV_STAMP}" ]]; then
   log "building KubeVirt ${KV_VERSION} into ${KV_OUT} (cold: tens of minutes on two cores; cached after)"
   rm -rf "${KV_OUT}.tmp" && mkdir -p "${KV_OUT}.tmp"
   KV_LDFLAGS="-s -w -X kubevirt.io/client-go/version.gitVersion=${KV_VERSION} -X kubevirt.io/client-go/version.gitTreeState=clean"
   KV_LDFLAGS+=" -X kubevirt.io/client-go/version.buildDate=$(date -u -d @0 +%Y-%m-%dT%H:%M:%SZ)"
+  # Our patches (hack/kubevirt/*.patch, docs/kubevirt.md says why) go on a copy of the
+  # module's source, which the build takes through a replace in a copy of the go.mod.
+  KV_PATCHED="${ROOT}/_out/kubevirt-src/${KV_VERSION}"
+  rm -rf "${KV_PATCHED}" && mkdir -p "$(dirname "${KV_PATCHED}")"
+  cp -r "${KV_SRC}" "${KV_PATCHED}" && chmod -R u+w "${KV_PATCHED}"
+  for p in "${ROOT}"/hack/kubevirt/*.patch; do
+    patch -p1 --quiet --forward -d "${KV_PATCHED}" <"$p" || { log "patch $p does not apply to kubevirt.io/kubevirt ${KV_VERSION}"; exit 1; }
+  done
+  KV_SRC="${KV_PATCHED}"
+  cp "${KV_MOD}/go.mod" "${KV_PATCHED}.mod" && cp "${KV_MOD}/go.sum" "${KV_PATCHED}.sum"
+  echo "replace kubevirt.io/kubevirt => ${KV_PATCHED}" >>"${KV_PATCHED}.mod"
   kv_build() { # kv_build cgo package...: go build each package into KV_OUT.tmp/
     local cgo=$1; shift
-    (cd "${KV_MOD}" && CGO_ENABLED="${cgo}" go build -trimpath -ldflags "${KV_LDFLAGS}" -o "${KV_OUT}.tmp/" "$@")
+    (cd "${KV_MOD}" && CGO_ENABLED="${cgo}" go build -modfile="${KV_PATCHED}.mod" -trimpath -ldflags "${KV_LDFLAGS}" -o "${KV_OUT}.tmp/" "$@")
   }
   # shellcheck disable=SC2046 # word splitting is the point
   kv_build 0 $(for c in ${KV_NOCGO}; do echo "kubevirt.io/kubevirt/cmd/$c"; done) \
