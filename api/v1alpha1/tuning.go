@@ -127,7 +127,10 @@ func TunedDefaultOffloads(network *FastPathNetwork, created metav1.Time) (*Offlo
 // WithTunedDefaults returns spec with network's tuned defaults (issue 27)
 // in the fields of spec.network the attachment does not set itself: mtu
 // (TunedDefaultMTU) and each key of offloads (TunedDefaultOffloads); a field
-// the attachment sets is kept. created is the attachment's creation time. A
+// the attachment sets is kept. The offloads are filled only when the result
+// keeps TX checksum offload on wherever TSO is on (the kernel's rule, which
+// the attachment controller enforces); otherwise the attachment keeps
+// spec.offloads. created is the attachment's creation time. A
 // spec without spec.network, or one the tuning does not apply to, is
 // returned as it is. It never mutates its argument.
 func WithTunedDefaults(spec FastPathAttachmentSpec, network *FastPathNetwork, created metav1.Time) FastPathAttachmentSpec {
@@ -136,6 +139,16 @@ func WithTunedDefaults(spec FastPathAttachmentSpec, network *FastPathNetwork, cr
 	}
 	mtu, mtuOK := TunedDefaultMTU(network, created)
 	offloads, offloadsOK := TunedDefaultOffloads(network, created)
+	if offloadsOK {
+		if merged := OffloadsWithDefaults(spec.Network.Offloads, *offloads); merged.TSO.On() && !merged.TXChecksum.On() {
+			// The attachment's own keys and the tuned ones together would
+			// turn TSO on without TX checksum offload, which the kernel
+			// refuses (the attachment controller rejects the spec): the
+			// attachment keeps spec.offloads rather than being broken by a
+			// default it did not ask for.
+			offloadsOK = false
+		}
+	}
 	if (!mtuOK || spec.Network.MTU != nil) && !offloadsOK {
 		return spec
 	}

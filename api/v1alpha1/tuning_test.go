@@ -63,9 +63,9 @@ func TestWithTunedDefaults(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	before, after := metav1.NewTime(at.Add(-time.Minute)), metav1.NewTime(at.Add(time.Minute))
 	allOn := Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOn}
-	tunedOffloads := Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOff}
+	tunedOffloads := Offloads{TSO: OffloadOn, GSO: OffloadOff, GRO: OffloadOff, TXChecksum: OffloadOn}
 	// network: bounds 1280-65520, default 9000, every offload On by default;
-	// applied MTU 65520 with GRO and TX checksum Off at "at".
+	// applied MTU 65520 with GSO and GRO Off at "at".
 	network := func(mutate func(*FastPathNetwork)) *FastPathNetwork {
 		n := &FastPathNetwork{
 			Spec: FastPathNetworkSpec{Bridge: "fp0", MTU: &MTURange{Max: ptrTo(int32(65520)), Default: ptrTo(int32(9000))},
@@ -97,7 +97,7 @@ func TestWithTunedDefaults(t *testing.T) {
 			network(nil), spec(ptrTo(int32(1500)), nil), after, ptrTo(int32(1500)), &tunedOffloads},
 		{"only the offload keys the attachment does not set are filled",
 			network(nil), spec(nil, &Offloads{GRO: OffloadOn, TSO: OffloadOff}), after, ptrTo(int32(65520)),
-			&Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOff}},
+			&Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn}},
 		{"an existing attachment is left alone",
 			network(nil), spec(nil, nil), before, nil, nil},
 		{"Recommend applies nothing",
@@ -124,6 +124,15 @@ func TestWithTunedDefaults(t *testing.T) {
 			}), spec(nil, nil), after, ptrTo(int32(65520)), &Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn}},
 		{"an applied setting without offloads applies the MTU only",
 			network(func(n *FastPathNetwork) { n.Status.Tuning.Applied.Offloads = nil }), spec(nil, nil), after, ptrTo(int32(65520)), nil},
+		{"tuned offloads that would put TSO on without TX checksum are not filled",
+			network(func(n *FastPathNetwork) {
+				n.Status.Tuning.Applied.Offloads = &Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOff}
+			}), spec(nil, &Offloads{TSO: OffloadOn}), after, ptrTo(int32(65520)), &Offloads{TSO: OffloadOn}},
+		{"the same tuned offloads fill an attachment that leaves TSO unset",
+			network(func(n *FastPathNetwork) {
+				n.Status.Tuning.Applied.Offloads = &Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOff}
+			}), spec(nil, &Offloads{GRO: OffloadOff}), after, ptrTo(int32(65520)),
+			&Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOff}},
 		{"no spec.network: unchanged",
 			network(nil), FastPathAttachmentSpec{}, after, nil, nil},
 	} {
