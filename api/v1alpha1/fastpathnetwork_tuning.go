@@ -9,13 +9,14 @@ import (
 type TuningMode string
 
 const (
-	// TuningOff measures nothing; attachments default to spec.mtu.default.
+	// TuningOff measures nothing; attachments default to spec.mtu.default
+	// and spec.offloads.
 	TuningOff TuningMode = "Off"
 	// TuningRecommend sweeps the candidates on each node and records the
 	// winner in status.tuning; nothing else changes.
 	TuningRecommend TuningMode = "Recommend"
-	// TuningApply also makes the winner's MTU the default of attachments
-	// created afterwards; existing ones are listed in
+	// TuningApply also makes the winner's MTU and offloads the defaults of
+	// attachments created afterwards; existing ones are listed in
 	// status.tuning.differing with the restart that would apply it.
 	TuningApply TuningMode = "Apply"
 )
@@ -170,15 +171,21 @@ type NodeTuning struct {
 	Datapath string `json:"datapath,omitempty"`
 }
 
-// TuningDifference is an existing attachment whose MTU differs from the
-// applied recommendation.
+// TuningDifference is an existing attachment whose MTU or offloads differ
+// from the applied recommendation.
 type TuningDifference struct {
 	// namespace and name of the FastPathAttachment.
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// mtu the attachment has, bytes.
 	MTU int32 `json:"mtu"`
-	// restart that would apply the recommendation.
+	// offloads the attachment has (every key set). Absent when the applied
+	// offloads do not apply on the network (offloadPolicy Fixed, or an
+	// offload Off on datapath Macvtap): then only the MTU is compared.
+	// +optional
+	Offloads *Offloads `json:"offloads,omitempty"`
+	// restart that would apply the recommendation: the fields to set and the
+	// restart of the attachment's VMs.
 	Restart string `json:"restart"`
 }
 
@@ -191,14 +198,18 @@ type NetworkTuningStatus struct {
 	// +kubebuilder:validation:MaxItems=5000
 	Nodes []NodeTuning `json:"nodes,omitempty"`
 	// applied is the setting new attachments default to (mode Apply only):
-	// the recommendation most nodes share (ties: the smaller MTU).
+	// the MTU most nodes recommend (ties: the smaller MTU), with the offload
+	// set most of those nodes recommend with it (ties: the set with more
+	// offloads On, then the first in tso, gso, gro, txChecksum order with
+	// On before Off), so it is always a setting some node measured.
 	// +optional
 	Applied *TuningSetting `json:"applied,omitempty"`
 	// appliedAt is when applied was set: attachments created before keep
-	// their MTU and are listed in differing.
+	// their MTU and offloads and are listed in differing.
 	// +optional
 	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
-	// differing lists existing attachments whose MTU is not the applied one.
+	// differing lists existing attachments whose MTU or offloads are not
+	// the applied ones.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256

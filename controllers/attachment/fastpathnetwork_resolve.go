@@ -47,12 +47,10 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 		if gerr := r.Cache.Get(ctx, types.NamespacedName{Name: s.att.Namespace}, ns); gerr != nil {
 			return spec, fmt.Errorf("failed to get Namespace %s: %w", s.att.Namespace, gerr)
 		}
-		if mtu, ok := v1alpha1.TunedDefaultMTU(net, s.att.CreationTimestamp); ok && spec.Network.MTU == nil {
-			// A network in tuning mode Apply (issue 27): attachments created
-			// since the recommendation was applied default to its MTU.
-			spec = *spec.DeepCopy()
-			spec.Network.MTU = &mtu
-		}
+		// A network in tuning mode Apply (issue 27): attachments created
+		// since the recommendation was applied default to its MTU and
+		// offloads where they set none themselves.
+		spec = v1alpha1.WithTunedDefaults(spec, net, s.att.CreationTimestamp)
 		var resolved v1alpha1.FastPathAttachmentSpec
 		if resolved, err = v1alpha1.ResolveNetwork(spec, ns.Labels, net); err == nil {
 			s.network = net.Name
@@ -78,7 +76,7 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 }
 
 // tunedDefaultChanged passes a FastPathNetwork update whose
-// status.tuning.appliedAt changed: the tuned default MTU (issue 27) lives in
+// status.tuning.appliedAt changed: the tuned defaults (issue 27) live in
 // status, which the generation does not count, and an attachment created
 // just after it was applied may have been resolved on an older copy.
 var tunedDefaultChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {

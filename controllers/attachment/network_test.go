@@ -189,6 +189,49 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		Eventually(nadConfig).Should(And(ContainSubstring(`"bridge":"fp-ps"`), Not(ContainSubstring(`portSecurity`))))
 	})
 
+	It("gives a new attachment on a network in tuning mode Apply the applied MTU and offloads in its NAD and VM tuning, except the keys it sets; Off takes them back", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+		net := createNetwork("tuned-"+ns, v1alpha1.FastPathNetworkSpec{
+			Bridge: "fp-tuned", MTU: &v1alpha1.MTURange{Max: ptr(int32(65520)), Default: ptr(int32(9000))},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Tuning:            &v1alpha1.NetworkTuning{Mode: v1alpha1.TuningApply},
+		})
+		// The status the tuning controller leaves (it does not run in this
+		// suite): applied a minute ago, so the attachment below is new.
+		n := &v1alpha1.FastPathNetwork{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
+		at := metav1.NewTime(time.Now().Add(-time.Minute))
+		n.Status.Tuning = &v1alpha1.NetworkTuningStatus{AppliedAt: &at, Applied: &v1alpha1.TuningSetting{MTU: 65520,
+			Offloads: &v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOff, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}}}
+		Expect(env.Client.Status().Update(ctx, n)).To(Succeed())
+		spec := network("10.250.0.0/24")
+		spec.Offloads = &v1alpha1.Offloads{GRO: v1alpha1.OffloadOn}
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: spec})
+		nadConfig := func() string {
+			nad, err := getNAD(ns, "db-link")
+			if err != nil {
+				return err.Error()
+			}
+			return nad.Spec.Config
+		}
+		tuning := func() string {
+			return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.TuningAnnotation)
+		}
+		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":65520`), ContainSubstring(`"offloads":{"tso":true,"gso":false,"gro":true,"txChecksum":true}`)),
+			"gso from the applied set; gro, which the attachment sets, its own")
+		Eventually(tuning).Should(And(ContainSubstring(`\"mtu\":65520`),
+			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"Off\",\"gro\":\"On\",\"txChecksum\":\"On\"}`)))
+
+		By("the admin setting tuning mode Off")
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
+		n.Spec.Tuning.Mode = v1alpha1.TuningOff
+		Expect(env.Client.Update(ctx, n)).To(Succeed())
+		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":9000`), ContainSubstring(`"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true}`)))
+		Eventually(tuning).Should(And(ContainSubstring(`\"mtu\":9000`),
+			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\"}`)))
+	})
+
 	It("revokes the fast path of running VMs when the network stops admitting their namespace", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})

@@ -141,7 +141,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	st := s.net.Status.Tuning
 	if s.tuning.Mode == v1alpha1.TuningOff {
 		st.Applied, st.AppliedAt, st.Differing, st.SweepNode, st.SweepStarted = nil, nil, nil, "", nil
-		s.set(metav1.ConditionFalse, v1alpha1.ReasonTuningOff, "spec.tuning.mode is Off: nothing is measured, attachments default to spec.mtu.default")
+		s.set(metav1.ConditionFalse, v1alpha1.ReasonTuningOff, "spec.tuning.mode is Off: nothing is measured, attachments default to spec.mtu.default and spec.offloads")
 		return ctrl.Result{}, r.cleanup(ctx, s.net, "")
 	}
 	nodes, err := r.servingNodes(ctx, s)

@@ -16,23 +16,24 @@ import (
 // maxDiffering caps status.tuning.differing (its CRD MaxItems).
 const maxDiffering = 256
 
-// Applied returns the setting most nodes recommend (ties: the smaller MTU),
-// or nil when some node of nodes has no recommendation yet: Apply waits for
+// Applied returns the setting new attachments default to in mode Apply, or
+// nil when some node of nodes has no recommendation yet: Apply waits for
 // every node, so one sweep's answer does not become the whole network's.
+// The MTU is the one most nodes recommend (ties: the smaller MTU); the
+// offloads are the set most of the nodes that recommend that MTU recommend
+// with it (ties: the set with more offloads On, then offloadsKey order). The
+// result is therefore always a setting that won on some node, never a mix
+// that no node measured.
 func Applied(nodes []v1alpha1.NodeTuning, serving int) *v1alpha1.TuningSetting {
 	if len(nodes) < serving || len(nodes) == 0 {
 		return nil
 	}
 	votes := map[int32]int{}
-	var first = map[int32]*v1alpha1.TuningSetting{}
 	for _, n := range nodes {
 		if n.Recommended == nil {
 			return nil
 		}
 		votes[n.Recommended.MTU]++
-		if first[n.Recommended.MTU] == nil {
-			first[n.Recommended.MTU] = n.Recommended
-		}
 	}
 	var best int32
 	for mtu, v := range votes {
@@ -40,7 +41,54 @@ func Applied(nodes []v1alpha1.NodeTuning, serving int) *v1alpha1.TuningSetting {
 			best = mtu
 		}
 	}
-	return first[best].DeepCopy()
+	offloadVotes := map[string]int{}
+	sets := map[string]*v1alpha1.Offloads{}
+	for _, n := range nodes {
+		if n.Recommended.MTU != best {
+			continue
+		}
+		k := offloadsKey(n.Recommended.Offloads)
+		offloadVotes[k]++
+		sets[k] = n.Recommended.Offloads
+	}
+	var bestSet string
+	first := true
+	for k, v := range offloadVotes {
+		if first || v > offloadVotes[bestSet] || (v == offloadVotes[bestSet] && offloadsBefore(k, bestSet)) {
+			bestSet, first = k, false
+		}
+	}
+	return &v1alpha1.TuningSetting{MTU: best, Offloads: sets[bestSet].DeepCopy()}
+}
+
+// offloadsKey is o's keys in the order tso, gso, gro, txChecksum, one
+// character each: '1' On, '0' Off, '-' unset; "" for nil.
+func offloadsKey(o *v1alpha1.Offloads) string {
+	if o == nil {
+		return ""
+	}
+	k := make([]byte, 0, 4)
+	for _, s := range []v1alpha1.OffloadState{o.TSO, o.GSO, o.GRO, o.TXChecksum} {
+		switch s {
+		case v1alpha1.OffloadOn:
+			k = append(k, '1')
+		case v1alpha1.OffloadOff:
+			k = append(k, '0')
+		default:
+			k = append(k, '-')
+		}
+	}
+	return string(k)
+}
+
+// offloadsBefore orders offload keys for a tie: more offloads On first
+// (every offload On is the design's default, docs/design.md §1), then On
+// before Off key by key in tso, gso, gro, txChecksum order.
+func offloadsBefore(a, b string) bool {
+	if ca, cb := strings.Count(a, "1"), strings.Count(b, "1"); ca != cb {
+		return ca > cb
+	}
+	return a > b // '1' > '0' > '-': On sorts first
 }
 
 // apply sets status.tuning.applied (mode Apply) and lists the existing
@@ -58,12 +106,16 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, serving int) error {
 	if st.Applied == nil || !equality.Semantic.DeepEqual(*st.Applied, *want) {
 		// appliedAt is rounded up to the next second (metav1.Time keeps
 		// seconds): an attachment created in the same second as the
-		// recommendation counts as existing and keeps its MTU. The other
-		// rounding would change an attachment that existed before.
+		// recommendation counts as existing and keeps its MTU and offloads.
+		// The other rounding would change an attachment that existed before.
 		at := metav1.NewTime(s.now.Add(time.Second))
 		st.Applied, st.AppliedAt = want, &at
-		r.Recorder.Eventf(s.net, "Normal", v1alpha1.ReasonApplied, "New attachments on this network default to MTU %d", want.MTU)
+		r.Recorder.Eventf(s.net, "Normal", v1alpha1.ReasonApplied, "New attachments on this network default to %s", s.appliedDefaults())
 	}
+	// The offloads are compared only where they are applied (not under
+	// offloadPolicy Fixed, not Off on Macvtap): elsewhere no restart could
+	// give an attachment the recommended set.
+	wantOffloads, offloadsApply := v1alpha1.TunedDefaultOffloads(s.net, *st.AppliedAt)
 	var atts v1alpha1.FastPathAttachmentList
 	if err := r.Client.List(ctx, &atts); err != nil {
 		return fmt.Errorf("failed to list FastPathAttachments: %w", err)
@@ -78,17 +130,27 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, serving int) error {
 		if ref := v1alpha1.NetworkRefName(&a.Spec); ref != s.net.Name && (ref != "" || !isDefault) {
 			continue
 		}
-		mtu := *s.spec.MTU.Default
-		if a.Spec.Network.MTU != nil {
-			mtu = *a.Spec.Network.MTU
-		} else if tuned, ok := v1alpha1.TunedDefaultMTU(s.net, a.CreationTimestamp); ok {
-			mtu = tuned
+		// What the attachment has: its own fields, else the tuned defaults
+		// when it was created after they were applied, else the network's.
+		has := v1alpha1.WithTunedDefaults(a.Spec, s.net, a.CreationTimestamp).Network
+		d := v1alpha1.TuningDifference{Namespace: a.Namespace, Name: a.Name, MTU: *s.spec.MTU.Default}
+		if has.MTU != nil {
+			d.MTU = *has.MTU
 		}
-		if mtu == want.MTU || len(st.Differing) >= maxDiffering {
+		var set []string
+		if d.MTU != want.MTU {
+			set = append(set, fmt.Sprintf("spec.network.mtu to %d", want.MTU))
+		}
+		if offloadsApply {
+			o := v1alpha1.OffloadsWithDefaults(has.Offloads, *s.spec.Offloads)
+			d.Offloads = &o
+			set = append(set, offloadChanges(o, *wantOffloads)...)
+		}
+		if len(set) == 0 || len(st.Differing) >= maxDiffering {
 			continue
 		}
-		st.Differing = append(st.Differing, v1alpha1.TuningDifference{Namespace: a.Namespace, Name: a.Name, MTU: mtu,
-			Restart: fmt.Sprintf("set spec.network.mtu to %d, then restart its VMs (virtctl restart <vm>): a running VM keeps the MTU it started with", want.MTU)})
+		d.Restart = fmt.Sprintf("set %s, then restart its VMs (virtctl restart <vm>): a running VM keeps the MTU and offloads it started with", strings.Join(set, ", "))
+		st.Differing = append(st.Differing, d)
 	}
 	slices.SortFunc(st.Differing, func(a, b v1alpha1.TuningDifference) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -115,8 +177,35 @@ func (s *scope) summarise(serving int) {
 	case len(st.Nodes) < serving:
 		s.set(metav1.ConditionFalse, v1alpha1.ReasonSweeping, fmt.Sprintf("%d of %d nodes measured", len(st.Nodes), serving))
 	case st.Applied != nil:
-		s.set(metav1.ConditionTrue, v1alpha1.ReasonApplied, fmt.Sprintf("every node is measured; new attachments default to MTU %d (%d existing differ)", st.Applied.MTU, len(st.Differing)))
+		s.set(metav1.ConditionTrue, v1alpha1.ReasonApplied, fmt.Sprintf("every node is measured; new attachments default to %s (%d existing differ)", s.appliedDefaults(), len(st.Differing)))
 	default:
 		s.set(metav1.ConditionTrue, v1alpha1.ReasonRecommended, fmt.Sprintf("every node (%d) has a recommendation by %s", len(st.Nodes), s.tuning.Objective))
 	}
+}
+
+// appliedDefaults says what new attachments default to: the applied MTU, and
+// its offloads where they apply (TunedDefaultOffloads).
+func (s *scope) appliedDefaults() string {
+	st := s.net.Status.Tuning
+	out := fmt.Sprintf("MTU %d", st.Applied.MTU)
+	if o, ok := v1alpha1.TunedDefaultOffloads(s.net, *st.AppliedAt); ok {
+		out += fmt.Sprintf(" and offloads tso %s, gso %s, gro %s, txChecksum %s", o.TSO, o.GSO, o.GRO, o.TXChecksum)
+	}
+	return out
+}
+
+// offloadChanges names the keys of spec.network.offloads to set to turn has
+// into want ("spec.network.offloads.gro to Off"), in tso, gso, gro,
+// txChecksum order.
+func offloadChanges(has, want v1alpha1.Offloads) []string {
+	var out []string
+	for _, k := range []struct {
+		key       string
+		has, want v1alpha1.OffloadState
+	}{{"tso", has.TSO, want.TSO}, {"gso", has.GSO, want.GSO}, {"gro", has.GRO, want.GRO}, {"txChecksum", has.TXChecksum, want.TXChecksum}} {
+		if k.has != k.want {
+			out = append(out, fmt.Sprintf("spec.network.offloads.%s to %s", k.key, k.want))
+		}
+	}
+	return out
 }

@@ -24,13 +24,17 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 // createNetwork creates a network on bridge br with MTU bounds 1280-65535,
-// default 9000, tuning as given, and a Ready FastPathNode serving it.
-func createNetwork(t *v1alpha1.NetworkTuning) (net, node string) {
+// default 9000, tuning as given (then changed by mutate), and a Ready
+// FastPathNode serving it.
+func createNetwork(t *v1alpha1.NetworkTuning, mutate ...func(*v1alpha1.FastPathNetworkSpec)) (net, node string) {
 	GinkgoHelper()
 	suffix := rand.String(5)
 	net, node, br := "net-"+suffix, "node-"+suffix, "fp"+suffix
 	n := &v1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: net}, Spec: v1alpha1.FastPathNetworkSpec{
 		Bridge: br, MTU: &v1alpha1.MTURange{Max: ptr(int32(65535)), Default: ptr(int32(9000))}, Tuning: t}}
+	for _, m := range mutate {
+		m(&n.Spec)
+	}
 	Expect(k8s.Create(ctx, n)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, n))).To(Succeed()) })
 	fpn := &v1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: node}}
@@ -71,12 +75,30 @@ type outcome struct {
 // its entry in status.tuning: every benchmark the sweep creates is finished
 // with measure(mtu, n), n counting that MTU's benchmarks from 0. It fails
 // when two benchmarks of the sweep are unfinished at once, and returns the
-// MTUs in the order they ran.
+// MTUs in the order they ran. The network's candidates must have one offload
+// set (runSweepSettings takes more).
 func runSweep(net, node string, measure func(mtu int32, n int) outcome) []int32 {
 	GinkgoHelper()
-	finished := map[string]bool{}
-	count := map[int32]int{}
 	var order []int32
+	for _, c := range runSweepSettings(net, node, func(c v1alpha1.TuningSetting, n int) outcome { return measure(c.MTU, n) }) {
+		order = append(order, c.MTU)
+	}
+	return order
+}
+
+// runSweepSettings is runSweep for candidates of several offload sets:
+// measure gets the candidate's setting (its attachment's MTU and offloads)
+// and n counting that setting's benchmarks from 0; it returns the settings
+// in the order they ran.
+func runSweepSettings(net, node string, measure func(c v1alpha1.TuningSetting, n int) outcome) []v1alpha1.TuningSetting {
+	GinkgoHelper()
+	type key struct {
+		mtu      int32
+		offloads v1alpha1.Offloads
+	}
+	finished := map[string]bool{}
+	count := map[key]int{}
+	var order []v1alpha1.TuningSetting
 	Eventually(func(g Gomega) {
 		var list v1alpha1.FastPathBenchmarkList
 		g.Expect(k8s.List(ctx, &list, client.InNamespace(sweepNS), client.MatchingLabels{tuning.NetworkLabel: net})).To(Succeed())
@@ -93,10 +115,14 @@ func runSweep(net, node string, measure func(mtu int32, n int) outcome) []int32 
 			Expect(metav1.IsControlledBy(&b, getNetwork(net))).To(BeTrue())
 			att := &v1alpha1.FastPathAttachment{}
 			Expect(k8s.Get(ctx, types.NamespacedName{Namespace: sweepNS, Name: b.Spec.AttachmentRef.Name}, att)).To(Succeed())
-			mtu := *att.Spec.Network.MTU
-			o := measure(mtu, count[mtu])
-			count[mtu]++
-			order = append(order, mtu)
+			c := v1alpha1.TuningSetting{MTU: *att.Spec.Network.MTU, Offloads: att.Spec.Network.Offloads.DeepCopy()}
+			k := key{mtu: c.MTU}
+			if c.Offloads != nil {
+				k.offloads = *c.Offloads
+			}
+			o := measure(c, count[k])
+			count[k]++
+			order = append(order, c)
 			b.Status.Phase = v1alpha1.BenchmarkSucceeded
 			if o.fail != "" {
 				b.Status.Phase = v1alpha1.BenchmarkFailed
@@ -213,6 +239,89 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		Eventually(nadMTU(ns, "new")).Should(Equal(9000), "Off brings the previous default back")
 		Expect(getNetwork(net).Status.Tuning.Applied).To(BeNil())
 	})
+
+	It("Apply: new attachments default to the winner's offloads too, only in the keys they leave unset; existing ones are listed with the offloads that differ; Off restores spec.offloads", func() {
+		const on, off = v1alpha1.OffloadOn, v1alpha1.OffloadOff
+		noGSOGRO := v1alpha1.Offloads{GSO: off, GRO: off}
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningApply, Candidates: &v1alpha1.TuningCandidates{
+			MTUs: []int32{9000, 65520}, Offloads: []v1alpha1.Offloads{{TSO: on}, noGSOGRO}}})
+		ns := "tenant-" + rand.String(5)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		attach := func(name string, o *v1alpha1.Offloads) {
+			Expect(k8s.Create(ctx, &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.FastPathAttachmentSpec{
+				VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
+				Network: &v1alpha1.NetworkSpec{Offloads: o, IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
+		}
+		allOn := nadOffloadsOf(true, true, true, true)
+		attach("old", nil)
+		Eventually(nadOffloads(ns, "old")).Should(Equal(allOn))
+
+		// 65520 with GSO and GRO off is fastest; the same MTU with
+		// every offload on comes second, so only the offloads decide.
+		order := runSweepSettings(net, node, func(c v1alpha1.TuningSetting, _ int) outcome {
+			mbps := int64(c.MTU)
+			if c.Offloads.GRO == off {
+				mbps += 5000
+			}
+			return outcome{mbps: mbps, sd: "0.300"}
+		})
+		Expect(order).To(HaveLen(4*3), "2 MTUs x 2 offload sets, 3 repetitions each")
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonApplied))
+		st := getNetwork(net).Status.Tuning
+		winner := v1alpha1.Offloads{TSO: on, GSO: off, GRO: off, TXChecksum: on}
+		Expect(st.Nodes[0].Recommended).To(Equal(&v1alpha1.TuningSetting{MTU: 65520, Offloads: &winner}))
+		Expect(st.Applied).To(Equal(st.Nodes[0].Recommended))
+		Expect(st.Differing).To(ConsistOf(And(HaveField("Name", "old"), HaveField("MTU", int32(9000)),
+			HaveField("Offloads", Equal(&v1alpha1.Offloads{TSO: on, GSO: on, GRO: on, TXChecksum: on})),
+			HaveField("Restart", And(ContainSubstring("spec.network.mtu to 65520"), ContainSubstring("spec.network.offloads.gso to Off"),
+				ContainSubstring("spec.network.offloads.gro to Off"), Not(ContainSubstring("offloads.tso")), Not(ContainSubstring("offloads.txChecksum")), ContainSubstring("restart"))))))
+		c := meta.FindStatusCondition(getNetwork(net).Status.Conditions, v1alpha1.TuningReadyCondition)
+		Expect(c.Message).To(ContainSubstring("MTU 65520 and offloads tso On, gso Off, gro Off, txChecksum On"))
+
+		Eventually(func() bool { return time.Now().After(st.AppliedAt.Time) }, "3s").Should(BeTrue())
+		attach("new", nil)
+		attach("own", &v1alpha1.Offloads{TSO: off, GRO: on})
+		Eventually(nadMTU(ns, "new")).Should(Equal(65520))
+		Eventually(nadOffloads(ns, "new")).Should(Equal(nadOffloadsOf(true, false, false, true)), "the winner's offloads")
+		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, false, true, true)),
+			"the attachment's own tso and gro stay; gso, which it leaves unset, is the winner's")
+		Consistently(nadOffloads(ns, "old"), "300ms").Should(Equal(allOn), "an existing attachment is left alone")
+
+		n := getNetwork(net)
+		n.Spec.Tuning.Mode = v1alpha1.TuningOff
+		Expect(k8s.Update(ctx, n)).To(Succeed())
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonTuningOff))
+		Eventually(nadOffloads(ns, "new")).Should(Equal(allOn), "Off brings spec.offloads back")
+		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, true, true, true)))
+		Expect(nadMTU(ns, "new")()).To(Equal(9000))
+	})
+
+	It("Apply under offloadPolicy Fixed applies the MTU only: the network's offloads stay the only ones", func() {
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningApply, Candidates: candidates}, func(s *v1alpha1.FastPathNetworkSpec) {
+			s.OffloadPolicy = v1alpha1.OffloadPolicyFixed
+			s.Offloads = &v1alpha1.Offloads{GRO: v1alpha1.OffloadOff}
+		})
+		runSweep(net, node, func(mtu int32, _ int) outcome { return outcome{mbps: int64(mtu), sd: "0.3"} })
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonApplied))
+		st := getNetwork(net).Status.Tuning
+		Expect(st.Applied.MTU).To(Equal(int32(65520)))
+		Expect(st.Applied.Offloads).To(Equal(&v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOn, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}))
+
+		// Fixed since the sweep: the admin turns GRO back on. The applied set
+		// (GRO Off) is no longer allowed, so it must not reach attachments,
+		// nor make them differ.
+		n := getNetwork(net)
+		n.Spec.Offloads = nil
+		Expect(k8s.Update(ctx, n)).To(Succeed())
+		ns := "tenant-" + rand.String(5)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func() bool { return time.Now().After(st.AppliedAt.Time) }, "3s").Should(BeTrue())
+		Expect(k8s.Create(ctx, &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}, Spec: v1alpha1.FastPathAttachmentSpec{
+			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "new"}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
+			Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
+		Eventually(nadMTU(ns, "new")).Should(Equal(65520))
+		Expect(nadOffloads(ns, "new")()).To(Equal(nadOffloadsOf(true, true, true, true)))
+	})
 })
 
 // nadMTU reads the mtu of an attachment's NetworkAttachmentDefinition
@@ -229,4 +338,24 @@ func nadMTU(ns, name string) func() int {
 		Expect(json.Unmarshal([]byte(strings.TrimSpace(nad.Spec.Config)), &conf)).To(Succeed())
 		return conf.MTU
 	}
+}
+
+// nadOffloads reads the offloads of an attachment's NetworkAttachmentDefinition
+// netconf (nil while it does not exist).
+func nadOffloads(ns, name string) func() map[string]bool {
+	return func() map[string]bool {
+		nad := &nadv1.NetworkAttachmentDefinition{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, nad); err != nil {
+			return nil
+		}
+		var conf struct {
+			Offloads map[string]bool `json:"offloads"`
+		}
+		Expect(json.Unmarshal([]byte(strings.TrimSpace(nad.Spec.Config)), &conf)).To(Succeed())
+		return conf.Offloads
+	}
+}
+
+func nadOffloadsOf(tso, gso, gro, txChecksum bool) map[string]bool {
+	return map[string]bool{"tso": tso, "gso": gso, "gro": gro, "txChecksum": txChecksum}
 }

@@ -53,6 +53,26 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 			return conf.MTU
 		}
 	}
+	// nadOffloads reads the offloads of an attachment's NAD netconf (nil while
+	// it does not exist).
+	nadOffloads := func(ctx SpecContext, name string) func() map[string]bool {
+		return func() map[string]bool {
+			nad := &nadv1.NetworkAttachmentDefinition{}
+			if err := c().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, nad); err != nil {
+				return nil
+			}
+			var conf struct {
+				Offloads map[string]bool `json:"offloads"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSpace(nad.Spec.Config)), &conf) != nil {
+				return nil
+			}
+			return conf.Offloads
+		}
+	}
+	offloadsOf := func(o *fastpathv1alpha1.Offloads) map[string]bool {
+		return map[string]bool{"tso": o.TSO.On(), "gso": o.GSO.On(), "gro": o.GRO.On(), "txChecksum": o.TXChecksum.On()}
+	}
 
 	BeforeAll(func(ctx SpecContext) {
 		if env.Emulated() {
@@ -103,7 +123,7 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 		}
 	}, SpecTimeout(11*time.Minute))
 
-	It("Apply: a new attachment defaults to the winner's MTU; Off restores the default", func(ctx SpecContext) {
+	It("Apply: a new attachment defaults to the winner's MTU and offloads; Off restores the defaults", func(ctx SpecContext) {
 		n := get(ctx)
 		n.Spec.Tuning.Mode = fastpathv1alpha1.TuningApply
 		Expect(c().Update(ctx, n)).To(Succeed())
@@ -117,10 +137,17 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 		eventually(ctx, func() bool { return time.Now().After(applied.AppliedAt.Time) }, 5*time.Second).Should(BeTrue())
 		attach(ctx, "tuned")
 		eventually(ctx, nadMTU(ctx, "tuned"), time.Minute).Should(Equal(int(applied.Applied.MTU)))
+		// The candidates are the network's own offloads only (a second set
+		// would double the sweep), so this checks that the applied offloads
+		// reach the netconf whole, not that Apply and Off tell them apart:
+		// the envtest suite (controllers/tuning) does that.
+		Expect(applied.Applied.Offloads).NotTo(BeNil())
+		Expect(nadOffloads(ctx, "tuned")()).To(Equal(offloadsOf(applied.Applied.Offloads)))
 
 		n = get(ctx)
 		n.Spec.Tuning.Mode = fastpathv1alpha1.TuningOff
 		Expect(c().Update(ctx, n)).To(Succeed())
 		eventually(ctx, nadMTU(ctx, "tuned"), time.Minute).Should(Equal(4000), "Off restores spec.mtu.default")
+		Expect(nadOffloads(ctx, "tuned")()).To(Equal(offloadsOf(&fastpathv1alpha1.Offloads{})), "Off restores spec.offloads (every offload On)")
 	}, SpecTimeout(3*time.Minute))
 })

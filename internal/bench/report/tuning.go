@@ -58,9 +58,13 @@ func WriteTuningReport(w io.Writer, st *v1alpha1.NetworkTuningStatus, objective 
 		fmt.Fprintln(w)
 	}
 	if st.Applied != nil {
-		fmt.Fprintf(w, "Applied: new attachments default to MTU %d\n", st.Applied.MTU)
+		fmt.Fprintf(w, "Applied: new attachments default to MTU %d, offloads %s\n", st.Applied.MTU, offloadsString(st.Applied.Offloads))
 		for _, d := range st.Differing {
-			fmt.Fprintf(w, "  %s/%s has MTU %d: %s\n", d.Namespace, d.Name, d.MTU, d.Restart)
+			has := fmt.Sprintf("MTU %d", d.MTU)
+			if d.Offloads != nil {
+				has += ", offloads " + offloadsString(d.Offloads)
+			}
+			fmt.Fprintf(w, "  %s/%s has %s: %s\n", d.Namespace, d.Name, has, d.Restart)
 		}
 	}
 	_, err := fmt.Fprint(w, "")

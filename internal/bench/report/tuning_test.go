@@ -33,6 +33,14 @@ func TestWriteTuningReport(t *testing.T) {
 	g.Expect(out).To(ContainSubstring(" 65520  (failed)"))
 
 	b.Reset()
+	off := &v1alpha1.Offloads{TSO: "On", GSO: "Off", GRO: "Off", TXChecksum: "On"}
+	st.Applied = &v1alpha1.TuningSetting{MTU: 9000, Offloads: off}
+	st.Differing = []v1alpha1.TuningDifference{{Namespace: "apps", Name: "db", MTU: 1500, Offloads: on, Restart: "set spec.network.mtu to 9000, then restart its VMs"}}
+	g.Expect(WriteTuningReport(&b, st, v1alpha1.ObjectiveThroughput)).To(Succeed())
+	g.Expect(b.String()).To(ContainSubstring("Applied: new attachments default to MTU 9000, offloads tso=On,gso=Off,gro=Off,csum=On\n"))
+	g.Expect(b.String()).To(ContainSubstring("  apps/db has MTU 1500, offloads tso=On,gso=On,gro=On,csum=On: set spec.network.mtu to 9000, then restart its VMs\n"))
+
+	b.Reset()
 	g.Expect(WriteTuningReport(&b, nil, v1alpha1.ObjectiveThroughput)).To(Succeed())
 	g.Expect(b.String()).To(Equal("No node measured yet.\n"))
 }
