@@ -45,6 +45,12 @@ const StepOverhead = 2 * time.Minute
 type Reconciler struct {
 	// Client reads from the cache and writes. nil: the manager's client.
 	Client client.Client
+	// APIReader reads the FastPathNetwork itself, uncached: its status holds
+	// the sweep's progress, and a reconcile working from a cached copy older
+	// than its own last status write would start a finished step again and
+	// leave that step's attachment and benchmark behind. nil: the manager's
+	// API reader.
+	APIReader client.Reader
 	// Recorder records Events; nil: the manager's recorder named ControllerName.
 	Recorder record.EventRecorder
 	// Namespace holds the sweep's attachments and benchmarks (the operator's
@@ -72,6 +78,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	}
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor(ControllerName)
@@ -121,7 +130,7 @@ type scope struct {
 // the serving nodes are found, the due node swept, and the answer recorded.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	net := &v1alpha1.FastPathNetwork{}
-	if err := r.Client.Get(ctx, req.NamespacedName, net); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, net); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := net.DeepCopy()
@@ -356,7 +365,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, before *v1alpha1.FastPathN
 	if equality.Semantic.DeepEqual(before.Status, net.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, net, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	// Optimistic lock: a status written meanwhile is never overwritten
+	// from this older copy; the conflict requeues.
+	if err := r.Client.Status().Patch(ctx, net, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to patch the status of FastPathNetwork %s: %w", net.Name, err)
 	}
 	return nil
