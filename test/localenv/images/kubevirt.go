@@ -61,7 +61,7 @@ var (
 	baseKubeVirt = Base{Name: "kubevirt-passwd", FromArg: "", Image: "kubevirt //:passwd-image", User: "1001", Debs: []string{"ca-certificates"},
 		ExtraUsers: []User{{Name: "nonroot-user", ID: 1001, Home: "/home/nonroot-user"}}}
 	baseHandler = Base{Name: "kubevirt-handler", Image: "kubevirt //rpm:handlerbase", Closure: true,
-		Debs: []string{"ca-certificates", "bash", "dash", "coreutils", "procps", "psmisc", "iproute2", "libatm1", "acl", "gawk", "grep", "sed",
+		Debs: []string{"ca-certificates", "bash", "dash", "coreutils", "procps", "psmisc", "iproute2", "libatm1", "nftables", "acl", "gawk", "grep", "sed",
 			"diffutils", "gzip", "util-linux", "xorriso", "passt"},
 		ExtraUsers: []User{{Name: "qemu", ID: QemuUID, Home: "/home/qemu"}}}
 	baseLauncher = Base{Name: "kubevirt-launcher", Image: "kubevirt //rpm:launcherbase", Closure: true,
@@ -127,7 +127,11 @@ func KubeVirtTargets() []Target {
 				{Src: "cmd/virt-launcher/qemu", Path: "/etc/libvirt/hooks/qemu", Mode: 0o755},
 			},
 			// /var/log/libvirt: libvirtd -d (node-labeller.sh, as root) logs to a file there.
-			Shims:      []File{Content(VirtqemudShimPath, 0o755, []byte(VirtqemudShim)), Dir("/usr/lib64/qemu-kvm", 0o755), Dir("/var/log/libvirt", 0o755)},
+			// virtlogd.conf: virt-launcher runs virtlogd -f /etc/libvirt/virtlogd.conf, a file
+			// CentOS's libvirt-daemon has and Debian's libvirt-daemon-system (not taken:
+			// systemd units, polkit) has; empty, virtlogd keeps its defaults.
+			Shims: []File{Content(VirtqemudShimPath, 0o755, []byte(VirtqemudShim)), Dir("/usr/lib64/qemu-kvm", 0o755), Dir("/var/log/libvirt", 0o755),
+				Content("/etc/libvirt/virtlogd.conf", 0o644, []byte("# virtlogd's defaults (Fastpath test/localenv/images: Debian ships this file in libvirt-daemon-system)\n"))},
 			Entrypoint: []string{"/usr/bin/virt-launcher"},
 		},
 	}
