@@ -222,3 +222,140 @@ func lastLine(s, prefix string) string {
 	}
 	return ""
 }
+
+// ChecksumSample is one transfer of random bytes whose sha256 was computed
+// in both guests: by the sender over what it wrote, by the sink over what
+// it read.
+type ChecksumSample struct {
+	// Bytes is what the sender wrote; ReceivedBytes what the sink read.
+	Bytes, ReceivedBytes int
+	// SentSHA256 and ReceivedSHA256 are hex digests.
+	SentSHA256, ReceivedSHA256 string
+	// Elapsed runs from before the connection to the sink's answer,
+	// measured inside the sender; Mbps is Bytes*8 / Elapsed in 10^6 bit/s.
+	Elapsed time.Duration
+	Mbps    float64
+}
+
+// Match reports whether the sink read every byte and its digest is the
+// sender's.
+func (s ChecksumSample) Match() bool {
+	return s.ReceivedBytes == s.Bytes && s.SentSHA256 != "" && s.ReceivedSHA256 == s.SentSHA256
+}
+
+// ServeChecksumSink starts a socat sink in g that reads every connection
+// to listen (a socat listen address) to its end, through tee into a FIFO
+// counted by wc and into sha256sum, so nothing is kept in guest memory, and
+// answers "<sha256> <bytes>" on the connection; the same line is appended
+// to /tmp/fpsum.<name> in the guest. While a connection is read,
+// /tmp/fpsum.<name>.pid holds its sha256sum's PID (SinkProgress). One
+// connection at a time per name.
+func (g *Guest) ServeChecksumSink(ctx context.Context, name, listen string) error {
+	out, rc, err := g.Run(ctx, checksumSinkCommand(name, listen))
+	if err == nil && rc != 0 {
+		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("failed to start the checksum sink %s in %s: %w", name, g.Name, err)
+	}
+	return nil
+}
+
+// checksumSinkCommand is the shell command of ServeChecksumSink: it writes
+// the per-connection script /tmp/fpsum.<name>.sh and starts socat in the
+// background.
+func checksumSinkCommand(name, listen string) string {
+	f := "/tmp/fpsum." + name
+	// A non-interactive sh gives a background job /dev/null as stdin: the
+	// connection is kept on fd 4 for tee. socat's -t 60 gives the script a
+	// minute after the sender's EOF to answer (the default 0.5 s is short
+	// for a TCG guest under load); socat ends as soon as the script does.
+	script := fmt.Sprintf(`f=%[1]s.$$
+mkfifo $f || exit 1
+exec 4<&0
+wc -c <$f >$f.n &
+tee $f <&4 | sha256sum >$f.s &
+echo $! >%[1]s.pid
+wait
+r="$(cut -d' ' -f1 $f.s) $(cat $f.n)"
+rm -f $f $f.s $f.n %[1]s.pid
+echo "$r" >>%[1]s
+echo "$r"
+`, f)
+	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>&1 &", f, script, listen)
+}
+
+// SinkProgress returns how many bytes the checksum sink name in g has read
+// of the connection it is reading now (its sha256sum's rchar in
+// /proc/<pid>/io), 0 when it reads none.
+func (g *Guest) SinkProgress(ctx context.Context, name string) (int64, error) {
+	out, _, err := g.Run(ctx, fmt.Sprintf(`p=$(cat /tmp/fpsum.%s.pid 2>/dev/null) && awk '$1 == "rchar:" {print $2}' /proc/$p/io 2>/dev/null`, name))
+	if err != nil {
+		return 0, err
+	}
+	out = strings.TrimSpace(out)
+	if out == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("malformed progress %q of the checksum sink %s in %s", out, name, g.Name)
+	}
+	return n, nil
+}
+
+// StreamChecksum sends total bytes of /dev/urandom from g to target (a
+// socat address of a ServeChecksumSink) through dd (writeBytes per read of
+// /dev/urandom), tee into a FIFO read by sha256sum, and socat -b
+// writeBytes (so socat writes at most writeBytes at a time), and waits for
+// the sink's answer. Nothing of the stream is kept in guest memory. within
+// bounds the whole transfer inside the guest (socat is killed then).
+// Errors: total not a positive multiple of writeBytes, a transfer that
+// produced no answer (the error carries socat's messages); a sample whose
+// digests differ is returned without error (ChecksumSample.Match).
+func (g *Guest) StreamChecksum(ctx context.Context, target string, total, writeBytes int, within time.Duration) (ChecksumSample, error) {
+	if writeBytes < 1 || total < 1 || total%writeBytes != 0 {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s: total %d must be a positive multiple of writeBytes %d", g.Name, total, writeBytes)
+	}
+	secs := max(int(within.Seconds()), 1)
+	out, _, err := g.Run(ctx, checksumStreamCommand(target, total, writeBytes, secs))
+	if err != nil {
+		return ChecksumSample{}, err
+	}
+	return parseChecksumStream(out, g.Name, target, total, writeBytes, secs)
+}
+
+// checksumStreamCommand is the shell command of StreamChecksum; it prints
+// "FPSUM <sink's sha256|none> <sink's count|none> <start ns> <end ns>",
+// "FPSENT <sender's sha256>" and "FPERR <socat's messages>".
+func checksumStreamCommand(target string, total, writeBytes, secs int) string {
+	return fmt.Sprintf(`%s
+f=/tmp/fpsend.$$
+mkfifo $f || exit 1
+sha256sum <$f >$f.s &
+s=$(now); dd if=/dev/urandom bs=%d count=%d 2>/dev/null | tee $f | timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s 2>$f.e | { read sum n; e=$(now); echo "FPSUM ${sum:-none} ${n:-none} ${s:-none} ${e:-none}"; }
+wait
+echo "FPSENT $(cut -d' ' -f1 $f.s)"
+echo "FPERR $(head -c 400 $f.e | tr '\n' ' ')"
+rm -f $f $f.s $f.e`, guestNow, writeBytes, total/writeBytes, secs, writeBytes, secs, target)
+}
+
+// parseChecksumStream reads the output of checksumStreamCommand.
+func parseChecksumStream(out, from, target string, total, writeBytes, secs int) (ChecksumSample, error) {
+	res, sent, socatErr := strings.Fields(lastLine(out, "FPSUM ")), strings.Fields(lastLine(out, "FPSENT ")), strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPERR"), "FPERR"))
+	if len(res) != 5 || len(sent) != 2 {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: no result lines in %q", from, target, out)
+	}
+	if res[1] == "none" || res[2] == "none" {
+		return ChecksumSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer within %ds (socat: %q): %w", total, writeBytes, from, target, secs, socatErr, ErrStreamStalled)
+	}
+	n, err1 := strconv.Atoi(res[2])
+	start, err2 := strconv.ParseInt(res[3], 10, 64)
+	end, err3 := strconv.ParseInt(res[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end <= start {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: malformed result %q (FPSUM <sha256> <count> <start ns> <end ns>; output %q)", from, target, lastLine(out, "FPSUM "), out)
+	}
+	el := time.Duration(end - start)
+	return ChecksumSample{Bytes: total, ReceivedBytes: n, SentSHA256: sent[1], ReceivedSHA256: res[1], Elapsed: el,
+		Mbps: float64(total) * 8 / el.Seconds() / 1e6}, nil
+}
