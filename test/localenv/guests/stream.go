@@ -347,7 +347,7 @@ func parseChecksumStream(out, from, target string, total, writeBytes, secs int) 
 		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: no result lines in %q", from, target, out)
 	}
 	if res[1] == "none" || res[2] == "none" {
-		return ChecksumSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer within %ds (socat: %q): %w", total, writeBytes, from, target, secs, socatErr, ErrStreamStalled)
+		return ChecksumSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer (socat, killed after %ds if still running, said %q): %w", total, writeBytes, from, target, secs, socatErr, ErrStreamStalled)
 	}
 	n, err1 := strconv.Atoi(res[2])
 	start, err2 := strconv.ParseInt(res[3], 10, 64)
