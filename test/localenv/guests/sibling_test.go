@@ -46,11 +46,14 @@ func siblingVMI(t *testing.T, ns, name string) []byte {
 // and defined and started by a real libvirtd. Inside the guests, db-1
 // reaches a socat service in db-0 at CID 3 directly; web-0 cannot; streams
 // in 64 KiB and 1 MiB writes arrive whole, as do writes one byte over what
-// the unpatched backend carried (docs/vsock-sibling.md). Then the
-// same bytes (dd into socat) go db-1 -> db-0 over vsock Sibling, vsock Relay
-// (CID 2 -> the agent's relay -> db-0) and TCP over the fast path,
-// alternating, and the medians are logged with their ratios (opt-in:
-// FASTPATH_SIBLING_BENCH=1).
+// the unpatched backend carried (docs/vsock-sibling.md); 256 MiB of random
+// bytes and 32 MiB each way at once arrive with the sender's sha256
+// (siblingTransfers); db-0 rebooted from inside mid-stream leaves the same
+// backend process serving both VMs, and new streams both ways arrive
+// whole. Then the same bytes (dd into socat) go db-1 -> db-0 over vsock
+// Sibling, vsock Relay (CID 2 -> the agent's relay -> db-0) and TCP over
+// the fast path, alternating, and the medians are logged with their
+// ratios (opt-in: FASTPATH_SIBLING_BENCH=1).
 func TestSiblingGuests(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
