@@ -1,6 +1,7 @@
 package guests
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -63,7 +64,7 @@ func TestChecksumStreamCommandsOnTheHost(t *testing.T) {
 		var s ChecksumSample
 		// The sink's socat listens once the shell above has started it.
 		g.Eventually(func() error {
-			out, err := sh(checksumStreamCommand(target, total, write, 20)).CombinedOutput()
+			out, err := sh(checksumStreamCommand(target, total, write, 20, 10)).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, out)
 			}
@@ -80,9 +81,34 @@ func TestChecksumStreamCommandsOnTheHost(t *testing.T) {
 	g.Expect(strings.Fields(string(b))).To(Equal([]string{sums[0], fmt.Sprint(total), sums[1], fmt.Sprint(total)}))
 
 	g.Expect(syscall.Kill(-sink.Process.Pid, syscall.SIGKILL)).To(Succeed())
-	out, err = sh(checksumStreamCommand(target, total, write, 2)).CombinedOutput()
+	out, err = sh(checksumStreamCommand(target, total, write, 2, 0)).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
 	_, err = parseChecksumStream(string(out), "host", target, total, write, 2)
 	g.Expect(err).To(MatchError(ErrStreamStalled))
 	g.Expect(err.Error()).To(ContainSubstring("Connection refused"))
+
+	// A peer that accepts and never reads: with an idle bound the stream
+	// ends when nothing has moved for that long, long before the bound on
+	// the whole transfer kills it, and says so.
+	stuck := sh(fmt.Sprintf("/usr/bin/socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr SYSTEM:'sleep 60' >/dev/null 2>&1 &", port))
+	g.Expect(stuck.Run()).To(Succeed())
+	t.Cleanup(func() { _ = syscall.Kill(-stuck.Process.Pid, syscall.SIGKILL) })
+	const big = 64 << 20 // more than loopback TCP buffers hold
+	var nae *NoAnswerError
+	g.Eventually(func() error {
+		start := time.Now()
+		out, err := sh(checksumStreamCommand(target, big, write, 30, 2)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		_, err = parseChecksumStream(string(out), "host", target, big, write, 30)
+		if !errors.As(err, &nae) {
+			return fmt.Errorf("want a NoAnswerError, got %v", err)
+		}
+		if took := time.Since(start); nae.Ending() != EndIdle || took > 15*time.Second {
+			return fmt.Errorf("ended after %s: %w", took, err)
+		}
+		return nil
+	}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+	t.Logf("a peer that reads nothing: %v", nae)
 }

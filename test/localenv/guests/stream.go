@@ -309,16 +309,22 @@ func (g *Guest) SinkProgress(ctx context.Context, name string) (int64, error) {
 // /dev/urandom), tee into a FIFO read by sha256sum, and socat -b
 // writeBytes (so socat writes at most writeBytes at a time), and waits for
 // the sink's answer. Nothing of the stream is kept in guest memory. within
-// bounds the whole transfer inside the guest (socat is killed then).
-// Errors: total not a positive multiple of writeBytes, a transfer that
-// produced no answer (the error carries socat's messages); a sample whose
+// bounds the whole transfer inside the guest (socat is killed then); idle
+// (0: none) ends it sooner, when nothing has moved for that long (see
+// checksumStreamCommand). Errors: total not a positive multiple of
+// writeBytes; a transfer that produced no answer is a *NoAnswerError
+// (wrapping ErrStreamStalled) that says how it ended; a sample whose
 // digests differ is returned without error (ChecksumSample.Match).
-func (g *Guest) StreamChecksum(ctx context.Context, target string, total, writeBytes int, within time.Duration) (ChecksumSample, error) {
+func (g *Guest) StreamChecksum(ctx context.Context, target string, total, writeBytes int, within, idle time.Duration) (ChecksumSample, error) {
 	if writeBytes < 1 || total < 1 || total%writeBytes != 0 {
 		return ChecksumSample{}, fmt.Errorf("failed to stream from %s: total %d must be a positive multiple of writeBytes %d", g.Name, total, writeBytes)
 	}
 	secs := max(int(within.Seconds()), 1)
-	out, _, err := g.Run(ctx, checksumStreamCommand(target, total, writeBytes, secs))
+	idleSecs := 0
+	if idle > 0 {
+		idleSecs = max(int(idle.Seconds()), 1)
+	}
+	out, _, err := g.Run(ctx, checksumStreamCommand(target, total, writeBytes, secs, idleSecs))
 	if err != nil {
 		return ChecksumSample{}, err
 	}
@@ -327,17 +333,85 @@ func (g *Guest) StreamChecksum(ctx context.Context, target string, total, writeB
 
 // checksumStreamCommand is the shell command of StreamChecksum; it prints
 // "FPSUM <sink's sha256|none> <sink's count|none> <start ns> <end ns>",
-// "FPSENT <sender's sha256>" and "FPERR <socat's messages>".
-func checksumStreamCommand(target string, total, writeBytes, secs int) string {
+// "FPSENT <sender's sha256>", "FPRC <socat's exit status>", "FPIDLE
+// <seconds|empty>" and "FPERR <socat's messages>".
+//
+// idleSecs > 0 adds a watchdog: once a second it reads how far the
+// sender's sha256sum has read (rchar in /proc/<pid>/io; tee feeds it and
+// socat in step, so it stops when socat stops taking bytes), and after
+// idleSecs checks without progress it sends socat SIGTERM and prints
+// FPIDLE. socat's own timeouts cannot do this: -T acts only while socat
+// waits in select, and a socat blocked in a write that waits for the vsock
+// peer's credit stays there (SO_SNDTIMEO does not help: socat retries a
+// write that failed with EAGAIN, every second, for ever).
+func checksumStreamCommand(target string, total, writeBytes, secs, idleSecs int) string {
+	watchdog := ""
+	if idleSecs > 0 {
+		watchdog = fmt.Sprintf(`( l=; n=0; while kill -0 $h 2>/dev/null; do r=$(awk '$1 == "rchar:" {print $2}' /proc/$h/io 2>/dev/null); if [ "$r" = "$l" ]; then n=$((n + 1)); else n=0; l=$r; fi; if [ $n -ge %d ]; then echo $n >$f.idle; kill $(cat $f.p 2>/dev/null) 2>/dev/null; exit; fi; sleep 1; done ) &
+`, idleSecs)
+	}
 	return fmt.Sprintf(`%s
 f=/tmp/fpsend.$$
 mkfifo $f || exit 1
 sha256sum <$f >$f.s &
-s=$(now); dd if=/dev/urandom bs=%d count=%d 2>/dev/null | tee $f | timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s 2>$f.e | { read sum n; e=$(now); echo "FPSUM ${sum:-none} ${n:-none} ${s:-none} ${e:-none}"; }
+h=$!
+%ss=$(now); dd if=/dev/urandom bs=%d count=%d 2>/dev/null | tee $f | { sh -c "echo \$\$ >$f.p; exec timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s" 2>$f.e; echo $? >$f.rc; } | { read sum n; e=$(now); echo "FPSUM ${sum:-none} ${n:-none} ${s:-none} ${e:-none}"; }
 wait
 echo "FPSENT $(cut -d' ' -f1 $f.s)"
+echo "FPRC $(cat $f.rc)"
+echo "FPIDLE $(cat $f.idle 2>/dev/null)"
 echo "FPERR $(head -c 400 $f.e | tr '\n' ' ')"
-rm -f $f $f.s $f.e`, guestNow, writeBytes, total/writeBytes, secs, writeBytes, secs, target)
+rm -f $f $f.s $f.e $f.rc $f.p $f.idle`, guestNow, watchdog, writeBytes, total/writeBytes, secs, writeBytes, secs, target)
+}
+
+// NoAnswerError is StreamChecksum's error when the sink did not answer: the
+// stream ended without the sink's sha256 and count.
+type NoAnswerError struct {
+	From, Target      string
+	Total, WriteBytes int
+	// BoundSecs is the bound on the whole transfer (socat is killed then).
+	BoundSecs int
+	// RC is socat's exit status (-1 when unknown): 137 when the bound killed
+	// it, 1 after an error it printed.
+	RC int
+	// IdleSecs is set when the idle watchdog ended the stream: the seconds
+	// without progress.
+	IdleSecs int
+	// Socat is what socat wrote on stderr (at most 400 bytes).
+	Socat string
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer (%s; socat exit %d, idle %ds, killed at %ds if still running, said %q): %s",
+		e.Total, e.WriteBytes, e.From, e.Target, e.Ending(), e.RC, e.IdleSecs, e.BoundSecs, e.Socat, ErrStreamStalled)
+}
+
+// Unwrap makes a NoAnswerError an ErrStreamStalled.
+func (e *NoAnswerError) Unwrap() error { return ErrStreamStalled }
+
+// Stream endings that Ending reports.
+const (
+	// EndReset: the peer reset the connection (EPIPE or ECONNRESET).
+	EndReset = "reset by the peer"
+	// EndIdle: nothing moved for the idle bound; the watchdog ended it.
+	EndIdle = "idle"
+	// EndKilled: the bound on the whole transfer killed socat.
+	EndKilled = "killed at the bound"
+	// EndOther is any other end.
+	EndOther = "other"
+)
+
+// Ending says how the stream ended, from socat's exit status and messages.
+func (e *NoAnswerError) Ending() string {
+	switch {
+	case e.IdleSecs > 0:
+		return EndIdle
+	case e.RC == 137:
+		return EndKilled
+	case strings.Contains(e.Socat, "Broken pipe") || strings.Contains(e.Socat, "Connection reset"):
+		return EndReset
+	}
+	return EndOther
 }
 
 // parseChecksumStream reads the output of checksumStreamCommand.
@@ -347,7 +421,12 @@ func parseChecksumStream(out, from, target string, total, writeBytes, secs int) 
 		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: no result lines in %q", from, target, out)
 	}
 	if res[1] == "none" || res[2] == "none" {
-		return ChecksumSample{}, fmt.Errorf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer (socat, killed after %ds if still running, said %q): %w", total, writeBytes, from, target, secs, socatErr, ErrStreamStalled)
+		rc, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPRC"), "FPRC")))
+		if err != nil {
+			rc = -1
+		}
+		idle, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPIDLE"), "FPIDLE")))
+		return ChecksumSample{}, &NoAnswerError{From: from, Target: target, Total: total, WriteBytes: writeBytes, BoundSecs: secs, RC: rc, IdleSecs: idle, Socat: socatErr}
 	}
 	n, err1 := strconv.Atoi(res[2])
 	start, err2 := strconv.ParseInt(res[3], 10, 64)
