@@ -396,11 +396,12 @@ func (g *Guest) Run(ctx context.Context, command string) (string, int, error) {
 // /init, a shell script, which ignores the signal a plain busybox reboot
 // sends it). The domain keeps libvirt's default on_reboot, restart, so QEMU
 // resets the machine within the same process: its vhost-user connections,
-// its serial ports and the host's control connection stay, and the guest's
-// kernel and drivers start over. Reboot waits for the new boot's
-// FPGUEST-READY line on the console (within BootOptions.BootTimeout) and
-// synchronises the control channel again, and returns the time from the
-// command's answer to the synchronised channel. Afterwards NICs and
+// its serial and virtio-serial ports and the host's control connection
+// stay (QEMU keeps the host's bytes in the socket until the new init opens
+// the port), and the guest's kernel and drivers start over. Reboot waits
+// for the new boot's FPGUEST-READY line on the console (within
+// BootOptions.BootTimeout) and synchronises the control channel again, and
+// returns the time from the command's answer to the synchronised channel. Afterwards NICs and
 // GuestUptime are the new boot's; whatever was started in the guest
 // (sinks, services, files in /tmp) is gone. ctx bounds every wait.
 func (g *Guest) Reboot(ctx context.Context) (time.Duration, error) {

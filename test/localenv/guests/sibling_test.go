@@ -179,7 +179,7 @@ func TestSiblingGuests(t *testing.T) {
 			}
 			slices.Sort(v)
 			med[p.Name] = v[len(v)/2]
-			t.Logf("median %s %.1f Mbit/s (%d-byte writes, %d MiB per transfer, dd|socat, %s)", p.Name, med[p.Name], w, StreamBytes>>20, Label)
+			t.Logf("median %s %.1f Mbit/s [%.1f-%.1f] of %d (%d-byte writes, %d MiB per transfer, dd|socat, %s)", p.Name, med[p.Name], v[0], v[len(v)-1], len(v), w, StreamBytes>>20, Label)
 		}
 		t.Logf("%d-byte writes: ratio vsock-sibling/vsock-relay %.2f, ratio vsock-sibling/fastpath %.2f", w,
 			med["vsock-sibling"]/med["vsock-relay"], med["vsock-sibling"]/med["fastpath"])
