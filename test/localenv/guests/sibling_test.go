@@ -320,11 +320,19 @@ func siblingTransfers(t *testing.T, ctx context.Context, sup *backend.Supervisor
 			at  time.Time
 		}
 		cut := make(chan result, 1)
+		began := time.Now()
 		go func() {
 			s, err := db1.StreamChecksum(ctx, "VSOCK-CONNECT:3:5013", cutStreamBytes, checksumWriteBytes, 2*time.Minute, cutStreamIdle)
 			cut <- result{s, err, time.Now()}
 		}()
-		g.Eventually(func() (int64, error) { return db0.SinkProgress(ctx, "cut") }, time.Minute, 200*time.Millisecond).Should(
+		g.Eventually(func() (int64, error) {
+			select {
+			case r := <-cut:
+				return 0, StopTrying(fmt.Sprintf("db-1's stream to db-0 ended before db-0 rebooted, %s after it began", r.at.Sub(began).Round(100*time.Millisecond))).Wrap(r.err)
+			default:
+			}
+			return db0.SinkProgress(ctx, "cut")
+		}, time.Minute, 200*time.Millisecond).Should(
 			BeNumerically(">=", rebootProgressBytes), "db-0's sink to have read %d bytes of the stream from db-1", rebootProgressBytes)
 		up, _, err := db0.Run(ctx, "cut -d' ' -f1 /proc/uptime")
 		g.Expect(err).NotTo(HaveOccurred())

@@ -53,9 +53,9 @@ type StreamSample struct {
 	Mbps float64
 }
 
-// ServeSink starts a socat sink in g: every connection to listen (a socat
-// listen address such as "VSOCK-LISTEN:5001" or
-// "TCP-LISTEN:5002,bind=10.0.0.2") is read until total bytes arrived, and
+// ServeSink starts a socat sink in g, and returns once it listens: every
+// connection to listen (a socat listen address such as "VSOCK-LISTEN:5001"
+// or "TCP-LISTEN:5002,bind=10.0.0.2") is read until total bytes arrived, and
 // then answered with the count it read, so the sender knows when the last
 // byte arrived. The count of every connection (also a short one, when the
 // sender gave up) is appended to /tmp/fpsink.<name> in the guest.
@@ -63,7 +63,8 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 	if total <= 0 {
 		return fmt.Errorf("failed to start the sink %s in %s: total must be positive, got %d", name, g.Name, total)
 	}
-	cmd := fmt.Sprintf("/usr/bin/socat -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>&1 &", listen, total, name)
+	cmd := fmt.Sprintf("/usr/bin/socat -d -d -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>/tmp/fpsink.%s.log &\n%s",
+		listen, total, name, name, waitListening("/tmp/fpsink."+name+".log"))
 	out, rc, err := g.Run(ctx, cmd)
 	if err == nil && rc != 0 {
 		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
@@ -72,6 +73,16 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 		return fmt.Errorf("failed to start the sink %s in %s: %w", name, g.Name, err)
 	}
 	return nil
+}
+
+// waitListening is shell that waits until the socat started in the
+// background with -d -d and its stderr in log has announced "listening on"
+// (at most 20 s; then it prints the log and exits 1). A sink's command
+// returns only then: answered at once, a sender dialling right after could
+// reach the port before socat has bound it (a TCG guest takes hundreds of
+// milliseconds to start socat) and be reset.
+func waitListening(log string) string {
+	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
 // SinkCounts returns the byte counts the sink name in g recorded, one per
@@ -243,10 +254,10 @@ func (s ChecksumSample) Match() bool {
 	return s.ReceivedBytes == s.Bytes && s.SentSHA256 != "" && s.ReceivedSHA256 == s.SentSHA256
 }
 
-// ServeChecksumSink starts a socat sink in g that reads every connection
-// to listen (a socat listen address) to its end, through tee into a FIFO
-// counted by wc and into sha256sum, so nothing is kept in guest memory, and
-// answers "<sha256> <bytes>" on the connection; the same line is appended
+// ServeChecksumSink starts a socat sink in g, and returns once it listens,
+// that reads every connection to listen (a socat listen address) to its
+// end, through tee into a FIFO counted by wc and into sha256sum, so nothing
+// is kept in guest memory, and answers "<sha256> <bytes>" on the connection; the same line is appended
 // to /tmp/fpsum.<name> in the guest. While a connection is read,
 // /tmp/fpsum.<name>.pid holds its sha256sum's PID (SinkProgress). One
 // connection at a time per name.
@@ -282,7 +293,7 @@ rm -f $f $f.s $f.n %[1]s.pid
 echo "$r" >>%[1]s
 echo "$r"
 `, f)
-	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>&1 &", f, script, listen)
+	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -d -d -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>%[1]s.log &\n%[4]s", f, script, listen, waitListening(f+".log"))
 }
 
 // SinkProgress returns how many bytes the checksum sink name in g has read
