@@ -2,7 +2,7 @@
 # hack/guest-image.sh — build the real guests' boot image into bin/guest/ (called by setup.sh).
 #
 #   bin/guest/vmlinuz        Debian's cloud kernel, taken from its .deb (never installed on the host)
-#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock modules in dependency order, and
+#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock/console modules in dependency order, and
 #                            ethtool, netperf/netserver, socat, iputils ping with their libraries,
 #                            plus /init (hack/guest/init) that reports from inside the guest
 #   bin/guest/stamp          hash of every input; the image is rebuilt only when it changes
@@ -28,7 +28,7 @@ USERLAND=(
   "/usr/bin/ping:iputils-ping"
 )
 # Modules the guest loads (with their dependencies, resolved by modprobe --show-depends).
-MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport)
+MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport virtio_console)
 
 kernel_pkg="${GUEST_KERNEL_PACKAGE:-}"
 if [[ -z "$kernel_pkg" ]]; then

@@ -13,18 +13,22 @@ import (
 	"time"
 )
 
-// controlChannel is the host end of a guest's control serial port (ttyS1,
-// the UNIX socket QEMU binds): the host writes "<id> <base64 command>\n" and
-// the guest (hack/guest/init) answers "@@FPOUT <id>\n<output>\n@@FPEND <id>
-// <exit code>\n". The host's ids are "c<n>": a suffix of one is never
-// another, so a line that lost its first bytes never passes for a command
-// the host sent.
+// controlChannel is the host end of a guest's control channel, the
+// virtio-serial port ControlPortName (the UNIX socket QEMU binds): the host
+// writes "<id> <base64 command>\n" and the guest (hack/guest/init) answers
+// "@@FPOUT <id>\n<output>\n@@FPEND <id> <exit code>\n". The host's ids are
+// "c<n>": a suffix of one is never another, so a line that lost its first
+// bytes never passes for a command the host sent.
 //
-// A serial port drops what reaches it before the guest opens it (the 8250
-// driver's startup clears the UART), so a fresh channel is synchronised
-// first: probes are sent until the guest answers one (sync). Once synced,
-// an answer to an id the host never sent is an error at once rather than
-// a wait for an answer that will not come.
+// The port has flow control: QEMU takes the host's bytes only into buffers
+// the guest posted while it holds the port open, so a busy or booting guest
+// delays them and loses none (the 16550 UART this replaced lost ~250 bytes
+// of a command line under TCG). Bytes can still go at a reset: what QEMU had
+// put in the buffers of a guest kernel that reboots is gone with it. So a
+// fresh channel, and one after a reboot, is synchronised first: probes are
+// sent until the guest answers one (sync). Once synced, an answer to an id
+// the host never sent is an error at once rather than a wait for an answer
+// that will not come.
 type controlChannel struct {
 	w     io.Writer
 	label string

@@ -24,11 +24,14 @@
 // The guest reports from inside (hack/guest/init): one console line per NIC
 // with what its virtio-net driver got (MTU, ethtool -g rx/tx ring sizes,
 // ethtool -l combined queues, ethtool -k TSO, the DHCP address), then a
-// ready line; a second serial port is a control channel that runs commands
-// in the guest (Guest.Run): ping, netperf, socat. Guest.ServeSink,
+// ready line; a virtio-serial port (flow-controlled, unlike a UART) is a
+// control channel that runs commands in the guest (Guest.Run): ping, netperf, socat. Guest.ServeSink,
 // Guest.Stream and CompareStreams time byte streams between guests (dd into
 // socat, ended by the sink's count of what arrived) over vsock or TCP, the
-// demo's and the tests' VSOCK_STREAM comparison. Guest.Stop removes
+// demo's and the tests' VSOCK_STREAM comparison; Guest.ServeChecksumSink
+// and Guest.StreamChecksum move random bytes hashed by sha256 in both
+// guests. Guest.Reboot reboots a guest from inside and waits until it is
+// back and its control channel answers. Guest.Stop removes
 // everything a guest made: domain, QEMU, libvirtd, virtlogd,
 // vhost-device-vsock, DHCP servers, taps and sockets.
 package guests

@@ -33,8 +33,9 @@ type DomainSpec struct {
 	Interfaces []DomainInterface
 	// ConsoleLog is the file serial0 (the guest's console) is written to.
 	ConsoleLog string
-	// ControlSocket is the UNIX socket of serial1, the local environment's
-	// control channel into the guest (not part of a KubeVirt domain).
+	// ControlSocket is the UNIX socket of the virtio-serial port
+	// ControlPortName, the local environment's control channel into the
+	// guest (not part of a KubeVirt domain).
 	ControlSocket string
 	// VSOCKCID is the guest's vsock CID (autoattachVSOCK); 0 for no vsock.
 	VSOCKCID uint32
@@ -84,6 +85,11 @@ func (s DomainSpec) Validate() error {
 	return nil
 }
 
+// ControlPortName is the name of the control channel's virtio-serial port;
+// the guest (hack/guest/init) finds its /dev/vportNpM by this name in
+// /sys/class/virtio-ports/*/name.
+const ControlPortName = "io.fastpath.control.0"
+
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // DomainName is KubeVirt's libvirt domain name of a VMI: "<namespace>_<name>".
@@ -98,8 +104,13 @@ func DomainName(namespace, name string) string { return namespace + "_" + name }
 // controller, no USB, a vsock device with a fixed CID when autoattachVSOCK
 // is set, a memballoon, q35. Deviations, all of the local environment: the
 // domain type is 'qemu' (TCG), the guest boots a kernel directly, serial0
-// writes to a file (KubeVirt uses a UNIX socket with a log) and serial1 is a
-// control channel.
+// writes to a file (KubeVirt uses a UNIX socket with a log) and a
+// virtio-serial port (ControlPortName) on the domain's virtio-serial
+// controller is a control channel. It is a virtio port, not a second UART:
+// the port has flow control (QEMU reads the host's bytes only into buffers
+// the guest posted, and only while the guest holds the port open), where a
+// 16550 under TCG lost bytes of long command lines
+// (docs/vsock-sibling.md).
 var domainTemplate = template.Must(template.New("domain").Parse(`<domain type="qemu" xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0">
   <name>{{.DomainName}}</name>
   <memory unit="b">{{.MemoryBytes}}</memory>
@@ -140,10 +151,10 @@ var domainTemplate = template.Must(template.New("domain").Parse(`<domain type="q
       <target port="0"></target>
     </serial>
 {{- if .ControlSocket}}
-    <serial type="unix">
+    <channel type="unix">
       <source mode="bind" path="{{.ControlSocket}}"></source>
-      <target port="1"></target>
-    </serial>
+      <target type="virtio" name="{{.ControlPortName}}"></target>
+    </channel>
 {{- end}}
 {{- if .VSOCKCID}}
     <vsock model="virtio-non-transitional">
@@ -179,9 +190,10 @@ func ConvertDomain(s DomainSpec) ([]byte, error) {
 	}
 	data := struct {
 		DomainSpec
-		DomainName  string
-		MemoryBytes int64
-	}{s, DomainName(s.Namespace, s.Name), int64(s.MemoryMiB) << 20}
+		DomainName      string
+		MemoryBytes     int64
+		ControlPortName string
+	}{s, DomainName(s.Namespace, s.Name), int64(s.MemoryMiB) << 20, ControlPortName}
 	var buf bytes.Buffer
 	if err := domainTemplate.Execute(&buf, data); err != nil {
 		return nil, fmt.Errorf("failed to render the domain of %s/%s: %w", s.Namespace, s.Name, err)

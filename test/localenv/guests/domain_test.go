@@ -42,9 +42,12 @@ func TestConvertDomainIsKubeVirtShaped(t *testing.T) {
 		`<rom enabled="no"></rom>`,
 		`<cid auto="no" address="3"></cid>`,
 		`<domain type="qemu"`,
+		// The control channel is a virtio-serial port (flow control), not a UART.
+		`<target type="virtio" name="io.fastpath.control.0"></target>`,
 	} {
 		g.Expect(s).To(ContainSubstring(want))
 	}
+	g.Expect(s).NotTo(ContainSubstring(`<serial type="unix">`))
 	dir := t.TempDir()
 	g.Expect(ValidateDomain(dir, xml)).To(Succeed())
 

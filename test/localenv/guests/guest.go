@@ -244,7 +244,7 @@ func Boot(ctx context.Context, o BootOptions) (_ *Guest, err error) {
 	if _, err := g.libvirtd.Virsh(ctx, "start", DomainName(o.Namespace, o.Name)); err != nil {
 		return nil, fmt.Errorf("libvirt failed to start %s/%s: %w", o.Namespace, o.Name, err)
 	}
-	if err := g.waitReady(ctx, spec.ConsoleLog, o.BootTimeout); err != nil {
+	if err := g.waitReady(ctx, spec.ConsoleLog, 0, o.BootTimeout); err != nil {
 		return nil, err
 	}
 	g.BootTime = time.Since(start)
@@ -283,12 +283,13 @@ func (g *Guest) addTapAndDHCP(n NICSpec) error {
 	return nil
 }
 
-// waitReady reads the console log until the guest's FPGUEST-READY line and
-// parses its FPGUEST lines.
-func (g *Guest) waitReady(ctx context.Context, consoleLog string, timeout time.Duration) error {
+// waitReady reads the console log from offset (in bytes) until the guest's
+// FPGUEST-READY line and parses its FPGUEST lines.
+func (g *Guest) waitReady(ctx context.Context, consoleLog string, offset int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		b, _ := os.ReadFile(consoleLog)
+		b = b[min(offset, int64(len(b))):]
 		nics, uptime, ready, perr := ParseConsole(string(b), g.Name)
 		if perr != nil {
 			return fmt.Errorf("guest %s/%s: %w", g.Namespace, g.Name, perr)
@@ -388,6 +389,57 @@ func (g *Guest) Run(ctx context.Context, command string) (string, int, error) {
 		return out, rc, g.withDiagnostics(err)
 	}
 	return out, rc, nil
+}
+
+// Reboot reboots the guest from inside: `reboot -f`, delayed 1 s in the
+// guest so that the command's answer leaves first (the image's PID 1 is
+// /init, a shell script, which ignores the signal a plain busybox reboot
+// sends it). The domain keeps libvirt's default on_reboot, restart, so QEMU
+// resets the machine within the same process: its vhost-user connections,
+// its serial and virtio-serial ports and the host's control connection
+// stay (QEMU keeps the host's bytes in the socket until the new init opens
+// the port), and the guest's kernel and drivers start over. Reboot waits
+// for the new boot's FPGUEST-READY line on the console (within
+// BootOptions.BootTimeout) and synchronises the control channel again, and
+// returns the time from the command's answer to the synchronised channel. Afterwards NICs and
+// GuestUptime are the new boot's; whatever was started in the guest
+// (sinks, services, files in /tmp) is gone. ctx bounds every wait.
+func (g *Guest) Reboot(ctx context.Context) (time.Duration, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ctl == nil {
+		return 0, fmt.Errorf("guest %s/%s is not running", g.Namespace, g.Name)
+	}
+	consoleLog := filepath.Join(g.opts.Dir, "console.log")
+	fi, err := os.Stat(consoleLog)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read the console log of %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, time.Minute, errors.New("no answer within 1m"))
+	d, _ := cctx.Deadline()
+	_ = g.ctl.SetWriteDeadline(d)
+	out, rc, err := g.ch.run(cctx, "reboot -f -d 1 >/dev/null 2>&1 &")
+	cancel()
+	_ = g.ctl.SetWriteDeadline(time.Time{})
+	if err == nil && rc != 0 {
+		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
+	}
+	if err != nil {
+		return 0, g.withDiagnostics(fmt.Errorf("failed to reboot %s/%s: %w", g.Namespace, g.Name, err))
+	}
+	start := time.Now()
+	if err := g.waitReady(ctx, consoleLog, fi.Size(), g.opts.BootTimeout); err != nil {
+		return 0, g.withDiagnostics(fmt.Errorf("after reboot: %w", err))
+	}
+	sctx, cancel := context.WithTimeoutCause(ctx, syncTimeout, fmt.Errorf("no answer within %s", syncTimeout))
+	err = g.ch.sync(sctx, syncResend)
+	cancel()
+	if err != nil {
+		return 0, g.withDiagnostics(fmt.Errorf("failed to synchronise the control channel of %s/%s after its reboot: %w", g.Namespace, g.Name, err))
+	}
+	took := time.Since(start)
+	g.opts.Logf("%s %s/%s rebooted in %s (guest kernel uptime %s)", Label, g.Namespace, g.Name, took.Round(100*time.Millisecond), g.GuestUptime.Round(10*time.Millisecond))
+	return took, nil
 }
 
 // withDiagnostics adds to err what shows why a guest did not answer: the

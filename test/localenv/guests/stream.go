@@ -53,9 +53,9 @@ type StreamSample struct {
 	Mbps float64
 }
 
-// ServeSink starts a socat sink in g: every connection to listen (a socat
-// listen address such as "VSOCK-LISTEN:5001" or
-// "TCP-LISTEN:5002,bind=10.0.0.2") is read until total bytes arrived, and
+// ServeSink starts a socat sink in g, and returns once it listens: every
+// connection to listen (a socat listen address such as "VSOCK-LISTEN:5001"
+// or "TCP-LISTEN:5002,bind=10.0.0.2") is read until total bytes arrived, and
 // then answered with the count it read, so the sender knows when the last
 // byte arrived. The count of every connection (also a short one, when the
 // sender gave up) is appended to /tmp/fpsink.<name> in the guest.
@@ -63,7 +63,8 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 	if total <= 0 {
 		return fmt.Errorf("failed to start the sink %s in %s: total must be positive, got %d", name, g.Name, total)
 	}
-	cmd := fmt.Sprintf("/usr/bin/socat -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>&1 &", listen, total, name)
+	cmd := fmt.Sprintf("/usr/bin/socat -d -d -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>/tmp/fpsink.%s.log &\n%s",
+		listen, total, name, name, waitListening("/tmp/fpsink."+name+".log"))
 	out, rc, err := g.Run(ctx, cmd)
 	if err == nil && rc != 0 {
 		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
@@ -72,6 +73,16 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 		return fmt.Errorf("failed to start the sink %s in %s: %w", name, g.Name, err)
 	}
 	return nil
+}
+
+// waitListening is shell that waits until the socat started in the
+// background with -d -d and its stderr in log has announced "listening on"
+// (at most 20 s; then it prints the log and exits 1). A sink's command
+// returns only then: answered at once, a sender dialling right after could
+// reach the port before socat has bound it (a TCG guest takes hundreds of
+// milliseconds to start socat) and be reset.
+func waitListening(log string) string {
+	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
 // SinkCounts returns the byte counts the sink name in g recorded, one per
@@ -221,4 +232,220 @@ func lastLine(s, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// ChecksumSample is one transfer of random bytes whose sha256 was computed
+// in both guests: by the sender over what it wrote, by the sink over what
+// it read.
+type ChecksumSample struct {
+	// Bytes is what the sender wrote; ReceivedBytes what the sink read.
+	Bytes, ReceivedBytes int
+	// SentSHA256 and ReceivedSHA256 are hex digests.
+	SentSHA256, ReceivedSHA256 string
+	// Elapsed runs from before the connection to the sink's answer,
+	// measured inside the sender; Mbps is Bytes*8 / Elapsed in 10^6 bit/s.
+	Elapsed time.Duration
+	Mbps    float64
+}
+
+// Match reports whether the sink read every byte and its digest is the
+// sender's.
+func (s ChecksumSample) Match() bool {
+	return s.ReceivedBytes == s.Bytes && s.SentSHA256 != "" && s.ReceivedSHA256 == s.SentSHA256
+}
+
+// ServeChecksumSink starts a socat sink in g, and returns once it listens,
+// that reads every connection to listen (a socat listen address) to its
+// end, through tee into a FIFO counted by wc and into sha256sum, so nothing
+// is kept in guest memory, and answers "<sha256> <bytes>" on the connection; the same line is appended
+// to /tmp/fpsum.<name> in the guest. While a connection is read,
+// /tmp/fpsum.<name>.pid holds its sha256sum's PID (SinkProgress). One
+// connection at a time per name.
+func (g *Guest) ServeChecksumSink(ctx context.Context, name, listen string) error {
+	out, rc, err := g.Run(ctx, checksumSinkCommand(name, listen))
+	if err == nil && rc != 0 {
+		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
+	}
+	if err != nil {
+		return fmt.Errorf("failed to start the checksum sink %s in %s: %w", name, g.Name, err)
+	}
+	return nil
+}
+
+// checksumSinkCommand is the shell command of ServeChecksumSink: it writes
+// the per-connection script /tmp/fpsum.<name>.sh and starts socat in the
+// background.
+func checksumSinkCommand(name, listen string) string {
+	f := "/tmp/fpsum." + name
+	// A non-interactive sh gives a background job /dev/null as stdin: the
+	// connection is kept on fd 4 for tee. socat's -t 60 gives the script a
+	// minute after the sender's EOF to answer (the default 0.5 s is short
+	// for a TCG guest under load); socat ends as soon as the script does.
+	script := fmt.Sprintf(`f=%[1]s.$$
+mkfifo $f || exit 1
+exec 4<&0
+wc -c <$f >$f.n &
+tee $f <&4 | sha256sum >$f.s &
+echo $! >%[1]s.pid
+wait
+r="$(cut -d' ' -f1 $f.s) $(cat $f.n)"
+rm -f $f $f.s $f.n %[1]s.pid
+echo "$r" >>%[1]s
+echo "$r"
+`, f)
+	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -d -d -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>%[1]s.log &\n%[4]s", f, script, listen, waitListening(f+".log"))
+}
+
+// SinkProgress returns how many bytes the checksum sink name in g has read
+// of the connection it is reading now (its sha256sum's rchar in
+// /proc/<pid>/io), 0 when it reads none.
+func (g *Guest) SinkProgress(ctx context.Context, name string) (int64, error) {
+	out, _, err := g.Run(ctx, fmt.Sprintf(`p=$(cat /tmp/fpsum.%s.pid 2>/dev/null) && awk '$1 == "rchar:" {print $2}' /proc/$p/io 2>/dev/null`, name))
+	if err != nil {
+		return 0, err
+	}
+	out = strings.TrimSpace(out)
+	if out == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("malformed progress %q of the checksum sink %s in %s", out, name, g.Name)
+	}
+	return n, nil
+}
+
+// StreamChecksum sends total bytes of /dev/urandom from g to target (a
+// socat address of a ServeChecksumSink) through dd (writeBytes per read of
+// /dev/urandom), tee into a FIFO read by sha256sum, and socat -b
+// writeBytes (so socat writes at most writeBytes at a time), and waits for
+// the sink's answer. Nothing of the stream is kept in guest memory. within
+// bounds the whole transfer inside the guest (socat is killed then); idle
+// (0: none) ends it sooner, when nothing has moved for that long (see
+// checksumStreamCommand). Errors: total not a positive multiple of
+// writeBytes; a transfer that produced no answer is a *NoAnswerError
+// (wrapping ErrStreamStalled) that says how it ended; a sample whose
+// digests differ is returned without error (ChecksumSample.Match).
+func (g *Guest) StreamChecksum(ctx context.Context, target string, total, writeBytes int, within, idle time.Duration) (ChecksumSample, error) {
+	if writeBytes < 1 || total < 1 || total%writeBytes != 0 {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s: total %d must be a positive multiple of writeBytes %d", g.Name, total, writeBytes)
+	}
+	secs := max(int(within.Seconds()), 1)
+	idleSecs := 0
+	if idle > 0 {
+		idleSecs = max(int(idle.Seconds()), 1)
+	}
+	out, _, err := g.Run(ctx, checksumStreamCommand(target, total, writeBytes, secs, idleSecs))
+	if err != nil {
+		return ChecksumSample{}, err
+	}
+	return parseChecksumStream(out, g.Name, target, total, writeBytes, secs)
+}
+
+// checksumStreamCommand is the shell command of StreamChecksum; it prints
+// "FPSUM <sink's sha256|none> <sink's count|none> <start ns> <end ns>",
+// "FPSENT <sender's sha256>", "FPRC <socat's exit status>", "FPIDLE
+// <seconds|empty>" and "FPERR <socat's messages>".
+//
+// idleSecs > 0 adds a watchdog: once a second it reads how far the
+// sender's sha256sum has read (rchar in /proc/<pid>/io; tee feeds it and
+// socat in step, so it stops when socat stops taking bytes), and after
+// idleSecs checks without progress it sends socat SIGTERM and prints
+// FPIDLE. socat's own timeouts cannot do this: -T acts only while socat
+// waits in select, and a socat blocked in a write that waits for the vsock
+// peer's credit stays there (SO_SNDTIMEO does not help: socat retries a
+// write that failed with EAGAIN, every second, for ever).
+func checksumStreamCommand(target string, total, writeBytes, secs, idleSecs int) string {
+	watchdog := ""
+	if idleSecs > 0 {
+		watchdog = fmt.Sprintf(`( l=; n=0; while kill -0 $h 2>/dev/null; do r=$(awk '$1 == "rchar:" {print $2}' /proc/$h/io 2>/dev/null); if [ "$r" = "$l" ]; then n=$((n + 1)); else n=0; l=$r; fi; if [ $n -ge %d ]; then echo $n >$f.idle; kill $(cat $f.p 2>/dev/null) 2>/dev/null; exit; fi; sleep 1; done ) &
+`, idleSecs)
+	}
+	return fmt.Sprintf(`%s
+f=/tmp/fpsend.$$
+mkfifo $f || exit 1
+sha256sum <$f >$f.s &
+h=$!
+%ss=$(now); dd if=/dev/urandom bs=%d count=%d 2>/dev/null | tee $f | { sh -c "echo \$\$ >$f.p; exec timeout -s KILL %d /usr/bin/socat -b %d -t %d - %s" 2>$f.e; echo $? >$f.rc; } | { read sum n; e=$(now); echo "FPSUM ${sum:-none} ${n:-none} ${s:-none} ${e:-none}"; }
+wait
+echo "FPSENT $(cut -d' ' -f1 $f.s)"
+echo "FPRC $(cat $f.rc)"
+echo "FPIDLE $(cat $f.idle 2>/dev/null)"
+echo "FPERR $(head -c 400 $f.e | tr '\n' ' ')"
+rm -f $f $f.s $f.e $f.rc $f.p $f.idle`, guestNow, watchdog, writeBytes, total/writeBytes, secs, writeBytes, secs, target)
+}
+
+// NoAnswerError is StreamChecksum's error when the sink did not answer: the
+// stream ended without the sink's sha256 and count.
+type NoAnswerError struct {
+	From, Target      string
+	Total, WriteBytes int
+	// BoundSecs is the bound on the whole transfer (socat is killed then).
+	BoundSecs int
+	// RC is socat's exit status (-1 when unknown): 137 when the bound killed
+	// it, 1 after an error it printed.
+	RC int
+	// IdleSecs is set when the idle watchdog ended the stream: the seconds
+	// without progress.
+	IdleSecs int
+	// Socat is what socat wrote on stderr (at most 400 bytes).
+	Socat string
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("failed to stream %d bytes in %d-byte writes from %s to %s: the sink did not answer (%s; socat exit %d, idle %ds, killed at %ds if still running, said %q): %s",
+		e.Total, e.WriteBytes, e.From, e.Target, e.Ending(), e.RC, e.IdleSecs, e.BoundSecs, e.Socat, ErrStreamStalled)
+}
+
+// Unwrap makes a NoAnswerError an ErrStreamStalled.
+func (e *NoAnswerError) Unwrap() error { return ErrStreamStalled }
+
+// Stream endings that Ending reports.
+const (
+	// EndReset: the peer reset the connection (EPIPE or ECONNRESET).
+	EndReset = "reset by the peer"
+	// EndIdle: nothing moved for the idle bound; the watchdog ended it.
+	EndIdle = "idle"
+	// EndKilled: the bound on the whole transfer killed socat.
+	EndKilled = "killed at the bound"
+	// EndOther is any other end.
+	EndOther = "other"
+)
+
+// Ending says how the stream ended, from socat's exit status and messages.
+func (e *NoAnswerError) Ending() string {
+	switch {
+	case e.IdleSecs > 0:
+		return EndIdle
+	case e.RC == 137:
+		return EndKilled
+	case strings.Contains(e.Socat, "Broken pipe") || strings.Contains(e.Socat, "Connection reset"):
+		return EndReset
+	}
+	return EndOther
+}
+
+// parseChecksumStream reads the output of checksumStreamCommand.
+func parseChecksumStream(out, from, target string, total, writeBytes, secs int) (ChecksumSample, error) {
+	res, sent, socatErr := strings.Fields(lastLine(out, "FPSUM ")), strings.Fields(lastLine(out, "FPSENT ")), strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPERR"), "FPERR"))
+	if len(res) != 5 || len(sent) != 2 {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: no result lines in %q", from, target, out)
+	}
+	if res[1] == "none" || res[2] == "none" {
+		rc, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPRC"), "FPRC")))
+		if err != nil {
+			rc = -1
+		}
+		idle, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(lastLine(out, "FPIDLE"), "FPIDLE")))
+		return ChecksumSample{}, &NoAnswerError{From: from, Target: target, Total: total, WriteBytes: writeBytes, BoundSecs: secs, RC: rc, IdleSecs: idle, Socat: socatErr}
+	}
+	n, err1 := strconv.Atoi(res[2])
+	start, err2 := strconv.ParseInt(res[3], 10, 64)
+	end, err3 := strconv.ParseInt(res[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end <= start {
+		return ChecksumSample{}, fmt.Errorf("failed to stream from %s to %s: malformed result %q (FPSUM <sha256> <count> <start ns> <end ns>; output %q)", from, target, lastLine(out, "FPSUM "), out)
+	}
+	el := time.Duration(end - start)
+	return ChecksumSample{Bytes: total, ReceivedBytes: n, SentSHA256: sent[1], ReceivedSHA256: res[1], Elapsed: el,
+		Mbps: float64(total) * 8 / el.Seconds() / 1e6}, nil
 }
