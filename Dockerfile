@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # Fastpath images, one target per component (written and reviewed; the development
 # machines have no Docker engine, so `make docker-build` runs only where one exists).
-# `make images` builds the same images without a daemon (docs/images.md); a test
-# (test/localenv/images/dockerfile_test.go) fails when the two recipes drift.
+# This file is the one recipe: `make images` reads it and builds the same images
+# without a daemon (test/localenv/images/dockerfile.go, docs/images.md), and refuses
+# what it cannot follow rather than build something else.
 #
 #   docker build --target operator     -t fastpath-operator .
 #   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent (relay) + CNI binaries + vhost-device-vsock

@@ -22,7 +22,11 @@ import (
 func newImagesCmd(a *app) *cobra.Command {
 	var out, address string
 	names := func(_ *cobra.Command, args []string) error {
-		_, err := images.Select(args...)
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			return err
+		}
+		_, err = images.Select(root, args...)
 		return err
 	}
 	builder := func() (*images.Builder, error) {

@@ -75,7 +75,7 @@ func (b *Builder) cache(parts ...string) string {
 // domain-hook target whose sidecar-shim cannot be built is skipped, with the
 // reason in its Result. Unknown names are an error listing the known ones.
 func (b *Builder) Build(ctx context.Context, only ...string) ([]Result, error) {
-	targets, err := Select(only...)
+	targets, err := Select(b.Root, only...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +106,14 @@ var debianRoot = []File{
 	Dir("/var/tmp", fs.ModeSticky|0o777),
 }
 
-// Select returns the Targets named (all when none), in Targets order.
-// KubeVirtTargets are known too, but built only when named.
-func Select(names ...string) ([]Target, error) {
-	all := Targets()
+// Select returns the Targets of the repository at root named (all when
+// none), in Targets order. KubeVirtTargets are known too, but built only when
+// named.
+func Select(root string, names ...string) ([]Target, error) {
+	all, err := Targets(root)
+	if err != nil {
+		return nil, err
+	}
 	if len(names) == 0 {
 		return all, nil
 	}

@@ -24,23 +24,35 @@ func ImportCommand(ctx context.Context, address, archive string) *exec.Cmd {
 		"images", "import", "--platform", Platform.OS+"/"+Platform.Architecture, archive)
 }
 
-// Import imports the archives <dir>/<name>.tar of the named targets (all
-// when none) into the containerd at address with ImportCommand, writing ctr's
-// output to out. A target without an archive (never built, or skipped like a
-// domain-hook whose sidecar-shim could not be built) is reported on out and
+// Import imports the archives <dir>/<name>.tar named into the containerd at
+// address with ImportCommand, writing ctr's output to out. With no names it
+// imports every archive in dir but KubeVirt's (KubeVirtTargets, imported only
+// when named). A named archive that is missing (never built, or skipped like
+// a domain-hook whose sidecar-shim could not be built) is reported on out and
 // left out; an empty address or a failing ctr is an error.
 func Import(ctx context.Context, address, dir string, out io.Writer, names ...string) error {
 	if address == "" {
 		return fmt.Errorf("failed to import images: address (containerd's socket) is empty")
 	}
-	targets, err := Select(names...)
-	if err != nil {
-		return err
+	if len(names) == 0 {
+		archives, err := filepath.Glob(filepath.Join(dir, "*.tar"))
+		if err != nil {
+			return err
+		}
+		kubevirt := map[string]bool{}
+		for _, t := range KubeVirtTargets() {
+			kubevirt[t.Name] = true
+		}
+		for _, a := range archives {
+			if n := strings.TrimSuffix(filepath.Base(a), ".tar"); !kubevirt[n] {
+				names = append(names, n)
+			}
+		}
 	}
-	for _, t := range targets {
-		archive := filepath.Join(dir, t.Name+".tar")
+	for _, name := range names {
+		archive := filepath.Join(dir, name+".tar")
 		if _, err := os.Stat(archive); err != nil {
-			fmt.Fprintf(out, "images: no %s (not built: `make images`); %s not imported\n", archive, t.Ref)
+			fmt.Fprintf(out, "images: no %s (not built: `make images`); not imported\n", archive)
 			continue
 		}
 		cmd := ImportCommand(ctx, address, archive)

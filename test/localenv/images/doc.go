@@ -7,9 +7,10 @@
 // `ctr images import` reads.
 //
 // One Target per Dockerfile stage (operator, agent, bench, domain-hook) plus
-// the pause image the kubelet's sandboxes use. Targets says, declaratively,
-// what each image puts where (paths, user, entrypoint); the builder follows it
-// and a test compares it with the Dockerfile so the two recipes do not drift.
+// the pause image the kubelet's sandboxes use. The Dockerfile is the one
+// recipe: Targets reads from it what each image puts where (binaries, paths,
+// user, entrypoint, the Debian base's packages), and what the builder cannot
+// follow is an error (dockerfile.go).
 // Every image carries its platform (linux/amd64) in its config and in the
 // archive's index, because containerd drops images without one on import.
 //

@@ -30,11 +30,11 @@ func TestFileCapsIsWhatSetcapWrites(t *testing.T) {
 
 func TestKubeVirtImagesAreNotBuiltByDefault(t *testing.T) {
 	g := NewWithT(t)
-	all, err := Select()
+	all, err := Select(repoRoot(t))
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, kt := range KubeVirtTargets() {
 		g.Expect(all).NotTo(ContainElement(HaveField("Name", kt.Name)))
-		one, err := Select(kt.Name)
+		one, err := Select(repoRoot(t), kt.Name)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(one).To(HaveLen(1))
 		g.Expect(one[0].Ref).To(Equal("localhost/kubevirt/" + kt.Name + ":" + KubeVirtVersion))

@@ -1,5 +1,11 @@
 package images
 
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
 // Registry and Tag name the images built here. The chart renders
 // `{{image.registry}}/fastpath-{{component}}:{{image.tag}}`, so installing
 // with image.registry=localhost and image.tag=local uses them.
@@ -37,7 +43,8 @@ type Base struct {
 	// Debs are the Debian packages the base is made from: ca-certificates gives
 	// every base its CA bundle; the others are installed whole (see
 	// installsPackages), for debian with the shared libraries their programs
-	// need (Debs.Closure).
+	// need (Debs.Closure). For debian they are the stage's `apt-get install`
+	// in the Dockerfile (TargetsFromDockerfile).
 	Debs []string
 	// ExtraUsers are passwd/group entries beyond root, nobody and nonroot (65532).
 	ExtraUsers []User
@@ -133,12 +140,13 @@ func (t Target) ConfigUser() string {
 // its tzdata, netbase and base-files. cc is that plus the Debian packages with
 // glibc (libc6: libc.so.6, the dynamic loader) and libgcc_s (libgcc-s1), the
 // libraries a Rust program links against; distroless cc-debian12 also has
-// libstdc++6, libgomp1 and libssl3, which nothing here needs.
+// libstdc++6, libgomp1 and libssl3, which nothing here needs. debian is
+// Debian's root with the packages the Dockerfile stage installs.
 var (
 	baseScratch       = Base{Name: "scratch"}
 	baseCC            = Base{Name: "cc", FromArg: "CC_IMAGE", Image: "gcr.io/distroless/cc-debian12", Debs: []string{"libc6", "libgcc-s1", "ca-certificates"}}
 	baseStaticNonroot = Base{Name: "static", FromArg: "STATIC_NONROOT_IMAGE", Image: "gcr.io/distroless/static-debian12:nonroot", User: "65532", Debs: []string{"ca-certificates"}}
-	baseBench         = Base{Name: "debian", FromArg: "BENCH_BASE_IMAGE", Image: "debian:bookworm-slim", Debs: []string{"netperf", "openssh-client", "ca-certificates"}}
+	baseBench         = Base{Name: "debian", FromArg: "BENCH_BASE_IMAGE", Image: "debian:bookworm-slim"}
 	baseSidecarShim   = Base{Name: "sidecar-shim", FromArg: "SIDECAR_SHIM_IMAGE", Image: "quay.io/kubevirt/sidecar-shim:" + KubeVirtVersion, User: "1001", Debs: []string{"ca-certificates"},
 		ExtraUsers: []User{{Name: "nonroot-user", ID: 1001, Home: "/home/nonroot-user"}}}
 )
@@ -153,46 +161,28 @@ const SidecarShimPath = "/sidecar-shim"
 
 func componentRef(c string) string { return Registry + "/fastpath-" + c + ":" + Tag }
 
-// Targets returns every image `make images` builds, pause first, then the
-// Dockerfile's stages in its order. The values mirror the Dockerfile; the
-// drift test (dockerfile_test.go) fails when either changes alone.
-func Targets() []Target {
-	return []Target{
-		{
-			// Kubernetes' build/pause/Dockerfile: ADD pause /pause, USER 65535:65535.
-			Name: "pause", Ref: PauseRef, Base: baseScratch,
-			Binaries:   []Binary{{Name: "pause", Path: "/pause"}},
-			User:       "65535:65535",
-			Entrypoint: []string{"/pause"},
-		},
-		{
-			Name: "operator", Ref: componentRef("operator"), Stage: "operator", Base: baseStaticNonroot,
-			Binaries:   []Binary{{Name: "fastpath-operator", Package: "./cmd/fastpath-operator", Path: "/usr/local/bin/fastpath-operator"}},
-			User:       "65532:65532",
-			Entrypoint: []string{"/usr/local/bin/fastpath-operator"},
-		},
-		{
-			Name: "agent", Ref: componentRef("agent"), Stage: "agent", Base: baseCC,
-			Binaries: []Binary{
-				{Name: "fastpath-agent", Package: "./cmd/fastpath-agent", Path: "/usr/local/bin/fastpath-agent"},
-				{Name: "fastpath", Package: "./cni/cmd/fastpath", Path: "/usr/local/bin/fastpath"},
-				{Name: "fastpath-ovs-plugin", Package: "./cni/cmd/fastpath-ovs-plugin", Path: "/usr/local/bin/fastpath-ovs-plugin"},
-				// The vsock mode Sibling backend (chart value agent.sibling.vhostDeviceVsock).
-				{Name: "vhost-device-vsock", Crate: "vhost-device-vsock", Version: VhostDeviceVsockVersion,
-					From: "vhost-device-vsock", Prebuilt: "bin/vhost-device-vsock", Path: "/usr/local/bin/vhost-device-vsock"},
-			},
-			Entrypoint: []string{"/usr/local/bin/fastpath-agent"},
-		},
-		{
-			Name: "bench", Ref: componentRef("bench"), Stage: "bench", Base: baseBench,
-			Binaries:   []Binary{{Name: "fastpath-bench", Package: "./cmd/fastpath-bench", Path: "/usr/local/bin/fastpath-bench"}},
-			User:       "65532:65532",
-			Entrypoint: []string{"/usr/local/bin/fastpath-bench"},
-		},
-		{
-			Name: "domain-hook", Ref: componentRef("domain-hook"), Stage: "domain-hook", Base: baseSidecarShim,
-			Binaries:   []Binary{{Name: "fastpath-domain-hook", Package: "./cmd/fastpath-domain-hook", Path: "/usr/bin/onDefineDomain"}},
-			Entrypoint: []string{SidecarShimPath, "--version", "v1alpha3"},
-		},
+// pauseTarget is the sandbox image, built from Kubernetes' build/pause
+// recipe (build/pause/Dockerfile: ADD pause /pause, USER 65535:65535), which
+// is not in our Dockerfile.
+var pauseTarget = Target{
+	Name: "pause", Ref: PauseRef, Base: baseScratch,
+	Binaries:   []Binary{{Name: "pause", Path: "/pause"}},
+	User:       "65535:65535",
+	Entrypoint: []string{"/pause"},
+}
+
+// Targets returns every image `make images` builds: pause first, then the
+// images of the Dockerfile at <root>/Dockerfile in its order (its stages with
+// an ENTRYPOINT; TargetsFromDockerfile). Errors: the Dockerfile cannot be
+// read, or describes something the builder cannot follow.
+func Targets(root string) ([]Target, error) {
+	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the images' recipe: %w", err)
 	}
+	ts, err := TargetsFromDockerfile(string(b))
+	if err != nil {
+		return nil, err
+	}
+	return append([]Target{pauseTarget}, ts...), nil
 }
