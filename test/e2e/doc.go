@@ -13,7 +13,8 @@
 //     FASTPATH_BIN_DIR overrides bin/ (the binaries `make build` makes).
 //
 //   - cluster (KUBECONFIG set): a real cluster with KubeVirt (VSOCK and Sidecar
-//     feature gates), Multus and Fastpath installed (hack/kind-up.sh). Guest
+//     feature gates), Multus and Fastpath installed (make e2e-cluster
+//     KUBEVIRT=1 makes one on this machine: docs/kubevirt.md). Guest
 //     commands run through `virtctl ssh`, so virtctl must be on PATH; the VMs'
 //     cloud-init installs netperf, socat and ethtool.
 //

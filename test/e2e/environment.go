@@ -195,7 +195,7 @@ type clusterEnv struct {
 
 // NoKubeVirt is the reason the VM specs give when they are not run (see
 // notRun).
-const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run (make e2e-cluster's cluster has no KubeVirt; hack/kind-up.sh makes one that has)"
+const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run (make e2e-cluster's cluster has none unless KUBEVIRT=1)"
 
 func startCluster(keyFile, user string) (*clusterEnv, error) {
 	cfg, err := config.GetConfig()
@@ -215,7 +215,7 @@ func startCluster(keyFile, user string) (*clusterEnv, error) {
 		return nil, err
 	}
 	if _, err := exec.LookPath("virtctl"); kv && err != nil {
-		return nil, fmt.Errorf("failed to find virtctl on PATH: the cluster suite runs guest commands with `virtctl ssh` (hack/kind-up.sh installs it): %w", err)
+		return nil, fmt.Errorf("failed to find virtctl on PATH: the cluster suite runs guest commands with `virtctl ssh` (make setup-kubevirt builds it into bin/kubevirt/<version>/): %w", err)
 	}
 	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user, kubevirt: kv}, nil
 }
