@@ -109,8 +109,8 @@ images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
 
 .PHONY: kubevirt-images
-kubevirt-images: setup-core+cluster+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) without a daemon into _out/images/ (docs/kubevirt.md).
-	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher
+kubevirt-images: setup-core+cluster+guests+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) and the guest's kernel boot image (localhost/fastpath-guest:local) without a daemon into _out/images/ (docs/kubevirt.md).
+	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher guest-kernel-boot
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).

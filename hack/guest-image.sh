@@ -2,9 +2,10 @@
 # hack/guest-image.sh — build the real guests' boot image into bin/guest/ (called by setup.sh).
 #
 #   bin/guest/vmlinuz        Debian's cloud kernel, taken from its .deb (never installed on the host)
-#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock/console modules in dependency order, and
-#                            ethtool, netperf/netserver, socat, iputils ping with their libraries,
-#                            plus /init (hack/guest/init) that reports from inside the guest
+#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock/console/block/isofs modules in dependency
+#                            order, and ethtool, netperf/netserver, socat, iputils ping, dropbear with
+#                            their libraries, plus /init (hack/guest/init) that reports from inside
+#                            the guest
 #   bin/guest/stamp          hash of every input; the image is rebuilt only when it changes
 #
 # Inputs: this script, hack/guest/*, the kernel package the cloud meta-package points at
@@ -26,9 +27,13 @@ USERLAND=(
   "/usr/bin/netserver:netperf"
   "/usr/bin/socat:socat"
   "/usr/bin/ping:iputils-ping"
+  "/usr/sbin/dropbear:dropbear-bin"
+  "/usr/bin/dropbearkey:dropbear-bin"
 )
 # Modules the guest loads (with their dependencies, resolved by modprobe --show-depends).
-MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport virtio_console)
+# virtio_blk and isofs read the NoCloud disk KubeVirt attaches (an ISO 9660 image labelled
+# cidata) for the SSH keys of a VM's accessCredentials.
+MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport virtio_console virtio_blk isofs)
 
 kernel_pkg="${GUEST_KERNEL_PACKAGE:-}"
 if [[ -z "$kernel_pkg" ]]; then
@@ -58,7 +63,7 @@ want="$(inputs | sha256sum | cut -c1-32)"
 if [[ -f "${OUT}/stamp" && "$(cat "${OUT}/stamp")" == "$want" && -f "${OUT}/vmlinuz" && -f "${OUT}/initramfs.gz" ]]; then
   exit 0
 fi
-log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping"
+log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping, dropbear"
 
 deb="${CACHE}/${kernel_pkg}_${kernel_ver//:/%3a}_amd64.deb"
 if [[ ! -f "$deb" ]]; then
@@ -115,7 +120,9 @@ install -m 0755 "${ROOT}/hack/guest/udhcpc.script" "${rootfs}/etc/udhcpc.script"
 # Debian's busybox-static has no nohup applet; scripts written for a full guest use it.
 printf '#!/bin/sh\ntrap "" HUP\nexec "$@"\n' >"${rootfs}/usr/bin/nohup"
 chmod 0755 "${rootfs}/usr/bin/nohup"
-echo "root:x:0:0:root:/:/bin/sh" >"${rootfs}/etc/passwd"
+echo "root:x:0:0:root:/root:/bin/sh" >"${rootfs}/etc/passwd"
+echo "/bin/sh" >"${rootfs}/etc/shells"
+mkdir -p "${rootfs}/root"
 echo "root:x:0:" >"${rootfs}/etc/group"
 printf 'netperf 12865/tcp\n' >"${rootfs}/etc/services"
 
