@@ -52,9 +52,15 @@ if [[ -z "$kernel_ver" || "$kernel_ver" == "(none)" ]]; then
   kernel_ver="$(apt-cache policy "$kernel_pkg" | awk '/Candidate:/ {print $2}')"
 fi
 
+# qemu-guest-agent, taken from its .deb (installed on the host, its service would start there):
+# a KubeVirt VM reports its interfaces' names and addresses into the VMI's status through it.
+qga_ver="$(apt-cache policy qemu-guest-agent | awk '/Candidate:/ {print $2}')"
+[[ -n "$qga_ver" && "$qga_ver" != "(none)" ]] || { log "cannot resolve qemu-guest-agent (apt-cache policy)"; exit 1; }
+
 inputs() {
   (cd "${ROOT}" && sha256sum hack/guest-image.sh hack/guest/*)
   echo "kernel ${kernel_pkg} ${kernel_ver}"
+  echo "qemu-guest-agent ${qga_ver}"
   for entry in "${USERLAND[@]}"; do
     dpkg-query -W -f='${Package} ${Version}\n' "${entry#*:}"
   done
@@ -63,7 +69,7 @@ want="$(inputs | sha256sum | cut -c1-32)"
 if [[ -f "${OUT}/stamp" && "$(cat "${OUT}/stamp")" == "$want" && -f "${OUT}/vmlinuz" && -f "${OUT}/initramfs.gz" ]]; then
   exit 0
 fi
-log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping, dropbear"
+log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping, dropbear, qemu-guest-agent ${qga_ver}"
 
 deb="${CACHE}/${kernel_pkg}_${kernel_ver//:/%3a}_amd64.deb"
 if [[ ! -f "$deb" ]]; then
@@ -73,9 +79,18 @@ if [[ ! -f "$deb" ]]; then
   [[ -f "$deb" ]] || { log "failed to download ${kernel_pkg}=${kernel_ver}"; exit 1; }
 fi
 
+qga_deb="${CACHE}/qga/qemu-guest-agent_${qga_ver//:/%3a}_amd64.deb"
+if [[ ! -f "$qga_deb" ]]; then
+  rm -rf "${CACHE}/qga" && mkdir -p "${CACHE}/qga"
+  (cd "${CACHE}/qga" && apt-get download "qemu-guest-agent=${qga_ver}" 2>&1 | grep -v 'unsandboxed' >&2 || true)
+  qga_deb="$(ls "${CACHE}"/qga/qemu-guest-agent_*.deb 2>/dev/null | head -1)"
+  [[ -f "$qga_deb" ]] || { log "failed to download qemu-guest-agent=${qga_ver}"; exit 1; }
+fi
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 dpkg -x "$deb" "${work}/k"
+dpkg -x "$qga_deb" "${work}/qga"
 kver="$(ls "${work}/k/lib/modules")"
 depmod -b "${work}/k" "$kver"
 
@@ -97,8 +112,9 @@ done | awk '!seen[$0]++' | while read -r ko; do
 done
 
 # Binaries and the shared libraries they load.
+# copy_with_libs PATH [FROM]: PATH into the image (taken from FROM, default PATH), and its libraries.
 copy_with_libs() {
-  local src=$1 dst="${rootfs}$1"
+  local dst="${rootfs}$1" src=${2:-$1}
   mkdir -p "$(dirname "$dst")"
   cp -L "$src" "$dst"
   { ldd "$src" 2>/dev/null || true; } | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
@@ -109,6 +125,7 @@ copy_with_libs() {
 for entry in "${USERLAND[@]}"; do
   copy_with_libs "${entry%%:*}"
 done
+copy_with_libs /usr/sbin/qemu-ga "${work}/qga/usr/sbin/qemu-ga"
 # ld.so where the binaries expect it (/lib64/ld-linux-x86-64.so.2).
 if [[ -e /lib64/ld-linux-x86-64.so.2 ]]; then
   mkdir -p "${rootfs}/lib64"
