@@ -109,8 +109,8 @@ images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
 
 .PHONY: kubevirt-images
-kubevirt-images: setup-core+cluster+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) without a daemon into _out/images/ (docs/kubevirt.md).
-	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher
+kubevirt-images: setup-core+cluster+guests+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) and the guest's kernel boot image (localhost/fastpath-guest:local) without a daemon into _out/images/ (docs/kubevirt.md).
+	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher guest-kernel-boot
 
 .PHONY: images-import
 images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADDRESS=<socket> (namespace k8s.io).
@@ -188,7 +188,7 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (KUBEVIRT=0: the VM specs are reported not run).
 	@start=$$(date +%s); \
 	$(CLUSTER) up $(CLUSTER_KUBEVIRT) && $(CLUSTER) install && \
-	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v); rc=$$?; \
+	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v); rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 

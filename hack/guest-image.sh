@@ -2,9 +2,10 @@
 # hack/guest-image.sh — build the real guests' boot image into bin/guest/ (called by setup.sh).
 #
 #   bin/guest/vmlinuz        Debian's cloud kernel, taken from its .deb (never installed on the host)
-#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock/console modules in dependency order, and
-#                            ethtool, netperf/netserver, socat, iputils ping with their libraries,
-#                            plus /init (hack/guest/init) that reports from inside the guest
+#   bin/guest/initramfs.gz   busybox-static, the virtio/vsock/console/block/isofs modules in dependency
+#                            order, and ethtool, netperf/netserver, socat, iputils ping, dropbear with
+#                            their libraries, plus /init (hack/guest/init) that reports from inside
+#                            the guest
 #   bin/guest/stamp          hash of every input; the image is rebuilt only when it changes
 #
 # Inputs: this script, hack/guest/*, the kernel package the cloud meta-package points at
@@ -26,9 +27,13 @@ USERLAND=(
   "/usr/bin/netserver:netperf"
   "/usr/bin/socat:socat"
   "/usr/bin/ping:iputils-ping"
+  "/usr/sbin/dropbear:dropbear-bin"
+  "/usr/bin/dropbearkey:dropbear-bin"
 )
 # Modules the guest loads (with their dependencies, resolved by modprobe --show-depends).
-MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport virtio_console)
+# virtio_blk and isofs read the NoCloud disk KubeVirt attaches (an ISO 9660 image labelled
+# cidata) for the SSH keys of a VM's accessCredentials.
+MODULES=(virtio_pci virtio_net vmw_vsock_virtio_transport virtio_console virtio_blk isofs)
 
 kernel_pkg="${GUEST_KERNEL_PACKAGE:-}"
 if [[ -z "$kernel_pkg" ]]; then
@@ -47,9 +52,15 @@ if [[ -z "$kernel_ver" || "$kernel_ver" == "(none)" ]]; then
   kernel_ver="$(apt-cache policy "$kernel_pkg" | awk '/Candidate:/ {print $2}')"
 fi
 
+# qemu-guest-agent, taken from its .deb (installed on the host, its service would start there):
+# a KubeVirt VM reports its interfaces' names and addresses into the VMI's status through it.
+qga_ver="$(apt-cache policy qemu-guest-agent | awk '/Candidate:/ {print $2}')"
+[[ -n "$qga_ver" && "$qga_ver" != "(none)" ]] || { log "cannot resolve qemu-guest-agent (apt-cache policy)"; exit 1; }
+
 inputs() {
   (cd "${ROOT}" && sha256sum hack/guest-image.sh hack/guest/*)
   echo "kernel ${kernel_pkg} ${kernel_ver}"
+  echo "qemu-guest-agent ${qga_ver}"
   for entry in "${USERLAND[@]}"; do
     dpkg-query -W -f='${Package} ${Version}\n' "${entry#*:}"
   done
@@ -58,7 +69,7 @@ want="$(inputs | sha256sum | cut -c1-32)"
 if [[ -f "${OUT}/stamp" && "$(cat "${OUT}/stamp")" == "$want" && -f "${OUT}/vmlinuz" && -f "${OUT}/initramfs.gz" ]]; then
   exit 0
 fi
-log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping"
+log "building the guest image: ${kernel_pkg} ${kernel_ver}, busybox, ethtool, netperf, socat, ping, dropbear, qemu-guest-agent ${qga_ver}"
 
 deb="${CACHE}/${kernel_pkg}_${kernel_ver//:/%3a}_amd64.deb"
 if [[ ! -f "$deb" ]]; then
@@ -68,9 +79,18 @@ if [[ ! -f "$deb" ]]; then
   [[ -f "$deb" ]] || { log "failed to download ${kernel_pkg}=${kernel_ver}"; exit 1; }
 fi
 
+qga_deb="${CACHE}/qga/qemu-guest-agent_${qga_ver//:/%3a}_amd64.deb"
+if [[ ! -f "$qga_deb" ]]; then
+  rm -rf "${CACHE}/qga" && mkdir -p "${CACHE}/qga"
+  (cd "${CACHE}/qga" && apt-get download "qemu-guest-agent=${qga_ver}" 2>&1 | grep -v 'unsandboxed' >&2 || true)
+  qga_deb="$(ls "${CACHE}"/qga/qemu-guest-agent_*.deb 2>/dev/null | head -1)"
+  [[ -f "$qga_deb" ]] || { log "failed to download qemu-guest-agent=${qga_ver}"; exit 1; }
+fi
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 dpkg -x "$deb" "${work}/k"
+dpkg -x "$qga_deb" "${work}/qga"
 kver="$(ls "${work}/k/lib/modules")"
 depmod -b "${work}/k" "$kver"
 
@@ -92,8 +112,9 @@ done | awk '!seen[$0]++' | while read -r ko; do
 done
 
 # Binaries and the shared libraries they load.
+# copy_with_libs PATH [FROM]: PATH into the image (taken from FROM, default PATH), and its libraries.
 copy_with_libs() {
-  local src=$1 dst="${rootfs}$1"
+  local dst="${rootfs}$1" src=${2:-$1}
   mkdir -p "$(dirname "$dst")"
   cp -L "$src" "$dst"
   { ldd "$src" 2>/dev/null || true; } | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
@@ -104,6 +125,7 @@ copy_with_libs() {
 for entry in "${USERLAND[@]}"; do
   copy_with_libs "${entry%%:*}"
 done
+copy_with_libs /usr/sbin/qemu-ga "${work}/qga/usr/sbin/qemu-ga"
 # ld.so where the binaries expect it (/lib64/ld-linux-x86-64.so.2).
 if [[ -e /lib64/ld-linux-x86-64.so.2 ]]; then
   mkdir -p "${rootfs}/lib64"
@@ -115,7 +137,9 @@ install -m 0755 "${ROOT}/hack/guest/udhcpc.script" "${rootfs}/etc/udhcpc.script"
 # Debian's busybox-static has no nohup applet; scripts written for a full guest use it.
 printf '#!/bin/sh\ntrap "" HUP\nexec "$@"\n' >"${rootfs}/usr/bin/nohup"
 chmod 0755 "${rootfs}/usr/bin/nohup"
-echo "root:x:0:0:root:/:/bin/sh" >"${rootfs}/etc/passwd"
+echo "root:x:0:0:root:/root:/bin/sh" >"${rootfs}/etc/passwd"
+echo "/bin/sh" >"${rootfs}/etc/shells"
+mkdir -p "${rootfs}/root"
 echo "root:x:0:" >"${rootfs}/etc/group"
 printf 'netperf 12865/tcp\n' >"${rootfs}/etc/services"
 

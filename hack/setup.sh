@@ -60,7 +60,7 @@ want cluster && APT_PACKAGES+=(gcc libc6-dev containerd runc)
 # KubeVirt from source: virt-handler and virt-launcher are cgo (linux/kvm.h; libvirt 9.0),
 # container-disk is C linked statically
 want kubevirt && APT_PACKAGES+=(gcc libc6-dev pkg-config libvirt-dev patch)
-want guests && APT_PACKAGES+=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip)
+want guests && APT_PACKAGES+=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu busybox-static socat cpio gzip dropbear-bin)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -27,14 +27,31 @@ type Objects struct {
 	Secrets    []*corev1.Secret
 }
 
-// LoadSamples reads config/samples/*.yaml of the repository at root.
+// VMSamplesEnv names a directory whose VirtualMachines replace those of
+// config/samples (make e2e-cluster KUBEVIRT=1 sets it to
+// config/samples/cluster/kubevirt: VMs that boot the local guest image, since
+// that cluster pulls no disk image).
+const VMSamplesEnv = "FASTPATH_E2E_VM_SAMPLES"
+
+// LoadSamples reads config/samples/*.yaml of the repository at root, with
+// the VirtualMachines of $FASTPATH_E2E_VM_SAMPLES/*.yaml instead of its own
+// when that is set.
 func LoadSamples(root string) (Objects, error) {
 	var o Objects
 	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
 	if err != nil {
 		return o, err
 	}
+	vmDir := os.Getenv(VMSamplesEnv)
+	if vmDir != "" {
+		vms, err := filepath.Glob(filepath.Join(vmDir, "*.yaml"))
+		if err != nil || len(vms) == 0 {
+			return o, fmt.Errorf("failed to find VirtualMachine samples in %s=%s: %v", VMSamplesEnv, vmDir, err)
+		}
+		files = append(files, vms...)
+	}
 	for _, f := range files {
+		fromVMDir := vmDir != "" && filepath.Dir(f) == filepath.Clean(vmDir)
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return o, fmt.Errorf("failed to read %s: %w", f, err)
@@ -46,6 +63,9 @@ func LoadSamples(root string) (Objects, error) {
 			}
 			switch tm.Kind {
 			case "VirtualMachine":
+				if vmDir != "" && !fromVMDir {
+					continue
+				}
 				vm := &kubevirtv1.VirtualMachine{}
 				if err := yaml.UnmarshalStrict([]byte(doc), vm); err != nil {
 					return o, fmt.Errorf("failed to parse VirtualMachine in %s: %w", f, err)

@@ -142,7 +142,7 @@ func (o Options) importImages(ctx context.Context) error {
 	want := []string{SandboxImage}
 	if o.KubeVirtDir != "" { // KubeVirt's images are not among the default targets
 		var names []string
-		for _, t := range images.KubeVirtTargets() {
+		for _, t := range append(images.KubeVirtTargets(), images.GuestKernelBootTarget) {
 			names = append(names, t.Name)
 			want = append(want, t.Ref)
 		}

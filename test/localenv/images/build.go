@@ -107,7 +107,8 @@ var debianRoot = []File{
 }
 
 // Select returns the Targets of the repository at root named (all when
-// none), in Targets order. KubeVirtTargets are known too, but built only when
+// none), in Targets order. KubeVirtTargets and GuestKernelBootTarget are
+// known too, but built only when
 // named.
 func Select(root string, names ...string) ([]Target, error) {
 	all, err := Targets(root)
@@ -118,6 +119,7 @@ func Select(root string, names ...string) ([]Target, error) {
 		return all, nil
 	}
 	all = append(all, KubeVirtTargets()...)
+	all = append(all, GuestKernelBootTarget)
 	known := map[string]bool{}
 	for _, t := range all {
 		known[t.Name] = true
@@ -151,6 +153,11 @@ func (b *Builder) build(ctx context.Context, t Target) (Result, error) {
 		switch {
 		case bin.Prebuilt != "":
 			p, err = b.takePrebuilt(ctx, bin)
+		case bin.File != "":
+			p = filepath.Join(b.Root, bin.File)
+			if _, err = os.Stat(p); err != nil {
+				err = fmt.Errorf("failed to find %s for %s (`make setup-guests` builds the guest image): %w", bin.File, bin.Path, err)
+			}
 		case bin.KubeVirt != "":
 			p, err = b.takeKubeVirt(bin)
 		case bin.Package == "":

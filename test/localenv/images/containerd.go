@@ -26,8 +26,8 @@ func ImportCommand(ctx context.Context, address, archive string) *exec.Cmd {
 
 // Import imports the archives <dir>/<name>.tar named into the containerd at
 // address with ImportCommand, writing ctr's output to out. With no names it
-// imports every archive in dir but KubeVirt's (KubeVirtTargets, imported only
-// when named). A named archive that is missing (never built, or skipped like
+// imports every archive in dir but KubeVirt's and the guest's (KubeVirtTargets
+// and GuestKernelBootTarget, imported only when named). A named archive that is missing (never built, or skipped like
 // a domain-hook whose sidecar-shim could not be built) is reported on out and
 // left out; an empty address or a failing ctr is an error.
 func Import(ctx context.Context, address, dir string, out io.Writer, names ...string) error {
@@ -40,7 +40,7 @@ func Import(ctx context.Context, address, dir string, out io.Writer, names ...st
 			return err
 		}
 		kubevirt := map[string]bool{}
-		for _, t := range KubeVirtTargets() {
+		for _, t := range append(KubeVirtTargets(), GuestKernelBootTarget) {
 			kubevirt[t.Name] = true
 		}
 		for _, a := range archives {

@@ -91,6 +91,10 @@ type Binary struct {
 	// KubeVirt names a KubeVirt program that hack/setup.sh kubevirt built into
 	// KubeVirtDir(), taken from there; empty for everything else.
 	KubeVirt string
+	// File is a file of the repository, relative to the root, taken as it is
+	// (e.g. "bin/guest/vmlinuz", which hack/setup.sh guests builds); empty for
+	// programs.
+	File string
 	// Caps are file capabilities (setcap names, e.g. "cap_net_bind_service")
 	// the image gives the file, permitted and effective (FileCaps).
 	Caps []string
