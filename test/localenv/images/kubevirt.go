@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -77,6 +78,17 @@ var (
 
 func kubevirtRef(c string) string { return KubeVirtRegistry + "/" + c + ":" + KubeVirtVersion }
 
+// usrBinLinks are the programs KubeVirt runs by a /usr/bin path (cp: the
+// container-disk-binary init container, pkg/virt-controller/services;
+// findmnt and sync: virt-handler and virt-launcher) that Debian bookworm's
+// packages put in /bin. CentOS Stream 9 has a merged /usr; a root made of
+// .debs does not, so each gets a link where KubeVirt looks.
+var usrBinLinks = []File{
+	{Path: "/usr/bin/cp", Mode: fs.ModeSymlink | 0o777, Link: "/bin/cp"},
+	{Path: "/usr/bin/findmnt", Mode: fs.ModeSymlink | 0o777, Link: "/bin/findmnt"},
+	{Path: "/usr/bin/sync", Mode: fs.ModeSymlink | 0o777, Link: "/bin/sync"},
+}
+
 // kv is a KubeVirt program at /usr/bin, as KubeVirt's pkg_tar puts them.
 func kv(name string, caps ...string) Binary {
 	return Binary{Name: name, KubeVirt: name, Path: "/usr/bin/" + name, Caps: caps}
@@ -86,6 +98,16 @@ func kv(name string, caps ...string) Binary {
 // hack/setup.sh kubevirt's bin/kubevirt/<version>/ (make kubevirt-images).
 // Not among Targets: `make images` does not build them.
 func KubeVirtTargets() []Target {
+	ts := kubevirtTargets()
+	for i := range ts {
+		if ts[i].Base.Closure {
+			ts[i].Shims = append(append([]File(nil), usrBinLinks...), ts[i].Shims...)
+		}
+	}
+	return ts
+}
+
+func kubevirtTargets() []Target {
 	return []Target{
 		{
 			Name: "virt-operator", Ref: kubevirtRef("virt-operator"), Base: baseKubeVirt,
@@ -132,6 +154,7 @@ func KubeVirtTargets() []Target {
 			// systemd units, polkit) has; empty, virtlogd keeps its defaults.
 			Shims: []File{Content(VirtqemudShimPath, 0o755, []byte(VirtqemudShim)), Dir("/usr/lib64/qemu-kvm", 0o755), Dir("/var/log/libvirt", 0o755),
 				Content("/etc/libvirt/virtlogd.conf", 0o644, []byte("# virtlogd's defaults (Fastpath test/localenv/images: Debian ships this file in libvirt-daemon-system)\n"))},
+
 			Entrypoint: []string{"/usr/bin/virt-launcher"},
 		},
 	}

@@ -70,12 +70,13 @@ func TestKubeVirtImagesHoldWhatKubeVirtsImageDefinitionsSay(t *testing.T) {
 		"virt-api":        passwdImage,
 		"virt-controller": passwdImage,
 		"virt-handler": {
-			files:  map[string]os.FileMode{"/usr/bin/virt-chroot": 0o755, "/etc/nsswitch.conf": 0o644, "/bin/bash": 0, "/usr/bin/nsenter": 0},
+			files:  map[string]os.FileMode{"/usr/bin/virt-chroot": 0o755, "/etc/nsswitch.conf": 0o644, "/bin/bash": 0, "/usr/bin/nsenter": 0, "/usr/bin/findmnt": 0, "/usr/bin/cp": 0},
 			passwd: []string{"qemu:x:107:107:"},
 		},
 		"virt-launcher": {
 			files: map[string]os.FileMode{
 				"/usr/bin/container-disk": 0o755, "/usr/bin/virt-freezer": 0o755, "/usr/bin/virt-probe": 0o755,
+				"/usr/bin/cp": 0, "/usr/bin/sync": 0, // container-disk-binary runs /usr/bin/cp
 				"/usr/bin/virt-tail": 0o755, "/usr/bin/node-labeller.sh": 0o755,
 				"/etc/libvirt/qemu.conf": 0o644, "/etc/libvirt/virtqemud.conf": 0o644, "/etc/libvirt/hooks/qemu": 0o755,
 				VirtqemudShimPath: 0o755, "/usr/sbin/libvirtd": 0, "/usr/sbin/virtlogd": 0, "/usr/bin/virsh": 0,
@@ -117,6 +118,10 @@ func TestKubeVirtImagesHoldWhatKubeVirtsImageDefinitionsSay(t *testing.T) {
 			for p, mode := range w.files {
 				e, ok := fs[p]
 				g.Expect(ok).To(BeTrue(), "%s in the image", p)
+				if l := e.hdr.Linkname; e.hdr.Typeflag == tar.TypeSymlink && strings.HasPrefix(l, "/") {
+					_, ok := fs[l]
+					g.Expect(ok).To(BeTrue(), "%s links to %s, which the image has", p, l)
+				}
 				if mode != 0 {
 					g.Expect(e.hdr.Mode).To(Equal(int64(mode)), p)
 				}
