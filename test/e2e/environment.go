@@ -235,7 +235,7 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "virtctl", "ssh", "--namespace", key.Namespace,
-		"--identity-file", c.keyFile, "--local-ssh=true",
+		"--identity-file", c.keyFile,
 		"--local-ssh-opts=-o StrictHostKeyChecking=no", "--local-ssh-opts=-o UserKnownHostsFile=/dev/null",
 		"--command", command, c.user+"@vmi/"+key.Name)
 	if stdin != "" {
