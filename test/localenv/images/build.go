@@ -98,10 +98,14 @@ func (b *Builder) Build(ctx context.Context, only ...string) ([]Result, error) {
 // debianRoot is the part of a Debian root file system that base-files and
 // the installer make rather than a package's data: /run with /var/run a link
 // to it (libvirtd writes its pidfile and sockets there), and the sticky
-// temporary directories. A Base with Closure gets it.
+// temporary directories. A Base with Closure gets it. The link is relative
+// ("../run", as CentOS has it, where Debian writes "/run"): virt-handler
+// writes into a launcher through /proc/<pid>/root/var/run/kubevirt-private,
+// and an absolute link there resolves in virt-handler's own root, so its
+// files (the bridge binding's vif-cache) landed on the node instead.
 var debianRoot = []File{
 	Dir("/run", 0o755),
-	{Path: "/var/run", Mode: fs.ModeSymlink | 0o777, Link: "/run"},
+	{Path: "/var/run", Mode: fs.ModeSymlink | 0o777, Link: "../run"},
 	Dir("/tmp", fs.ModeSticky|0o777),
 	Dir("/var/tmp", fs.ModeSticky|0o777),
 }

@@ -115,6 +115,10 @@ func TestKubeVirtImagesHoldWhatKubeVirtsImageDefinitionsSay(t *testing.T) {
 			e, ok := fs["/usr/bin/"+tg.Name]
 			g.Expect(ok).To(BeTrue(), "the program in the image")
 			g.Expect(e.hdr.Mode).To(Equal(int64(0o755)))
+			if tg.Base.Closure {
+				// Relative, so that /proc/<pid>/root/var/run stays in the image's root.
+				g.Expect(fs["/var/run"].hdr.Linkname).To(Equal("../run"))
+			}
 			for p, mode := range w.files {
 				e, ok := fs[p]
 				g.Expect(ok).To(BeTrue(), "%s in the image", p)
