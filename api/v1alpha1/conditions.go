@@ -50,6 +50,11 @@ const (
 	ReasonWired = "Wired"
 	// ReasonWiringFailed: applying the wiring to a VM failed.
 	ReasonWiringFailed = "WiringFailed"
+	// ReasonBindingNotRegistered: the KubeVirt CR does not register the
+	// network binding plugin the attachment's datapath needs
+	// (spec.configuration.network.binding.fastpath or .fastpath-macvtap);
+	// the message says what is missing. No VM is wired until it is.
+	ReasonBindingNotRegistered = "BindingPluginNotRegistered"
 	// ReasonVMConflict: a VM is selected by an older attachment too, or already has
 	// an interface or network of our name that is not ours.
 	ReasonVMConflict = "VMConflict"

@@ -90,7 +90,7 @@ func TestChartRendersOperatorAgentAndRBAC(t *testing.T) {
 	}
 	g.Expect(kinds["Deployment"]).To(ConsistOf("fastpath-operator"))
 	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent"))
-	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-agent", "fastpath-metrics-reader", "fastpath-tenant-edit", "fastpath-tenant-view"))
+	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-operator-binding-plugin", "fastpath-agent", "fastpath-metrics-reader", "fastpath-tenant-edit", "fastpath-tenant-view"))
 	g.Expect(kinds["ValidatingAdmissionPolicy"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-agent-node-label", "fastpath-device-requests", "fastpath-operator-own-objects", "fastpath-nad-owner", "fastpath-nad-devices"))
 	g.Expect(kinds["ValidatingAdmissionPolicyBinding"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-agent-node-label", "fastpath-device-requests", "fastpath-operator-own-objects", "fastpath-nad-owner", "fastpath-nad-devices"))
 	g.Expect(kinds["ServiceMonitor"]).To(HaveLen(1))
@@ -178,9 +178,75 @@ func TestChartPassesTheDomainHookImage(t *testing.T) {
 		"--domain-hook-image=registry.example.com/fp/fastpath-domain-hook:v9"))
 	g.Expect(operatorArgs(t, "operator.domainHookImage=registry.example.com/own/hook:1")).To(ContainElement(
 		"--domain-hook-image=registry.example.com/own/hook:1"))
-	g.Expect(operatorArgs(t, "operator.domainHook=false")).NotTo(ContainElement(HavePrefix("--domain-hook-image")))
-	g.Expect(operatorArgs(t)).To(ContainElement("--macvtap-binding=macvtap"))
-	g.Expect(operatorArgs(t, "operator.macvtapBinding=fp-macvtap")).To(ContainElement("--macvtap-binding=fp-macvtap"))
+}
+
+// bindingObject is what TestChartRegistersTheBindingPlugins reads of a
+// rendered object.
+type bindingObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Rules []struct {
+		Resources     []string `json:"resources"`
+		ResourceNames []string `json:"resourceNames"`
+		Verbs         []string `json:"verbs"`
+	} `json:"rules"`
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Args []string `json:"args"`
+				} `json:"containers"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// TestChartRegistersTheBindingPlugins: by default the operator registers
+// both binding plugins in kubevirt/kubevirt with patch on that one object
+// only, and a pre-delete hook Job removes them; registerBindingPlugins=false
+// renders neither and tells the operator so.
+func TestChartRegistersTheBindingPlugins(t *testing.T) {
+	g := NewWithT(t)
+	objects := func(set ...string) map[string]bindingObject {
+		args := []string{"template", "fp", ".", "--namespace", "fastpath-system"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out := map[string]bindingObject{}
+		for _, doc := range strings.Split(helm(t, args...), "\n---") {
+			var o bindingObject
+			g.Expect(yaml.Unmarshal([]byte(doc), &o)).To(Succeed())
+			if o.Kind != "" {
+				out[o.Kind+"/"+o.Metadata.Name] = o
+			}
+		}
+		return out
+	}
+	args := operatorArgs(t)
+	g.Expect(args).To(ContainElements("--register-binding-plugins=true", "--kubevirt=kubevirt/kubevirt",
+		"--binding=fastpath", "--macvtap-binding=fastpath-macvtap"))
+	objs := objects()
+	role := objs["ClusterRole/fastpath-operator-binding-plugin"]
+	g.Expect(role.Rules).To(HaveLen(1))
+	g.Expect(role.Rules[0].Resources).To(Equal([]string{"kubevirts"}))
+	g.Expect(role.Rules[0].ResourceNames).To(Equal([]string{"kubevirt"}), "patch on the one KubeVirt CR, by name")
+	g.Expect(role.Rules[0].Verbs).To(ConsistOf("get", "patch"))
+	g.Expect(objs).To(HaveKey("ClusterRoleBinding/fastpath-operator-binding-plugin"))
+	job := objs["Job/fastpath-unregister-binding-plugins"]
+	g.Expect(job.Metadata.Annotations).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+	g.Expect(job.Spec.Template.Spec.Containers).To(HaveLen(1))
+	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--unregister-binding-plugins", "--kubevirt=kubevirt/kubevirt"))
+
+	g.Expect(operatorArgs(t, "kubevirt.namespace=kubevirt-hyperconverged", "kubevirt.name=kv", "operator.macvtapBinding=fp-macvtap")).To(
+		ContainElements("--kubevirt=kubevirt-hyperconverged/kv", "--macvtap-binding=fp-macvtap"))
+	off := objects("kubevirt.registerBindingPlugins=false")
+	g.Expect(off).NotTo(HaveKey("ClusterRole/fastpath-operator-binding-plugin"))
+	g.Expect(off).NotTo(HaveKey("Job/fastpath-unregister-binding-plugins"))
+	g.Expect(operatorArgs(t, "kubevirt.registerBindingPlugins=false")).To(ContainElement("--register-binding-plugins=false"))
 }
 
 // renderedObject is the part of a rendered object the least-privilege checks read.

@@ -1,6 +1,9 @@
 // Command fastpath-operator runs the Fastpath controllers (docs/design.md §3): the
 // FastPathAttachment reconciler (package controllers/attachment) and the
-// FastPathBenchmark reconciler (package controllers/benchmark). It only parses flags and
+// FastPathBenchmark reconciler (package controllers/benchmark), the FastPathNetwork
+// tuning sweep (controllers/tuning) and, with --register-binding-plugins, the
+// registrar of Fastpath's KubeVirt network binding plugins
+// (controllers/bindingplugin). It only parses flags and
 // wires dependencies; the logic lives in the controller packages.
 package main
 
@@ -14,19 +17,23 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
+	bindingctrl "github.com/fastpath-io/fastpath/controllers/bindingplugin"
 	"github.com/fastpath-io/fastpath/controllers/tuning"
 	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -42,7 +49,11 @@ type flags struct {
 	runnerImage      string
 	tuningNamespace  string
 	domainHookImage  string
+	binding          string
 	macvtapBinding   string
+	registerBinding  bool
+	unregister       bool
+	kubevirtCR       string
 	concurrency      int
 	wiringWorkers    int
 	qps              float64
@@ -60,8 +71,12 @@ func main() {
 	flag.IntVar(&f.relayPortsPerNS, "relay-ports-per-namespace", attachment.DefaultRelayPortsPerNamespace, "Relay ports the attachments of one namespace hold at most (1 or more).")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
 	flag.StringVar(&f.tuningNamespace, "tuning-namespace", "fastpath-system", "Namespace of the FastPathAttachments and FastPathBenchmarks a tuning FastPathNetwork's sweep creates (the operator's namespace); the network's namespaceSelector must admit it.")
-	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook sidecar (fastpath-domain-hook) added to the hooks.kubevirt.io/hookSidecars template annotation of every VM an attachment with spec.network wires; needs KubeVirt's Sidecar feature gate. Empty: no sidecar, and the ring sizes, queue cap and offloads in fastpath.io/tuning have no effect.")
-	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers the macvtap network binding plugin (spec.configuration.network.binding.<name>: {domainAttachmentType: tap}); VMs on datapath Macvtap networks are wired with it.")
+	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook (fastpath-domain-hook), the sidecarImage --register-binding-plugins writes for both network binding plugins.")
+	flag.StringVar(&f.binding, "binding", wiring.DefaultBinding, "Name under which the KubeVirt CR registers Fastpath's network binding plugin of datapaths LinuxBridge and OVS (spec.configuration.network.binding.<name>: {domainAttachmentType: managedTap, sidecarImage: <domain hook>}); fast-path interfaces on those datapaths are wired with it.")
+	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers Fastpath's network binding plugin of datapath Macvtap ({domainAttachmentType: tap, sidecarImage: <domain hook>}).")
+	flag.BoolVar(&f.registerBinding, "register-binding-plugins", false, "Keep both network binding plugins registered in the KubeVirt CR --kubevirt (needs patch on that object and --domain-hook-image). Off: the admin registers them (docs/install.md#the-binding-plugin).")
+	flag.BoolVar(&f.unregister, "unregister-binding-plugins", false, "Remove both network binding plugins from the KubeVirt CR --kubevirt and exit (the chart's pre-delete hook).")
+	flag.StringVar(&f.kubevirtCR, "kubevirt", bindingplugin.DefaultKubeVirt.String(), "namespace/name of the KubeVirt CR for --register-binding-plugins and --unregister-binding-plugins.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
 	flag.Float64Var(&f.qps, "kube-api-qps", attachment.DefaultKubeAPIQPS, "Sustained queries per second to the API server.")
@@ -94,6 +109,28 @@ func run(f flags) error {
 		return fmt.Errorf("failed to load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
+	names := bindingplugin.Names{Bridge: f.binding, Macvtap: f.macvtapBinding}
+	kvKey, err := parseKubeVirtCR(f.kubevirtCR)
+	if err != nil {
+		return err
+	}
+	if f.unregister {
+		c, err := client.New(cfg, client.Options{Scheme: fpscheme.New()})
+		if err != nil {
+			return fmt.Errorf("failed to create a client: %w", err)
+		}
+		if err := bindingplugin.Unregister(context.Background(), c, kvKey, names.Bridge, names.Macvtap); err != nil {
+			return err
+		}
+		log.Info("Removed the network binding plugins", "kubevirt", kvKey, "plugins", []string{names.Bridge, names.Macvtap})
+		return nil
+	}
+	var plugins map[string]kubevirtv1.InterfaceBindingPlugin
+	if f.registerBinding {
+		if plugins, err = bindingplugin.Plugins(names, f.domainHookImage); err != nil {
+			return fmt.Errorf("failed to start: --register-binding-plugins: %w", err)
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  fpscheme.New(),
 		Metrics:                 f.metrics.ServerOptions(),
@@ -120,9 +157,14 @@ func run(f flags) error {
 			return fmt.Errorf("failed to add the KubeVirt probe: %w", err)
 		}
 	}
-	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, RelayPortsPerNamespace: f.relayPortsPerNS, WiringWorkers: f.wiringWorkers, DomainHookImage: f.domainHookImage, MacvtapBinding: f.macvtapBinding, KubeVirtAbsent: !kubevirt}
+	attOpts := attachment.Options{PodNetworkCIDRs: cidrs, RelayPorts: ports, RelayPortsPerNamespace: f.relayPortsPerNS, WiringWorkers: f.wiringWorkers, Bindings: names, KubeVirtAbsent: !kubevirt}
 	if err := setupControllers(ctx, mgr, f, attOpts); err != nil {
 		return err
+	}
+	if plugins != nil && kubevirt {
+		if err := (&bindingctrl.Reconciler{KubeVirt: kvKey, Plugins: plugins}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
@@ -130,11 +172,11 @@ func run(f flags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add ready check: %w", err)
 	}
-	if f.domainHookImage == "" {
-		log.Info("Domain hook disabled: --domain-hook-image is empty, so wired VMs get no hook sidecar and the rx/tx ring sizes, queue cap and offloads in the fastpath.io/tuning annotation have no effect")
+	if plugins == nil {
+		log.Info("Not registering the network binding plugins (--register-binding-plugins off): attachments wire VMs once the admin registers them", "kubevirt", kvKey, "plugins", []string{names.Bridge, names.Macvtap})
 	}
 	log.Info("Starting manager", "podNetworkCIDRs", cidrs, "relayPortRange", ports.String(),
-		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage, "macvtapBinding", f.macvtapBinding)
+		"leaderElect", f.leaderElect, "runnerImage", f.runnerImage, "domainHookImage", f.domainHookImage, "binding", names.Bridge, "macvtapBinding", names.Macvtap, "registerBindingPlugins", f.registerBinding)
 	if err := mgr.Start(ctx); err != nil {
 		if errors.Is(err, apiprobe.ErrAppeared) {
 			log.Info("Exiting so that the restarted operator watches KubeVirt's VMs", "reason", err.Error())
@@ -167,6 +209,15 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts at
 	}
 
 	return nil
+}
+
+// parseKubeVirtCR parses --kubevirt, "namespace/name".
+func parseKubeVirtCR(s string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("failed to start: --kubevirt %q must be namespace/name of the KubeVirt CR, e.g. kubevirt/kubevirt", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 // parseCIDRs parses a comma-separated list of CIDRs ("" gives none).

@@ -23,6 +23,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/platform/phases"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // ControllerName names the controller (metrics, logs) and its event recorder.
@@ -55,17 +57,14 @@ type Options struct {
 	// WiringWorkers bounds the concurrent VM patches of one reconcile; zero
 	// means DefaultWiringWorkers.
 	WiringWorkers int
-	// DomainHookImage is the domain hook sidecar image (--domain-hook-image)
-	// added to the hooks.kubevirt.io/hookSidecars annotation of every VM an
-	// attachment with spec.network wires (package wiring). Empty: no sidecar,
-	// and the ring sizes, queue cap and offloads of fastpath.io/tuning have no
-	// effect.
-	DomainHookImage string
-	// MacvtapBinding is the name under which the KubeVirt CR registers the
-	// macvtap network binding plugin (--macvtap-binding), which VMs on
-	// datapath Macvtap are wired with; empty means
-	// wiring.DefaultMacvtapBinding ("macvtap").
-	MacvtapBinding string
+	// Bindings are the names under which the KubeVirt CR registers
+	// Fastpath's network binding plugins (--binding, --macvtap-binding;
+	// package bindingplugin), which the fast-path interfaces are wired with;
+	// an empty name means wiring.DefaultBinding or
+	// wiring.DefaultMacvtapBinding. The controller wires no VM while the
+	// plugin its datapath needs is not registered (VMsWired False,
+	// BindingPluginNotRegistered).
+	Bindings bindingplugin.Names
 	// KubeVirtAbsent is true when the API server serves no kubevirt.io/v1
 	// VirtualMachines (KubeVirt is not installed): the controller then
 	// watches no VMs or VMIs and every attachment selects none (VMsWired
@@ -104,6 +103,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -124,6 +124,12 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor(ControllerName)
+	}
+	if r.Bindings.Bridge == "" {
+		r.Bindings.Bridge = wiring.DefaultBinding
+	}
+	if r.Bindings.Macvtap == "" {
+		r.Bindings.Macvtap = wiring.DefaultMacvtapBinding
 	}
 	if r.RelayPorts == (PortRange{}) {
 		r.RelayPorts = DefaultRelayPortRange
@@ -153,6 +159,10 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI))
+		kv := &unstructured.Unstructured{}
+		kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+		b = b.Watches(kv, handler.EnqueueRequestsFromMapFunc(r.allAttachments),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	err := b.Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
 		Watches(&v1alpha1.FastPathNetwork{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNetwork),

@@ -103,7 +103,7 @@ var _ = Describe("FastPathAttachment", func() {
 			`[{"name":"default","pod":{}},{"multus":{"networkName":"storage-net"},"name":"storage"},{"multus":{"networkName":"db-link"},"name":"fp-db-link"}]`))
 		Expect(templatePart(ns, "db-0", "spec", "domain", "devices")).To(Equal(
 			`{"autoattachVSOCK":true,"disks":[{"disk":{"bus":"virtio"},"name":"root"}],` +
-				`"interfaces":[{"masquerade":{},"name":"default"},{"bridge":{},"macAddress":"02:00:00:00:00:01","name":"storage"},{"bridge":{},"model":"virtio","name":"fp-db-link"}],` +
+				`"interfaces":[{"masquerade":{},"name":"default"},{"bridge":{},"macAddress":"02:00:00:00:00:01","name":"storage"},{"binding":{"name":"fastpath"},"model":"virtio","name":"fp-db-link"}],` +
 				`"networkInterfaceMultiqueue":true}`))
 		Expect(templatePart(ns, "db-0", "metadata")).To(Equal(
 			`{"annotations":{"fastpath.io/tuning":"{\"interfaces\":{\"fp-db-link\":{\"mtu\":9000,\"queues\":4,\"rxQueueSize\":1024,\"txQueueSize\":256,` +

@@ -99,13 +99,6 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 	if d.SiblingVSOCK && vmi.Annotations[v1alpha1.VSOCKModeAnnotation] != string(v1alpha1.VSOCKModeSibling) {
 		missing = append(missing, "annotation "+v1alpha1.VSOCKModeAnnotation+"=Sibling")
 	}
-	if (d.Network != nil || d.SiblingVSOCK) && d.DomainHookImage != "" {
-		// KubeVirt copies the template annotations to the VMI when it starts.
-		images, err := wiring.HookSidecarImages(vmi.Annotations[wiring.HookSidecarsAnnotation])
-		if err != nil || !slices.Contains(images, d.DomainHookImage) {
-			missing = append(missing, "domain hook sidecar "+d.DomainHookImage)
-		}
-	}
 	return missing
 }
 

@@ -106,9 +106,13 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	s.spec = spec
 	s.desired = wiring.ForAttachment(s.effective())
-	s.desired.DomainHookImage = r.DomainHookImage
-	if n := s.desired.Network; n != nil && n.Binding != "" && r.MacvtapBinding != "" {
-		n.Binding = r.MacvtapBinding
+	if n := s.desired.Network; n != nil {
+		// ForAttachment chose the default name of the datapath's plugin.
+		if n.Binding == wiring.DefaultMacvtapBinding {
+			n.Binding = r.Bindings.Macvtap
+		} else {
+			n.Binding = r.Bindings.Bridge
+		}
 	}
 	st := &s.att.Status
 	st.Datapath, st.MTU = "", 0

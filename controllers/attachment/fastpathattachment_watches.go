@@ -86,6 +86,16 @@ func (r *Reconciler) attachmentsForNode(ctx context.Context, obj client.Object) 
 	return out
 }
 
+// allAttachments maps the KubeVirt CR to every attachment: its binding
+// plugin registration decides whether any of them may wire VMs.
+func (r *Reconciler) allAttachments(ctx context.Context, _ client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, a := range r.attachmentsIn(ctx, "") {
+		out = append(out, request(&a))
+	}
+	return out
+}
+
 func (r *Reconciler) attachmentsIn(ctx context.Context, namespace string) []v1alpha1.FastPathAttachment {
 	list := &v1alpha1.FastPathAttachmentList{}
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -35,9 +37,13 @@ var vmPatchBackoff = func() wait.Backoff {
 // reconcileWiring wires the VMs this attachment owns and unwires the ones it
 // released.
 func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result, error) {
+	// Without its binding plugin KubeVirt refuses the VM ("couldn't find
+	// configuration for network binding"), or the interface would lack the
+	// domain hook: wire nothing, release what was released.
+	unregistered := r.checkBinding(ctx, s)
 	var jobs []func(context.Context)
 	for _, st := range s.vms {
-		if st.conflict != "" {
+		if st.conflict != "" || unregistered != nil {
 			continue
 		}
 		jobs = append(jobs, func(ctx context.Context) {
@@ -113,6 +119,12 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 	case len(failed) > 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonWiringFailed, summarize(errorStrings(failed)))
 		return ctrl.Result{}, errors.Join(failed...)
+	case unregistered != nil && len(s.vms) > 0:
+		msg := fmt.Sprintf("%v; no VM is wired until it is (docs/install.md#the-binding-plugin)", unregistered)
+		if c := meta.FindStatusCondition(s.att.Status.Conditions, v1alpha1.VMsWiredCondition); c == nil || c.Reason != v1alpha1.ReasonBindingNotRegistered {
+			r.Recorder.Event(s.att, corev1.EventTypeWarning, v1alpha1.ReasonBindingNotRegistered, msg)
+		}
+		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonBindingNotRegistered, msg)
 	case len(conflicts) > 0:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionFalse, v1alpha1.ReasonVMConflict, summarize(conflicts))
 	case len(s.vms) == 0 && r.KubeVirtAbsent:
@@ -123,23 +135,32 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 			fmt.Sprintf("spec.vmSelector matches no VirtualMachine in namespace %s", s.att.Namespace))
 	default:
 		s.setCondition(v1alpha1.VMsWiredCondition, metav1.ConditionTrue, v1alpha1.ReasonWired,
-			fmt.Sprintf("%d of %d selected VMs wired%s", wired, len(s.vms), domainHookNote(s.desired)))
+			fmt.Sprintf("%d of %d selected VMs wired%s", wired, len(s.vms), bindingNote(s.desired)))
 	}
 	return ctrl.Result{}, nil
 }
 
-// domainHookNote says in the VMsWired message whether the wired VMs carry the
-// domain hook sidecar, so an operator without --domain-hook-image is visible.
-func domainHookNote(d wiring.Desired) string {
-	switch {
-	case d.Network == nil:
+// bindingNote says in the VMsWired message which binding plugin carries
+// the fast-path interfaces (and so runs the domain hook).
+func bindingNote(d wiring.Desired) string {
+	if d.Network == nil {
 		return ""
-	case d.DomainHookImage == "":
-		return "; no domain hook sidecar (fastpath-operator runs without --domain-hook-image): rx/tx ring sizes, the queue cap and offloads of " +
-			v1alpha1.TuningAnnotation + " have no effect"
-	default:
-		return fmt.Sprintf(", with the domain hook sidecar %s in %s", d.DomainHookImage, wiring.HookSidecarsAnnotation)
 	}
+	return fmt.Sprintf(" through the network binding plugin %q", d.Network.Binding)
+}
+
+// checkBinding reports, when the attachment wires a fast-path interface,
+// whether the KubeVirt CR registers its binding plugin; nil otherwise.
+func (r *Reconciler) checkBinding(ctx context.Context, s *scope) error {
+	if s.desired.Network == nil || r.KubeVirtAbsent {
+		return nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(bindingplugin.KubeVirtGVK.GroupVersion().WithKind(bindingplugin.KubeVirtGVK.Kind + "List"))
+	if err := r.Cache.List(ctx, list); err != nil {
+		return fmt.Errorf("failed to list KubeVirt CRs: %w", err)
+	}
+	return bindingplugin.Check(list.Items, r.Bindings, s.desired.Network.Binding)
 }
 
 // unwireVM removes attachment's wiring from a VM if the VM still carries it.

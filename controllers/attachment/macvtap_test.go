@@ -43,7 +43,7 @@ var _ = Describe("Datapath Macvtap", func() {
 		Expect(conditionMessage(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).To(And(
 			ContainSubstring("datapath Macvtap, lower device fpmv0, MTU 65535"),
 			ContainSubstring("device plugin resource macvtap.fastpath.io/fpmv0"),
-			ContainSubstring("KubeVirt network binding macvtap")))
+			ContainSubstring("KubeVirt network binding fastpath-macvtap")))
 		nad, err := getNAD(ns, "db-link")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nad.Annotations).To(HaveKeyWithValue("k8s.v1.cni.cncf.io/resourceName", "macvtap.fastpath.io/fpmv0"))
@@ -53,14 +53,14 @@ var _ = Describe("Datapath Macvtap", func() {
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		for _, vm := range []string{"db-0", "db-1"} {
 			Expect(templatePart(ns, vm, "spec", "domain", "devices", "interfaces")).To(ContainSubstring(
-				`{"binding":{"name":"macvtap"},"model":"virtio","name":"fp-db-link"}`))
+				`{"binding":{"name":"fastpath-macvtap"},"model":"virtio","name":"fp-db-link"}`))
 			Expect(templatePart(ns, vm, "spec", "networks")).To(ContainSubstring(
 				`{"multus":{"networkName":"db-link"},"name":"fp-db-link"}`))
 		}
 		Expect(templatePart(ns, "db-0", "spec", "domain", "devices", "interfaces")).To(ContainSubstring(
 			`{"bridge":{},"macAddress":"02:00:00:00:00:01","name":"storage"}`), "the user's interfaces stay")
 
-		By("the admin moving the network to LinuxBridge: the NAD loses the resource, the VMs get the bridge binding")
+		By("the admin moving the network to LinuxBridge: the NAD loses the resource, the VMs get the fastpath binding plugin")
 		n := &v1alpha1.FastPathNetwork{}
 		Expect(env.Client.Get(ctx, client.ObjectKey{Name: net}, n)).To(Succeed())
 		n.Spec.Datapath = v1alpha1.DatapathLinuxBridge
@@ -71,7 +71,7 @@ var _ = Describe("Datapath Macvtap", func() {
 			return nad.Annotations
 		}).ShouldNot(HaveKey("k8s.v1.cni.cncf.io/resourceName"))
 		Eventually(func() string { return templatePart(ns, "db-1", "spec", "domain", "devices", "interfaces") }).Should(
-			ContainSubstring(`{"bridge":{},"model":"virtio","name":"fp-db-link"}`))
+			ContainSubstring(`{"binding":{"name":"fastpath"},"model":"virtio","name":"fp-db-link"}`))
 	})
 
 	It("refuses a tenant's offloads Off on a Macvtap network, naming the field", func() {

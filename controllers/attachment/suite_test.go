@@ -9,8 +9,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -23,6 +25,8 @@ import (
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // The suite runs the real reconciler in a real manager against a real
@@ -62,6 +66,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	bindOperatorRole()
 	createDefaultNetwork()
+	createKubeVirt()
 	stopManager = startManager(env.Config)
 })
 
@@ -80,6 +85,34 @@ func bindOperatorRole() {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"}},
 	})).To(Succeed())
+}
+
+// kubevirtCR is the suite's KubeVirt CR, with Fastpath's binding plugins
+// registered (registerBindingPlugins) unless a spec takes them out.
+var kubevirtCR = bindingplugin.DefaultKubeVirt
+
+// suiteHookImage is the binding plugins' sidecarImage in the suite.
+const suiteHookImage = "registry.example.com/fastpath/fastpath-domain-hook:test"
+
+func createKubeVirt() {
+	GinkgoHelper()
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubevirtCR.Namespace}})).To(Succeed())
+	kv := &unstructured.Unstructured{}
+	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetNamespace(kubevirtCR.Namespace)
+	kv.SetName(kubevirtCR.Name)
+	Expect(unstructured.SetNestedField(kv.Object, true, "spec", "configuration", "developerConfiguration", "useEmulation")).To(Succeed())
+	Expect(env.Client.Create(ctx, kv)).To(Succeed())
+	registerBindingPlugins()
+}
+
+// registerBindingPlugins writes the binding plugins into the suite's
+// KubeVirt CR, as an admin (or the operator's registrar) does.
+func registerBindingPlugins() {
+	GinkgoHelper()
+	plugins, err := bindingplugin.Plugins(bindingplugin.Names{Bridge: wiring.DefaultBinding, Macvtap: wiring.DefaultMacvtapBinding}, suiteHookImage)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(bindingplugin.Register(ctx, env.Client, kubevirtCR, plugins)).To(Succeed())
 }
 
 // defaultNetwork is the suite's default FastPathNetwork: every namespace may

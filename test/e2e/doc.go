@@ -12,8 +12,8 @@
 //     means inside that namespace, and vsock is the UNIX-socket transport.
 //     FASTPATH_BIN_DIR overrides bin/ (the binaries `make build` makes).
 //
-//   - cluster (KUBECONFIG set): a real cluster with KubeVirt (VSOCK and Sidecar
-//     feature gates), Multus and Fastpath installed (make e2e-cluster
+//   - cluster (KUBECONFIG set): a real cluster with KubeVirt (the VSOCK
+//     feature gate; not Sidecar) and Fastpath's binding plugins registered, Multus and Fastpath installed (make e2e-cluster
 //     KUBEVIRT=1 makes one on this machine: docs/kubevirt.md). Guest
 //     commands run through `virtctl ssh`, so virtctl must be on PATH; the VMs'
 //     cloud-init installs netperf, socat and ethtool.

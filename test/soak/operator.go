@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/test/localenv/emulation"
 )
 
 // OperatorOptions configures the operator part.
@@ -137,6 +138,10 @@ func newOperatorRun(ctx context.Context, o *OperatorOptions, part string) (*oper
 	if err := cl.c.Create(ctx, fpnet); err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("failed to create FastPathNetwork %s: %w", fpnet.Name, err)
+	}
+	if err := emulation.RegisterBindingPlugins(ctx, cl.c); err != nil {
+		cleanup()
+		return nil, nil, err
 	}
 	if err := r.createVMs(ctx); err != nil {
 		cleanup()

@@ -16,3 +16,10 @@ metrics.secure is true, else "plain". Call with (dict "root" . "secure" N "plain
 {{- define "fastpath.metricsPort" -}}
 {{- if .root.Values.metrics.secure }}{{ .secure }}{{ else }}{{ .plain }}{{ end }}
 {{- end }}
+
+{{/*
+fastpath.domainHookImage: the domain hook image, the binding plugins' sidecarImage.
+*/}}
+{{- define "fastpath.domainHookImage" -}}
+{{ .Values.operator.domainHookImage | default (include "fastpath.image" (dict "root" . "component" "domain-hook")) }}
+{{- end -}}

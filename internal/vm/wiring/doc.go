@@ -7,9 +7,9 @@
 // Under spec.template of a VM selected by attachment <a> (docs/design.md §3.1, issue 3):
 //
 //   - spec.networks[]: {"name": "fp-<a>", "multus": {"networkName": "<nad>"}}
-//   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "bridge": {}, "model": "virtio"}
-//     (datapath Macvtap: "binding": {"name": "macvtap"} instead of "bridge", KubeVirt's
-//     macvtap network binding plugin; see Network.Binding)
+//   - spec.domain.devices.interfaces[]: {"name": "fp-<a>", "binding": {"name": "fastpath"}, "model": "virtio"}
+//     (datapath Macvtap: "fastpath-macvtap"): Fastpath's network binding plugin,
+//     whose sidecar is the domain hook (see Network.Binding)
 //   - spec.domain.devices.networkInterfaceMultiqueue: true when queues > 1
 //   - spec.domain.devices.autoattachVSOCK: true when vsock services are declared
 //     in mode Relay (KubeVirt's kernel vsock device)
@@ -24,10 +24,6 @@
 //     device plugin mounts the VM's vhost-user socket there
 //   - metadata.labels["fastpath.io/attachment"]: "<a>" (selected by the pod affinity)
 //   - metadata.annotations["fastpath.io/tuning"]: the tuning of package tuning
-//   - metadata.annotations["hooks.kubevirt.io/hookSidecars"]: one entry
-//     {"args":["--version","v1alpha3"],"image":"<domain hook image>"} appended to
-//     the user's list, when the operator has a domain hook image and the
-//     attachment a network or vsock mode Sibling (see "The hook sidecar annotation" below)
 //   - spec.affinity.podAffinity.{required,preferred}DuringSchedulingIgnoredDuringExecution[]:
 //     one term with topologyKey kubernetes.io/hostname selecting the label above
 //     (placement Required, or Preferred with weight 100)
@@ -70,40 +66,28 @@
 // networkInterfaceMultiqueue: false, or the template may have had no labels map
 // at all. Wire writes a record of what it changed into the VM's metadata
 // annotation RecordAnnotation ("fastpath.io/wiring"): the entries it added,
-// the previous value (or absence) of every scalar it set, every container
-// (map or list) it had to create and its hook sidecar entry with the
-// annotation's value before and after. Unwire follows the record: it removes the
+// the previous value (or absence) of every scalar it set and every container
+// (map or list) it had to create. Unwire follows the record: it removes the
 // added entries, restores each scalar, deletes each created container that is
 // empty again and finally the record itself, so the VM's spec after Unwire is
 // byte for byte the spec before Wire. A value the user already had (an equal
 // affinity term, the label or node selector with our value) is not recorded
 // as ours and is left in place by Unwire.
 //
-// # The hook sidecar annotation
+// # The hook sidecar annotation of earlier versions
 //
-// KubeVirt reads hooks.kubevirt.io/hookSidecars as a JSON list inside a string
-// (kubevirt/kubevirt v1.6.0 pkg/hooks/hooks.go, UnmarshalHookSidecarList) and
-// adds one sidecar container per entry to the virt-launcher pod; the domain
-// hook runs as onDefineDomain in one of them (docs/domain-hook.md). The value
-// is one string, so neither a merge patch nor server-side apply can add an
-// entry to it: the operator edits the string. It appends its entry after the
-// last one by splicing the text, so every byte of the user's entries, and the
-// whitespace between them, stays as it was; an entry the user already has with
-// the same image does the job and stays theirs.
-//
-// The Record keeps the value before (or its absence) and the value written.
-// While the annotation still equals what was written, Unwire puts the value
-// before back exactly (or deletes the annotation); if the user changed it in
-// the meantime, Unwire cuts out only the operator's entry (the last one with
-// its image) and leaves the rest of the user's text alone. If the user removed
-// the entry, Wire appends it again and records the user's value as the one to
-// restore.
-//
-// A value that is not a JSON list of hook sidecar objects (what KubeVirt's
-// decoder accepts, except JSON null) is never rewritten: Wire reports a
+// Fastpath before the binding plugin appended the domain hook to the template
+// annotation hooks.kubevirt.io/hookSidecars (a JSON list inside a string,
+// kubevirt/kubevirt pkg/hooks/hooks.go), splicing the text so every byte of
+// the user's entries stayed as it was, and recorded the value before and
+// after. Wire and Unwire now remove that entry: while the annotation still
+// equals what was written, the value before comes back exactly (or the
+// annotation goes); if the user changed it since, only the operator's entry
+// (the last one with its image) is cut out. A value that is no longer a JSON
+// list of hook sidecar objects is never rewritten: Wire reports a
 // *ConflictError naming spec.template.metadata.annotations["hooks.kubevirt.io/hookSidecars"]
-// and changes nothing, and Unwire fails with the same words and changes
-// nothing, keeping the Record until the user repairs the value.
+// and Unwire an error with the same words, both changing nothing and keeping
+// the Record until the user repairs the value.
 //
 // The record is the operator's memory: deleting it by hand makes the
 // operator's own entries look like the user's, which is then reported as a

@@ -33,8 +33,6 @@ type wants struct {
 	entries []entry
 	// scalars maps dotted paths to the wanted value (always true today).
 	scalars map[string]bool
-	// hook is the wanted HookSidecarsAnnotation entry (JSON); nil: none.
-	hook []byte
 }
 
 func wanted(d Desired) (wants, error) {
@@ -70,13 +68,6 @@ func wanted(d Desired) (wants, error) {
 			w.scalars[strings.Join(pathMultiqueue, ".")] = true
 		}
 	}
-	if d.DomainHookImage != "" && (d.Network != nil || d.SiblingVSOCK) {
-		hook, err := json.Marshal(DomainHookSidecar(d.DomainHookImage))
-		if err != nil {
-			return wants{}, fmt.Errorf("failed to encode the hook sidecar entry: %w", err)
-		}
-		w.hook = hook
-	}
 	if d.VSOCK {
 		w.scalars[strings.Join(pathVSOCK, ".")] = true
 	}
@@ -104,7 +95,7 @@ func wanted(d Desired) (wants, error) {
 // checkConflicts fails when a wanted entry would overwrite something that is
 // not recorded as ours.
 func checkConflicts(tpl map[string]any, rec *Record, w wants) error {
-	if err := checkHookSidecars(tpl, rec, w.hook); err != nil {
+	if err := checkHookSidecars(tpl, rec); err != nil {
 		return err
 	}
 	for _, e := range w.entries {
@@ -158,7 +149,7 @@ func (w *editor) converge(want wants) error {
 			return err
 		}
 	}
-	if err := w.hookSidecar(want.hook); err != nil {
+	if err := w.removeLegacyHookSidecar(); err != nil {
 		return err
 	}
 	if err := w.scalars(want.scalars); err != nil {

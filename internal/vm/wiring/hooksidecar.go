@@ -1,7 +1,14 @@
 package wiring
 
+// This file is the legacy half of the wiring: Fastpath before the binding
+// plugin (docs/kubevirt.md) ran the domain hook through KubeVirt's
+// hooks.kubevirt.io/hookSidecars annotation, which needs the cluster-wide
+// Sidecar feature gate that KubeVirt deprecated in v1.9. Wire no longer
+// adds an entry; it and Unwire remove the entry an earlier Fastpath recorded,
+// restoring the annotation byte for byte, so VMs wired the old way migrate
+// on upgrade.
+
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,28 +32,13 @@ import (
 // vmi-create-admitter.go, ValidateVirtualMachineInstanceMetadata).
 const HookSidecarsAnnotation = "hooks.kubevirt.io/hookSidecars"
 
-// HookShimVersion is the hook API version the sidecar-shim is told to serve
-// (--version). kubevirt/kubevirt v1.6.0 cmd/sidecars/sidecar_shim.go
-// (parseCommandLineArgs) accepts v1alpha1, v1alpha2 and v1alpha3 and fails
-// without one; v1alpha3 is the newest and the one the Dockerfile's domain-hook
-// target sets as its entrypoint.
-const HookShimVersion = "v1alpha3"
-
-// HookSidecar is one entry of HookSidecarsAnnotation as the operator writes
-// it: the fields of KubeVirt's hooks.HookSidecar it uses.
+// HookSidecar is one entry of HookSidecarsAnnotation as an earlier Fastpath
+// wrote it: the fields of KubeVirt's hooks.HookSidecar it used.
 type HookSidecar struct {
-	// Args are the sidecar container's args: "--version" HookShimVersion.
-	// They repeat the domain-hook image's entrypoint flags, so the entry also
-	// works with an image whose entrypoint is the bare /sidecar-shim (KubeVirt's
-	// own sidecar-shim image); the shim's flag parser takes the last value.
+	// Args are the sidecar container's args: "--version", "v1alpha3".
 	Args []string `json:"args,omitempty"`
 	// Image is the domain hook image (Dockerfile target domain-hook).
 	Image string `json:"image"`
-}
-
-// DomainHookSidecar returns the entry that runs the domain hook image.
-func DomainHookSidecar(image string) HookSidecar {
-	return HookSidecar{Args: []string{"--version", HookShimVersion}, Image: image}
 }
 
 // HookSidecarRecord is the operator's entry in HookSidecarsAnnotation, kept in
@@ -147,15 +139,6 @@ func (l *hookList) index(image string) int {
 	return -1
 }
 
-// appended returns the value with entry appended after the last entry.
-func (l *hookList) appended(entry []byte) string {
-	if len(l.spans) == 0 {
-		return l.value[:l.open] + string(entry) + l.value[l.open:]
-	}
-	at := l.spans[len(l.spans)-1][1]
-	return l.value[:at] + "," + string(entry) + l.value[at:]
-}
-
 // without returns the value with entry i and one separating comma cut out.
 func (l *hookList) without(i int) string {
 	s := l.spans
@@ -211,12 +194,11 @@ func hookAnnotation(tpl map[string]any) (value string, present bool, err error) 
 	return s, true, nil
 }
 
-// checkHookSidecars fails with a *ConflictError when the hook sidecar part of
-// the wiring would have to read an annotation value that is not a JSON list of
-// hook sidecars: the value is the user's, and is never rewritten. hook is the
-// wanted entry (nil: none).
-func checkHookSidecars(tpl map[string]any, rec *Record, hook []byte) error {
-	if hook == nil && rec.HookSidecar == nil {
+// checkHookSidecars fails with a *ConflictError when removing a recorded
+// legacy entry would have to read an annotation value that is not a JSON list
+// of hook sidecars: the value is the user's, and is never rewritten.
+func checkHookSidecars(tpl map[string]any, rec *Record) error {
+	if rec.HookSidecar == nil {
 		return nil
 	}
 	value, present, err := hookAnnotation(tpl)
@@ -228,54 +210,23 @@ func checkHookSidecars(tpl map[string]any, rec *Record, hook []byte) error {
 	}
 	if _, err := parseHookList(value); err != nil {
 		return &ConflictError{Field: hookSidecarsField, Reason: fmt.Sprintf(
-			"is not a JSON list of KubeVirt hook sidecars (%v); fastpath-operator leaves it unchanged and cannot add or remove its domain hook entry", err)}
+			"is not a JSON list of KubeVirt hook sidecars (%v); fastpath-operator leaves it unchanged and cannot remove the domain hook entry an earlier Fastpath added", err)}
 	}
 	return nil
 }
 
-// hookSidecar converges the operator's entry in HookSidecarsAnnotation to
-// hook (nil: no entry). checkHookSidecars has passed.
-func (w *editor) hookSidecar(hook []byte) error {
-	if rec := w.rec.HookSidecar; rec != nil && (hook == nil || !bytes.Equal(rec.Entry, hook)) {
-		if err := w.removeHookSidecar(rec); err != nil {
-			return err
-		}
-		w.rec.HookSidecar = nil
-	}
-	if hook == nil {
+// removeLegacyHookSidecar removes the entry an earlier Fastpath appended
+// to HookSidecarsAnnotation, as its Record says (nothing without one), and
+// drops it from the Record. checkHookSidecars has passed.
+func (w *editor) removeLegacyHookSidecar() error {
+	rec := w.rec.HookSidecar
+	if rec == nil {
 		return nil
 	}
-	image, err := entryImage(hook)
-	if err != nil {
+	if err := w.removeHookSidecar(rec); err != nil {
 		return err
 	}
-	value, present, err := hookAnnotation(w.tpl)
-	if err != nil {
-		return err
-	}
-	next := "[" + string(hook) + "]"
-	if present {
-		l, err := parseHookList(value)
-		if err != nil {
-			return &ConflictError{Field: hookSidecarsField, Reason: fmt.Sprintf("is not a JSON list of KubeVirt hook sidecars (%v)", err)}
-		}
-		if l.index(image) >= 0 {
-			// Our recorded entry, or the user's own entry running the hook
-			// image: that does the job and stays theirs.
-			return nil
-		}
-		next = l.appended(hook)
-	}
-	rec := &HookSidecarRecord{Entry: json.RawMessage(hook), Written: next}
-	if present {
-		rec.Previous = &value
-	}
-	ann, err := w.ensureMap(pathAnnotations)
-	if err != nil {
-		return err
-	}
-	ann[HookSidecarsAnnotation] = next
-	w.rec.HookSidecar = rec
+	w.rec.HookSidecar = nil
 	return nil
 }
 

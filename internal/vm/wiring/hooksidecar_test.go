@@ -12,16 +12,68 @@ import (
 
 const (
 	hookImage  = "registry.example.com/fastpath/fastpath-domain-hook:v0.1.0"
-	hookImage2 = "registry.example.com/fastpath/fastpath-domain-hook:v0.2.0"
-	// ourEntry is the entry the operator writes for hookImage.
+	// ourEntry is the entry the legacy wiring wrote for hookImage.
 	ourEntry = `{"args":["--version","v1alpha3"],"image":"` + hookImage + `"}`
 	// userEntry is a user's own hook sidecar, written the way people do (spaces).
 	userEntry = `{"args": ["--version", "v1alpha2"], "image": "registry.example.com/smbios-hook:v1"}`
 )
 
-func withHook(d Desired, image string) Desired {
-	d.DomainHookImage = image
-	return d
+// legacyWire wires vm with d and then adds the domain hook entry of image to
+// the template's hook sidecar annotation and the Record exactly as Fastpath
+// did before the binding plugin (splicing it after the user's last entry;
+// no entry when the user's own entry already runs image), so the tests can
+// check that Wire and Unwire take such VMs back.
+func legacyWire(t *testing.T, vm map[string]any, d Desired, image string) {
+	t.Helper()
+	if _, err := Wire(vm, d); err != nil {
+		t.Fatalf("Wire: %v", err)
+	}
+	entry, err := json.Marshal(HookSidecar{Args: []string{"--version", "v1alpha3"}, Image: image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := template(vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, present := hookValue(t, vm)
+	next := "[" + string(entry) + "]"
+	if present {
+		l, err := parseHookList(value)
+		if err != nil {
+			t.Fatalf("legacyWire: %v", err)
+		}
+		if l.index(image) >= 0 {
+			return
+		}
+		next = appended(l, entry)
+	}
+	rec, err := ReadRecord(vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.HookSidecar = &HookSidecarRecord{Entry: entry, Written: next}
+	if present {
+		rec.HookSidecar.Previous = &value
+	}
+	meta := tpl["metadata"].(map[string]any)
+	if meta["annotations"] == nil {
+		meta["annotations"] = map[string]any{}
+	}
+	meta["annotations"].(map[string]any)[HookSidecarsAnnotation] = next
+	if err := writeRecord(vm, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appended returns the list's value with entry spliced in after the last
+// entry, as the legacy wiring wrote it.
+func appended(l *hookList, entry []byte) string {
+	if len(l.spans) == 0 {
+		return l.value[:l.open] + string(entry) + l.value[l.open:]
+	}
+	at := l.spans[len(l.spans)-1][1]
+	return l.value[:at] + "," + string(entry) + l.value[at:]
 }
 
 // vmWithHookAnnotation is a VM whose template annotations are exactly the
@@ -99,10 +151,8 @@ func TestHookSidecarWireUnwireRoundTrip(t *testing.T) {
 			before, beforePresent := hookValue(t, original)
 
 			obj := vmWithHookAnnotation(t, tc.annotations)
-			d := withHook(full(v1alpha1.PlacementRequired), hookImage)
-			changed, err := Wire(obj, d)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(changed).To(gomega.BeTrue())
+			d := full(v1alpha1.PlacementRequired)
+			legacyWire(t, obj, d, hookImage)
 			got, present := hookValue(t, obj)
 			g.Expect(present).To(gomega.BeTrue())
 			g.Expect(got).To(gomega.Equal(tc.wired))
@@ -126,52 +176,46 @@ func TestHookSidecarWireUnwireRoundTrip(t *testing.T) {
 			}
 
 			obj = roundTrip(t, obj)
-			g.Expect(IsWired(obj, d)).To(gomega.BeTrue())
-			changed, err = Unwire(obj)
+			g.Expect(IsWired(obj, d)).To(gomega.Equal(!tc.recorded), "Wire takes a recorded legacy entry out")
+			migrated := roundTrip(t, obj)
+			changed, err := Unwire(obj)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(changed).To(gomega.BeTrue())
 			g.Expect(canonical(t, obj)).To(gomega.Equal(want))
 			after, afterPresent := hookValue(t, obj)
 			g.Expect(afterPresent).To(gomega.Equal(beforePresent))
 			g.Expect(after).To(gomega.Equal(before), "byte for byte")
+
+			// Upgrade: Wire migrates the VM to the binding plugin, giving the
+			// annotation back as it was before, and Unwire still restores it all.
+			_, err = Wire(migrated, d)
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			after, afterPresent = hookValue(t, migrated)
+			g.Expect(afterPresent).To(gomega.Equal(beforePresent))
+			g.Expect(after).To(gomega.Equal(before), "byte for byte")
+			rec, err = ReadRecord(migrated)
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(rec.HookSidecar).To(gomega.BeNil())
+			g.Expect(IsWired(migrated, d)).To(gomega.BeTrue())
+			_, err = Unwire(migrated)
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(canonical(t, migrated)).To(gomega.Equal(want))
 		})
 	}
 }
 
-func TestHookSidecarMalformedUserAnnotationIsAConflict(t *testing.T) {
-	for _, tc := range []struct{ name, value, reason string }{
-		{"not JSON", `hook-me`, "invalid character"},
-		{"an object, not a list", `{"image": "x"}`, "the value starts with {"},
-		{"JSON null", `null`, "the value starts with null"},
-		{"empty string", ``, "EOF"},
-		{"an entry that is not an object", `["x"]`, "entry 0 as a KubeVirt hook sidecar"},
-		{"an image that is not a string", `[{"image": 5}]`, "entry 0 as a KubeVirt hook sidecar"},
-		{"args that are not strings", `[{"image": "a"}, {"args": [1]}]`, "entry 1 as a KubeVirt hook sidecar"},
-		{"unterminated", `[{"image": "a"}`, "end of the JSON list"},
-		{"trailing data", `[] []`, "after its end"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+// TestHookSidecarMalformedUserAnnotationIsLeftAlone: the annotation is the
+// user's; without a legacy entry of ours in it, Wire and Unwire never read it.
+func TestHookSidecarMalformedUserAnnotationIsLeftAlone(t *testing.T) {
+	for _, value := range []string{`hook-me`, `{"image": "x"}`, `null`, ``, `["x"]`, `[{"image": "a"}`, `[] []`} {
+		t.Run(value, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			obj := vmWithHookAnnotation(t, annotationsJSON(t, map[string]string{HookSidecarsAnnotation: tc.value}))
+			obj := vmWithHookAnnotation(t, annotationsJSON(t, map[string]string{HookSidecarsAnnotation: value}))
 			before := canonical(t, obj)
-			d := withHook(full(v1alpha1.PlacementRequired), hookImage)
-			changed, err := Wire(obj, d)
-			g.Expect(changed).To(gomega.BeFalse())
-			var conflict *ConflictError
-			g.Expect(err).To(gomega.BeAssignableToTypeOf(conflict))
-			conflict = err.(*ConflictError)
-			g.Expect(conflict.Field).To(gomega.Equal(`metadata.annotations["hooks.kubevirt.io/hookSidecars"]`))
-			g.Expect(err.Error()).To(gomega.HavePrefix(`spec.template.metadata.annotations["hooks.kubevirt.io/hookSidecars"] is not a JSON list of KubeVirt hook sidecars (`))
-			g.Expect(err.Error()).To(gomega.ContainSubstring(tc.reason))
-			g.Expect(err.Error()).To(gomega.ContainSubstring("fastpath-operator leaves it unchanged"))
-			g.Expect(canonical(t, obj)).To(gomega.Equal(before), "the VM is unchanged")
-			g.Expect(IsWired(obj, d)).To(gomega.BeFalse())
-
-			// Without a hook image the annotation is none of our business.
-			changed, err = Wire(obj, full(v1alpha1.PlacementRequired))
+			changed, err := Wire(obj, full(v1alpha1.PlacementRequired))
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(changed).To(gomega.BeTrue())
-			g.Expect(hookString(t, obj)).To(gomega.Equal(tc.value))
+			g.Expect(hookString(t, obj)).To(gomega.Equal(value))
 			_, err = Unwire(obj)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(canonical(t, obj)).To(gomega.Equal(before))
@@ -195,25 +239,25 @@ func TestHookSidecarUserChangesWhileWired(t *testing.T) {
 		name string
 		// change is the user's new value of the annotation ("<absent>" deletes it).
 		change string
-		// rewired is the value after the next Wire; unwired after Unwire.
-		rewired, unwired string
+		// unwired is the value after Unwire, and after Wire's migration.
+		unwired string
 	}{
 		{name: "appends an entry after ours", change: "[" + userEntry + "," + ourEntry + `, {"image": "later"}]`,
-			rewired: "[" + userEntry + "," + ourEntry + `, {"image": "later"}]`, unwired: "[" + userEntry + `, {"image": "later"}]`},
+			unwired: "[" + userEntry + `, {"image": "later"}]`},
 		{name: "puts an entry before all", change: `[{"image": "first"},` + userEntry + "," + ourEntry + "]",
-			rewired: `[{"image": "first"},` + userEntry + "," + ourEntry + "]", unwired: `[{"image": "first"},` + userEntry + "]"},
+			unwired: `[{"image": "first"},` + userEntry + "]"},
 		{name: "reformats the list", change: "[\n " + userEntry + ",\n " + ourEntry + "\n]",
-			rewired: "[\n " + userEntry + ",\n " + ourEntry + "\n]", unwired: "[\n " + userEntry + "\n]"},
+			unwired: "[\n " + userEntry + "\n]"},
 		{name: "re-applies its manifest without our entry", change: "[" + userEntry + "]",
-			rewired: "[" + userEntry + "," + ourEntry + "]", unwired: "[" + userEntry + "]"},
+			unwired: "[" + userEntry + "]"},
 		{name: "drops its own entry", change: "[" + ourEntry + "]",
-			rewired: "[" + ourEntry + "]", unwired: "[]"},
+			unwired: "[]"},
 		{name: "removes the annotation", change: "<absent>",
-			rewired: "[" + ourEntry + "]", unwired: "<absent>"},
+			unwired: "<absent>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			d := withHook(full(v1alpha1.PlacementPreferred), hookImage)
+			d := full(v1alpha1.PlacementPreferred)
 			change := func(vm map[string]any) {
 				if tc.change == "<absent>" {
 					tpl, _ := template(vm)
@@ -224,40 +268,23 @@ func TestHookSidecarUserChangesWhileWired(t *testing.T) {
 			}
 			start := annotationsJSON(t, map[string]string{HookSidecarsAnnotation: "[" + userEntry + "]"})
 
-			// Unwire right after the change: only our entry goes.
-			obj := vmWithHookAnnotation(t, start)
-			_, err := Wire(obj, d)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(hookString(t, obj)).To(gomega.Equal(wiredValue))
-			change(obj)
-			obj = roundTrip(t, obj)
-			_, err = Unwire(obj)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(hookString(t, obj)).To(gomega.Equal(tc.unwired))
-			rec, err := ReadRecord(obj)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(rec).To(gomega.BeNil())
-
-			// Wire again after the change: our entry is back once, the user's
-			// change stays, and Unwire then gives the user's value back exactly.
-			obj = vmWithHookAnnotation(t, start)
-			_, err = Wire(obj, d)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			change(obj)
-			_, err = Wire(obj, d)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(hookString(t, obj)).To(gomega.Equal(tc.rewired))
-			changed, err := Wire(roundTrip(t, obj), d)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			g.Expect(changed).To(gomega.BeFalse())
-			_, err = Unwire(obj)
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			if tc.rewired == tc.change {
-				// Our entry survived the change: Unwire cuts it out.
-				g.Expect(hookString(t, obj)).To(gomega.Equal(tc.unwired))
-			} else {
-				// Wire appended it again to the user's value: Unwire restores that.
-				g.Expect(hookString(t, obj)).To(gomega.Equal(tc.change))
+			for _, undo := range []func(map[string]any) (bool, error){
+				Unwire,
+				func(vm map[string]any) (bool, error) { return Wire(vm, d) },
+			} {
+				obj := vmWithHookAnnotation(t, start)
+				legacyWire(t, obj, d, hookImage)
+				g.Expect(hookString(t, obj)).To(gomega.Equal(wiredValue))
+				change(obj)
+				obj = roundTrip(t, obj)
+				_, err := undo(obj)
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				g.Expect(hookString(t, obj)).To(gomega.Equal(tc.unwired), "only our entry goes")
+				rec, err := ReadRecord(obj)
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				if rec != nil {
+					g.Expect(rec.HookSidecar).To(gomega.BeNil())
+				}
 			}
 		})
 	}
@@ -265,10 +292,9 @@ func TestHookSidecarUserChangesWhileWired(t *testing.T) {
 
 func TestHookSidecarMadeUnreadableWhileWired(t *testing.T) {
 	g := gomega.NewWithT(t)
-	d := withHook(full(v1alpha1.PlacementRequired), hookImage)
+	d := full(v1alpha1.PlacementRequired)
 	obj := vmWithHookAnnotation(t, `{"hooks.kubevirt.io/hookSidecars":"[]"}`)
-	_, err := Wire(obj, d)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	legacyWire(t, obj, d, hookImage)
 	setHook(t, obj, "["+ourEntry) // a bad hand edit
 	before := canonical(t, obj)
 
@@ -292,54 +318,6 @@ func TestHookSidecarMadeUnreadableWhileWired(t *testing.T) {
 	g.Expect(hookString(t, obj)).To(gomega.Equal("[]"))
 }
 
-func TestHookSidecarConvergesWithTheImage(t *testing.T) {
-	g := gomega.NewWithT(t)
-	start := annotationsJSON(t, map[string]string{HookSidecarsAnnotation: "[" + userEntry + "]", "x": "1"})
-	original := canonical(t, vmWithHookAnnotation(t, start))
-	obj := vmWithHookAnnotation(t, start)
-	base := full(v1alpha1.PlacementRequired)
-	entry2 := `{"args":["--version","v1alpha3"],"image":"` + hookImage2 + `"}`
-
-	for i, step := range []struct {
-		d    Desired
-		want string
-	}{
-		{withHook(base, hookImage), "[" + userEntry + "," + ourEntry + "]"},
-		{withHook(base, hookImage2), "[" + userEntry + "," + entry2 + "]"}, // operator upgraded
-		{base, "[" + userEntry + "]"},                                      // --domain-hook-image emptied
-		{withHook(base, hookImage), "[" + userEntry + "," + ourEntry + "]"},
-		{Desired{Attachment: "db-link", VSOCK: true, DomainHookImage: hookImage}, "[" + userEntry + "]"}, // network removed: no tuning, no hook
-	} {
-		_, err := Wire(obj, step.d)
-		g.Expect(err).NotTo(gomega.HaveOccurred(), "step %d", i)
-		obj = roundTrip(t, obj)
-		g.Expect(hookString(t, obj)).To(gomega.Equal(step.want), "step %d", i)
-		rec, err := ReadRecord(obj)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		if step.want == "["+userEntry+"]" {
-			g.Expect(rec.HookSidecar).To(gomega.BeNil(), "step %d", i)
-		} else {
-			g.Expect(rec.HookSidecar.Previous).To(gomega.HaveValue(gomega.Equal("["+userEntry+"]")), "step %d", i)
-		}
-	}
-	_, err := Unwire(obj)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(canonical(t, obj)).To(gomega.Equal(original))
-}
-
-func TestHookSidecarEntryFormat(t *testing.T) {
-	g := gomega.NewWithT(t)
-	data, err := json.Marshal(DomainHookSidecar(hookImage))
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(string(data)).To(gomega.Equal(ourEntry))
-	// What KubeVirt v1.6.0 hooks.UnmarshalHookSidecarList reads from it.
-	var list []kubevirtHookSidecar
-	g.Expect(json.Unmarshal([]byte("["+string(data)+"]"), &list)).To(gomega.Succeed())
-	g.Expect(list).To(gomega.HaveLen(1))
-	g.Expect(list[0].Image).To(gomega.Equal(hookImage))
-	g.Expect(list[0].Args).To(gomega.Equal([]string{"--version", "v1alpha3"}))
-}
-
 func TestHookListEdits(t *testing.T) {
 	for _, tc := range []struct {
 		value    string
@@ -361,7 +339,7 @@ func TestHookListEdits(t *testing.T) {
 			l, err := parseHookList(tc.value)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(l.images).To(gomega.Equal(tc.images))
-			g.Expect(l.appended([]byte("E"))).To(gomega.Equal(tc.appended))
+			g.Expect(appended(l, []byte("E"))).To(gomega.Equal(tc.appended))
 			for i, want := range tc.without {
 				g.Expect(l.without(i)).To(gomega.Equal(want), "without %d", i)
 				var v []any

@@ -21,11 +21,17 @@ const (
 	PreferredAffinityWeight = int64(100)
 	// InterfaceModel is the virtio-net device model of the fast-path interface.
 	InterfaceModel = "virtio"
-	// DefaultMacvtapBinding is the KubeVirt network binding plugin name of
-	// datapath Macvtap's interfaces: "macvtap", the name KubeVirt's macvtap
-	// binding documentation registers ({"domainAttachmentType": "tap"} under
-	// spec.configuration.network.binding of the KubeVirt CR).
-	DefaultMacvtapBinding = "macvtap"
+	// DefaultBinding is the KubeVirt network binding plugin name of the
+	// interfaces of datapaths LinuxBridge and OVS: "fastpath", registered in
+	// the KubeVirt CR under spec.configuration.network.binding with
+	// domainAttachmentType managedTap and the domain hook as its sidecarImage
+	// (package bindingplugin).
+	DefaultBinding = "fastpath"
+	// DefaultMacvtapBinding is the binding plugin name of datapath Macvtap's
+	// interfaces: "fastpath-macvtap", registered with domainAttachmentType tap
+	// (QEMU opens the pod's macvtap, as with KubeVirt's macvtap binding) and
+	// the same sidecarImage.
+	DefaultMacvtapBinding = "fastpath-macvtap"
 	// SiblingResourceQuantity is the limit of v1alpha1.SiblingResourceName
 	// on a VM in vsock mode Sibling: one device (one socket directory) for
 	// the compute container. The API server keeps a quantity "1" as "1", so
@@ -92,11 +98,6 @@ type Desired struct {
 	SiblingVSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
-	// DomainHookImage is the image of the domain hook sidecar (fastpath-domain-hook
-	// as onDefineDomain in a sidecar-shim image) added to the template annotation
-	// HookSidecarsAnnotation when Network or SiblingVSOCK is set; "" adds none.
-	// Without either there is nothing for the hook to do, so no sidecar either.
-	DomainHookImage string
 }
 
 // Network is the network part of a Desired wiring.
@@ -105,11 +106,12 @@ type Network struct {
 	// (it lives in the VM's namespace).
 	NetworkAttachmentDefinition string
 	// Binding is the KubeVirt network binding plugin of the interface
-	// ("binding": {"name": Binding}); "" gives KubeVirt's built-in
-	// "bridge": {} binding (datapaths LinuxBridge and OVS). Datapath Macvtap
-	// uses the macvtap binding plugin (DefaultMacvtapBinding), which the
-	// KubeVirt CR must register with domainAttachmentType tap
-	// (docs/install.md).
+	// ("binding": {"name": Binding}): DefaultBinding, or DefaultMacvtapBinding
+	// for datapath Macvtap, each registered in the KubeVirt CR
+	// (docs/install.md#the-binding-plugin). KubeVirt runs the plugin's
+	// sidecar, the domain hook, in the VM's virt-launcher pod. "" gives
+	// KubeVirt's built-in "bridge": {} binding and no domain hook (tests and
+	// tools only).
 	Binding string
 	// Tuning goes into the fastpath.io/tuning annotation; Queues > 1 also sets
 	// networkInterfaceMultiqueue: true.
@@ -118,12 +120,13 @@ type Network struct {
 
 // ForAttachment returns the wiring of an attachment, with the API defaults
 // applied (v1alpha1.DefaultAttachmentSpec). The NAD has the attachment's
-// name; datapath Macvtap gets the binding DefaultMacvtapBinding.
+// name; the interface gets the binding DefaultBinding, or
+// DefaultMacvtapBinding on datapath Macvtap.
 func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
 	d := Desired{Attachment: att.Name, AttachmentUID: string(att.UID), Placement: spec.Placement}
 	if spec.Network != nil {
-		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Tuning: tuning.FromNetworkSpec(*spec.Network)}
+		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Binding: DefaultBinding, Tuning: tuning.FromNetworkSpec(*spec.Network)}
 		if spec.Network.Datapath == v1alpha1.DatapathMacvtap {
 			d.Network.Binding = DefaultMacvtapBinding
 		}
@@ -235,7 +238,7 @@ func Unwire(vm map[string]any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := checkHookSidecars(tpl, rec, nil); err != nil {
+	if err := checkHookSidecars(tpl, rec); err != nil {
 		// %v, not %w: Unwire promises no *ConflictError (there is no other
 		// attachment to hand the VM to; the user has to fix the value).
 		return false, fmt.Errorf("failed to unwire VM: %v", err)
@@ -248,7 +251,6 @@ func Unwire(vm map[string]any) (bool, error) {
 		want.entries[i].value = nil
 	}
 	want.scalars = nil
-	want.hook = nil
 	w := &editor{tpl: tpl, rec: rec}
 	if err := w.converge(want); err != nil {
 		return false, err

@@ -68,7 +68,7 @@ const emptyListsVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
 func full(placement v1alpha1.Placement) Desired {
 	return Desired{
 		Attachment: "db-link",
-		Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{
+		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: tuning.Interface{
 			MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
 			Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
 		}},
@@ -77,13 +77,21 @@ func full(placement v1alpha1.Placement) Desired {
 	}
 }
 
+// withBinding is d with its interface on binding plugin name.
+func withBinding(d Desired, name string) Desired {
+	n := *d.Network
+	n.Binding = name
+	d.Network = &n
+	return d
+}
+
 func TestWireUnwireRestoresTheOriginalByteForByte(t *testing.T) {
 	desires := map[string]Desired{
 		"network+vsock, Required":  full(v1alpha1.PlacementRequired),
 		"network+vsock, Preferred": full(v1alpha1.PlacementPreferred),
 		"network, one queue, None": {Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{MTU: 1500, Queues: 1}}, Placement: v1alpha1.PlacementNone},
 		"vsock only, Required":     {Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementRequired},
-		"network+vsock+hook":       withHook(full(v1alpha1.PlacementRequired), hookImage),
+		"network+vsock, macvtap":   withBinding(full(v1alpha1.PlacementRequired), DefaultMacvtapBinding),
 	}
 	for vmName, vm := range map[string]string{"minimal": minimalVM, "busy": busyVM, "empty lists": emptyListsVM} {
 		for dName, d := range desires {
@@ -138,7 +146,7 @@ func TestWireAddsOnlyOurEntries(t *testing.T) {
      "autoattachVSOCK":true,"networkInterfaceMultiqueue":true,
      "disks":[{"name":"root","disk":{"bus":"virtio"}}],
      "interfaces":[{"name":"default","masquerade":{}},{"name":"storage","bridge":{},"macAddress":"02:00:00:00:00:01"},
-                   {"name":"fp-db-link","bridge":{},"model":"virtio"}]},
+                   {"name":"fp-db-link","binding":{"name":"fastpath"},"model":"virtio"}]},
     "resources":{"requests":{"memory":"2Gi","cpu":"1500m"}}},
    "networks":[{"name":"default","pod":{}},{"name":"storage","multus":{"networkName":"storage-net"}},
                {"name":"fp-db-link","multus":{"networkName":"db-link"}}],
@@ -309,7 +317,7 @@ func TestForAttachmentAppliesDefaults(t *testing.T) {
 	}
 	g.Expect(ForAttachment(att)).To(gomega.Equal(Desired{
 		Attachment: "db-link",
-		Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{
+		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: tuning.Interface{
 			MTU: 9000, Queues: 1, RxQueueSize: 1024, TxQueueSize: 256,
 			Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
 		}},

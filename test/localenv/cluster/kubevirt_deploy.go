@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,9 +27,11 @@ import (
 const KubeVirtNamespace = "kubevirt"
 
 // KubeVirtFeatureGates are the feature gates Fastpath needs of KubeVirt:
-// Sidecar for the domain hook (hooks.kubevirt.io/hookSidecars, refused by
-// virt-api's admitter without it).
-var KubeVirtFeatureGates = []string{"Sidecar"}
+// VSOCK for autoattachVSOCK (vsock mode Relay). Not Sidecar: the domain hook
+// runs as the sidecar of Fastpath's network binding plugin, which needs no
+// gate (binding plugins are GA since KubeVirt v1.5); the e2e suite asserts
+// the Sidecar gate is off.
+var KubeVirtFeatureGates = []string{"VSOCK"}
 
 // kvmProbeTimeout bounds the KVM probe: under TCG the guest kernel prints
 // its banner in under a second; under a KVM that cannot run Linux it never
@@ -169,19 +172,10 @@ func configureKubeVirt(kv *kubevirtv1.KubeVirt, emulation bool) {
 	dc := kv.Spec.Configuration.DeveloperConfiguration
 	dc.UseEmulation = emulation
 	for _, g := range KubeVirtFeatureGates {
-		if !contains(dc.FeatureGates, g) {
+		if !slices.Contains(dc.FeatureGates, g) {
 			dc.FeatureGates = append(dc.FeatureGates, g)
 		}
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // deploymentReady is true once the Deployment has all its replicas ready;

@@ -26,7 +26,7 @@ metadata:
 spec:
   configuration:
     developerConfiguration:
-      featureGates: [HotplugVolumes, Sidecar]
+      featureGates: [HotplugVolumes, VSOCK]
   imagePullPolicy: IfNotPresent
   infra:
     replicas: 1
@@ -35,7 +35,7 @@ spec:
 	g.Expect(err).NotTo(HaveOccurred())
 	configureKubeVirt(kv, true)
 	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.UseEmulation).To(BeTrue())
-	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.FeatureGates).To(Equal([]string{"HotplugVolumes", "Sidecar"}), "no gate twice")
+	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.FeatureGates).To(Equal([]string{"HotplugVolumes", "VSOCK"}), "no gate twice")
 	g.Expect(string(kv.Spec.ImagePullPolicy)).To(Equal("IfNotPresent"), "local images are never pulled")
 	g.Expect(*kv.Spec.Infra.Replicas).To(BeEquivalentTo(1))
 

@@ -303,7 +303,10 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if s.agent, err = s.startChild("fastpath-agent", s.AgentLog, agentArgs...); err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", s.Kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+	// The operator registers Fastpath's binding plugins in the emulated
+	// KubeVirt CR, which the emulator creates, as the chart has it do.
+	args := []string{"--kubeconfig", s.Kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--register-binding-plugins", "--domain-hook-image", emulation.EmulatedDomainHookImage}
 	if o.PodCIDR.IsValid() {
 		args = append(args, "--pod-network-cidr", o.PodCIDR.String())
 	}

@@ -219,6 +219,9 @@ func (e *Emulator) Start(ctx context.Context) error {
 		return fmt.Errorf("failed to create the emulation's manager: %w", err)
 	}
 	e.cli = mgr.GetClient()
+	if err := EnsureKubeVirtCR(ctx, e.cli); err != nil {
+		return err
+	}
 	for _, setup := range []func(ctrl.Manager) error{e.setupVirtController, e.setupVirtHandler, e.setupKubelet, e.setupRestarter} {
 		if err := setup(mgr); err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/internal/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/test/localenv/guests"
 )
@@ -190,8 +191,11 @@ func (e *Emulator) launch(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 		if iface == nil {
 			continue
 		}
-		if iface.Bridge == nil {
-			return nil, fmt.Errorf("failed to wire network %s of %s: only the bridge binding is emulated for Multus networks", n.Name, key)
+		// Fastpath's binding plugin has domainAttachmentType managedTap:
+		// virt-launcher makes the tap and in-pod bridge as for the bridge
+		// binding, which is what is emulated for both.
+		if iface.Bridge == nil && (iface.Binding == nil || iface.Binding.Name != wiring.DefaultBinding) {
+			return nil, fmt.Errorf("failed to wire network %s of %s: only the bridge binding and the binding plugin %q are emulated for Multus networks", n.Name, key, wiring.DefaultBinding)
 		}
 		a, err := e.cniAdd(ctx, l, vmi, n)
 		if err != nil {

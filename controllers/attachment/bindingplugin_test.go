@@ -1,0 +1,82 @@
+package attachment_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
+)
+
+// templateAnnotation returns a VM template annotation, or "<absent>".
+func templateAnnotation(ns, name, key string) string {
+	GinkgoHelper()
+	v, found, err := unstructured.NestedString(getVM(ns, name).Object, "spec", "template", "metadata", "annotations", key)
+	Expect(err).NotTo(HaveOccurred())
+	if !found {
+		return "<absent>"
+	}
+	return v
+}
+
+// The migration of VMs an earlier Fastpath wired with the hook sidecar
+// annotation is tested in internal/vm/wiring (legacyWire).
+var _ = Describe("The network binding plugin", Serial, func() {
+	BeforeEach(func() {
+		SetDefaultEventuallyTimeout(timeout)
+		SetDefaultEventuallyPollingInterval(interval)
+		SetDefaultConsistentlyDuration(quiet)
+		SetDefaultConsistentlyPollingInterval(200 * time.Millisecond)
+	})
+
+	It("wires no VM while the KubeVirt CR does not register it, then wires through it with no hook annotation", func() {
+		ns := newNamespace()
+		Expect(bindingplugin.Unregister(ctx, env.Client, kubevirtCR, wiring.DefaultBinding, wiring.DefaultMacvtapBinding)).To(Succeed())
+		DeferCleanup(registerBindingPlugins)
+
+		vm := createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
+		original := specJSON(ns, "db-0")
+		rv := resourceVersions(vm)
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+
+		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonBindingNotRegistered))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.VMsWiredCondition)).To(Equal(
+			`the network binding plugin "fastpath" is not registered: KubeVirt kubevirt/kubevirt has no spec.configuration.network.binding.fastpath; ` +
+				"no VM is wired until it is (docs/install.md#the-binding-plugin)"))
+		Eventually(eventReasons(ns, "db-link")).Should(ContainElement("Warning/" + v1alpha1.ReasonBindingNotRegistered))
+		Consistently(func() []string { return resourceVersions(vm) }).Should(Equal(rv), "the VM is not touched")
+		Expect(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)()).To(Equal("True/"+v1alpha1.ReasonNADCreated),
+			"the NetworkAttachmentDefinition does not wait for the plugin")
+
+		By("the admin registering the plugin: the watch on the KubeVirt CR wires the VM")
+		registerBindingPlugins()
+		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.VMsWiredCondition)).To(Equal(`1 of 1 selected VMs wired through the network binding plugin "fastpath"`))
+		Expect(templatePart(ns, "db-0", "spec", "domain", "devices", "interfaces")).To(ContainSubstring(
+			`{"binding":{"name":"fastpath"},"model":"virtio","name":"fp-db-link"}`))
+		Expect(templateAnnotation(ns, "db-0", wiring.HookSidecarsAnnotation)).To(Equal("[]"), "the user's value, untouched")
+
+		By("a plugin registered with the wrong domainAttachmentType")
+		Expect(bindingplugin.Register(ctx, env.Client, kubevirtCR, map[string]kubevirtv1.InterfaceBindingPlugin{
+			wiring.DefaultBinding: {SidecarImage: suiteHookImage, DomainAttachmentType: kubevirtv1.Tap}})).To(Succeed())
+		createVM(ns, "db-1", minimalVM, map[string]string{"app": "db"})
+		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonBindingNotRegistered))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.VMsWiredCondition)).To(ContainSubstring(
+			`spec.configuration.network.binding.fastpath.domainAttachmentType is "tap", want "managedTap"`))
+		Expect(vmOwner(ns, "db-1")()).To(BeEmpty())
+		Expect(vmOwner(ns, "db-0")()).To(Equal("db-link"), "wired VMs stay wired")
+		registerBindingPlugins()
+		Eventually(vmOwner(ns, "db-1")).Should(Equal("db-link"))
+
+		By("deleting the attachment: the VM spec is back byte for byte")
+		att := getAttachment(ns, "db-link")
+		Expect(env.Client.Delete(ctx, att)).To(Succeed())
+		Eventually(isGone(att)).Should(BeTrue())
+		Expect(specJSON(ns, "db-0")).To(Equal(original))
+	})
+})

@@ -1,0 +1,190 @@
+package bindingplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// KubeVirtGVK is the kind of the KubeVirt CR (kubevirt.io/v1 KubeVirt), the
+// cluster's one KubeVirt installation.
+var KubeVirtGVK = schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "KubeVirt"}
+
+// DefaultKubeVirt is where KubeVirt's install docs put the KubeVirt CR
+// (kubevirt-cr.yaml: namespace kubevirt, name kubevirt).
+var DefaultKubeVirt = types.NamespacedName{Namespace: "kubevirt", Name: "kubevirt"}
+
+// SidecarMemoryOverhead is the computeResourceOverhead memory request each
+// plugin adds to the compute container: the domain hook sidecar container
+// has no request of its own (KubeVirt gives hook sidecars requests only
+// when spec.configuration.supportContainerResources says so), so without it
+// the scheduler would not count the sidecar at all. It is the sidecar's
+// measured working set (docs/kubevirt.md, "The binding plugin"), rounded up.
+var SidecarMemoryOverhead = resource.MustParse("40Mi")
+
+// bindingPath is the path of the plugins in the KubeVirt CR.
+var bindingPath = []string{"spec", "configuration", "network", "binding"}
+
+// BindingField names a plugin's entry in the KubeVirt CR, for messages.
+func BindingField(name string) string {
+	return strings.Join(append(append([]string{}, bindingPath...), name), ".")
+}
+
+// Names are the plugin names the operator wires interfaces with.
+type Names struct {
+	// Bridge is the plugin of datapaths LinuxBridge and OVS (managedTap).
+	Bridge string
+	// Macvtap is the plugin of datapath Macvtap (tap).
+	Macvtap string
+}
+
+// Plugins returns the KubeVirt CR entries of the plugins names, both with
+// the domain hook image as sidecarImage. An empty image is an error:
+// without the sidecar the attachment's ring sizes, queues and offloads
+// never reach the domain.
+func Plugins(names Names, sidecarImage string) (map[string]kubevirtv1.InterfaceBindingPlugin, error) {
+	if sidecarImage == "" {
+		return nil, fmt.Errorf("failed to build the binding plugins: the domain hook image (--domain-hook-image) is empty")
+	}
+	if names.Bridge == "" || names.Macvtap == "" || names.Bridge == names.Macvtap {
+		return nil, fmt.Errorf("failed to build the binding plugins: names %q and %q must be two different non-empty names", names.Bridge, names.Macvtap)
+	}
+	overhead := &kubevirtv1.ResourceRequirementsWithoutClaims{Requests: corev1.ResourceList{corev1.ResourceMemory: SidecarMemoryOverhead}}
+	return map[string]kubevirtv1.InterfaceBindingPlugin{
+		names.Bridge:  {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.ManagedTap, ComputeResourceOverhead: overhead},
+		names.Macvtap: {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.Tap, ComputeResourceOverhead: overhead.DeepCopy()},
+	}, nil
+}
+
+// wantType is the domainAttachmentType each plugin must have.
+func (n Names) wantType(name string) kubevirtv1.DomainAttachmentType {
+	if name == n.Macvtap {
+		return kubevirtv1.Tap
+	}
+	return kubevirtv1.ManagedTap
+}
+
+// Register writes plugins into the KubeVirt CR key with one JSON merge
+// patch: other plugins and every other field stay as they are, and
+// writing the same entries again changes nothing. Errors: the CR is
+// missing or the patch is refused (RBAC, validation).
+func Register(ctx context.Context, c client.Client, key types.NamespacedName, plugins map[string]kubevirtv1.InterfaceBindingPlugin) error {
+	entries := map[string]any{}
+	for name, p := range plugins {
+		entries[name] = p
+	}
+	return patchBinding(ctx, c, key, entries)
+}
+
+// Unregister removes the entries names from the KubeVirt CR key (JSON
+// merge patch with null); a missing CR or entry, or a cluster without
+// KubeVirt's CRD, is not an error.
+func Unregister(ctx context.Context, c client.Client, key types.NamespacedName, names ...string) error {
+	entries := map[string]any{}
+	for _, n := range names {
+		entries[n] = nil
+	}
+	err := patchBinding(ctx, c, key, entries)
+	if client.IgnoreNotFound(err) == nil || meta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
+}
+
+func patchBinding(ctx context.Context, c client.Client, key types.NamespacedName, entries map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{"binding": entries}}}})
+	if err != nil {
+		return fmt.Errorf("failed to encode the binding plugin patch: %w", err)
+	}
+	kv := &unstructured.Unstructured{}
+	kv.SetGroupVersionKind(KubeVirtGVK)
+	kv.SetNamespace(key.Namespace)
+	kv.SetName(key.Name)
+	if err := c.Patch(ctx, kv, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("failed to patch %s of KubeVirt %s: %w", strings.Join(bindingPath, "."), key, err)
+	}
+	return nil
+}
+
+// Check returns nil when one of kubevirts (the KubeVirt CRs the cluster
+// has; KubeVirt allows one) registers plugin name with a sidecarImage and
+// the domainAttachmentType the datapath needs; otherwise an error that
+// names the KubeVirt CR, the field and what is wrong.
+func Check(kubevirts []unstructured.Unstructured, names Names, name string) error {
+	if len(kubevirts) == 0 {
+		return fmt.Errorf("the cluster has no KubeVirt CR (kubevirt.io/v1 KubeVirt) to register the network binding plugin %q in", name)
+	}
+	sort.Slice(kubevirts, func(i, j int) bool {
+		return kubevirts[i].GetNamespace()+"/"+kubevirts[i].GetName() < kubevirts[j].GetNamespace()+"/"+kubevirts[j].GetName()
+	})
+	var problems []string
+	for i := range kubevirts {
+		kv := &kubevirts[i]
+		ref := kv.GetNamespace() + "/" + kv.GetName()
+		raw, found, err := unstructured.NestedFieldNoCopy(kv.Object, append(append([]string{}, bindingPath...), name)...)
+		if err != nil || !found {
+			problems = append(problems, fmt.Sprintf("KubeVirt %s has no %s", ref, BindingField(name)))
+			continue
+		}
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return err
+		}
+		var p kubevirtv1.InterfaceBindingPlugin
+		if err := json.Unmarshal(b, &p); err != nil {
+			problems = append(problems, fmt.Sprintf("KubeVirt %s: %s is not a binding plugin: %v", ref, BindingField(name), err))
+			continue
+		}
+		switch want := names.wantType(name); {
+		case p.SidecarImage == "":
+			problems = append(problems, fmt.Sprintf("KubeVirt %s: %s has no sidecarImage (the fastpath-domain-hook image)", ref, BindingField(name)))
+		case p.DomainAttachmentType != want:
+			problems = append(problems, fmt.Sprintf("KubeVirt %s: %s.domainAttachmentType is %q, want %q", ref, BindingField(name), p.DomainAttachmentType, want))
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("the network binding plugin %q is not registered: %s", name, strings.Join(problems, "; "))
+}
+
+// Registered reports whether the KubeVirt CR kv carries exactly plugins
+// (other plugins aside), so Register would change nothing.
+func Registered(kv *unstructured.Unstructured, plugins map[string]kubevirtv1.InterfaceBindingPlugin) bool {
+	for name, want := range plugins {
+		raw, found, err := unstructured.NestedFieldNoCopy(kv.Object, append(append([]string{}, bindingPath...), name)...)
+		if err != nil || !found {
+			return false
+		}
+		have, err := json.Marshal(raw)
+		if err != nil {
+			return false
+		}
+		var got kubevirtv1.InterfaceBindingPlugin
+		if err := json.Unmarshal(have, &got); err != nil || !equality.Semantic.DeepEqual(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedNames returns the plugin names in order, for messages.
+func SortedNames(plugins map[string]kubevirtv1.InterfaceBindingPlugin) []string {
+	names := make([]string, 0, len(plugins))
+	for n := range plugins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
