@@ -50,6 +50,7 @@ const (
 
 // FastPathAttachmentSpec declares the fast paths of a set of VMs.
 // +kubebuilder:validation:XValidation:rule="has(self.network) || has(self.vsock)",message="at least one of spec.network or spec.vsock must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.network) || !has(self.vsock) || !has(self.vsock.mode) || self.vsock.mode != 'Sibling'",message="spec.vsock.mode Sibling needs spec.network: the domain hook that adds the vhost-user-vsock device runs as the sidecar of Fastpath's network binding plugin, which KubeVirt starts only for a VM with an interface of that binding",fieldPath=".vsock.mode"
 type FastPathAttachmentSpec struct {
 	// vmSelector selects KubeVirt VirtualMachines in the attachment's namespace by
 	// their metadata labels.

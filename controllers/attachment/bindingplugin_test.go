@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -78,5 +79,16 @@ var _ = Describe("The network binding plugin", Serial, func() {
 		Expect(env.Client.Delete(ctx, att)).To(Succeed())
 		Eventually(isGone(att)).Should(BeTrue())
 		Expect(specJSON(ns, "db-0")).To(Equal(original))
+	})
+
+	It("refuses vsock mode Sibling without spec.network, whose binding carries the hook", func() {
+		ns := newNamespace()
+		att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sib"}, Spec: v1alpha1.FastPathAttachmentSpec{
+			VMSelector: selector("db"),
+			VSOCK:      &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}}}}
+		Expect(env.Client.Create(ctx, att)).To(MatchError(And(ContainSubstring("spec.vsock.mode"),
+			ContainSubstring("spec.vsock.mode Sibling needs spec.network"))))
+		att.Spec.VSOCK.Mode = v1alpha1.VSOCKModeRelay
+		Expect(env.Client.Create(ctx, att)).To(Succeed(), "mode Relay uses KubeVirt's own vsock device")
 	})
 })

@@ -70,7 +70,7 @@ func (s *recordingSupervisor) args(key string) []string {
 // (name → node, "" while stopped) have group CIDs 3, 4, ...
 func siblingAttachment(ctx SpecContext, ns, name string, vms ...[2]string) *fastpathv1alpha1.FastPathAttachment {
 	GinkgoHelper()
-	att := createAttachment(ctx, ns, name, nil, &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
+	att := createAttachment(ctx, ns, name, tenantNetwork(), &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
 		Services: []fastpathv1alpha1.VSOCKService{{Name: "svc", VM: vms[0][0], Port: 5432}}})
 	for i, vm := range vms {
 		att.Status.VMs = append(att.Status.VMs, fastpathv1alpha1.VMStatus{Name: vm[0], Node: vm[1],

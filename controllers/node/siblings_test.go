@@ -64,7 +64,7 @@ var _ = Describe("vsock mode Sibling on the node", func() {
 
 		By("an attachment in mode Sibling whose VMs have group CIDs, one of them on this node")
 		ns := newNamespace(ctx)
-		att := createAttachment(ctx, ns, "sib", nil, &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
+		att := createAttachment(ctx, ns, "sib", tenantNetwork(), &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
 			Services: []fastpathv1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}})
 		att.Status.VMs = []fastpathv1alpha1.VMStatus{
 			{Name: "db-0", Node: node, VSOCKMode: fastpathv1alpha1.VSOCKModeSibling, CID: ptr.To[int64](3)}, // runs here: the group does

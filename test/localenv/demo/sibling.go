@@ -38,7 +38,10 @@ func siblingManifest() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# vsock mode Sibling (docs/vsock-sibling.md): %[2]s and %[3]s reach each
 # other's vsock services directly, through the node agent's vhost-device-vsock;
-# no relay, no host socket. The group is the allow-list. Written by the demo.
+# no relay, no host socket. The group is the allow-list. Mode Sibling needs
+# spec.network: its fast-path interface carries Fastpath's binding plugin,
+# whose sidecar (the domain hook) adds the vhost-user-vsock device. Written by
+# the demo.
 apiVersion: fastpath.io/v1alpha1
 kind: FastPathAttachment
 metadata:
@@ -47,6 +50,9 @@ spec:
   vmSelector:
     matchLabels:
       app: queue
+  network:
+    ipam:
+      subnet: 10.251.0.0/24
   vsock:
     mode: Sibling
     services:
