@@ -81,6 +81,17 @@ var _ = Describe("The network binding plugin", Serial, func() {
 		Expect(specJSON(ns, "db-0")).To(Equal(original))
 	})
 
+	It("asks for a restart of a VMI still running an earlier Fastpath's bridge binding", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		createVMI(ns, vmi{name: "db-0", node: "node-u-" + ns, wired: true, bridgeBinding: true, attachment: "db-link", mac: "02:fa:00:00:00:07", ip: "10.250.0.7"})
+		Eventually(func() string { return vmStatus(ns, "db-link", "db-0")().Message }).Should(Equal(
+			`restart the VM to apply the fast path: the running VMI lacks the network binding plugin "fastpath" on interface fp-db-link`))
+		Expect(vmStatus(ns, "db-link", "db-0")().RestartRequired).To(BeTrue())
+	})
+
 	It("refuses vsock mode Sibling without spec.network, whose binding carries the hook", func() {
 		ns := newNamespace()
 		att := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sib"}, Spec: v1alpha1.FastPathAttachmentSpec{

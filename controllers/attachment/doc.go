@@ -22,12 +22,13 @@
 //	           yet is VSOCKReady=False/TargetNotFound, not an error
 //	network    the NAD (same name, ownerReference, rendered netconf.NetConf)
 //	wiring     wire / unwire VM templates (package wiring), one patch per VM;
-//	           with Options.DomainHookImage (--domain-hook-image) that includes
-//	           the domain hook's entry in hooks.kubevirt.io/hookSidecars, and
-//	           VMsWired's message says whether wired VMs carry the hook
+//	           the fast-path interface uses Fastpath's network binding plugin
+//	           (Options.Bindings), whose sidecar is the domain hook; while the
+//	           KubeVirt CR does not register it, no VM is wired
+//	           (VMsWired=False/BindingPluginNotRegistered)
 //	observe    per-VM status from the VMI (node, interface, MAC, IPs, CID,
-//	           restart needed, also when the VMI lacks the hook sidecar);
-//	           Colocated
+//	           restart needed, also when the VMI's interface is not on the
+//	           binding plugin yet); Colocated
 //	vsock      relay ports (stable, unique cluster-wide), routes with target and
 //	           allowed CIDs; VSOCKReady (TargetNotFound, TargetNotRunning, NoCID)
 //	nodes      FastPathNode Ready of every node running a member VM; NodesReady

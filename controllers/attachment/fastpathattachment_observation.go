@@ -75,6 +75,11 @@ func (r *Reconciler) reconcileObservation(ctx context.Context, s *scope) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
+// onBinding reports whether iface uses the network binding plugin name.
+func onBinding(iface kubevirtv1.Interface, name string) bool {
+	return iface.Binding != nil && iface.Binding.Name == name
+}
+
 // missingWiring lists what the desired wiring adds that the running VMI's spec lacks.
 func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []string {
 	name := v1alpha1.NetworkName(d.Attachment)
@@ -83,8 +88,13 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 		if !slices.ContainsFunc(vmi.Spec.Networks, func(n kubevirtv1.Network) bool { return n.Name == name }) {
 			missing = append(missing, "network "+name)
 		}
-		if !slices.ContainsFunc(vmi.Spec.Domain.Devices.Interfaces, func(i kubevirtv1.Interface) bool { return i.Name == name }) {
+		i := slices.IndexFunc(vmi.Spec.Domain.Devices.Interfaces, func(i kubevirtv1.Interface) bool { return i.Name == name })
+		switch {
+		case i < 0:
 			missing = append(missing, "interface "+name)
+		case d.Network.Binding != "" && !onBinding(vmi.Spec.Domain.Devices.Interfaces[i], d.Network.Binding):
+			// e.g. a VMI started on an earlier Fastpath's bridge: {} wiring
+			missing = append(missing, fmt.Sprintf("the network binding plugin %q on interface %s", d.Network.Binding, name))
 		}
 	}
 	if d.Network != nil && len(missing) == 0 {

@@ -24,6 +24,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 var ctx = context.Background()
@@ -212,9 +213,12 @@ type vmi struct {
 	name, node string
 	cid        *uint32
 	// wired: the VMI spec has the attachment's network, interface and vsock.
-	wired      bool
-	attachment string
-	mac, ip    string
+	wired bool
+	// bridgeBinding: the wired interface is on KubeVirt's bridge binding, as
+	// an earlier Fastpath wired it, not on the binding plugin.
+	bridgeBinding bool
+	attachment    string
+	mac, ip       string
 }
 
 // createVMI writes a VMI and its status as virt-controller and virt-handler would.
@@ -243,8 +247,12 @@ func createVMI(ns string, v vmi) {
 		}
 		obj.Spec.Domain.Devices.AutoattachVSOCK = ptr(true)
 		obj.Spec.Domain.Devices.Interfaces = append(obj.Spec.Domain.Devices.Interfaces, kubevirtv1.Interface{
-			Name: net, Model: "virtio", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
+			Name: net, Model: "virtio", Binding: &kubevirtv1.PluginBinding{Name: wiring.DefaultBinding},
 		})
+		if v.bridgeBinding {
+			last := &obj.Spec.Domain.Devices.Interfaces[len(obj.Spec.Domain.Devices.Interfaces)-1]
+			last.Binding, last.Bridge = nil, &kubevirtv1.InterfaceBridge{}
+		}
 		obj.Spec.Networks = append(obj.Spec.Networks, kubevirtv1.Network{
 			Name: net, NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: v.attachment}},
 		})

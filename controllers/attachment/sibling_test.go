@@ -96,7 +96,7 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
  "spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"resources":{"requests":{"memory":"1Gi"},"limits":{"vsock.fastpath.io/sibling":"2"}}}}}}}`, map[string]string{"app": "db"})
 		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
 			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
-			VSOCK:      &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
+			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
 		})
 		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonVMConflict))
 		Expect(conditionMessage(ns, "sib", v1alpha1.VMsWiredCondition)).To(ContainSubstring(`spec.template.spec.domain.resources.limits["vsock.fastpath.io/sibling"]`))

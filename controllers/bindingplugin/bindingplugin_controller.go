@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
@@ -38,7 +39,7 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller; it reconciles only the CR
-// r.KubeVirt, on creation and spec changes.
+// r.KubeVirt, when the operator starts and when the CR is created.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -53,14 +54,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(kv, builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.KubeVirt.Namespace && o.GetName() == r.KubeVirt.Name
-		}))).
+		// Create events only: the operator's start (the informer's initial
+		// list) and the CR's creation. An update that removed the entries is
+		// an admin's act, or the chart's pre-delete hook while this operator
+		// still runs: writing them back would undo it.
+		For(kv, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(e event.CreateEvent) bool { return r.isOurs(e.Object) },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", ControllerName, err)
 	}
 	return nil
+}
+
+func (r *Reconciler) isOurs(o client.Object) bool {
+	return o.GetNamespace() == r.KubeVirt.Namespace && o.GetName() == r.KubeVirt.Name
 }
 
 // Reconcile writes the plugins into the KubeVirt CR when one of them is

@@ -1,9 +1,12 @@
 // Package bindingplugin is fastpath-operator's registrar of Fastpath's
 // KubeVirt network binding plugins (internal/vm/bindingplugin): with
-// --register-binding-plugins it keeps their entries in the one KubeVirt CR
-// it is told (--kubevirt, default kubevirt/kubevirt), writing them when
-// the operator starts, when the CR appears (KubeVirt installed after
-// Fastpath) and whenever someone changes the CR's spec, so a KubeVirt
-// reinstall or an edit that dropped them heals. It patches nothing else:
-// the chart grants patch on that one object only (a Role with resourceNames).
+// --register-binding-plugins it writes their entries into the one KubeVirt
+// CR it is told (--kubevirt, default kubevirt/kubevirt) when the operator
+// starts and when the CR is created (KubeVirt installed, or reinstalled,
+// after Fastpath). It does not write them back when someone removes them
+// later: that is the admin's act, or the chart's pre-delete hook
+// (--unregister-binding-plugins) running while this operator still does;
+// the attachments then report BindingPluginNotRegistered. It patches
+// nothing else: the chart grants get and patch on kubevirts of that one
+// name only (a ClusterRole with resourceNames).
 package bindingplugin

@@ -22,6 +22,8 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
@@ -112,6 +114,19 @@ var _ = Describe("Fastpath", Ordered, func() {
 		}, 4*time.Minute).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
+	It("runs with KubeVirt's Sidecar feature gate off and the binding plugins registered", func(ctx SpecContext) {
+		kv := &kubevirtv1.KubeVirt{}
+		Expect(env.Client().Get(ctx, types.NamespacedName{Namespace: bindingplugin.DefaultKubeVirt.Namespace, Name: bindingplugin.DefaultKubeVirt.Name}, kv)).To(Succeed())
+		if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
+			Expect(dc.FeatureGates).NotTo(ContainElement("Sidecar"))
+		}
+		Expect(kv.Spec.Configuration.NetworkConfiguration).NotTo(BeNil())
+		Expect(kv.Spec.Configuration.NetworkConfiguration.Binding).To(And(
+			HaveKeyWithValue(wiring.DefaultBinding, HaveField("DomainAttachmentType", kubevirtv1.ManagedTap)),
+			HaveKeyWithValue(wiring.DefaultMacvtapBinding, HaveField("DomainAttachmentType", kubevirtv1.Tap))))
+		Expect(kv.Spec.Configuration.NetworkConfiguration.Binding[wiring.DefaultBinding].SidecarImage).NotTo(BeEmpty())
+	})
+
 	It("renders the NetworkAttachmentDefinition from the spec", func(ctx SpecContext) {
 		a := getAttachment(Default, ctx)
 		nad := &nadv1.NetworkAttachmentDefinition{}
@@ -142,7 +157,9 @@ var _ = Describe("Fastpath", Ordered, func() {
 			t := vm.Spec.Template
 			Expect(t.ObjectMeta.Labels).To(HaveKeyWithValue(fastpathv1alpha1.AttachmentLabel, att.Name))
 			Expect(t.Spec.Networks).To(ContainElement(And(HaveField("Name", network), HaveField("Multus.NetworkName", att.Name))))
-			Expect(t.Spec.Domain.Devices.Interfaces).To(ContainElement(And(HaveField("Name", network), HaveField("Bridge", Not(BeNil())), HaveField("Model", "virtio"))))
+			Expect(t.Spec.Domain.Devices.Interfaces).To(ContainElement(And(HaveField("Name", network), HaveField("Binding", HaveValue(HaveField("Name", wiring.DefaultBinding))),
+				HaveField("Bridge", BeNil()), HaveField("Model", "virtio"))), "the interface is on Fastpath's network binding plugin")
+			Expect(t.ObjectMeta.Annotations).NotTo(HaveKey(wiring.HookSidecarsAnnotation), "no hook sidecar annotation")
 			Expect(t.Spec.Domain.Devices.Interfaces[0].Name).To(Equal("default"), "the user's interface stays first")
 			Expect(t.Spec.Domain.Devices.AutoattachVSOCK).To(HaveValue(BeTrue()))
 			Expect(t.Spec.Domain.Devices.NetworkInterfaceMultiQueue).To(HaveValue(BeTrue()), "queues %d > 1", *att.Spec.Network.Queues)
