@@ -101,14 +101,20 @@ func TestApplyExecutesNftOnce(t *testing.T) {
 	taken, nft := nftCounter(t)
 	ctx := context.Background()
 	mac, _ := net.ParseMAC("02:fa:57:00:00:01")
-	port := func(name, ip string) portsec.Port {
-		return portsec.Port{HostIf: name, MAC: mac, IPs: []net.IP{net.ParseIP(ip)}}
+	port := func(name string, ips ...string) portsec.Port {
+		p := portsec.Port{HostIf: name, MAC: mac}
+		for _, ip := range ips {
+			p.IPs = append(p.IPs, net.ParseIP(ip))
+		}
+		return p
 	}
 	inNewNS(t, func() {
 		g.Expect(portsec.Apply(ctx, port("fpa", "10.250.0.2"))).To(Succeed())
 		g.Expect(taken()).To(HaveLen(2), "the node's first port makes the table")
-		g.Expect(portsec.Apply(ctx, port("fpb", "10.250.0.3"))).To(Succeed())
+		g.Expect(portsec.Apply(ctx, port("fpb", "10.250.0.3", "fd00::3"))).To(Succeed())
 		g.Expect(taken()).To(HaveLen(1))
+		// No prefix in a set (an interval set, whose elements nft would read on every ADD: Port.Rules).
+		g.Expect(nft(g, "list", "table", "bridge", portsec.TableName)).NotTo(MatchRegexp(`\{[^{}\n]*/[^{}\n]*\}`))
 		g.Expect(portsec.Check(ctx, "fpa")).To(Succeed())
 		g.Expect(portsec.Check(ctx, "fpb")).To(Succeed())
 		taken()

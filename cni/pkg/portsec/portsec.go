@@ -45,6 +45,13 @@ type Port struct {
 // MAC; an ARP packet of another sender MAC or IPv4 address; an IPv4 or IPv6
 // packet of another source address; any other EtherType (VLAN tags
 // included, which would carry addresses past these checks).
+//
+// No rule has an interval set (one with a prefix or a range): IPv6
+// link-local sources are matched apart ("ip6 saddr != fe80::/10"), and the
+// sets left hold single values. Before it adds an element to a map, nft
+// (1.0.6, Debian bookworm's) reads the elements of every interval set in
+// the table, one netlink dump per set: one such set per port made every
+// ADD's nft run grow with the ports on the node.
 func (p Port) Rules() []string {
 	var v4, v6 []string
 	for _, ip := range p.IPs {
@@ -69,7 +76,7 @@ func (p Port) Rules() []string {
 			"ether type ip ip saddr != "+set+" counter drop")
 	}
 	rules = append(rules,
-		"ether type ip6 ip6 saddr != { "+strings.Join(append(v6, "fe80::/10", "::"), ", ")+" } counter drop",
+		"ether type ip6 ip6 saddr != fe80::/10 ip6 saddr != { "+strings.Join(append(v6, "::"), ", ")+" } counter drop",
 		"ether type != { arp, ip, ip6 } counter drop")
 	return rules
 }

@@ -16,7 +16,7 @@ func TestRules(t *testing.T) {
 		"ether type arp arp saddr ether != 02:fa:57:00:00:01 counter drop",
 		"ether type arp arp saddr ip != { 10.250.0.2, 10.250.0.3 } counter drop",
 		"ether type ip ip saddr != { 10.250.0.2, 10.250.0.3 } counter drop",
-		"ether type ip6 ip6 saddr != { fd00::3, fe80::/10, :: } counter drop",
+		"ether type ip6 ip6 saddr != fe80::/10 ip6 saddr != { fd00::3, :: } counter drop",
 		"ether type != { arp, ip, ip6 } counter drop",
 	}))
 	// IPv6 only: no IPv4 and no ARP at all.
