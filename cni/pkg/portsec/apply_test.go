@@ -134,6 +134,14 @@ func TestApplyExecutesNftOnce(t *testing.T) {
 		base := nft(g, "list", "chain", "bridge", portsec.TableName, "prerouting")
 		g.Expect(strings.Count(base, "iifname vmap @ports")).To(Equal(1), base)
 
+		// Without the dispatch rule alone, CHECK sees it.
+		g.Expect(portsec.Check(ctx, "fpb")).To(Succeed())
+		nft(g, "flush", "chain", "bridge", portsec.TableName, "prerouting")
+		g.Expect(portsec.Check(ctx, "fpb")).To(MatchError(ContainSubstring("no base chain prerouting that dispatches through map ports")))
+		nft(g, "add", "rule", "bridge", portsec.TableName, "prerouting", "iifname", "vmap", "@ports")
+		g.Expect(portsec.Check(ctx, "fpb")).To(Succeed())
+		taken()
+
 		g.Expect(portsec.Remove(ctx, "fpa")).To(Succeed())
 		g.Expect(taken()).To(HaveLen(1))
 		g.Expect(portsec.Check(ctx, "fpa")).To(HaveOccurred())

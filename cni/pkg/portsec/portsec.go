@@ -245,7 +245,9 @@ func Remove(ctx context.Context, hostIf string) error {
 }
 
 // Check verifies that the port hostIf has its chain and its entry in the
-// dispatch map (not the rules themselves: Apply replaces them whole). The
+// dispatch map (not the rules themselves: Apply replaces them whole), and
+// that the base chain dispatches through the map (Apply makes that rule
+// only with the base chain, so one deleted on its own stays deleted). The
 // error says which is missing.
 func Check(ctx context.Context, hostIf string) error {
 	if !validIfName(hostIf) {
@@ -263,6 +265,9 @@ func Check(ctx context.Context, hostIf string) error {
 	}
 	if !strings.Contains(out, `"`+hostIf+`" : goto `+chain) {
 		return fmt.Errorf("port security of %s is missing: map %s of table bridge %s does not send it to chain %s", hostIf, portsMap, TableName, chain)
+	}
+	if !hasBaseChain(out) || !strings.Contains(out, "iifname vmap @"+portsMap) {
+		return fmt.Errorf("port security of %s is missing: table bridge %s has no base chain %s that dispatches through map %s", hostIf, TableName, baseChain, portsMap)
 	}
 	return nil
 }
