@@ -10,8 +10,11 @@
 // port ("port-<host interface>"), which drops, with a counter, whatever that
 // port may not send. Ports without an entry are not filtered. The plugin
 // writes each change as one nftables transaction with the nft binary
-// (nft -f -), which the node must have: sigs.k8s.io/knftables, which
+// (nft -f -), which the node must have: one execution per ADD and per DEL
+// once the node has the table. sigs.k8s.io/knftables, which
 // containernetworking/plugins' portmap uses, would do the same with two
-// more nft runs per call to probe the binary (16 ms median here), and a CNI
-// ADD runs once per VM start.
+// more nft runs per call to probe the binary, and a CNI ADD runs once per
+// VM start. An ADD's transaction only creates objects (see Apply): one that
+// changes or deletes existing ones makes nft wait for an RCU grace period
+// when it exits.
 package portsec

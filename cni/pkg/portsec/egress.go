@@ -28,12 +28,13 @@ func EgressChainName(ifName string) string { return "egress-" + ifName }
 
 // EgressScript returns the nftables script ApplyEgress runs: the table, the
 // base chain on ifName's egress hook, and p's rules (p.HostIf is not used).
+// The chain is created ("create chain"), not added: the script fails with
+// "File exists", changing nothing, when the chain is already there.
 func EgressScript(ifName string, p Port) string {
 	var b strings.Builder
 	t, chain := "netdev "+EgressTable, EgressChainName(ifName)
 	fmt.Fprintf(&b, "add table %s { comment \"fastpath port security: each fastpath interface sends only its own MAC and IPs\" ; }\n", t)
-	fmt.Fprintf(&b, "add chain %s %s { type filter hook egress device \"%s\" priority filter ; policy accept ; }\n", t, chain, ifName)
-	fmt.Fprintf(&b, "flush chain %s %s\n", t, chain)
+	fmt.Fprintf(&b, "create chain %s %s { type filter hook egress device \"%s\" priority filter ; policy accept ; }\n", t, chain, ifName)
 	for _, r := range p.Rules() {
 		fmt.Fprintf(&b, "add rule %s %s %s\n", t, chain, r)
 	}
@@ -42,10 +43,14 @@ func EgressScript(ifName string, p Port) string {
 
 // ApplyEgress installs p's rules on the egress of ifName in the caller's
 // network namespace (run it inside the pod's netns, e.g. in ns.Do: nft is
-// executed from the calling thread). A chain of the same name left by an
-// earlier interface of that name is replaced, so the hook is the new
-// interface's. Frames ifName sends before ApplyEgress returns are not
-// filtered, so call it before the interface carries traffic.
+// executed from the calling thread). Frames ifName sends before ApplyEgress
+// returns are not filtered, so call it before the interface carries traffic.
+//
+// In a new pod namespace it executes nft once, with EgressScript, which
+// only creates objects (see Apply for why that matters). A chain of the same
+// name that an earlier interface of that name left is replaced, so that the
+// hook is the new interface's: when EgressScript finds it, ApplyEgress
+// removes it (RemoveEgress) and runs EgressScript again.
 func ApplyEgress(ctx context.Context, ifName string, p Port) error {
 	if len(p.MAC) != 6 {
 		return fmt.Errorf("failed to apply port security to %s: MAC %q is not a 48-bit MAC address", ifName, p.MAC)
@@ -53,10 +58,14 @@ func ApplyEgress(ctx context.Context, ifName string, p Port) error {
 	if !validIfName(ifName) {
 		return fmt.Errorf("failed to apply port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", ifName)
 	}
-	if err := RemoveEgress(ctx, ifName); err != nil {
-		return err
+	_, err := run(ctx, EgressScript(ifName, p))
+	if exists(err) {
+		if err := RemoveEgress(ctx, ifName); err != nil {
+			return err
+		}
+		_, err = run(ctx, EgressScript(ifName, p))
 	}
-	if err := run(ctx, EgressScript(ifName, p)); err != nil {
+	if err != nil {
 		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", ifName, err)
 	}
 	return nil
@@ -69,7 +78,7 @@ func RemoveEgress(ctx context.Context, ifName string) error {
 		return fmt.Errorf("failed to remove port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", ifName)
 	}
 	t, chain := "netdev "+EgressTable, EgressChainName(ifName)
-	if err := run(ctx, fmt.Sprintf("flush chain %s %s\ndelete chain %s %s\n", t, chain, t, chain)); err != nil && !notFound(err) {
+	if _, err := run(ctx, fmt.Sprintf("flush chain %s %s\ndelete chain %s %s\n", t, chain, t, chain)); err != nil && !notFound(err) {
 		return fmt.Errorf("failed to remove port security of %s: %w", ifName, err)
 	}
 	return nil

@@ -45,6 +45,13 @@ type Port struct {
 // MAC; an ARP packet of another sender MAC or IPv4 address; an IPv4 or IPv6
 // packet of another source address; any other EtherType (VLAN tags
 // included, which would carry addresses past these checks).
+//
+// No rule has an interval set (one with a prefix or a range): IPv6
+// link-local sources are matched apart ("ip6 saddr != fe80::/10"), and the
+// sets left hold single values. Before it adds an element to a map, nft
+// (1.0.6, Debian bookworm's) reads the elements of every interval set in
+// the table, one netlink dump per set: one such set per port made every
+// ADD's nft run grow with the ports on the node.
 func (p Port) Rules() []string {
 	var v4, v6 []string
 	for _, ip := range p.IPs {
@@ -69,7 +76,7 @@ func (p Port) Rules() []string {
 			"ether type ip ip saddr != "+set+" counter drop")
 	}
 	rules = append(rules,
-		"ether type ip6 ip6 saddr != { "+strings.Join(append(v6, "fe80::/10", "::"), ", ")+" } counter drop",
+		"ether type ip6 ip6 saddr != fe80::/10 ip6 saddr != { "+strings.Join(append(v6, "::"), ", ")+" } counter drop",
 		"ether type != { arp, ip, ip6 } counter drop")
 	return rules
 }
@@ -78,16 +85,17 @@ func (p Port) Rules() []string {
 const nftBinary = "nft"
 
 // run executes script as one nftables transaction (nft -f -): all of it or
-// nothing. The error carries nft's message.
-func run(ctx context.Context, script string) error {
+// nothing. It returns what the script's list commands printed; the error
+// carries nft's message.
+func run(ctx context.Context, script string) (stdout string, err error) {
 	cmd := exec.CommandContext(ctx, nftBinary, "-f", "-")
 	cmd.Stdin = strings.NewReader(script)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s -f: %w: %s", nftBinary, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("%s -f: %w: %s", nftBinary, err, strings.TrimSpace(stderr.String()))
 	}
-	return nil
+	return out.String(), nil
 }
 
 // Available reports, without running it, whether the nft binary is on PATH:
@@ -105,6 +113,12 @@ func notFound(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "No such file or directory")
 }
 
+// exists reports whether err is nft's "File exists": the object to create
+// is already there.
+func exists(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "File exists")
+}
+
 // baseScript makes the table, the dispatch map and the base chain, and sets
 // the base chain's one rule (flushed and added again in the same
 // transaction, so concurrent ADDs leave exactly one).
@@ -117,26 +131,73 @@ func baseScript(b *strings.Builder) {
 	fmt.Fprintf(b, "add rule %s %s iifname vmap @%s\n", t, baseChain, portsMap)
 }
 
-// ApplyScript returns the nftables script Apply runs for p.
+// portScript makes p's chain (emptied first, so that a chain the same port
+// left is replaced; for a new chain that is no change), its rules and its
+// entry in the dispatch map.
+func portScript(b *strings.Builder, p Port) {
+	t, chain := "bridge "+TableName, ChainName(p.HostIf)
+	fmt.Fprintf(b, "add chain %s %s\n", t, chain)
+	fmt.Fprintf(b, "flush chain %s %s\n", t, chain)
+	for _, r := range p.Rules() {
+		fmt.Fprintf(b, "add rule %s %s %s\n", t, chain, r)
+	}
+	fmt.Fprintf(b, "add element %s %s { \"%s\" : goto %s }\n", t, portsMap, p.HostIf, chain)
+}
+
+// PortScript returns the nftables script Apply runs first for p: it lists
+// the chains of the bridge family (nft prints them from the cache it reads
+// anyway, before the transaction) and makes p's chain, rules and map entry,
+// and nothing else. It fails, changing nothing, when the table or the map
+// is missing.
+func PortScript(p Port) string {
+	var b strings.Builder
+	b.WriteString("list chains bridge\n")
+	portScript(&b, p)
+	return b.String()
+}
+
+// ApplyScript returns the nftables script that makes the table, the
+// dispatch map, the base chain and its rule, and p's chain, rules and map
+// entry: what Apply runs when PortScript finds no table, map or base chain.
 func ApplyScript(p Port) string {
 	var b strings.Builder
 	baseScript(&b)
-	t, chain := "bridge "+TableName, ChainName(p.HostIf)
-	fmt.Fprintf(&b, "add chain %s %s\n", t, chain)
-	fmt.Fprintf(&b, "flush chain %s %s\n", t, chain)
-	for _, r := range p.Rules() {
-		fmt.Fprintf(&b, "add rule %s %s %s\n", t, chain, r)
-	}
-	fmt.Fprintf(&b, "add element %s %s { \"%s\" : goto %s }\n", t, portsMap, p.HostIf, chain)
+	portScript(&b, p)
 	return b.String()
+}
+
+// hasBaseChain reports whether listing, nft's output of "list chains
+// bridge", shows table TableName with its base chain on the prerouting hook.
+func hasBaseChain(listing string) bool {
+	var inTable, inBase bool
+	for _, line := range strings.Split(listing, "\n") {
+		switch line = strings.TrimSpace(line); {
+		case strings.HasPrefix(line, "table "):
+			inTable, inBase = line == "table bridge "+TableName+" {", false
+		case strings.HasPrefix(line, "chain "):
+			inBase = inTable && line == "chain "+baseChain+" {"
+		case inBase && strings.Contains(line, "hook prerouting"):
+			return true
+		}
+	}
+	return false
 }
 
 // Apply installs p's rules: its chain (replacing one of the same port) and
 // its entry in the dispatch map, in one nftables transaction, so the port is
 // never half filtered. Frames p.HostIf sends before Apply returns are not
-// filtered, so call it before the port carries traffic. One execution of
-// nft: sigs.k8s.io/knftables probes nft twice more on every use (16 ms
-// median on the development machine), which a CNI ADD cannot afford.
+// filtered, so call it before the port carries traffic.
+//
+// On a node that has the table, Apply executes nft once, with PortScript,
+// which only creates objects. A transaction that also changed or deleted
+// existing ones (an idempotent "add chain" of the base chain or a flush of
+// its rule are both) would leave the kernel old objects to free after an RCU
+// grace period, and nft waits for that when it exits, holding the network
+// namespace's nftables commit mutex, so concurrent ADDs would queue behind
+// one another. When the table, the map or the base chain is missing (the
+// node's first port, or someone deleted them), Apply executes nft a second
+// time, with ApplyScript, which makes them all. sigs.k8s.io/knftables would
+// execute nft twice more on every use, to probe it.
 func Apply(ctx context.Context, p Port) error {
 	if len(p.MAC) != 6 {
 		return fmt.Errorf("failed to apply port security to %s: MAC %q is not a 48-bit MAC address", p.HostIf, p.MAC)
@@ -144,7 +205,14 @@ func Apply(ctx context.Context, p Port) error {
 	if !validIfName(p.HostIf) {
 		return fmt.Errorf("failed to apply port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", p.HostIf)
 	}
-	if err := run(ctx, ApplyScript(p)); err != nil {
+	listing, err := run(ctx, PortScript(p))
+	if err == nil && hasBaseChain(listing) {
+		return nil
+	}
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", p.HostIf, err)
+	}
+	if _, err := run(ctx, ApplyScript(p)); err != nil {
 		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", p.HostIf, err)
 	}
 	return nil
@@ -161,7 +229,7 @@ func Remove(ctx context.Context, hostIf string) error {
 	t, chain := "bridge "+TableName, ChainName(hostIf)
 	elem := fmt.Sprintf("delete element %s %s { \"%s\" }\n", t, portsMap, hostIf)
 	chains := fmt.Sprintf("flush chain %s %s\ndelete chain %s %s\n", t, chain, t, chain)
-	err := run(ctx, elem+chains)
+	_, err := run(ctx, elem+chains)
 	if !notFound(err) {
 		if err != nil {
 			return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
@@ -169,7 +237,7 @@ func Remove(ctx context.Context, hostIf string) error {
 		return nil
 	}
 	for _, script := range []string{elem, chains} {
-		if err := run(ctx, script); err != nil && !notFound(err) {
+		if _, err := run(ctx, script); err != nil && !notFound(err) {
 			return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
 		}
 	}
@@ -177,7 +245,9 @@ func Remove(ctx context.Context, hostIf string) error {
 }
 
 // Check verifies that the port hostIf has its chain and its entry in the
-// dispatch map (not the rules themselves: Apply replaces them whole). The
+// dispatch map (not the rules themselves: Apply replaces them whole), and
+// that the base chain dispatches through the map (Apply makes that rule
+// only with the base chain, so one deleted on its own stays deleted). The
 // error says which is missing.
 func Check(ctx context.Context, hostIf string) error {
 	if !validIfName(hostIf) {
@@ -195,6 +265,9 @@ func Check(ctx context.Context, hostIf string) error {
 	}
 	if !strings.Contains(out, `"`+hostIf+`" : goto `+chain) {
 		return fmt.Errorf("port security of %s is missing: map %s of table bridge %s does not send it to chain %s", hostIf, portsMap, TableName, chain)
+	}
+	if !hasBaseChain(out) || !strings.Contains(out, "iifname vmap @"+portsMap) {
+		return fmt.Errorf("port security of %s is missing: table bridge %s has no base chain %s that dispatches through map %s", hostIf, TableName, baseChain, portsMap)
 	}
 	return nil
 }
