@@ -39,12 +39,12 @@ func Import(ctx context.Context, address, dir string, out io.Writer, names ...st
 		if err != nil {
 			return err
 		}
-		kubevirt := map[string]bool{}
+		onlyNamed := map[string]bool{} // KubeVirt's images and the guest's
 		for _, t := range append(KubeVirtTargets(), GuestKernelBootTarget) {
-			kubevirt[t.Name] = true
+			onlyNamed[t.Name] = true
 		}
 		for _, a := range archives {
-			if n := strings.TrimSuffix(filepath.Base(a), ".tar"); !kubevirt[n] {
+			if n := strings.TrimSuffix(filepath.Base(a), ".tar"); !onlyNamed[n] {
 				names = append(names, n)
 			}
 		}

@@ -43,8 +43,8 @@ type Dockerfile struct {
 
 // ParseDockerfile reads the instructions this repository's Dockerfile uses:
 // line continuations, comments, ARG, FROM ... AS, COPY, USER, ENTRYPOINT
-// (exec form only) and RUN. Anything else it does not understand is an error
-// naming the line, so a new instruction is a decision, not a silent drift.
+// (exec form only) and RUN. Anything else is an error that quotes the
+// instruction, so a new instruction is a decision, not a silent drift.
 func ParseDockerfile(text string) (*Dockerfile, error) {
 	df := &Dockerfile{Args: map[string]string{}}
 	var lines []string
