@@ -180,49 +180,16 @@ func TestChartPassesTheDomainHookImage(t *testing.T) {
 		"--domain-hook-image=registry.example.com/own/hook:1"))
 }
 
-// bindingObject is what TestChartRegistersTheBindingPlugins reads of a
-// rendered object.
-type bindingObject struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Rules []struct {
-		Resources     []string `json:"resources"`
-		ResourceNames []string `json:"resourceNames"`
-		Verbs         []string `json:"verbs"`
-	} `json:"rules"`
-	Spec struct {
-		Template struct {
-			Spec struct {
-				Containers []struct {
-					Args []string `json:"args"`
-				} `json:"containers"`
-			} `json:"spec"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
 // TestChartRegistersTheBindingPlugins: by default the operator registers
 // both binding plugins in kubevirt/kubevirt with patch on that one object
 // only, and a pre-delete hook Job removes them; registerBindingPlugins=false
 // renders neither and tells the operator so.
 func TestChartRegistersTheBindingPlugins(t *testing.T) {
 	g := NewWithT(t)
-	objects := func(set ...string) map[string]bindingObject {
-		args := []string{"template", "fp", ".", "--namespace", "fastpath-system"}
-		for _, s := range set {
-			args = append(args, "--set", s)
-		}
-		out := map[string]bindingObject{}
-		for _, doc := range strings.Split(helm(t, args...), "\n---") {
-			var o bindingObject
-			g.Expect(yaml.Unmarshal([]byte(doc), &o)).To(Succeed())
-			if o.Kind != "" {
-				out[o.Kind+"/"+o.Metadata.Name] = o
-			}
+	objects := func(set ...string) map[string]renderedObject {
+		out := map[string]renderedObject{}
+		for _, o := range render(t, set...) {
+			out[o.Kind+"/"+o.Metadata.Name] = o
 		}
 		return out
 	}
@@ -249,16 +216,19 @@ func TestChartRegistersTheBindingPlugins(t *testing.T) {
 	g.Expect(operatorArgs(t, "kubevirt.registerBindingPlugins=false")).To(ContainElement("--register-binding-plugins=false"))
 }
 
-// renderedObject is the part of a rendered object the least-privilege checks read.
+// renderedObject is the part of a rendered object the least-privilege and
+// binding plugin checks read.
 type renderedObject struct {
 	Kind     string `json:"kind"`
 	Metadata struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels"`
+		Name        string            `json:"name"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Rules []struct {
 		APIGroups       []string `json:"apiGroups"`
 		Resources       []string `json:"resources"`
+		ResourceNames   []string `json:"resourceNames"`
 		Verbs           []string `json:"verbs"`
 		NonResourceURLs []string `json:"nonResourceURLs"`
 	} `json:"rules"`
