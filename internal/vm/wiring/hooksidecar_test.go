@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	hookImage  = "registry.example.com/fastpath/fastpath-domain-hook:v0.1.0"
+	hookImage = "registry.example.com/fastpath/fastpath-domain-hook:v0.1.0"
 	// ourEntry is the entry the legacy wiring wrote for hookImage.
 	ourEntry = `{"args":["--version","v1alpha3"],"image":"` + hookImage + `"}`
 	// userEntry is a user's own hook sidecar, written the way people do (spaces).
