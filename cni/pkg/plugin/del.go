@@ -69,7 +69,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if kept {
 		return nil
 	}
-	return store.Delete(args.ContainerID, args.IfName) // with a temporary file a killed ADD left
+	return forget(store, args.ContainerID, args.IfName) // and its lease, with a temporary file a killed ADD left
 }
 
 // teardown removes what the recorded attachment att has on the node with
@@ -151,7 +151,7 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			continue
 		}
 		if !kept {
-			if err := store.Delete(a.ContainerID, a.IfName); err != nil {
+			if err := forget(store, a.ContainerID, a.IfName); err != nil {
 				errs = append(errs, err)
 			}
 		}
