@@ -88,23 +88,38 @@ func (r *Responder) Stats() Stats {
 // socket fails. The socket is an AF_PACKET socket of the calling thread's
 // network namespace: it needs CAP_NET_RAW. A missing bridge is an error.
 func (r *Responder) Run(ctx context.Context) error {
+	srv, err := r.listen()
+	if err != nil {
+		return err
+	}
+	return r.serve(ctx, srv)
+}
+
+// listen opens the responder's socket on the bridge; from its return on,
+// what arrives there is read.
+func (r *Responder) listen() (*server4.Server, error) {
 	ifi, err := net.InterfaceByName(r.cfg.Bridge)
 	if err != nil {
-		return fmt.Errorf("failed to find bridge %s: %w", r.cfg.Bridge, err)
+		return nil, fmt.Errorf("failed to find bridge %s: %w", r.cfg.Bridge, err)
 	}
 	raw, err := packet.Listen(ifi, packet.Datagram, unix.ETH_P_IP, &packet.Config{Filter: serverPortFilter})
 	if err != nil {
-		return fmt.Errorf("failed to open a packet socket on bridge %s: %w", r.cfg.Bridge, err)
+		return nil, fmt.Errorf("failed to open a packet socket on bridge %s (it needs CAP_NET_RAW): %w", r.cfg.Bridge, err)
 	}
 	srv, err := server4.NewServer("", nil, func(_ net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) { r.handle(raw, peer, m) },
 		server4.WithConn(nclient4.NewBroadcastUDPConn(raw, &net.UDPAddr{Port: serverPort})))
 	if err != nil {
 		raw.Close()
-		return fmt.Errorf("failed to start the DHCP server on bridge %s: %w", r.cfg.Bridge, err)
+		return nil, fmt.Errorf("failed to start the DHCP server on bridge %s: %w", r.cfg.Bridge, err)
 	}
+	close(r.ready)
+	return srv, nil
+}
+
+// serve answers through srv until ctx is done (nil) or srv fails.
+func (r *Responder) serve(ctx context.Context, srv *server4.Server) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
-	close(r.ready) // the socket is bound: what arrives from now on is read
 	r.cfg.Log.Info("Answering DHCPv4", "bridge", r.cfg.Bridge, "serverID", r.cfg.ServerID)
 	select {
 	case <-ctx.Done():
