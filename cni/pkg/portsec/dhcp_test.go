@@ -45,6 +45,7 @@ func TestDHCPThroughPortSecurity(t *testing.T) {
 	select {
 	case <-r.Ready():
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("responder stopped: %v", err)
 	}
 

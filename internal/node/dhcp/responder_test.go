@@ -42,6 +42,7 @@ func serveIn(t *testing.T, stateDir string, g *dhcptest.Guest, ls ...*leases.Lea
 	select {
 	case <-r.Ready():
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("responder stopped: %v", err)
 	}
 	return r
