@@ -482,6 +482,12 @@ func testGC(t *testing.T, datapath string) {
 	}
 	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ContainElement(keep.ip()))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(2), "keep and other")
+	if datapath == netconf.DatapathLinuxBridge {
+		// noState's lease went with its attachment though its record was lost.
+		ls, err := leases.List(filepath.Join(e.stateDir, leases.Dir))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ls).To(ConsistOf(HaveField("ContainerID", keep.containerID), HaveField("ContainerID", other.containerID)))
+	}
 	g.Expect(e.check(keep)).To(Succeed(), "GC leaves valid attachments alone")
 
 	g.Expect(e.del(keep, nsA.Path())).To(Succeed())

@@ -10,7 +10,9 @@
 //
 // Only the plugin writes them (ADD, once the IPAM plugin answered) and
 // removes them (DEL, GC, an ADD's rollback, the reclaim of an unfinished
-// ADD), always with the attachment's lock held; the agent only reads them.
+// ADD) with the attachment's lock held, and GC, under the exclusive node
+// lock, also those of stale attachments whose record was lost; the agent
+// only reads them.
 // A tenant influences its own record only through what its ADD is given
 // (the MAC in CNI_ARGS, the IPAM plugin's answer), as for port security.
 package leases
