@@ -4,7 +4,10 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +159,31 @@ func TestResponderFollowsLeaseChanges(t *testing.T) {
 	g.Eventually(r.Stats, 10*time.Second, 10*time.Millisecond).Should(Equal(dhcp.Stats{Answered: before.Answered, Ignored: 1}))
 	dcancel()
 	g.Eventually(done).Should(Receive(HaveOccurred()))
+}
+
+// BusyBox's udhcpc, a DHCP client other than the library's own, gets the
+// recorded address, prefix, gateway and MTU. Skipped without busybox.
+func TestResponderAnswersUdhcpc(t *testing.T) {
+	g := NewWithT(t)
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox on PATH")
+	}
+	guest := dhcptest.NewGuest(t, guestMAC, 9000)
+	serve(t, guest, lease(guest, "10.56.0.7/24"))
+
+	// udhcpc runs the script on each event; "bound" carries the lease.
+	dir := t.TempDir()
+	script, out := filepath.Join(dir, "script"), filepath.Join(dir, "bound")
+	g.Expect(os.WriteFile(script, []byte("#!/bin/sh\n[ \"$1\" = bound ] && env > "+out+"\nexit 0\n"), 0o700)).To(Succeed())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+guest.NS.Path(), busybox, "udhcpc",
+		"-i", dhcptest.GuestIf, "-f", "-q", "-n", "-t", "5", "-T", "2", "-O", "mtu", "-s", script)
+	b, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(b))
+	env, err := os.ReadFile(out)
+	g.Expect(err).NotTo(HaveOccurred(), string(b))
+	g.Expect(strings.Split(string(env), "\n")).To(ContainElements("ip=10.56.0.7", "subnet=255.255.255.0", "mask=24",
+		"router=10.56.0.1", "mtu=9000", "serverid="+dhcp.DefaultServerID.String()))
 }
