@@ -143,7 +143,7 @@ func (r *Responder) handle(raw *packet.Conn, peer net.Addr, m *dhcpv4.DHCPv4) {
 		log.V(1).Info("Ignoring DHCP message over the rate limit")
 		return
 	}
-	var l, err = r.cfg.Leases.Lookup(r.cfg.Bridge, m.ClientHWAddr)
+	l, err := r.cfg.Leases.Lookup(r.cfg.Bridge, m.ClientHWAddr)
 	if err != nil {
 		r.ignored.Add(1)
 		log.Error(err, "Ignoring DHCP message")
