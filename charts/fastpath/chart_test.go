@@ -281,8 +281,8 @@ func render(t *testing.T, set ...string) []renderedObject {
 
 // The default install grants least privilege (issue 17): no privileged
 // container, no wildcard and no Secret read in any ClusterRole, tenant rights
-// only on the namespaced tenant kinds, an agent with NET_ADMIN only, no
-// writable /dev, on KubeVirt nodes only.
+// only on the namespaced tenant kinds, an agent with NET_ADMIN and NET_RAW
+// only, no writable /dev, on KubeVirt nodes only.
 func TestChartGrantsLeastPrivilege(t *testing.T) {
 	g := NewWithT(t)
 	out := helm(t, "template", "fp", ".", "--namespace", "fastpath-system")
@@ -315,9 +315,19 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	sc := ps.Containers[0].SecurityContext
 	g.Expect(sc).To(HaveKeyWithValue("privileged", false))
 	g.Expect(sc).To(HaveKeyWithValue("allowPrivilegeEscalation", false))
-	g.Expect(sc).To(HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}, "add": []any{"NET_ADMIN"}})))
+	// NET_ADMIN: bridges through netlink, the relay's AF_VSOCK sockets.
+	// NET_RAW: the DHCP responder's AF_PACKET socket on each Linux bridge
+	// (agent.dhcp, on by default; internal/node/dhcp): the bridges have no
+	// IPv4 address, and the socket binds no UDP port, so no NET_BIND_SERVICE.
+	g.Expect(sc).To(HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}, "add": []any{"NET_ADMIN", "NET_RAW"}})))
 	for _, m := range ps.Containers[0].VolumeMounts {
 		g.Expect(m.MountPath).NotTo(Equal("/dev"))
+		if m.Name == "cni-leases" {
+			// The DHCP responder reads the plugin's leases, and nothing else of its state.
+			g.Expect(m.MountPath).To(Equal("/var/lib/cni/fastpath/leases"))
+			g.Expect(m.ReadOnly).To(BeTrue())
+			continue
+		}
 		g.Expect(m.MountPath).NotTo(HavePrefix("/var/lib/cni"), "unused mount")
 		if m.Name == "dev" || m.Name == "cni-bin" || m.Name == "cni-node-config" {
 			g.Expect(m.ReadOnly).To(BeTrue(), "the long-running agent writes no host path of %s", m.Name)
@@ -338,7 +348,16 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	objs = render(t, "agent.extraCapabilities={SYS_ADMIN}")
 	for _, o := range objs {
 		if o.Kind == "DaemonSet" {
-			g.Expect(o.Spec.Template.Spec.Containers[0].SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN", "SYS_ADMIN"})))
+			g.Expect(o.Spec.Template.Spec.Containers[0].SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"})))
+		}
+	}
+	// Without the DHCP responder, no NET_RAW and no lease mount.
+	for _, o := range render(t, "agent.dhcp.enabled=false") {
+		if o.Kind == "DaemonSet" {
+			c := o.Spec.Template.Spec.Containers[0]
+			g.Expect(c.SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN"})))
+			g.Expect(c.Args).To(ContainElement("--dhcp=false"))
+			g.Expect(c.VolumeMounts).NotTo(ContainElement(HaveField("Name", "cni-leases")))
 		}
 	}
 	cmd := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.tuneSysctls=true")

@@ -2,7 +2,8 @@
 // (a DaemonSet with host network; a plain process in tests and the demo). It
 // installs the fastpath CNI binary, ensures the node bridges and their MTU,
 // optionally raises socket-buffer sysctls, probes the node's capabilities,
-// runs the vsock sibling relay and publishes the node's FastPathNode. It only
+// runs the vsock sibling relay, answers DHCPv4 on its Linux bridges for the
+// addresses the CNI plugin assigned, and publishes the node's FastPathNode. It only
 // parses flags and wires dependencies; the logic lives in controllers/node and
 // the packages it drives.
 package main
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -37,6 +39,8 @@ import (
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
+	"github.com/fastpath-io/fastpath/internal/node/dhcp"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/node/sysctl"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
@@ -82,6 +86,10 @@ type flags struct {
 	// vhost-device-vsock groups of this node (agent.SiblingLimits).
 	siblingMaxGroups, siblingMaxGroupsPerNamespace int
 	podResources                                   string
+	// dhcp answers DHCPv4 on the LinuxBridge bridges; dhcpServerID is its
+	// server identifier.
+	dhcp         bool
+	dhcpServerID string
 }
 
 func main() {
@@ -116,6 +124,8 @@ func main() {
 	flag.IntVar(&f.siblingMaxGroups, "sibling-max-groups", agent.DefaultSiblingMaxGroups, "vsock mode Sibling: at most this many vhost-device-vsock groups (attachments with a member VM here) run on this node (0: the default); the others are reported as SiblingGroupsOverCap.")
 	flag.IntVar(&f.siblingMaxGroupsPerNamespace, "sibling-max-groups-per-namespace", agent.DefaultSiblingMaxGroupsPerNamespace, "vsock mode Sibling: at most this many groups of one namespace run on this node (0: the default).")
 	flag.StringVar(&f.podResources, "pod-resources-socket", deviceplugin.DefaultPodResourcesSocket, "kubelet's PodResources API socket: the sibling device plugin asks it which pod holds a device.")
+	flag.BoolVar(&f.dhcp, "dhcp", true, "Answer DHCPv4 on the node's LinuxBridge bridges with the addresses the CNI plugin assigned (the leases it records under --cni-state-dir/leases), so guests on managedTap interfaces get their fast-path address; needs CAP_NET_RAW.")
+	flag.StringVar(&f.dhcpServerID, "dhcp-server-id", dhcp.DefaultServerID.String(), "IPv4 address the DHCP replies come from and name as server identifier (the bridges have no address of their own).")
 	flag.DurationVar(&f.resync, "resync-period", agent.DefaultResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -154,6 +164,10 @@ func run(f flags) error {
 	}
 	if f.siblingMaxGroups < 0 || f.siblingMaxGroupsPerNamespace < 0 {
 		return fmt.Errorf("failed to start: --sibling-max-groups (%d) and --sibling-max-groups-per-namespace (%d) must not be negative", f.siblingMaxGroups, f.siblingMaxGroupsPerNamespace)
+	}
+	serverID, err := netip.ParseAddr(f.dhcpServerID)
+	if f.dhcp && (err != nil || !serverID.Is4()) {
+		return fmt.Errorf("failed to start: --dhcp-server-id %q is not an IPv4 address", f.dhcpServerID)
 	}
 	transport, emulatedRoot, err := parseTransport(f.vsockTransport)
 	if err != nil {
@@ -250,6 +264,14 @@ func run(f flags) error {
 		}
 	}
 	ctx := ctrl.SetupSignalHandler()
+	if f.dhcp {
+		dlog := ctrl.Log.WithName("dhcp")
+		leaseDir := filepath.Join(f.cniStateDir, leases.Dir)
+		m := dhcp.NewManager(ctx, dhcp.NewTable(leaseDir, dlog), serverID, 0, dlog)
+		defer m.Stop()
+		r.DHCP = m
+		log.Info("Answering DHCPv4 on LinuxBridge bridges", "leases", leaseDir, "serverID", serverID)
+	}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}

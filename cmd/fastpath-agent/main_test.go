@@ -45,6 +45,8 @@ func TestRunRejectsBadFlagsBeforeConnecting(t *testing.T) {
 		To(MatchError(ContainSubstring("failed to parse --vsock-transport")))
 	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", siblingMaxGroupsPerNamespace: -1})).
 		To(MatchError(ContainSubstring("--sibling-max-groups-per-namespace (-1) must not be negative")))
+	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", dhcp: true, dhcpServerID: "fd00::1"})).
+		To(MatchError(ContainSubstring(`--dhcp-server-id "fd00::1" is not an IPv4 address`)))
 }
 
 // TestRelayOptionsFollowTheMemoryLimit: limits left at 0 come from the

@@ -69,6 +69,14 @@ type DevicePluginManager interface {
 	Sync(want []deviceplugin.Want) map[string]error
 }
 
+// DHCPResponders runs DHCPv4 responders on bridges; *dhcp.Manager is the
+// real one.
+type DHCPResponders interface {
+	// Sync makes responders run on exactly bridges and returns an error per
+	// bridge whose responder does not run.
+	Sync(bridges []string) map[string]error
+}
+
 // CNIInstaller installs the CNI binary; *cniinstall.Installer is the real one.
 type CNIInstaller interface {
 	Ensure() (cniinstall.Result, error)
@@ -128,6 +136,10 @@ type Reconciler struct {
 	// (macvtap.fastpath.io/<lower>) of every Macvtap network's lower device;
 	// nil: none (VMs on Macvtap networks then get no /dev/tapN).
 	DevicePlugins DevicePluginManager
+	// DHCP, when set, answers DHCPv4 on every ready LinuxBridge bridge
+	// (internal/node/dhcp): the leases the CNI plugin recorded; nil: none
+	// (guests must then configure their fast-path address themselves).
+	DHCP DHCPResponders
 	// SiblingDevicePlugin, when set with DevicePlugins and Siblings, is
 	// served too: v1alpha1.SiblingResourceName (deviceplugin.SiblingMounts),
 	// which brings a Sibling VM's vhost-user socket into its compute

@@ -110,6 +110,7 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 		listed[d.Name] = true
 	}
 	r.syncDevicePlugins(ctx, s)
+	r.syncDHCP(ctx, s)
 	for _, c := range s.conflicts {
 		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{Name: c.Name, Attachments: c.Attachments(), Message: c.Message()})
 		listed[c.Name] = true
@@ -177,6 +178,35 @@ func (r *Reconciler) syncDevicePlugins(ctx context.Context, s *scope) {
 		bs.Message = strings.TrimPrefix(bs.Message+"; "+err.Error(), "; ")
 		s.bridgeErrs = append(s.bridgeErrs, err)
 		ctrl.LoggerFrom(ctx).Error(err, "Device plugin not serving", "resource", name)
+	}
+}
+
+// syncDHCP runs the DHCPv4 responder of every ready desired bridge of
+// datapath LinuxBridge, and stops the others, when r.DHCP is set. A bridge
+// whose responder does not run is a bridge error: its guests get no
+// address. OVS and Macvtap get none (not built).
+func (r *Reconciler) syncDHCP(ctx context.Context, s *scope) {
+	if r.DHCP == nil {
+		return
+	}
+	var want []string
+	at := map[string]int{}
+	for i, bs := range s.bridges {
+		if bs.Datapath == fastpathv1alpha1.DatapathLinuxBridge && bs.Ready {
+			want = append(want, bs.Name)
+			at[bs.Name] = i
+		}
+	}
+	for name, err := range r.DHCP.Sync(want) {
+		i, ok := at[name]
+		if err == nil || !ok {
+			continue
+		}
+		err = fmt.Errorf("DHCP responder on bridge %s: %w", name, err)
+		bs := &s.bridges[i]
+		bs.Message = strings.TrimPrefix(bs.Message+"; "+err.Error(), "; ")
+		s.bridgeErrs = append(s.bridgeErrs, err)
+		ctrl.LoggerFrom(ctx).Error(err, "DHCP responder not serving", "bridge", name)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"reflect"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
 // CmdAdd wires the attachment args.ContainerID/args.IfName: the pod
@@ -144,7 +146,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 				logger.Printf("Rollback failed to remove the interface ifname=%s error=%q", args.IfName, derr)
 			}
 		}
-		if derr := store.Delete(args.ContainerID, args.IfName); derr != nil {
+		if derr := forget(store, args.ContainerID, args.IfName); derr != nil {
 			logger.Printf("Rollback failed to remove state error=%q", derr)
 		}
 	}()
@@ -174,6 +176,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 			return fmt.Errorf("failed to parse MAC %q of %s: %w", att.MAC, args.IfName, err)
 		}
 		if err := applyPortSecurity(ctx, netns, att, portsec.Port{HostIf: att.HostIfName, MAC: contMAC, IPs: resultIPs(result)}); err != nil {
+			return err
+		}
+	}
+	if att.Datapath == netconf.DatapathLinuxBridge {
+		// Removed by the rollback (forget) with the record.
+		if err := writeLease(store, att, conf.MTU, result); err != nil {
 			return err
 		}
 	}
@@ -327,7 +335,7 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 	if kept {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: OVSDB %s does not answer", att.ContainerID, att.IfName, att.OVSSocket)
 	}
-	return store.Delete(att.ContainerID, att.IfName)
+	return forget(store, att.ContainerID, att.IfName)
 }
 
 // hostVethExists reports whether the host network namespace has a link
@@ -359,4 +367,35 @@ func removePortSecurity(ctx context.Context, netns ns.NetNS, att *state.Attachme
 		return nil
 	}
 	return netns.Do(func(ns.NetNS) error { return portsec.RemoveEgress(ctx, att.IfName) })
+}
+
+// writeLease records for the node agent's DHCPv4 responder what a guest
+// behind att must be told (internal/node/leases): the first IPv4 address of
+// result with its prefix, that address's gateway, and mtu. An attachment
+// without IPv4 address gets no lease.
+func writeLease(store *state.Store, att *state.Attachment, mtu int, result *current.Result) error {
+	for _, ipc := range result.IPs {
+		ip4 := ipc.Address.IP.To4()
+		if ip4 == nil {
+			continue
+		}
+		addr, _ := netip.AddrFromSlice(ip4)
+		ones, _ := ipc.Address.Mask.Size()
+		l := &leases.Lease{ContainerID: att.ContainerID, IfName: att.IfName, Network: att.Network, Bridge: att.Bridge,
+			MAC: att.MAC, Address: netip.PrefixFrom(addr, ones), MTU: mtu}
+		if gw4 := ipc.Gateway.To4(); gw4 != nil {
+			l.Gateway, _ = netip.AddrFromSlice(gw4)
+		}
+		return leases.Write(store.Dir(), l)
+	}
+	return nil
+}
+
+// forget removes the attachment containerID/ifName's DHCP lease, then its
+// record: a lease never outlives the record that lets DEL and GC find it.
+func forget(store *state.Store, containerID, ifName string) error {
+	if err := leases.Remove(store.Dir(), containerID, ifName); err != nil {
+		return err
+	}
+	return store.Delete(containerID, ifName)
 }

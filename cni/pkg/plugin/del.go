@@ -17,6 +17,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
 // CmdDel undoes the attachment args.ContainerID/args.IfName: releases its
@@ -69,7 +70,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if kept {
 		return nil
 	}
-	return store.Delete(args.ContainerID, args.IfName) // with a temporary file a killed ADD left
+	return forget(store, args.ContainerID, args.IfName) // and its lease, with a temporary file a killed ADD left
 }
 
 // teardown removes what the recorded attachment att has on the node with
@@ -151,10 +152,14 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			continue
 		}
 		if !kept {
-			if err := store.Delete(a.ContainerID, a.IfName); err != nil {
+			if err := forget(store, a.ContainerID, a.IfName); err != nil {
 				errs = append(errs, err)
 			}
 		}
+	}
+
+	if err := sweepLeases(store.Dir(), conf.Name, valid); err != nil {
+		errs = append(errs, err)
 	}
 
 	dp, err := p.open(ctx, conf)
@@ -226,4 +231,26 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	return nil
+}
+
+// sweepLeases removes the DHCP leases under stateDir of network's
+// attachments that are not in valid. Those with a record went with it
+// (forget); what is left lost its record (e.g. a state file gone after a
+// crash of the node). The caller holds the node lock exclusively.
+func sweepLeases(stateDir, network string, valid map[types.GCAttachment]bool) error {
+	ls, err := leases.List(filepath.Join(stateDir, leases.Dir))
+	if err != nil {
+		logger.Printf("Skipping unreadable leases error=%q", err)
+	}
+	var errs []error
+	for _, l := range ls {
+		if l.Network != network || valid[types.GCAttachment{ContainerID: l.ContainerID, IfName: l.IfName}] {
+			continue
+		}
+		logger.Printf("GC removing stale lease container=%s ifname=%s address=%s", l.ContainerID, l.IfName, l.Address)
+		if err := leases.Remove(stateDir, l.ContainerID, l.IfName); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -180,6 +182,7 @@ func (e *env) expectGone(g *WithT, a *attachment, netnsAlive bool) {
 	g.Expect(cnitest.LinkExists(a.hostIf())).To(BeFalse(), "host veth %s", a.hostIf())
 	g.Expect(e.br.Ports(e.t)).NotTo(ContainElement(a.hostIf()))
 	g.Expect(filepath.Join(e.stateDir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
+	g.Expect(filepath.Join(e.stateDir, leases.Dir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
 	if a.result != nil {
 		g.Expect(cnitest.Allocations(e.t, e.ipamDir, "fp-test")).NotTo(ContainElement(a.ip()))
 	}
@@ -251,6 +254,18 @@ func testLifecycle(t *testing.T, datapath, version string) {
 		g.Expect(ovsGet(g, e.br.OVSSocket, "Interface", a.hostIf(), "ofport")).NotTo(Equal("-1"))
 	}
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(1))
+	// The DHCP lease the node agent answers from: on datapath LinuxBridge only.
+	ls, err := leases.List(filepath.Join(e.stateDir, leases.Dir))
+	g.Expect(err).NotTo(HaveOccurred())
+	if datapath == netconf.DatapathLinuxBridge {
+		g.Expect(ls).To(HaveLen(1))
+		g.Expect(ls[0].Address.String()).To(Equal(a.result.IPs[0].Address.String()))
+		g.Expect(ls[0].MAC).To(Equal(a.result.Interfaces[1].Mac))
+		g.Expect(ls[0]).To(PointTo(MatchFields(IgnoreExtras, Fields{"ContainerID": Equal(a.containerID), "IfName": Equal("net1"),
+			"Network": Equal("fp-test"), "Bridge": Equal(e.br.Name), "MTU": Equal(9000)})))
+	} else {
+		g.Expect(ls).To(BeEmpty())
+	}
 
 	if testutils.SpecVersionHasCHECK(version) {
 		g.Expect(e.check(a)).To(Succeed())
@@ -467,6 +482,12 @@ func testGC(t *testing.T, datapath string) {
 	}
 	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ContainElement(keep.ip()))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(2), "keep and other")
+	if datapath == netconf.DatapathLinuxBridge {
+		// noState's lease went with its attachment though its record was lost.
+		ls, err := leases.List(filepath.Join(e.stateDir, leases.Dir))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ls).To(ConsistOf(HaveField("ContainerID", keep.containerID), HaveField("ContainerID", other.containerID)))
+	}
 	g.Expect(e.check(keep)).To(Succeed(), "GC leaves valid attachments alone")
 
 	g.Expect(e.del(keep, nsA.Path())).To(Succeed())

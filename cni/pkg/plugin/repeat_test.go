@@ -16,6 +16,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -215,7 +216,10 @@ func testStrandedTempFiles(t *testing.T, datapath string) {
 	entries, err := os.ReadDir(e.stateDir)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, en := range entries {
-		g.Expect(en.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName))
+		g.Expect(en.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName, leases.Dir))
+	}
+	if datapath == netconf.DatapathLinuxBridge {
+		g.Expect(os.ReadDir(filepath.Join(e.stateDir, leases.Dir))).To(BeEmpty(), "DEL removed the lease")
 	}
 	e.expectNothingLeft(g, netns)
 }

@@ -43,8 +43,10 @@ type Port struct {
 // Rules returns the rules of p's chain, in nftables syntax, in order.
 // Every frame that does not match p is dropped and counted: another source
 // MAC; an ARP packet of another sender MAC or IPv4 address; an IPv4 or IPv6
-// packet of another source address; any other EtherType (VLAN tags
-// included, which would carry addresses past these checks).
+// packet of another source address, but for a DHCPv4 client's broadcast
+// from 0.0.0.0 when p has an IPv4 address (DHCPClientRule); any other
+// EtherType (VLAN tags included, which would carry addresses past these
+// checks).
 //
 // No rule has an interval set (one with a prefix or a range): IPv6
 // link-local sources are matched apart ("ip6 saddr != fe80::/10"), and the
@@ -73,6 +75,7 @@ func (p Port) Rules() []string {
 	} else {
 		set := "{ " + strings.Join(v4, ", ") + " }"
 		rules = append(rules, "ether type arp arp saddr ip != "+set+" counter drop",
+			DHCPClientRule,
 			"ether type ip ip saddr != "+set+" counter drop")
 	}
 	rules = append(rules,
@@ -80,6 +83,17 @@ func (p Port) Rules() []string {
 		"ether type != { arp, ip, ip6 } counter drop")
 	return rules
 }
+
+// DHCPClientRule accepts, ahead of the IPv4 source check, what a DHCPv4
+// client without an address sends (RFC 2131 §4.1: DISCOVER, and REQUEST in
+// the SELECTING, INIT-REBOOT and REBINDING states): source 0.0.0.0, UDP
+// from port 68 to port 67, to the limited broadcast. It is how a guest
+// gets its address from the node agent's DHCP responder
+// (internal/node/dhcp); the frame's source MAC has been checked by then,
+// and the responder answers only the MAC recorded for the port's
+// attachment. A renewing client sends from its own address, which the
+// IPv4 check lets through anyway.
+const DHCPClientRule = "ether type ip ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept"
 
 // nftBinary is the nft executable, looked up in PATH.
 const nftBinary = "nft"

@@ -15,6 +15,7 @@ func TestRules(t *testing.T) {
 		"ether saddr != 02:fa:57:00:00:01 counter drop",
 		"ether type arp arp saddr ether != 02:fa:57:00:00:01 counter drop",
 		"ether type arp arp saddr ip != { 10.250.0.2, 10.250.0.3 } counter drop",
+		"ether type ip ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept",
 		"ether type ip ip saddr != { 10.250.0.2, 10.250.0.3 } counter drop",
 		"ether type ip6 ip6 saddr != fe80::/10 ip6 saddr != { fd00::3, :: } counter drop",
 		"ether type != { arp, ip, ip6 } counter drop",
@@ -22,6 +23,8 @@ func TestRules(t *testing.T) {
 	// IPv6 only: no IPv4 and no ARP at all.
 	g.Expect(Port{HostIf: "fp1", MAC: mac, IPs: []net.IP{net.ParseIP("fd00::3")}}.Rules()).To(ContainElements(
 		"ether type arp counter drop", "ether type ip counter drop"))
+	g.Expect(Port{HostIf: "fp1", MAC: mac, IPs: []net.IP{net.ParseIP("fd00::3")}}.Rules()).NotTo(ContainElement(DHCPClientRule),
+		"no IPv4 address, no DHCPv4")
 	g.Expect(ChainName("fp0123456789abc")).To(Equal("port-fp0123456789abc"))
 }
 

@@ -14,6 +14,8 @@
 //	                                    whole line counts
 //	.tmp-<containerID>:<ifname>.json    the same while Save writes it; removed by
 //	                                    Save, Delete, or SweepTemp when a kill stranded it
+//	leases/                             the DHCP leases of datapath LinuxBridge for the
+//	                                    node agent (internal/node/leases), not this package's
 //
 // Neither a CNI container ID ([a-zA-Z0-9_.-]) nor an interface name may
 // contain ':', so the file name is unambiguous.
