@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -126,8 +129,11 @@ func TestSIGKILLDuringAdd(t *testing.T) {
 			entries, err := os.ReadDir(stateDir)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, e := range entries {
-				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName), "no state or temporary file is left")
+				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName, leases.Dir), "no state or temporary file is left")
 			}
+			left, err := os.ReadDir(filepath.Join(stateDir, leases.Dir)) // OVS writes none
+			g.Expect(err == nil || errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "reading the leases directory: %v", err)
+			g.Expect(left).To(BeEmpty(), "no DHCP lease is left")
 			g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
 			g.Expect(br.Ports(t)).To(BeEmpty())
 			for i, n := range netnses {

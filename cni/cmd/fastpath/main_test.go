@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -243,8 +246,11 @@ func TestConcurrentAddDel(t *testing.T) {
 			entries, err := os.ReadDir(stateDir)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, e := range entries {
-				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName), "only the lock file and IPAM's directory stay in %s", filepath.Base(stateDir))
+				g.Expect(e.Name()).To(BeElementOf("lock", netconf.IPAMDataDirName, leases.Dir), "only the lock file, IPAM's and the (empty) leases directory stay in %s", filepath.Base(stateDir))
 			}
+			left, err := os.ReadDir(filepath.Join(stateDir, leases.Dir)) // OVS writes none
+			g.Expect(err == nil || errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "reading the leases directory: %v", err)
+			g.Expect(left).To(BeEmpty(), "no DHCP lease is left")
 		})
 	}
 }
