@@ -371,8 +371,9 @@ func removePortSecurity(ctx context.Context, netns ns.NetNS, att *state.Attachme
 
 // writeLease records for the node agent's DHCPv4 responder what a guest
 // behind att must be told (internal/node/leases): the first IPv4 address of
-// result with its prefix, that address's gateway, and mtu. An attachment
-// without IPv4 address gets no lease.
+// result with its prefix, a router only when result has an IPv4 default
+// route (defaultGateway4), and mtu. An attachment without IPv4 address gets
+// no lease.
 func writeLease(store *state.Store, att *state.Attachment, mtu int, result *current.Result) error {
 	for _, ipc := range result.IPs {
 		ip4 := ipc.Address.IP.To4()
@@ -383,12 +384,37 @@ func writeLease(store *state.Store, att *state.Attachment, mtu int, result *curr
 		ones, _ := ipc.Address.Mask.Size()
 		l := &leases.Lease{ContainerID: att.ContainerID, IfName: att.IfName, Network: att.Network, Bridge: att.Bridge,
 			MAC: att.MAC, Address: netip.PrefixFrom(addr, ones), MTU: mtu}
-		if gw4 := ipc.Gateway.To4(); gw4 != nil {
-			l.Gateway, _ = netip.AddrFromSlice(gw4)
-		}
+		l.Gateway = defaultGateway4(result, ipc)
 		return leases.Write(store.Dir(), l)
 	}
 	return nil
+}
+
+// defaultGateway4 is the router a guest on this network may be told: the
+// gateway of result's IPv4 default route (or ipc's gateway when the route
+// names none), and none without such a route. As KubeVirt's bridge binding
+// does (pkg/network/dhcp: the router option comes from the pod interface's
+// default route): a secondary network such as Fastpath's, whose IPAM hands
+// out a gateway (host-local's .1) but no default route, must not take the
+// guest's default route from its pod network, or replies to traffic that
+// came in on the pod network leave through the fast path.
+func defaultGateway4(result *current.Result, ipc *current.IPConfig) netip.Addr {
+	for _, r := range result.Routes {
+		if r == nil || r.Dst.IP.To4() == nil {
+			continue
+		}
+		if ones, _ := r.Dst.Mask.Size(); ones != 0 || !r.Dst.IP.Equal(net.IPv4zero) {
+			continue
+		}
+		gw := r.GW.To4()
+		if gw == nil {
+			gw = ipc.Gateway.To4()
+		}
+		if a, ok := netip.AddrFromSlice(gw); ok {
+			return a
+		}
+	}
+	return netip.Addr{}
 }
 
 // forget removes the attachment containerID/ifName's DHCP lease, then its

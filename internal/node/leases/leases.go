@@ -34,7 +34,8 @@ type Lease struct {
 	MAC string `json:"mac"`
 	// Address is the IPv4 address and prefix from the IPAM plugin, e.g. 10.56.0.7/24.
 	Address netip.Prefix `json:"address"`
-	// Gateway is the IPAM result's IPv4 gateway, if it has one.
+	// Gateway is the router a guest is told (DHCP option 3): the gateway of
+	// the IPAM result's IPv4 default route; unset without one.
 	Gateway netip.Addr `json:"gateway,omitzero"`
 	// MTU is the pod interface's MTU in bytes (DHCP option 26).
 	MTU int `json:"mtu,omitempty"`

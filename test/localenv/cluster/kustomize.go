@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
 // DefaultImageRegistry is the registry of the images config/default names
@@ -90,16 +92,20 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 			"containers": []map[string]any{{"name": "operator", "imagePullPolicy": "Never", "args": args}},
 		}}},
 	}
+	leasesDir := filepath.Join(CNIStateDir(o.Dir), leases.Dir)
 	agent := map[string]any{
 		"apiVersion": "apps/v1", "kind": "DaemonSet",
 		"metadata": map[string]string{"name": "fastpath-agent", "namespace": Namespace},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"nodeSelector":   nil, // KubeVirt is not installed: no node is kubevirt.io/schedulable
 			"initContainers": []map[string]any{{"name": "install-cni", "imagePullPolicy": "Never", "args": installArgs}},
-			"containers":     []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs}},
+			// The DHCP responder reads the leases at --cni-state-dir/leases.
+			"containers": []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs,
+				"volumeMounts": []map[string]any{{"name": "cni-leases", "mountPath": leasesDir, "readOnly": true}}}},
 			"volumes": []map[string]any{
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
+				{"name": "cni-leases", "hostPath": map[string]string{"path": leasesDir, "type": "DirectoryOrCreate"}},
 			},
 		}}},
 	}
