@@ -24,6 +24,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
 // cniTimeout bounds one plugin invocation, as a runtime's timeout would.
@@ -246,8 +247,17 @@ func (n *node) leaks(hostIfs []string) (map[string][]string, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		// The IPAM data directory is checked above, address by address.
-		if e.Name() != "lock" && e.Name() != netconf.IPAMDataDirName {
+		switch e.Name() {
+		case "lock", netconf.IPAMDataDirName: // IPAM's data is checked above, address by address
+		case leases.Dir: // the DHCP leases directory stays; its files must not
+			left, err := os.ReadDir(filepath.Join(n.stateDir, leases.Dir))
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range left {
+				out["DHCP leases"] = append(out["DHCP leases"], l.Name())
+			}
+		default:
 			out["state files"] = append(out["state files"], e.Name())
 		}
 	}
