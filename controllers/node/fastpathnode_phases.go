@@ -60,7 +60,14 @@ func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, e
 		IdleTimeout: metav1.Duration{Duration: max(lim.IdleTimeout, 0)}, HalfCloseTimeout: metav1.Duration{Duration: max(lim.HalfCloseTimeout, 0)},
 	}
 	s.routes, s.routeProbs = RelayRoutes(s.attachments, r.NodeName)
-	if err := r.Relay.Update(s.routes); err != nil {
+	serve := s.routes
+	if !s.caps.VhostVSOCK && transportNote(r.RelayTransport) == "" {
+		// No guest of this node can reach a kernel-vsock listener without
+		// /dev/vhost-vsock: open none (and close those of an earlier
+		// reconcile); VSOCKRelayReady says VhostVSOCKMissing for the routes.
+		serve = nil
+	}
+	if err := r.Relay.Update(serve); err != nil {
 		s.relayErr = err
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to program the vsock relay")
 	}

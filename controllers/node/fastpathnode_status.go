@@ -118,7 +118,8 @@ func setBridgesReadyCondition(conds *[]metav1.Condition, obs *observed, gen int6
 
 // setVSOCKRelayReadyCondition: False with RelayFailed when a route is invalid
 // or its listener could not be opened, else VhostVSOCKMissing when routes
-// exist but /dev/vhost-vsock does not (real transport only); True with
+// exist but /dev/vhost-vsock does not (real transport only; programRelay
+// then opens no listener); True with
 // NoRoutes or RelayReady otherwise. note (of transportNote) ends every
 // message but VhostVSOCKMissing's; a transport with a note is emulated.
 func setVSOCKRelayReadyCondition(conds *[]metav1.Condition, obs *observed, gen int64, note string) {
@@ -135,7 +136,7 @@ func setVSOCKRelayReadyCondition(conds *[]metav1.Condition, obs *observed, gen i
 		c.Message = joinMessages(problems) + note
 	case len(obs.routes) > 0 && !obs.caps.VhostVSOCK && !emulated:
 		c.Status, c.Reason = metav1.ConditionFalse, fastpathv1alpha1.ReasonVhostVSOCKMissing
-		c.Message = fmt.Sprintf("%d vsock routes target VMs on this node but %s", len(obs.routes), probe.MsgVhostVSOCKMissing)
+		c.Message = fmt.Sprintf("%d vsock routes target VMs on this node but %s; the relay opens no listener until it is there", len(obs.routes), probe.MsgVhostVSOCKMissing)
 	case len(obs.routes) == 0:
 		c.Status, c.Reason = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoRoutes
 		c.Message = "no vsock service targets a VM on this node" + note
