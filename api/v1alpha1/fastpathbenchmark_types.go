@@ -98,8 +98,10 @@ type FastPathBenchmarkSpec struct {
 	// measured on the path "fastpath-vsock" (VM mode with one pair only: the
 	// runner copies fastpath-bench into both VMs over SSH, starts its
 	// vsock-server in the server VM on the port of the attachment's vsock
-	// service targeting it, and connects from the client VM to CID 2 on that
-	// service's relay port; no baseline). Default [TCP_STREAM, TCP_RR].
+	// service targeting it, and connects from the client VM to that service's
+	// status.vsockServices[].address: CID 2 at its relay port in vsock mode
+	// Relay, the server VM's CID at the service port in mode Sibling; no
+	// baseline). Default [TCP_STREAM, TCP_RR].
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=7

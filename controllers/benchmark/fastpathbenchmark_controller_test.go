@@ -408,7 +408,7 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 		By("waiting while no vsock service targets the server VM")
 		Eventually(func() string {
 			return conditionMessage(getBenchmark(ctx, ns, "vmvsock")(), fastpathv1alpha1.RunningCondition)
-		}).Should(ContainSubstring("no vsock service of FastPathAttachment db-link with a relay port targets the server VM db-0"))
+		}).Should(ContainSubstring("no vsock service of FastPathAttachment db-link with a relay port or a sibling CID targets the server VM db-0"))
 		Expect(getBenchmark(ctx, ns, "vmvsock")().Status.Phase).To(Equal(pending))
 
 		By("running once the attachment routes a service to it")
@@ -447,6 +447,23 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 		st := getBenchmark(ctx, ns, "vmvsock")().Status
 		Expect(st.Paths).To(ContainElement(fastpathv1alpha1.PathSummary{Path: benchjob.PathVSock, BestThroughputMbps: 3210}))
 		Expect(st.Points).To(ContainElement(HaveField("Test", fastpathv1alpha1.TestVSOCKStream)))
+	})
+
+	It("runs VSOCK tests from the client VM straight to the server VM's CID in vsock mode Sibling", func() {
+		a := createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		createKey()
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		a.Status.VSOCKServices = []fastpathv1alpha1.VSOCKServiceStatus{{Name: "db", VM: "db-0", Port: 5432, Mode: fastpathv1alpha1.VSOCKModeSibling,
+			TargetCID: ptr[int64](3), Address: "3:5432", AllowedCIDs: []int64{4}}}
+		Expect(k8s.Status().Update(ctx, a)).To(Succeed())
+		b := vmBenchmark("vmsib")
+		b.Spec.Tests = []fastpathv1alpha1.BenchmarkTest{fastpathv1alpha1.TestVSOCKStream}
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		args := runnerJob(ctx, ns, "vmsib", 1).Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--vsock-path")).To(Equal([]string{"fastpath-vsock=3:5432"}), "no relay: the client dials db-0's CID in the vhost-user group")
+		Expect(flagValues(args, "--vsock-server-port")).To(Equal([]string{"5432"}))
 	})
 
 	It("waits with EndpointNotFound for unselected or stopped VMs and with SSHKeyMissing for the key", func() {

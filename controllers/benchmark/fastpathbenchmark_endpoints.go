@@ -133,12 +133,21 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 		s.endpoints.VSock = &benchjob.RunnerVSock{}
 		// reconcileSpec allows one pair with vsock tests: its server VM.
 		server := s.spec.Server.VM
-		i := slices.IndexFunc(s.attachment.Status.VSOCKServices, func(v fastpathv1alpha1.VSOCKServiceStatus) bool { return v.VM == server && v.RelayPort > 0 })
+		i := slices.IndexFunc(s.attachment.Status.VSOCKServices, func(v fastpathv1alpha1.VSOCKServiceStatus) bool {
+			return v.VM == server && (v.RelayPort > 0 || v.Mode == fastpathv1alpha1.VSOCKModeSibling && v.TargetCID != nil)
+		})
 		if i < 0 {
-			waiting = append(waiting, fmt.Sprintf("no vsock service of FastPathAttachment %s with a relay port targets the server VM %s (add one to its spec.vsock.services)", s.attachment.Name, server))
+			waiting = append(waiting, fmt.Sprintf("no vsock service of FastPathAttachment %s with a relay port or a sibling CID targets the server VM %s (add one to its spec.vsock.services)", s.attachment.Name, server))
 		} else {
 			svc := s.attachment.Status.VSOCKServices[i]
-			s.endpoints.VSock.RelayPort, s.endpoints.VSock.ServicePort = svc.RelayPort, svc.Port
+			v := s.endpoints.VSock
+			v.ServicePort = svc.Port
+			if svc.Mode == fastpathv1alpha1.VSOCKModeSibling {
+				// The client dials the server's CID in the vhost-user group directly.
+				v.CID, v.Port = *svc.TargetCID, svc.Port
+			} else {
+				v.CID, v.Port = fastpathv1alpha1.HostCID, svc.RelayPort
+			}
 		}
 	}
 	for i, p := range vmPairs(s.spec)[:benchjob.MaxPairs(s.spec)] {

@@ -117,10 +117,12 @@ type RunnerSSH struct {
 // RunnerVSock is the vsock path of VM mode (one pair: a vsock service
 // targets one VM).
 type RunnerVSock struct {
-	// RelayPort is the host vsock port of the server VM's service
-	// (FastPathAttachment status.vsockServices[].relayPort): the client VM
-	// dials CID 2 on it.
-	RelayPort int64
+	// CID and Port are what the client VM dials, as the service's
+	// FastPathAttachment status.vsockServices[] gives them: in mode Relay the
+	// host (CID 2, v1alpha1.HostCID) at the service's relayPort, where the
+	// node agent's relay listens; in mode Sibling the server VM's CID in the
+	// attachment's vhost-user group (targetCID) at the service port.
+	CID, Port int64
 	// ServicePort is the service's port in the server VM, where the runner
 	// starts vsock-server.
 	ServicePort int64
@@ -240,10 +242,10 @@ func (a RunnerArgs) Args() ([]string, error) {
 			return nil, fmt.Errorf("failed to render runner args: the vsock path needs VM mode (SSH)")
 		case maxPairs != 1 || len(v.Servers) != 1:
 			return nil, fmt.Errorf("failed to render runner args: the vsock path measures one pair, got pairs up to %d and %d servers", maxPairs, len(v.Servers))
-		case v.RelayPort < 1 || v.ServicePort < 1:
-			return nil, fmt.Errorf("failed to render runner args: the vsock path needs a relay port and a service port, got %d and %d", v.RelayPort, v.ServicePort)
+		case v.CID < fastpathv1alpha1.HostCID || v.Port < 1 || v.ServicePort < 1:
+			return nil, fmt.Errorf("failed to render runner args: the vsock path needs a CID of %d or more, a port and a service port, got %d, %d and %d", fastpathv1alpha1.HostCID, v.CID, v.Port, v.ServicePort)
 		}
-		args = append(args, "--vsock-path", fmt.Sprintf("%s=%d:%d", PathVSock, fastpathv1alpha1.HostCID, v.RelayPort),
+		args = append(args, "--vsock-path", fmt.Sprintf("%s=%d:%d", PathVSock, v.CID, v.Port),
 			"--ssh-servers", strings.Join(v.Servers, ","), "--vsock-server-port", strconv.FormatInt(v.ServicePort, 10))
 	}
 	args = append(args, "--results-configmap", a.ResultsConfigMap, "--run-id", a.RunID)

@@ -54,7 +54,7 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 			RRSizes: []int32{1}, Sessions: []int32{1}, Pairs: []int32{1}, Duration: 2 * time.Second, Repetitions: 1,
 			Paths:            []benchjob.RunnerPath{{Name: benchjob.PathFastPath, Servers: []string{"10.250.0.3"}, MTU: 9000}},
 			SSH:              &benchjob.RunnerSSH{Clients: []string{"10.244.1.5"}, User: "cloud", KeyFile: benchjob.SSHKeyDir + "/" + benchjob.SSHKeyFile},
-			VSock:            &benchjob.RunnerVSock{RelayPort: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
+			VSock:            &benchjob.RunnerVSock{CID: 2, Port: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
 			ResultsConfigMap: "apps/vmb-results", RunID: "vmb-run-1",
 		}},
 	} {
@@ -83,7 +83,7 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 				g.Expect(vp.VSock).To(gomega.BeTrue())
 				g.Expect(vp.Endpoints).To(gomega.HaveLen(1))
 				g.Expect(vp.Endpoints[0].Host).To(gomega.Equal("2"), "the client VM dials its host, CID 2, where the relay listens")
-				g.Expect(vp.Endpoints[0].Port).To(gomega.BeEquivalentTo(v.RelayPort))
+				g.Expect(vp.Endpoints[0].Port).To(gomega.BeEquivalentTo(v.Port))
 				g.Expect(c.SSHServers).To(gomega.Equal(v.Servers))
 				g.Expect(c.VSockServerPort).To(gomega.BeEquivalentTo(v.ServicePort))
 				r := c.Runner()
