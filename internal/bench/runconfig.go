@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +48,69 @@ type RunConfig struct {
 	// Netperf is the netperf client binary.
 	Netperf   string
 	Transport TransportOptions
+	// SSHWait (VM mode) bounds how long the runner waits for every guest to
+	// accept SSH before it measures (WaitForGuests); 0 is DefaultSSHWait.
+	SSHWait time.Duration
+}
+
+// DefaultSSHWait is RunConfig.SSHWait's default: a VM the benchmark finds
+// Running may still be booting (its VMI reports an address before sshd
+// listens; under TCG, without KVM, a boot takes tens of seconds).
+const DefaultSSHWait = 3 * time.Minute
+
+// sshRetryInterval is the pause between two SSH attempts of WaitForGuests
+// (a variable for tests).
+var sshRetryInterval = 2 * time.Second
+
+// WaitForGuests waits until every guest of VM mode (the clients, and the
+// servers of vsock tests) runs `true` over SSH, trying each again every
+// sshRetryInterval, for SSHWait in all. The error names each guest that
+// did not answer in time and its last error (e.g. "Connection refused"
+// while sshd starts, "Permission denied" for a key the guest lacks).
+func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
+	wait := c.SSHWait
+	if wait <= 0 {
+		wait = DefaultSSHWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	// Every guest is tried in each round, so one that never answers does
+	// not use up the others' time.
+	last := map[string]string{}
+	for i := range c.SSHClients {
+		last[c.SSHTarget(i)] = "no attempt finished"
+	}
+	for _, s := range c.SSHServers {
+		last[c.WithUser(s)] = "no attempt finished"
+	}
+	start := time.Now()
+	for len(last) > 0 && ctx.Err() == nil {
+		for _, t := range slices.Sorted(maps.Keys(last)) {
+			_, stderr, err := c.SSH(t).Run(ctx, []string{"true"})
+			switch {
+			case err == nil:
+				log.Info("Guest accepts SSH", "guest", t, "waited", time.Since(start).Round(time.Second).String())
+				delete(last, t)
+			case ctx.Err() == nil: // else the attempt was cut short: keep the one before
+				last[t] = strings.TrimSpace(fmt.Sprintf("%v: %s", err, stderr))
+			}
+		}
+		if len(last) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(sshRetryInterval):
+			}
+		}
+	}
+	var failed []string
+	for t, msg := range last {
+		failed = append(failed, t+": "+msg)
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return fmt.Errorf("failed to reach the guests over SSH within %s (VM mode: is the VM booted, sshd running and the key of spec.sshKeySecretRef in its authorized keys?): %s", wait, strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 // VMMode reports whether the clients run in VMs over SSH.
@@ -147,6 +212,11 @@ func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, 
 		vsockNote = c.Transport.EmulationNote()
 	}
 	emulated := results.JoinEmulated(os.Getenv(results.EmulatedEnv), c.Emulated, vsockNote)
+	if c.VMMode() {
+		if err := c.WaitForGuests(ctx, log); err != nil {
+			return results.Document{}, err
+		}
+	}
 	if c.VMMode() && c.HasVSock() {
 		cleanup, err := c.ProvisionGuests(ctx, log)
 		defer cleanup()

@@ -58,6 +58,7 @@ func (f *RunnerFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.VSockServerPort, "vsock-server-port", 0, "VM mode with vsock tests: the vsock port vsock-server listens on in the server VMs (the port of the attachment's vsock service)")
 	fs.StringVar(&c.SSHUser, "ssh-user", "", "VM mode: guest user for --ssh-clients entries without user@")
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
+	fs.DurationVar(&c.SSHWait, "ssh-wait", bench.DefaultSSHWait, "VM mode: how long to wait for every guest to accept SSH before measuring (a VM may still be booting)")
 	fs.StringVar(&c.RunID, "run-id", "", "run ID echoed into the results ConfigMap as runID (the Job name)")
 	fs.StringVar(&c.Netperf, "netperf", netperf.DefaultBinary, "netperf client binary")
 	fs.StringVar(&c.Emulated, "emulated", "", "what is emulated, recorded in machine.emulated after the value of $"+results.EmulatedEnv+" (set by the demo's emulated kubelet)")
