@@ -16,6 +16,7 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/test/localenv/runstate"
 )
 
 // Namespace and Release are where and as what Install installs Fastpath.
@@ -38,26 +39,35 @@ type InstallOptions struct {
 	Timeout time.Duration
 }
 
-// HelmValues are the chart values for this cluster: the images make images
-// built (localhost/fastpath-*:local, never pulled), the cluster's CNI
-// directories (the plugin's state directory too), its pod network, and no KubeVirt node selector (KubeVirt is
-// not installed, so no node carries kubevirt.io/schedulable).
-func HelmValues(dir string) []string {
+// HelmValues are the chart values for this cluster (kubevirt: it runs
+// KubeVirt, so its kubelet root is KubeVirtKubeletRoot): the images make
+// images built (localhost/fastpath-*:local, never pulled), the cluster's CNI
+// directories (the plugin's state directory too), its pod network, no
+// KubeVirt node selector (without KubeVirt no node carries
+// kubevirt.io/schedulable), and vsock mode Sibling's backend, with its
+// sockets under the cluster's run directory and the kubelet's PodResources
+// socket under its root: the only vsock mode whose VMs start on a kernel
+// without vhost_vsock.
+func HelmValues(dir string, kubevirt bool) []string {
 	bin, conf := CNIDirs(dir)
+	l := Options{Dir: dir, KubeVirt: kubevirt}.layout()
 	return []string{
 		"image.registry=localhost", "image.tag=local", "image.pullPolicy=Never",
 		"agent.cniBinDir=" + bin, "agent.cniConfDir=" + conf, "agent.cniStateDir=" + CNIStateDir(dir),
 		"operator.podNetworkCIDRs=" + DefaultPodCIDR.String(),
 		"agent.nodeSelector=null",
+		"agent.sibling.enabled=true",
+		"agent.sibling.socketDir=" + filepath.Join(l.run, "sibling"),
+		"agent.sibling.podResourcesDir=" + filepath.Join(l.kubeletRoot, "pod-resources"),
 	}
 }
 
 // HelmInstallCommand returns the helm command line Install runs (helm from
 // binDir), the one docs/install.md shows.
-func HelmInstallCommand(binDir, repoRoot, dir string) []string {
+func HelmInstallCommand(binDir, repoRoot, dir string, kubevirt bool) []string {
 	argv := []string{filepath.Join(binDir, "helm"), "install", Release, filepath.Join(repoRoot, "charts", "fastpath"),
 		"-n", Namespace, "--create-namespace"}
-	for _, v := range HelmValues(dir) {
+	for _, v := range HelmValues(dir, kubevirt) {
 		argv = append(argv, "--set", v)
 	}
 	return append(argv, "--kubeconfig", Kubeconfig(dir))
@@ -81,6 +91,9 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 	if io.Timeout == 0 {
 		io.Timeout = 5 * time.Minute
 	}
+	if st, err := runstate.Load[runState](o.layout().state); err == nil && st.KubeVirt {
+		o.KubeVirt = true // Up ran with KubeVirt: the kubelet's root is KubeVirtKubeletRoot
+	}
 	c, err := adminClient(o.layout().adminKubeconfig)
 	if err != nil {
 		return err
@@ -95,7 +108,7 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 		}
 		argv = []string{filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", Kubeconfig(o.Dir), "apply", "--server-side", "-k", overlay}
 	} else {
-		argv = HelmInstallCommand(o.BinDir, io.RepoRoot, o.Dir)
+		argv = HelmInstallCommand(o.BinDir, io.RepoRoot, o.Dir, o.KubeVirt)
 	}
 	fmt.Fprintf(o.Out, "cluster: %s\n", strings.Join(argv, " "))
 	if err := u.step("install Fastpath ("+filepath.Base(argv[0])+")", func() error {
