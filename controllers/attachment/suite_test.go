@@ -3,24 +3,18 @@ package attachment_test
 import (
 	"context"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
@@ -39,11 +33,6 @@ var podNetwork = netip.MustParsePrefix("10.244.0.0/16")
 
 // relayPorts is the suite operator's relay port range.
 var relayPorts = attachment.PortRange{First: 20000, Last: 20999}
-
-// operatorUser is the ServiceAccount the suite's operator runs as (by
-// impersonation), bound to the generated ClusterRole config/rbac/role.yaml, so
-// a missing RBAC marker fails the suite as it would fail a deployment.
-const operatorUser = "system:serviceaccount:fastpath-system:fastpath-operator"
 
 var (
 	env         *testenv.Env
@@ -64,28 +53,14 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = testenv.Start(testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	bindOperatorRole()
+	// The suite's operator runs as testenv.OperatorUser, bound to the
+	// generated ClusterRole, so a missing RBAC marker fails the suite as it
+	// would fail a deployment.
+	Expect(env.BindOperatorRoles(ctx)).To(Succeed())
 	createDefaultNetwork()
 	createKubeVirt()
 	stopManager = startManager(env.Config)
 })
-
-// bindOperatorRole installs config/rbac/role.yaml and binds it to operatorUser.
-func bindOperatorRole() {
-	GinkgoHelper()
-	root, err := testenv.RepoRoot()
-	Expect(err).NotTo(HaveOccurred())
-	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	Expect(yaml.Unmarshal(data, role)).To(Succeed())
-	Expect(env.Client.Create(ctx, role)).To(Succeed())
-	Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"}},
-	})).To(Succeed())
-}
 
 // kubevirtCR is the suite's KubeVirt CR, with Fastpath's binding plugins
 // registered (registerBindingPlugins) unless a spec takes them out.
@@ -140,8 +115,8 @@ func suiteOptions() attachment.Options {
 }
 
 // startManager starts a manager running the attachment reconciler with
-// suiteOptions as operatorUser and returns a function that stops it and waits
-// until it has stopped.
+// suiteOptions as testenv.OperatorUser and returns a function that stops it
+// and waits until it has stopped.
 func startManager(cfg *rest.Config) func() {
 	GinkgoHelper()
 	return startManagerWith(cfg, suiteOptions())
@@ -150,28 +125,14 @@ func startManager(cfg *rest.Config) func() {
 // startManagerWith is startManager with other reconciler options.
 func startManagerWith(cfg *rest.Config, opts attachment.Options) func() {
 	GinkgoHelper()
-	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Several managers run one after another in this process (restart test).
-		Controller: config.Controller{SkipNameValidation: ptr(true)},
+	stop, err := env.StartManager(cfg, func(mgr ctrl.Manager) error {
+		r := &attachment.Reconciler{Options: opts}
+		return r.SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2})
 	})
 	Expect(err).NotTo(HaveOccurred())
-	r := &attachment.Reconciler{Options: opts}
-	Expect(r.SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2})).To(Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
 	return func() {
-		cancel()
-		<-done
+		GinkgoHelper()
+		Expect(stop()).To(Succeed())
 	}
 }
 

@@ -10,12 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/utils"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-io/fastpath/internal/platform/recordfile"
 )
 
 // lockFile is the name of the flock(2) target inside the state directory.
@@ -25,8 +25,9 @@ const lockFile = "lock"
 // after the attachment (".tmp-<containerID>:<ifname>.json"), so a writer
 // killed between create and rename strands at most one per attachment, the
 // next Save of that attachment reuses it, Delete removes it and SweepTemp
-// removes any that is left.
-const TempPrefix = ".tmp-"
+// removes any that is left (internal/platform/recordfile, which the leases
+// share).
+const TempPrefix = recordfile.TempPrefix
 
 // Attachment is what ADD records about one attachment and DEL, CHECK and GC
 // read back. Created is set by Save when zero.
@@ -186,12 +187,7 @@ func (s *Store) Path(containerID, ifName string) (string, error) {
 	if err := utils.ValidateInterfaceName(ifName); err != nil {
 		return "", fmt.Errorf("failed to name state file for interface %q: %s", ifName, err.Msg)
 	}
-	return filepath.Join(s.dir, containerID+":"+ifName+".json"), nil
-}
-
-// tempPath returns the temporary file Save writes path through.
-func tempPath(path string) string {
-	return filepath.Join(filepath.Dir(path), TempPrefix+filepath.Base(path))
+	return filepath.Join(s.dir, recordfile.Name(containerID, ifName)), nil
 }
 
 // Save writes a atomically: to the TempPrefix file named after the
@@ -222,20 +218,7 @@ func (s *Store) Save(a *Attachment) error {
 	if err != nil {
 		return fmt.Errorf("failed to encode state %s: %w", path, err)
 	}
-	data = append(data, '\n')
-	tmp, err := os.OpenFile(tempPath(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("failed to create temporary state file in %s: %w", s.dir, err)
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := recordfile.Write(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("failed to write state %s: %w", path, err)
 	}
 	return nil
@@ -319,10 +302,8 @@ func (s *Store) Delete(containerID, ifName string) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{tempPath(path), path} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("failed to remove state %s: %w", p, err)
-		}
+	if err := recordfile.Remove(path); err != nil {
+		return fmt.Errorf("failed to remove state %s: %w", path, err)
 	}
 	return nil
 }
@@ -333,48 +314,20 @@ func (s *Store) Delete(containerID, ifName string) error {
 // version that named them randomly). With minAge 0 the caller must hold
 // Lock exclusively, so that no Save is under way.
 func (s *Store) SweepTemp(minAge time.Duration) ([]string, error) {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return nil, fmt.Errorf("failed to list state directory %s: %w", s.dir, err)
-	}
-	var removed []string
-	var errs []error
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), TempPrefix) || e.IsDir() {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil || time.Since(info.ModTime()) < minAge {
-			continue // gone meanwhile, or young
-		}
-		p := filepath.Join(s.dir, e.Name())
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("failed to remove stale temporary state file %s: %w", p, err))
-			continue
-		}
-		removed = append(removed, e.Name())
-	}
-	return removed, errors.Join(errs...)
+	return recordfile.SweepTemp(s.dir, minAge)
 }
 
 // List returns every attachment in the store, sorted by container ID and
 // ifname. Files that cannot be read or decoded are skipped and reported in
 // the returned error (joined), alongside the attachments that could be read.
 func (s *Store) List() ([]*Attachment, error) {
-	entries, err := os.ReadDir(s.dir)
+	names, err := recordfile.List(s.dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to list state directory %s: %w", s.dir, err)
+		return nil, err
 	}
 	var out []*Attachment
 	var errs []error
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, TempPrefix) || !strings.HasSuffix(name, ".json") || !strings.Contains(name, ":") {
-			continue
-		}
+	for _, name := range names {
 		a, err := load(filepath.Join(s.dir, name))
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) { // removed by a concurrent DEL
@@ -384,11 +337,5 @@ func (s *Store) List() ([]*Attachment, error) {
 		}
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ContainerID != out[j].ContainerID {
-			return out[i].ContainerID < out[j].ContainerID
-		}
-		return out[i].IfName < out[j].IfName
-	})
 	return out, errors.Join(errs...)
 }

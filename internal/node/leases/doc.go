@@ -8,6 +8,9 @@
 //	leases/<containerID>:<ifname>.json       one Lease, written whole (rename)
 //	leases/.tmp-<containerID>:<ifname>.json  the same while Write writes it
 //
+// The names and the write by rename are internal/platform/recordfile's,
+// which the plugin's own records (cni/pkg/state) use too.
+//
 // Only the plugin writes them (ADD, once the IPAM plugin answered) and
 // removes them (DEL, GC, an ADD's rollback, the reclaim of an unfinished
 // ADD) with the attachment's lock held, and GC, under the exclusive node

@@ -9,15 +9,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
+
+	"github.com/fastpath-io/fastpath/internal/platform/recordfile"
 )
 
 // Dir is the directory of the leases under a CNI state directory.
 const Dir = "leases"
-
-// tempPrefix starts the name of a lease file being written.
-const tempPrefix = ".tmp-"
 
 // Lease is what the DHCPv4 responder on Bridge answers a guest whose
 // interface has MAC.
@@ -78,13 +76,13 @@ func name(containerID, ifName string) (string, error) {
 			return "", fmt.Errorf("failed to name lease file for %q/%q", containerID, ifName)
 		}
 	}
-	return containerID + ":" + ifName + ".json", nil
+	return recordfile.Name(containerID, ifName), nil
 }
 
 // Write records l under stateDir (in Dir, created mode 0700 when missing)
-// atomically: a reader sees the old lease or the new one, never part of
-// one. Like state.Store.Save it does not fsync: the leases do not outlive
-// the veths they describe.
+// atomically (internal/platform/recordfile, as state.Store.Save): a reader
+// sees the old lease or the new one, never part of one. It does not fsync:
+// the leases do not outlive the veths they describe.
 func Write(stateDir string, l *Lease) error {
 	if err := l.valid(); err != nil {
 		return err
@@ -101,13 +99,7 @@ func Write(stateDir string, l *Lease) error {
 	if err != nil {
 		return fmt.Errorf("failed to encode lease %s: %w", n, err)
 	}
-	tmp := filepath.Join(dir, tempPrefix+n)
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("failed to write lease %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, n)); err != nil {
-		_ = os.Remove(tmp)
+	if err := recordfile.Write(filepath.Join(dir, n), append(data, '\n')); err != nil {
 		return fmt.Errorf("failed to write lease %s: %w", n, err)
 	}
 	return nil
@@ -120,11 +112,8 @@ func Remove(stateDir, containerID, ifName string) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(stateDir, Dir)
-	for _, p := range []string{filepath.Join(dir, tempPrefix+n), filepath.Join(dir, n)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("failed to remove lease %s: %w", p, err)
-		}
+	if err := recordfile.Remove(filepath.Join(stateDir, Dir, n)); err != nil {
+		return fmt.Errorf("failed to remove lease %s: %w", n, err)
 	}
 	return nil
 }
@@ -135,20 +124,13 @@ func Remove(stateDir, containerID, ifName string) error {
 // reported in the returned error (joined), alongside the leases that could
 // be read.
 func List(dir string) ([]*Lease, error) {
-	entries, err := os.ReadDir(dir)
+	names, err := recordfile.List(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to list lease directory %s: %w", dir, err)
+		return nil, err
 	}
 	var out []*Lease
 	var errs []error
-	for _, e := range entries {
-		n := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(n, tempPrefix) || !strings.HasSuffix(n, ".json") {
-			continue
-		}
+	for _, n := range names {
 		data, err := os.ReadFile(filepath.Join(dir, n))
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) { // removed meanwhile
@@ -167,11 +149,5 @@ func List(dir string) ([]*Lease, error) {
 		}
 		out = append(out, l)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ContainerID != out[j].ContainerID {
-			return out[i].ContainerID < out[j].ContainerID
-		}
-		return out[i].IfName < out[j].IfName
-	})
 	return out, errors.Join(errs...)
 }

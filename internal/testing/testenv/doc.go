@@ -10,4 +10,8 @@
 // spec.template like KubeVirt's real schema. Nothing else of KubeVirt runs: no
 // virt-controller creates VMIs and no virt-handler writes their status; tests and
 // the demo's emulation write those objects themselves.
+//
+// The controllers' suites run their operator as fastpath-operator's
+// ServiceAccount (BindOperatorRoles, StartManager), so that the generated
+// RBAC is tested along with the reconcilers.
 package testenv

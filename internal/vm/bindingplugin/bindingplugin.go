@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -88,23 +89,83 @@ func Register(ctx context.Context, c client.Client, key types.NamespacedName, pl
 	return patchBinding(ctx, c, key, entries)
 }
 
-// Unregister removes the entries names from the KubeVirt CR key (JSON
-// merge patch with null); a missing CR or entry, or a cluster without
+// Unregister removes the entries names from the KubeVirt CR key and, when
+// they were its only plugins, leaves the CR as it was before Register: a
+// binding map left empty goes too, and so do network and configuration
+// when that leaves them empty (spec stays). It reads the CR and writes one
+// JSON merge patch of only what is ours: our entries by name, or the
+// highest of those maps that holds nothing else, the latter with the CR's
+// resourceVersion as a precondition, so that a field someone adds meanwhile
+// is never dropped (on a conflict it reads the CR again). With none of
+// names in the CR it writes nothing. A missing CR, or a cluster without
 // KubeVirt's CRD, is not an error.
 func Unregister(ctx context.Context, c client.Client, key types.NamespacedName, names ...string) error {
-	entries := map[string]any{}
-	for _, n := range names {
-		entries[n] = nil
-	}
-	err := patchBinding(ctx, c, key, entries)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		kv := &unstructured.Unstructured{}
+		kv.SetGroupVersionKind(KubeVirtGVK)
+		if err := c.Get(ctx, key, kv); err != nil {
+			return fmt.Errorf("failed to get KubeVirt %s: %w", key, err)
+		}
+		patch, err := unregisterPatch(kv, names)
+		if err != nil || patch == nil {
+			return err
+		}
+		if err := c.Patch(ctx, kv, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("failed to patch %s of KubeVirt %s: %w", strings.Join(bindingPath, "."), key, err)
+		}
+		return nil
+	})
 	if client.IgnoreNotFound(err) == nil || meta.IsNoMatchError(err) {
 		return nil
 	}
 	return err
 }
 
+// unregisterPatch returns the JSON merge patch that takes names out of the
+// KubeVirt CR kv (see Unregister), or nil when kv has none of them.
+func unregisterPatch(kv *unstructured.Unstructured, names []string) ([]byte, error) {
+	binding, _, err := unstructured.NestedMap(kv.Object, bindingPath...)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s of KubeVirt %s/%s: %w", strings.Join(bindingPath, "."), kv.GetNamespace(), kv.GetName(), err)
+	}
+	ours := map[string]any{}
+	for _, n := range names {
+		if _, ok := binding[n]; ok {
+			ours[n] = nil
+			delete(binding, n)
+		}
+	}
+	if len(ours) == 0 {
+		return nil, nil
+	}
+	if len(binding) > 0 {
+		return json.Marshal(nested(bindingPath, ours))
+	}
+	// Null the highest map of binding, network and configuration that holds
+	// only the one below it (spec.configuration is bindingPath[:2]).
+	end := len(bindingPath)
+	for end > 2 {
+		parent, _, _ := unstructured.NestedMap(kv.Object, bindingPath[:end-1]...)
+		if len(parent) != 1 {
+			break
+		}
+		end--
+	}
+	patch := nested(bindingPath[:end-1], map[string]any{bindingPath[end-1]: nil})
+	patch["metadata"] = map[string]any{"resourceVersion": kv.GetResourceVersion()}
+	return json.Marshal(patch)
+}
+
+// nested returns {path[0]: {path[1]: … leaf}}.
+func nested(path []string, leaf map[string]any) map[string]any {
+	for i := len(path) - 1; i >= 0; i-- {
+		leaf = map[string]any{path[i]: leaf}
+	}
+	return leaf
+}
+
 func patchBinding(ctx context.Context, c client.Client, key types.NamespacedName, entries map[string]any) error {
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{"binding": entries}}}})
+	patch, err := json.Marshal(nested(bindingPath, entries))
 	if err != nil {
 		return fmt.Errorf("failed to encode the binding plugin patch: %w", err)
 	}

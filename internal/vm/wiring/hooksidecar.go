@@ -152,18 +152,6 @@ func (l *hookList) without(i int) string {
 	}
 }
 
-// HookSidecarImages returns the images of the entries of a
-// HookSidecarsAnnotation value, in order; an entry without an image (KubeVirt
-// then runs its own sidecar-shim image) gives "". A value that is not a JSON
-// list of hook sidecar objects is an error.
-func HookSidecarImages(value string) ([]string, error) {
-	l, err := parseHookList(value)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse annotation %s: %w", HookSidecarsAnnotation, err)
-	}
-	return l.images, nil
-}
-
 // entryImage returns the image of a recorded entry.
 func entryImage(entry json.RawMessage) (string, error) {
 	var hs HookSidecar
