@@ -256,6 +256,10 @@ func placement(p Params, node string) *corev1.Affinity {
 	}}
 }
 
+// RunnerGID is the group of the runner image's user (the Dockerfile's
+// USER 65532:65532, distroless's nonroot).
+const RunnerGID int64 = 65532
+
 func restrictedContainer() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr(false),
@@ -316,8 +320,11 @@ func ServerPods(p Params) ([]*corev1.Pod, error) {
 
 // RunnerJob renders the Job that runs `fastpath-bench` with RunnerArgsFor(p, ep).
 // Pod mode: its pod is on the fast network and on the netserver pods' node.
-// VM mode: its pod mounts the Secret spec.sshKeySecretRef at SSHKeyDir (mode
-// 0400) and runs anywhere. No retries (backoffLimit 0: a failed benchmark is
+// VM mode: its pod mounts the Secret spec.sshKeySecretRef at SSHKeyDir and
+// runs anywhere; the key is root's, mode 0440, group RunnerGID (the pod's
+// fsGroup), so the runner, which runs as RunnerGID's user, can read it and
+// ssh accepts it (ssh refuses a key readable by others only when it owns
+// it). No retries (backoffLimit 0: a failed benchmark is
 // reported, not repeated) and activeDeadlineSeconds from Deadline. The caller
 // sets the owner.
 func RunnerJob(p Params, ep Endpoints) (*batchv1.Job, error) {
@@ -358,6 +365,10 @@ func RunnerJob(p Params, ep Endpoints) (*batchv1.Job, error) {
 			Items:       []corev1.KeyToPath{{Key: SSHKeyFile, Path: SSHKeyFile}},
 			DefaultMode: ptr(int32(0o400)),
 		}}}}
+		// kubelet gives a volume's files the pod's fsGroup and adds group
+		// read: without it the root-owned 0400 key is unreadable to the
+		// runner (seen on a real kubelet: `Load key ...: Permission denied`).
+		tmpl.Spec.SecurityContext.FSGroup = ptr(RunnerGID)
 		tmpl.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "ssh-key", MountPath: SSHKeyDir, ReadOnly: true}}
 	default:
 		return nil, fmt.Errorf("failed to render runner job %s: unknown mode %q", JobName(p.Name, p.Generation), p.Spec.Mode)

@@ -156,6 +156,7 @@ func TestRunnerJobVMMode(t *testing.T) {
 	sec := tmpl.Spec.Volumes[0].Secret
 	g.Expect(sec.SecretName).To(gomega.Equal("bench-ssh"))
 	g.Expect(*sec.DefaultMode).To(gomega.Equal(int32(0o400)))
+	g.Expect(tmpl.Spec.SecurityContext.FSGroup).To(gomega.HaveValue(gomega.Equal(benchjob.RunnerGID)), "the key's group, so the non-root runner can read it")
 	g.Expect(sec.Items).To(gomega.Equal([]corev1.KeyToPath{{Key: "ssh-privatekey", Path: "ssh-privatekey"}}))
 	m := tmpl.Spec.Containers[0].VolumeMounts
 	g.Expect(m).To(gomega.HaveLen(1))
