@@ -137,6 +137,18 @@ install -m 0755 "${ROOT}/hack/guest/udhcpc.script" "${rootfs}/etc/udhcpc.script"
 # Debian's busybox-static has no nohup applet; scripts written for a full guest use it.
 printf '#!/bin/sh\ntrap "" HUP\nexec "$@"\n' >"${rootfs}/usr/bin/nohup"
 chmod 0755 "${rootfs}/usr/bin/nohup"
+# qemu-guest-agent's guest-shutdown (libvirt's default shutdown, so KubeVirt's graceful stop
+# and virtctl restart) runs "/sbin/shutdown -h -P|-H|-r +0 <message>"; busybox has no shutdown
+# applet and /init handles no signal. Answer the agent, then power off (or reboot) at once:
+# without this a stop waits out the VM's whole termination grace period.
+cat >"${rootfs}/sbin/shutdown" <<'SHUTDOWN'
+#!/bin/sh
+case " $* " in *" -r "*) act=reboot ;; *) act=poweroff ;; esac
+echo "FPGUEST-SHUTDOWN $act ($*)" >/dev/ttyS0 2>/dev/null
+(sync; sleep 1; "$act" -f) </dev/null >/dev/null 2>&1 &
+exit 0
+SHUTDOWN
+chmod 0755 "${rootfs}/sbin/shutdown"
 echo "root:x:0:0:root:/root:/bin/sh" >"${rootfs}/etc/passwd"
 echo "/bin/sh" >"${rootfs}/etc/shells"
 mkdir -p "${rootfs}/root"
