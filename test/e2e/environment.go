@@ -47,11 +47,18 @@ type Environment interface {
 	LauncherExec(ctx context.Context, key types.NamespacedName, command string) (string, error)
 	// VSOCKServe makes the guest of key answer each connection on vsock
 	// port with "<vm> ok <first line received>".
-	VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error
+	// Stop ends it and frees the port (the vsock benchmark's server listens on
+	// the same port afterwards).
+	VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) (stop func(context.Context) error, err error)
 	// VSOCKRequest dials (cid, port) from the guest of key, sends msg and
 	// returns the reply: "" when the peer closed without answering, an error
 	// when the connection could not be made.
 	VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error)
+	// VSOCKMode is the vsock mode of the suite's attachment: Relay where a
+	// VM with KubeVirt's kernel vsock device can start, Sibling (vhost-user,
+	// served by the agent's vhost-device-vsock) where the node offers no
+	// devices.kubevirt.io/vhost-vsock, as on a kernel without vhost_vsock.
+	VSOCKMode() fastpathv1alpha1.VSOCKMode
 	// Stop releases the environment.
 	Stop() error
 }
@@ -112,6 +119,10 @@ func (l *localEnv) Emulated() bool        { return true }
 func (l *localEnv) KubeVirt() bool        { return true }
 func (l *localEnv) Stop() error           { return l.stack.Stop() }
 
+// VSOCKMode is Relay: the local stack's relay runs over its EMULATED
+// UNIX-socket transport.
+func (l *localEnv) VSOCKMode() fastpathv1alpha1.VSOCKMode { return fastpathv1alpha1.VSOCKModeRelay }
+
 func (l *localEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
 	g, ok := l.stack.Emulator.Guest(key)
 	if !ok {
@@ -153,24 +164,20 @@ func netnsExec(ctx context.Context, name, stdin, command string) (string, error)
 	return string(out), nil
 }
 
-func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
+func (l *localEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) (func(context.Context) error, error) {
 	if l.real {
 		return socatServe(ctx, l, key, port)
 	}
 	t, err := l.stack.Emulator.VSOCK(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := t.Listen(port)
 	if err != nil {
-		return fmt.Errorf("failed to listen on vsock port %d in %s: %w", port, key, err)
+		return nil, fmt.Errorf("failed to listen on vsock port %d in %s: %w", port, key, err)
 	}
-	go func() {
-		<-ctx.Done()
-		_ = ln.Close()
-	}()
 	emulation.ServeLines(ln, func(line string, _ uint32) string { return key.Name + " ok " + line })
-	return nil
+	return func(context.Context) error { return ln.Close() }, nil
 }
 
 func (l *localEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
@@ -191,6 +198,9 @@ type clusterEnv struct {
 	keyFile  string
 	user     string
 	kubevirt bool
+	// vsockMode is Relay when a node offers KubeVirt's vhost-vsock device
+	// resource, else Sibling.
+	vsockMode fastpathv1alpha1.VSOCKMode
 }
 
 // NoKubeVirt is the reason the VM specs give when they are not run (see
@@ -217,26 +227,89 @@ func startCluster(keyFile, user string) (*clusterEnv, error) {
 	if _, err := exec.LookPath("virtctl"); kv && err != nil {
 		return nil, fmt.Errorf("failed to find virtctl on PATH: the cluster suite runs guest commands with `virtctl ssh` (make setup-kubevirt builds it into bin/kubevirt/<version>/): %w", err)
 	}
-	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user, kubevirt: kv}, nil
+	mode := fastpathv1alpha1.VSOCKModeRelay
+	if kv {
+		if mode, err = clusterVSOCKMode(context.Background(), c); err != nil {
+			return nil, err
+		}
+	}
+	return &clusterEnv{c: c, host: cfg.Host, keyFile: keyFile, user: user, kubevirt: kv, vsockMode: mode}, nil
+}
+
+// VhostVSOCKResource is the extended resource virt-handler's device plugin
+// offers for /dev/vhost-vsock (KubeVirt pkg/virt-handler/device-manager);
+// a VMI with autoattachVSOCK requests one.
+const VhostVSOCKResource corev1.ResourceName = "devices.kubevirt.io/vhost-vsock"
+
+// clusterVSOCKMode is Relay when some node has an allocatable
+// VhostVSOCKResource, else Sibling: virt-handler offers none where
+// /dev/vhost-vsock is missing, and a VMI with KubeVirt's kernel vsock device
+// would stay Pending there.
+func clusterVSOCKMode(ctx context.Context, c client.Client) (fastpathv1alpha1.VSOCKMode, error) {
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		return "", fmt.Errorf("failed to list nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		if q, ok := n.Status.Allocatable[VhostVSOCKResource]; ok && !q.IsZero() {
+			return fastpathv1alpha1.VSOCKModeRelay, nil
+		}
+	}
+	return fastpathv1alpha1.VSOCKModeSibling, nil
 }
 
 func (c *clusterEnv) Name() string {
 	if !c.kubevirt {
 		return "cluster " + c.host + " (real kubelet and Multus; NO KubeVirt: the VM specs are skipped)"
 	}
-	return "cluster " + c.host + " (real KubeVirt and Multus)"
+	return "cluster " + c.host + " (real KubeVirt and Multus; vsock mode " + string(c.vsockMode) + ")"
 }
 func (c *clusterEnv) Client() client.Client { return c.c }
 func (c *clusterEnv) Emulated() bool        { return false }
 func (c *clusterEnv) KubeVirt() bool        { return c.kubevirt }
 func (c *clusterEnv) Stop() error           { return nil }
 
+func (c *clusterEnv) VSOCKMode() fastpathv1alpha1.VSOCKMode { return c.vsockMode }
+
+// GuestExec runs command over `virtctl ssh`. A VMI is Ready before its
+// guest's sshd listens (a TCG boot takes tens of seconds), so a dial that
+// transientDial calls transient is tried again every 2 seconds for up to 3
+// minutes; any other failure is returned at once.
 func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
+	booted, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		out, err := c.guestExecOnce(ctx, key, stdin, command)
+		if err == nil || !transientDial(out) {
+			return out, err
+		}
+		select {
+		case <-booted.Done():
+			return out, fmt.Errorf("%w (the guest's sshd refused connections for 3 minutes)", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// transientDial reports whether virtctl ssh failed to reach a guest that is
+// still coming up: its sshd not listening yet, or the VMI still reporting
+// the address of the launcher pod it had before a restart.
+func transientDial(out string) bool {
+	for _, s := range []string{"connect: connection refused", "connect: no route to host"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *clusterEnv) guestExecOnce(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "virtctl", "ssh", "--namespace", key.Namespace,
 		"--identity-file", c.keyFile,
 		"--local-ssh-opts=-o StrictHostKeyChecking=no", "--local-ssh-opts=-o UserKnownHostsFile=/dev/null",
+		"--local-ssh-opts=-o LogLevel=ERROR", // no "Permanently added" warning in the output
 		"--command", command, c.user+"@vmi/"+key.Name)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
@@ -246,6 +319,16 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 		return string(out), fmt.Errorf("failed to run %q in VM %s over virtctl ssh: %w", command, key, err)
 	}
 	return string(out), nil
+}
+
+// Restart restarts the VM key as its user would: `virtctl restart`.
+func (c *clusterEnv) Restart(ctx context.Context, key types.NamespacedName) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "virtctl", "restart", "--namespace", key.Namespace, key.Name).CombinedOutput(); err != nil {
+		return fmt.Errorf("failed to restart VM %s with virtctl: %w: %s", key, err, out)
+	}
+	return nil
 }
 
 func (c *clusterEnv) LauncherExec(ctx context.Context, key types.NamespacedName, command string) (string, error) {
@@ -272,7 +355,7 @@ func (c *clusterEnv) LauncherExec(ctx context.Context, key types.NamespacedName,
 	return "", fmt.Errorf("failed to find a running virt-launcher pod of %s", key)
 }
 
-func (c *clusterEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) error {
+func (c *clusterEnv) VSOCKServe(ctx context.Context, key types.NamespacedName, port uint32) (func(context.Context) error, error) {
 	return socatServe(ctx, c, key, port)
 }
 
@@ -282,10 +365,19 @@ func (c *clusterEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName,
 
 // socatServe and socatRequest play VSOCKServe and VSOCKRequest with socat
 // inside a real guest.
-func socatServe(ctx context.Context, e Environment, key types.NamespacedName, port uint32) error {
-	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & sleep 1`, port, key.Name)
-	_, err := e.GuestExec(ctx, key, "", cmd)
-	return err
+func socatServe(ctx context.Context, e Environment, key types.NamespacedName, port uint32) (func(context.Context) error, error) {
+	pidFile := fmt.Sprintf("/tmp/fastpath-e2e-vsock-%d.pid", port)
+	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & echo $! >%s; sleep 1`, port, key.Name, pidFile)
+	if _, err := e.GuestExec(ctx, key, "", cmd); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		out, err := e.GuestExec(ctx, key, "", fmt.Sprintf("kill $(cat %s) && rm %s", pidFile, pidFile))
+		if err != nil {
+			return fmt.Errorf("failed to stop socat on vsock port %d in %s: %w: %s", port, key, err, out)
+		}
+		return nil
+	}, nil
 }
 
 func socatRequest(ctx context.Context, e Environment, key types.NamespacedName, cid, port uint32, msg string) (string, error) {

@@ -16,8 +16,8 @@ import (
 )
 
 // Objects are what the suite applies: the samples, adapted to the suite
-// (namespace, bridge, subnet, short benchmark), and one VM outside the
-// attachment that also has a vsock CID.
+// (namespace, bridge, subnet, vsock mode, short benchmark), and one VM
+// outside the attachment (with a vsock CID of its own in mode Relay).
 type Objects struct {
 	VMs        []*kubevirtv1.VirtualMachine
 	Outsider   *kubevirtv1.VirtualMachine
@@ -100,7 +100,7 @@ func LoadSamples(root string) (Objects, error) {
 // same machine), cloud-init that also installs socat and ethtool (used on a
 // real cluster), a benchmark of 2-second runs, an outsider VM, and the SSH
 // key Secrets from the key pair given.
-func (o *Objects) Adapt(ns, bridge, subnet string, privateKey, publicKey []byte) {
+func (o *Objects) Adapt(ns, bridge, subnet string, mode fastpathv1alpha1.VSOCKMode, privateKey, publicKey []byte) {
 	for _, vm := range o.VMs {
 		vm.Namespace = ns
 		for i, v := range vm.Spec.Template.Spec.Volumes {
@@ -113,8 +113,13 @@ func (o *Objects) Adapt(ns, bridge, subnet string, privateKey, publicKey []byte)
 	out.Name = "outsider"
 	out.Labels = map[string]string{"app": "outsider"}
 	out.Spec.Template.ObjectMeta.Labels = map[string]string{"app": "outsider"}
-	yes := true
-	out.Spec.Template.Spec.Domain.Devices.AutoattachVSOCK = &yes
+	if mode != fastpathv1alpha1.VSOCKModeSibling {
+		// KubeVirt's kernel vsock device, as the Relay attachment's VMs get.
+		// In mode Sibling the outsider has no vsock device at all: the
+		// attachment's vhost-user group is the only vsock path there is.
+		yes := true
+		out.Spec.Template.Spec.Domain.Devices.AutoattachVSOCK = &yes
+	}
 	o.Outsider = out
 
 	// The network is cluster-scoped: named after the suite's namespace and
@@ -127,6 +132,9 @@ func (o *Objects) Adapt(ns, bridge, subnet string, privateKey, publicKey []byte)
 	a.Namespace = ns
 	a.Spec.NetworkRef = &fastpathv1alpha1.NetworkReference{Name: o.Network.Name}
 	a.Spec.Network.IPAM.Subnet = subnet
+	if a.Spec.VSOCK != nil {
+		a.Spec.VSOCK.Mode = mode
+	}
 
 	b := o.Benchmark
 	b.Namespace = ns
