@@ -92,8 +92,8 @@ func openNetNS(path string) (ns.NetNS, error) {
 
 // CmdStatus (CNI 1.1) reports whether the plugin can serve ADD: the state
 // directory is usable, the bridge exists (and, for OVS, OVSDB answers), the
-// nft binary is there when the port needs port security, and
-// the IPAM plugin's own STATUS. Errors carry code 50 (ErrPluginNotAvailable)
+// kernel's nf_tables answers over netlink when the port needs port security
+// (portsec.Available), and the IPAM plugin's own STATUS. Errors carry code 50 (ErrPluginNotAvailable)
 // or 51 (ErrLimitedConnectivity, e.g. a Linux bridge that is down).
 func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)

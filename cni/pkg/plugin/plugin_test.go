@@ -27,6 +27,7 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
+	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
@@ -514,14 +515,23 @@ func testStatus(t *testing.T, datapath string) {
 		g.Expect(netlink.LinkSetUp(br)).To(Succeed())
 		g.Expect(e.status(conf)).To(Succeed())
 
-		// Port security (on by default) needs nft; a PATH without it is
-		// reported, and a network without port security does not care.
+		// Port security (on by default) talks netlink to nf_tables and
+		// needs no nft binary: with a PATH without one, STATUS, ADD,
+		// CHECK and DEL with port security succeed.
+		nft, err := exec.LookPath("nft")
+		g.Expect(err).NotTo(HaveOccurred(), "the test inspects the ruleset with nft")
+		chainExists := func(hostIf string) bool {
+			return exec.Command(nft, "list", "chain", "bridge", portsec.TableName, portsec.ChainName(hostIf)).Run() == nil
+		}
 		t.Setenv("PATH", bins.CNIPath("1.1.0"))
-		err = e.status(conf)
-		g.Expect(errors.As(err, &cniErr)).To(BeTrue(), "error %v", err)
-		g.Expect(cniErr.Code).To(BeEquivalentTo(types.ErrPluginNotAvailable))
-		g.Expect(cniErr.Msg).To(ContainSubstring("port security needs the nft binary"))
-		g.Expect(e.status(e.conf(cnitest.Conf{Extra: map[string]any{"portSecurity": false}}))).To(Succeed())
+		g.Expect(e.status(conf)).To(Succeed())
+		netns := cnitest.NewNS(t)
+		a := e.mustAdd(netns, conf)
+		t.Cleanup(func() { _ = e.del(a, netns.Path()) })
+		g.Expect(e.check(a)).To(Succeed())
+		g.Expect(chainExists(a.hostIf())).To(BeTrue())
+		g.Expect(e.del(a, netns.Path())).To(Succeed())
+		g.Expect(chainExists(a.hostIf())).To(BeFalse())
 		return
 	}
 	bad := *e.br

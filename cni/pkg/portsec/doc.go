@@ -8,13 +8,14 @@
 // "fastpath" (TableName): a base chain on the prerouting hook dispatches on
 // the input interface through a verdict map ("ports") to one chain per
 // port ("port-<host interface>"), which drops, with a counter, whatever that
-// port may not send. Ports without an entry are not filtered. The plugin
-// writes each change as one nftables transaction with the nft binary
-// (nft -f -), which the node must have: one execution per ADD and per DEL
-// once the node has the table. sigs.k8s.io/knftables, which
-// containernetworking/plugins' portmap uses, would do the same with two
-// more nft runs per call to probe the binary, and a CNI ADD runs once per
-// VM start. An ADD's transaction only creates objects (see Apply): one that
-// changes or deletes existing ones makes nft wait for an RCU grace period
-// when it exits.
+// port may not send. Ports without an entry are not filtered.
+//
+// The plugin writes each change as one nftables transaction, a netlink
+// batch through github.com/google/nftables, from its own process: no nft
+// binary on the node and no process per ADD or DEL. An ADD on a node that
+// has the table reads the base chain and sends a batch that only creates
+// objects (see Apply): one that changes or deletes existing ones makes
+// the kernel wait for an RCU grace period when the socket is closed.
+// Port.Rules gives the same rules in nft syntax, as nft lists them; the
+// tests hold the two to each other.
 package portsec

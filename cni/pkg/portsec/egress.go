@@ -1,11 +1,12 @@
 package portsec
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
+	"slices"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 )
 
 // EgressTable is the nftables table (family netdev) in a pod's network
@@ -26,31 +27,30 @@ const EgressTable = "fastpath"
 // EgressChainName returns the chain of ifName in EgressTable: "egress-<ifName>".
 func EgressChainName(ifName string) string { return "egress-" + ifName }
 
-// EgressScript returns the nftables script ApplyEgress runs: the table, the
-// base chain on ifName's egress hook, and p's rules (p.HostIf is not used).
-// The chain is created ("create chain"), not added: the script fails with
-// "File exists", changing nothing, when the chain is already there.
-func EgressScript(ifName string, p Port) string {
-	var b strings.Builder
-	t, chain := "netdev "+EgressTable, EgressChainName(ifName)
-	fmt.Fprintf(&b, "add table %s { comment \"fastpath port security: each fastpath interface sends only its own MAC and IPs\" ; }\n", t)
-	fmt.Fprintf(&b, "create chain %s %s { type filter hook egress device \"%s\" priority filter ; policy accept ; }\n", t, chain, ifName)
-	for _, r := range p.Rules() {
-		fmt.Fprintf(&b, "add rule %s %s %s\n", t, chain, r)
-	}
-	return b.String()
+// egressTable is EgressTable in a pod's network namespace.
+var egressTable = &nftables.Table{Family: nftables.TableFamilyNetdev, Name: EgressTable}
+
+// egressChain is ifName's base chain on its egress hook, "type filter hook
+// egress device <ifName> priority filter; policy accept;".
+func egressChain(ifName string) *nftables.Chain {
+	return &nftables.Chain{Name: EgressChainName(ifName), Table: egressTable, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookEgress, Priority: nftables.ChainPriorityFilter, Device: ifName,
+		Policy: ptr(nftables.ChainPolicyAccept)}
 }
 
 // ApplyEgress installs p's rules on the egress of ifName in the caller's
-// network namespace (run it inside the pod's netns, e.g. in ns.Do: nft is
-// executed from the calling thread). Frames ifName sends before ApplyEgress
-// returns are not filtered, so call it before the interface carries traffic.
+// network namespace (run it inside the pod's netns, e.g. in ns.Do: the
+// netlink socket is opened from the calling thread), in one nftables
+// transaction: the table, the base chain on ifName's egress hook and p's
+// rules (p.HostIf is not used). Frames ifName sends before ApplyEgress
+// returns are not filtered, so call it before the interface carries
+// traffic.
 //
-// In a new pod namespace it executes nft once, with EgressScript, which
-// only creates objects (see Apply for why that matters). A chain of the same
-// name that an earlier interface of that name left is replaced, so that the
-// hook is the new interface's: when EgressScript finds it, ApplyEgress
-// removes it (RemoveEgress) and runs EgressScript again.
+// It reads the chain first (one netlink request). In a new pod namespace
+// there is none, and the batch only creates objects (see Apply for why
+// that matters). A chain of the same name that an earlier interface of
+// that name left is replaced in the same batch (flushed, deleted and made
+// again), so that the hook is the new interface's.
 func ApplyEgress(ctx context.Context, ifName string, p Port) error {
 	if len(p.MAC) != 6 {
 		return fmt.Errorf("failed to apply port security to %s: MAC %q is not a 48-bit MAC address", ifName, p.MAC)
@@ -58,15 +58,27 @@ func ApplyEgress(ctx context.Context, ifName string, p Port) error {
 	if !validIfName(ifName) {
 		return fmt.Errorf("failed to apply port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", ifName)
 	}
-	_, err := run(ctx, EgressScript(ifName, p))
-	if exists(err) {
-		if err := RemoveEgress(ctx, ifName); err != nil {
-			return err
-		}
-		_, err = run(ctx, EgressScript(ifName, p))
-	}
+	c, err := dialCtx(ctx)
 	if err != nil {
-		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", ifName, err)
+		return fmt.Errorf("failed to apply port security to %s: %w", ifName, err)
+	}
+	defer c.close()
+	chain := egressChain(ifName)
+	_, err = c.getChain(egressTable.Family, EgressTable, chain.Name)
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("failed to apply port security to %s: failed to read chain netdev %s %s: %w", ifName, EgressTable, chain.Name, err)
+	}
+	c.AddTable(egressTable)
+	if err == nil {
+		c.FlushChain(chain)
+		c.DelChain(chain)
+	}
+	c.AddChain(chain)
+	if err := (&batch{c: c, table: egressTable}).addRules(chain, p); err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", ifName, err)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", ifName, err)
 	}
 	return nil
 }
@@ -77,8 +89,15 @@ func RemoveEgress(ctx context.Context, ifName string) error {
 	if !validIfName(ifName) {
 		return fmt.Errorf("failed to remove port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", ifName)
 	}
-	t, chain := "netdev "+EgressTable, EgressChainName(ifName)
-	if _, err := run(ctx, fmt.Sprintf("flush chain %s %s\ndelete chain %s %s\n", t, chain, t, chain)); err != nil && !notFound(err) {
+	c, err := dialCtx(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to remove port security of %s: %w", ifName, err)
+	}
+	defer c.close()
+	chain := egressChain(ifName)
+	c.FlushChain(chain)
+	c.DelChain(chain)
+	if err := c.Flush(); err != nil && !notFound(err) {
 		return fmt.Errorf("failed to remove port security of %s: %w", ifName, err)
 	}
 	return nil
@@ -90,14 +109,18 @@ func CheckEgress(ctx context.Context, ifName string) error {
 	if !validIfName(ifName) {
 		return fmt.Errorf("failed to check port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", ifName)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, nftBinary, "list", "chain", "netdev", EgressTable, EgressChainName(ifName))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("port security of %s is missing: cannot list chain netdev %s %s: %w: %s", ifName, EgressTable, EgressChainName(ifName), err, strings.TrimSpace(stderr.String()))
+	c, err := dialCtx(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to check port security of %s: %w", ifName, err)
 	}
-	if !strings.Contains(stdout.String(), `hook egress device "`+ifName+`"`) {
-		return fmt.Errorf("port security of %s is missing: chain netdev %s %s is not on %s's egress hook", ifName, EgressTable, EgressChainName(ifName), ifName)
+	defer c.close()
+	name := EgressChainName(ifName)
+	info, err := c.getChain(egressTable.Family, EgressTable, name)
+	if err != nil {
+		return fmt.Errorf("port security of %s is missing: cannot read chain netdev %s %s: %w", ifName, EgressTable, name, err)
+	}
+	if !info.base || info.hook != unix.NF_NETDEV_EGRESS || !slices.Contains(info.devices, ifName) {
+		return fmt.Errorf("port security of %s is missing: chain netdev %s %s is not on %s's egress hook", ifName, EgressTable, name, ifName)
 	}
 	return nil
 }

@@ -5,9 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"slices"
 	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // TableName is the node's nftables table (family bridge) holding the port
@@ -40,20 +44,22 @@ type Port struct {
 	IPs []net.IP
 }
 
-// Rules returns the rules of p's chain, in nftables syntax, in order.
-// Every frame that does not match p is dropped and counted: another source
-// MAC; an ARP packet of another sender MAC or IPv4 address; an IPv4 or IPv6
-// packet of another source address, but for a DHCPv4 client's broadcast
-// from 0.0.0.0 when p has an IPv4 address (DHCPClientRule); any other
-// EtherType (VLAN tags included, which would carry addresses past these
-// checks).
+// Rules returns the rules of p's chain, in nftables syntax, in order: what
+// Apply installs (it builds the same expressions nft compiles these to) and
+// what nft lists. Every frame that does not match p is dropped and
+// counted: another source MAC; an ARP packet of another sender MAC or IPv4
+// address; an IPv4 or IPv6 packet of another source address, but for a
+// DHCPv4 client's broadcast from 0.0.0.0 when p has an IPv4 address
+// (DHCPClientRule); any other EtherType (VLAN tags included, which would
+// carry addresses past these checks).
 //
 // No rule has an interval set (one with a prefix or a range): IPv6
-// link-local sources are matched apart ("ip6 saddr != fe80::/10"), and the
-// sets left hold single values. Before it adds an element to a map, nft
-// (1.0.6, Debian bookworm's) reads the elements of every interval set in
-// the table, one netlink dump per set: one such set per port made every
-// ADD's nft run grow with the ports on the node.
+// link-local sources are matched apart ("ip6 saddr != fe80::/10", a mask
+// and a comparison), and the sets left are constant anonymous sets of
+// single values (a set of one value is a comparison, as nft makes it).
+// That kept nft (1.0.6, Debian bookworm's), which the plugin executed
+// before it spoke netlink, from reading every port's interval set on each
+// ADD, and it keeps anyone's "nft list" of the table cheap.
 func (p Port) Rules() []string {
 	var v4, v6 []string
 	for _, ip := range p.IPs {
@@ -95,123 +101,77 @@ func (p Port) Rules() []string {
 // IPv4 check lets through anyway.
 const DHCPClientRule = "ether type ip ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept"
 
-// nftBinary is the nft executable, looked up in PATH.
-const nftBinary = "nft"
+// table is the node's port security table.
+var table = &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName}
 
-// run executes script as one nftables transaction (nft -f -): all of it or
-// nothing. It returns what the script's list commands printed; the error
-// carries nft's message.
-func run(ctx context.Context, script string) (stdout string, err error) {
-	cmd := exec.CommandContext(ctx, nftBinary, "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s -f: %w: %s", nftBinary, err, strings.TrimSpace(stderr.String()))
-	}
-	return out.String(), nil
+// portsSet is the dispatch map: "type ifname : verdict". Its comment is the
+// table's explanation: google/nftables v0.3.0 cannot comment a table.
+func portsSet() *nftables.Set {
+	return &nftables.Set{Table: table, Name: portsMap, IsMap: true, KeyType: nftables.TypeIFName,
+		DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.NativeEndian,
+		Comment: "fastpath port security: each bridge port forwards only its own MAC and IPs"}
 }
 
-// Available reports, without running it, whether the nft binary is on PATH:
-// an error naming it when not.
-func Available() error {
-	if _, err := exec.LookPath(nftBinary); err != nil {
-		return fmt.Errorf("port security needs the %s binary on the node: %w", nftBinary, err)
+// addBase adds to c's batch the table, the dispatch map, the base chain and
+// its one rule (the chain is flushed and the rule added again in the same
+// transaction, so concurrent ADDs leave exactly one).
+func addBase(c *conn) error {
+	c.AddTable(table)
+	ports := portsSet()
+	if err := addSet(c, ports, nil); err != nil {
+		return err
 	}
+	base := c.AddChain(&nftables.Chain{Name: baseChain, Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(bridgeFilterPri),
+		Policy: ptr(nftables.ChainPolicyAccept)})
+	c.FlushChain(base)
+	c.AddRule(&nftables.Rule{Table: table, Chain: base, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: ports.Name, SetID: ports.ID, DestRegister: 0, IsDestRegSet: true},
+	}})
 	return nil
 }
 
-// notFound reports whether err is nft's "No such file or directory": the
-// table, chain or element to delete does not exist.
-func notFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "No such file or directory")
-}
-
-// exists reports whether err is nft's "File exists": the object to create
-// is already there.
-func exists(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "File exists")
-}
-
-// baseScript makes the table, the dispatch map and the base chain, and sets
-// the base chain's one rule (flushed and added again in the same
-// transaction, so concurrent ADDs leave exactly one).
-func baseScript(b *strings.Builder) {
-	t := "bridge " + TableName
-	fmt.Fprintf(b, "add table %s { comment \"fastpath port security: each bridge port forwards only its own MAC and IPs\" ; }\n", t)
-	fmt.Fprintf(b, "add map %s %s { type ifname : verdict ; }\n", t, portsMap)
-	fmt.Fprintf(b, "add chain %s %s { type filter hook prerouting priority filter ; policy accept ; }\n", t, baseChain)
-	fmt.Fprintf(b, "flush chain %s %s\n", t, baseChain)
-	fmt.Fprintf(b, "add rule %s %s iifname vmap @%s\n", t, baseChain, portsMap)
-}
-
-// portScript makes p's chain (emptied first, so that a chain the same port
-// left is replaced; for a new chain that is no change), its rules and its
-// entry in the dispatch map.
-func portScript(b *strings.Builder, p Port) {
-	t, chain := "bridge "+TableName, ChainName(p.HostIf)
-	fmt.Fprintf(b, "add chain %s %s\n", t, chain)
-	fmt.Fprintf(b, "flush chain %s %s\n", t, chain)
-	for _, r := range p.Rules() {
-		fmt.Fprintf(b, "add rule %s %s %s\n", t, chain, r)
+// addPort adds to c's batch p's chain (emptied first, so that a chain the
+// same port left is replaced; for a new chain that is no change), its
+// rules and its entry in the dispatch map: objects it creates, and nothing
+// it changes or deletes but an earlier chain of p.
+func addPort(c *conn, p Port) error {
+	chain := c.AddChain(&nftables.Chain{Name: ChainName(p.HostIf), Table: table})
+	c.FlushChain(chain)
+	if err := (&batch{c: c, table: table}).addRules(chain, p); err != nil {
+		return err
 	}
-	fmt.Fprintf(b, "add element %s %s { \"%s\" : goto %s }\n", t, portsMap, p.HostIf, chain)
+	return c.SetAddElements(portsSet(), []nftables.SetElement{{Key: ifnameKey(p.HostIf),
+		VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain.Name}}})
 }
 
-// PortScript returns the nftables script Apply runs first for p: it lists
-// the chains of the bridge family (nft prints them from the cache it reads
-// anyway, before the transaction) and makes p's chain, rules and map entry,
-// and nothing else. It fails, changing nothing, when the table or the map
-// is missing.
-func PortScript(p Port) string {
-	var b strings.Builder
-	b.WriteString("list chains bridge\n")
-	portScript(&b, p)
-	return b.String()
-}
+func ptr[T any](v T) *T { return &v }
 
-// ApplyScript returns the nftables script that makes the table, the
-// dispatch map, the base chain and its rule, and p's chain, rules and map
-// entry: what Apply runs when PortScript finds no table, map or base chain.
-func ApplyScript(p Port) string {
-	var b strings.Builder
-	baseScript(&b)
-	portScript(&b, p)
-	return b.String()
-}
-
-// hasBaseChain reports whether listing, nft's output of "list chains
-// bridge", shows table TableName with its base chain on the prerouting hook.
-func hasBaseChain(listing string) bool {
-	var inTable, inBase bool
-	for _, line := range strings.Split(listing, "\n") {
-		switch line = strings.TrimSpace(line); {
-		case strings.HasPrefix(line, "table "):
-			inTable, inBase = line == "table bridge "+TableName+" {", false
-		case strings.HasPrefix(line, "chain "):
-			inBase = inTable && line == "chain "+baseChain+" {"
-		case inBase && strings.Contains(line, "hook prerouting"):
-			return true
-		}
-	}
-	return false
+// hasBaseChain reports whether info is the base chain Apply makes: on the
+// bridge family's prerouting hook.
+func hasBaseChain(info chainInfo) bool {
+	return info.base && info.hook == nfBrPreRouting
 }
 
 // Apply installs p's rules: its chain (replacing one of the same port) and
-// its entry in the dispatch map, in one nftables transaction, so the port is
-// never half filtered. Frames p.HostIf sends before Apply returns are not
-// filtered, so call it before the port carries traffic.
+// its entry in the dispatch map, in one nftables transaction (one netlink
+// batch, which the kernel applies whole or not at all), so the port is
+// never half filtered and a failed Apply leaves nothing. Frames p.HostIf
+// sends before Apply returns are not filtered, so call it before the port
+// carries traffic. It talks netlink to the kernel from the calling thread's
+// network namespace; no nft binary is needed.
 //
-// On a node that has the table, Apply executes nft once, with PortScript,
-// which only creates objects. A transaction that also changed or deleted
-// existing ones (an idempotent "add chain" of the base chain or a flush of
-// its rule are both) would leave the kernel old objects to free after an RCU
-// grace period, and nft waits for that when it exits, holding the network
-// namespace's nftables commit mutex, so concurrent ADDs would queue behind
-// one another. When the table, the map or the base chain is missing (the
-// node's first port, or someone deleted them), Apply executes nft a second
-// time, with ApplyScript, which makes them all. sigs.k8s.io/knftables would
-// execute nft twice more on every use, to probe it.
+// On a node that has the base chain, Apply reads it (one netlink request)
+// and sends one batch that only creates objects (addPort). A transaction
+// that also changed or deleted existing ones (an idempotent add of the
+// base chain or a flush of its rule are both) would leave the kernel old
+// objects to free after an RCU grace period, and closing the netlink
+// socket waits for that, holding the network namespace's nftables commit
+// mutex, so concurrent ADDs would queue behind one another. When the base
+// chain is missing (the node's first port, or someone deleted it), or the
+// batch finds no table or map, Apply sends a batch that makes them all too.
+// ctx's deadline bounds the netlink exchange.
 func Apply(ctx context.Context, p Port) error {
 	if len(p.MAC) != 6 {
 		return fmt.Errorf("failed to apply port security to %s: MAC %q is not a 48-bit MAC address", p.HostIf, p.MAC)
@@ -219,43 +179,99 @@ func Apply(ctx context.Context, p Port) error {
 	if !validIfName(p.HostIf) {
 		return fmt.Errorf("failed to apply port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", p.HostIf)
 	}
-	listing, err := run(ctx, PortScript(p))
-	if err == nil && hasBaseChain(listing) {
-		return nil
+	c, err := dialCtx(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
 	}
+	defer c.close()
+	base, err := c.getChain(table.Family, TableName, baseChain)
 	if err != nil && !notFound(err) {
-		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", p.HostIf, err)
+		return fmt.Errorf("failed to apply port security to %s: failed to read chain bridge %s %s: %w", p.HostIf, TableName, baseChain, err)
 	}
-	if _, err := run(ctx, ApplyScript(p)); err != nil {
-		return fmt.Errorf("failed to apply port security to %s (it needs the nft binary on the node): %w", p.HostIf, err)
+	if err == nil && hasBaseChain(base) {
+		if err := addPort(c, p); err != nil {
+			return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
+		}
+		err := c.Flush()
+		if err == nil {
+			return nil
+		}
+		if !notFound(err) {
+			return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
+		}
+	}
+	if err := addBase(c); err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
+	}
+	if err := addPort(c, p); err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("failed to apply port security to %s: %w", p.HostIf, err)
 	}
 	return nil
 }
 
+// dialCtx is dial with ctx's deadline on the socket.
+func dialCtx(ctx context.Context) (*conn, error) {
+	c, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		if err := c.nl.SetDeadline(d); err != nil {
+			c.close()
+			return nil, fmt.Errorf("failed to set the deadline of the nf_tables netlink socket: %w", err)
+		}
+	}
+	return c, nil
+}
+
 // Remove deletes the rules of the port hostIf: its map entry and its chain.
 // Nothing to delete (no table, no entry, no chain) is success. The common
-// case is one execution of nft; when something is missing, the entry and
-// the chain are deleted one by one.
+// case is one netlink batch; when something is missing, the entry and the
+// chain are deleted one by one.
 func Remove(ctx context.Context, hostIf string) error {
 	if !validIfName(hostIf) {
 		return fmt.Errorf("failed to remove port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", hostIf)
 	}
-	t, chain := "bridge "+TableName, ChainName(hostIf)
-	elem := fmt.Sprintf("delete element %s %s { \"%s\" }\n", t, portsMap, hostIf)
-	chains := fmt.Sprintf("flush chain %s %s\ndelete chain %s %s\n", t, chain, t, chain)
-	_, err := run(ctx, elem+chains)
-	if !notFound(err) {
-		if err != nil {
-			return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
-		}
+	c, err := dialCtx(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
+	}
+	defer c.close()
+	chain := &nftables.Chain{Name: ChainName(hostIf), Table: table}
+	elem := func() error {
+		return c.SetDeleteElements(portsSet(), []nftables.SetElement{{Key: ifnameKey(hostIf)}})
+	}
+	chains := func() error {
+		c.FlushChain(chain)
+		c.DelChain(chain)
 		return nil
 	}
-	for _, script := range []string{elem, chains} {
-		if _, err := run(ctx, script); err != nil && !notFound(err) {
-			return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
+	err = flush(c, elem, chains)
+	if notFound(err) {
+		if err = flush(c, elem); notFound(err) {
+			err = nil
+		}
+		if err2 := flush(c, chains); err == nil && !notFound(err2) {
+			err = err2
 		}
 	}
+	if err != nil {
+		return fmt.Errorf("failed to remove port security of %s: %w", hostIf, err)
+	}
 	return nil
+}
+
+// flush sends what adds put into c's batch as one transaction.
+func flush(c *conn, adds ...func() error) error {
+	for _, add := range adds {
+		if err := add(); err != nil {
+			return err
+		}
+	}
+	return c.Flush()
 }
 
 // Check verifies that the port hostIf has its chain and its entry in the
@@ -267,27 +283,83 @@ func Check(ctx context.Context, hostIf string) error {
 	if !validIfName(hostIf) {
 		return fmt.Errorf("failed to check port security: interface name %q is not 1-15 characters of [a-zA-Z0-9_.-]", hostIf)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, nftBinary, "list", "table", "bridge", TableName)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("port security of %s is missing: cannot list nftables table bridge %s: %w: %s", hostIf, TableName, err, strings.TrimSpace(stderr.String()))
+	c, err := dialCtx(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to check port security of %s: %w", hostIf, err)
 	}
-	out, chain := stdout.String(), ChainName(hostIf)
-	if !strings.Contains(out, "chain "+chain+" {") {
-		return fmt.Errorf("port security of %s is missing: table bridge %s has no chain %s", hostIf, TableName, chain)
+	defer c.close()
+	chain := ChainName(hostIf)
+	if _, err := c.getChain(table.Family, TableName, chain); err != nil {
+		if notFound(err) {
+			return fmt.Errorf("port security of %s is missing: table bridge %s has no chain %s", hostIf, TableName, chain)
+		}
+		return fmt.Errorf("port security of %s is missing: cannot read chain bridge %s %s: %w", hostIf, TableName, chain, err)
 	}
-	if !strings.Contains(out, `"`+hostIf+`" : goto `+chain) {
+	if !dispatches(c, hostIf) {
 		return fmt.Errorf("port security of %s is missing: map %s of table bridge %s does not send it to chain %s", hostIf, portsMap, TableName, chain)
 	}
-	if !hasBaseChain(out) || !strings.Contains(out, "iifname vmap @"+portsMap) {
+	base, err := c.getChain(table.Family, TableName, baseChain)
+	if err != nil || !hasBaseChain(base) || !hasDispatchRule(c) {
 		return fmt.Errorf("port security of %s is missing: table bridge %s has no base chain %s that dispatches through map %s", hostIf, TableName, baseChain, portsMap)
 	}
 	return nil
 }
 
-// validIfName reports whether name can be an interface name and so is safe
-// in an nft script: 1-15 characters of [a-zA-Z0-9_.-].
+// dispatches reports whether the dispatch map sends hostIf to its chain
+// ("goto port-<hostIf>").
+func dispatches(c *conn, hostIf string) bool {
+	elems, err := c.GetSetElements(portsSet())
+	if err != nil {
+		return false
+	}
+	key := ifnameKey(hostIf)
+	for _, e := range elems {
+		if !bytes.Equal(e.Key, key) {
+			continue
+		}
+		code, chain, err := verdictOf(e.Val)
+		return err == nil && code == unix.NFT_GOTO && chain == ChainName(hostIf)
+	}
+	return false
+}
+
+// hasDispatchRule reports whether the base chain has the rule "iifname vmap
+// @ports": the input interface's name looked up in the map, whose verdict
+// is the rule's.
+func hasDispatchRule(c *conn) bool {
+	rules, err := c.GetRules(table, &nftables.Chain{Name: baseChain, Table: table})
+	if err != nil {
+		return false
+	}
+	for _, r := range rules {
+		for i := 0; i+1 < len(r.Exprs); i++ {
+			m, ok1 := r.Exprs[i].(*expr.Meta)
+			l, ok2 := r.Exprs[i+1].(*expr.Lookup)
+			if ok1 && ok2 && m.Key == expr.MetaKeyIIFNAME && !m.SourceRegister && l.SourceRegister == m.Register &&
+				l.SetName == portsMap && l.IsDestRegSet && l.DestRegister == unix.NFT_REG_VERDICT && !l.Invert {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Available reports whether the kernel's nf_tables answers over netlink in
+// the calling thread's network namespace: an error saying why not.
+func Available() error {
+	c, err := dial()
+	if err != nil {
+		return fmt.Errorf("port security needs nf_tables: %w", err)
+	}
+	defer c.close()
+	if _, err := c.ListTablesOfFamily(nftables.TableFamilyBridge); err != nil {
+		return fmt.Errorf("port security needs nf_tables: failed to list the tables of the bridge family: %w", err)
+	}
+	return nil
+}
+
+// validIfName reports whether name can be an interface name: 1-15
+// characters of [a-zA-Z0-9_.-].
 func validIfName(name string) bool {
 	if len(name) == 0 || len(name) > 15 {
 		return false

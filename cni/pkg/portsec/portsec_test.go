@@ -2,7 +2,6 @@ package portsec
 
 import (
 	"net"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -28,36 +27,23 @@ func TestRules(t *testing.T) {
 	g.Expect(ChainName("fp0123456789abc")).To(Equal("port-fp0123456789abc"))
 }
 
-func TestApplyScript(t *testing.T) {
+func TestValidIfName(t *testing.T) {
 	g := NewWithT(t)
-	mac, _ := net.ParseMAC("02:fa:57:00:00:01")
-	script := ApplyScript(Port{HostIf: "fp0123456789abc", MAC: mac, IPs: []net.IP{net.ParseIP("10.250.0.2")}})
-	g.Expect(script).To(HavePrefix("add table bridge fastpath"))
-	g.Expect(script).To(ContainSubstring("flush chain bridge fastpath prerouting\nadd rule bridge fastpath prerouting iifname vmap @ports\n"))
-	g.Expect(script).To(ContainSubstring("add rule bridge fastpath port-fp0123456789abc ether saddr != 02:fa:57:00:00:01 counter drop\n"))
-	g.Expect(script).To(HaveSuffix("add element bridge fastpath ports { \"fp0123456789abc\" : goto port-fp0123456789abc }\n"))
-	// The script of a node that has the table creates the port's objects
-	// and changes nothing that exists.
-	port := PortScript(Port{HostIf: "fp0123456789abc", MAC: mac, IPs: []net.IP{net.ParseIP("10.250.0.2")}})
-	g.Expect(port).To(HavePrefix("list chains bridge\nadd chain bridge fastpath port-fp0123456789abc\n"))
-	g.Expect(port).NotTo(ContainSubstring("prerouting"))
-	g.Expect(port).NotTo(ContainSubstring("add table"))
-	g.Expect(port).NotTo(ContainSubstring("add map"))
-	g.Expect(script).To(HaveSuffix(port[len("list chains bridge\n"):]))
-	for _, bad := range []string{"", "fp0123456789abcd", `fp"; flush ruleset`} {
+	g.Expect(validIfName("fp0123456789abc")).To(BeTrue())
+	for _, bad := range []string{"", "fp0123456789abcd", `fp"; flush ruleset`, "fp/0"} {
 		g.Expect(validIfName(bad)).To(BeFalse(), bad)
 	}
 }
 
 func TestHasBaseChain(t *testing.T) {
 	g := NewWithT(t)
-	ours := "table bridge fastpath {\n\tchain prerouting {\n\t\ttype filter hook prerouting priority filter; policy accept;\n\t}\n\tchain port-fp1 {\n\t}\n}\n"
-	other := "table bridge other {\n\tchain prerouting {\n\t\ttype filter hook prerouting priority filter; policy accept;\n\t}\n}\n"
-	bare := "table bridge fastpath {\n\tchain port-fp1 {\n\t}\n}\n"
-	g.Expect(hasBaseChain(ours)).To(BeTrue())
-	g.Expect(hasBaseChain(other + ours)).To(BeTrue())
-	g.Expect(hasBaseChain("")).To(BeFalse())
-	g.Expect(hasBaseChain(other+bare)).To(BeFalse(), "another table's base chain is not ours")
-	g.Expect(hasBaseChain(bare + other)).To(BeFalse())
-	g.Expect(hasBaseChain(strings.Replace(ours, "hook prerouting", "hook input", 1))).To(BeFalse())
+	g.Expect(hasBaseChain(chainInfo{base: true, hook: nfBrPreRouting})).To(BeTrue())
+	g.Expect(hasBaseChain(chainInfo{})).To(BeFalse(), "a regular chain")
+	g.Expect(hasBaseChain(chainInfo{base: true, hook: 1})).To(BeFalse(), "the input hook")
+}
+
+func TestIfnameKey(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(ifnameKey("fpa")).To(Equal([]byte{'f', 'p', 'a', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}))
+	g.Expect(ifnameKey("fp0123456789abc")).To(HaveLen(16))
 }
