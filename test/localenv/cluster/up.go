@@ -52,7 +52,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	total := time.Now()
 	fmt.Fprintf(o.Out, "cluster: a REAL single-node Kubernetes cluster (kubelet, containerd, Multus; nothing emulated) in %s\n", o.Dir)
 	if o.KubeVirtDir != "" {
-		fmt.Fprintf(o.Out, "cluster: KubeVirt %s from %s (REAL: virt-operator, virt-api, virt-controller, virt-handler, virt-launcher built from source)\n", filepath.Base(o.KubeVirtDir), o.KubeVirtDir)
+		fmt.Fprintf(o.Out, "cluster: KubeVirt %s from %s (REAL: virt-operator, virt-api, virt-controller, virt-handler, virt-launcher built from source; the guests' CPU is EMULATED by QEMU TCG where the KVM probe cannot boot a guest)\n", filepath.Base(o.KubeVirtDir), o.KubeVirtDir)
 	} else {
 		fmt.Fprintf(o.Out, "cluster: KubeVirt is NOT installed: the cluster runs pods, not VMs\n")
 	}
