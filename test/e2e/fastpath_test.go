@@ -91,17 +91,22 @@ var _ = Describe("Fastpath", Ordered, func() {
 			// The operator never restarts a VM: it reports restartRequired
 			// and the VM's user restarts it (the local stack's emulation
 			// plays that user).
-			By("restarting each VM the attachment reports restartRequired, as its user would (virtctl restart)")
-			restarted := map[string]bool{}
-			eventually(ctx, func(g Gomega) {
-				for _, vm := range getAttachment(g, ctx).Status.VMs {
-					if vm.RestartRequired && !restarted[vm.Name] {
-						g.Expect(ce.Restart(ctx, key(vm.Name))).To(Succeed())
-						restarted[vm.Name] = true
-					}
-				}
-				g.Expect(restarted).To(HaveLen(len(objs.VMs)), "restarted")
-			}, 3*time.Minute).Should(Succeed())
+			// One at a time: two TCG guests starting at once on two cores
+			// widen a start race in KubeVirt v1.7's virt-handler
+			// (docs/kubevirt.md, "Seen once and not fixed").
+			By("restarting each VM the attachment reports restartRequired, one at a time, as its user would (virtctl restart)")
+			for _, name := range vmNames() {
+				eventually(ctx, func(g Gomega) {
+					g.Expect(getAttachment(g, ctx).Status.VMs).To(ContainElement(And(HaveField("Name", name), HaveField("RestartRequired", BeTrue()))))
+				}, 2*time.Minute).Should(Succeed())
+				old := vmi(Default, ctx, name).UID
+				Expect(ce.Restart(ctx, key(name))).To(Succeed())
+				eventually(ctx, func(g Gomega) {
+					v := vmi(g, ctx, name)
+					g.Expect(v.UID).NotTo(Equal(old), "VMI %s replaced", name)
+					g.Expect(v.Status.Conditions).To(ContainElement(And(HaveField("Type", kubevirtv1.VirtualMachineInstanceReady), HaveField("Status", corev1.ConditionTrue))), "VMI %s Ready", name)
+				}, 3*time.Minute).Should(Succeed())
+			}
 		}
 	}, NodeTimeout(10*time.Minute))
 
@@ -129,12 +134,14 @@ var _ = Describe("Fastpath", Ordered, func() {
 			}
 			if !env.Emulated() {
 				// KubeVirt's own view: each restarted VMI Ready, its guest
-				// agent connected (the guest has booted).
+				// agent connected (the guest has booted) and reporting the
+				// fast-path NIC's name in the guest.
 				for _, name := range vmNames() {
 					v := vmi(g, ctx, name)
 					for _, t := range []kubevirtv1.VirtualMachineInstanceConditionType{kubevirtv1.VirtualMachineInstanceReady, kubevirtv1.VirtualMachineInstanceAgentConnected} {
 						g.Expect(v.Status.Conditions).To(ContainElement(And(HaveField("Type", t), HaveField("Status", corev1.ConditionTrue))), "VMI %s condition %s", name, t)
 					}
+					g.Expect(fastIface(v)).To(HaveField("InterfaceName", Not(BeEmpty())), "VMI %s: the guest agent names the fast-path NIC", name)
 				}
 			}
 		}, 4*time.Minute).Should(Succeed())
