@@ -69,9 +69,26 @@ var _ = Describe("Fastpath", Ordered, func() {
 		for _, s := range objs.Secrets {
 			Expect(c.Create(ctx, s)).To(Succeed())
 		}
-		for _, vm := range append(append([]*kubevirtv1.VirtualMachine(nil), objs.VMs...), objs.Outsider) {
+		all := append(append([]*kubevirtv1.VirtualMachine(nil), objs.VMs...), objs.Outsider)
+		for _, vm := range all {
 			Expect(c.Create(ctx, vm.DeepCopy())).To(Succeed())
 		}
+		// On a cluster, stop the VMs after the last spec, so that the specs
+		// of other containers run on a quiet node (a TCG guest keeps a core
+		// busy). The local stack stops with its guests.
+		DeferCleanup(func(ctx SpecContext) {
+			if env.Emulated() {
+				return
+			}
+			for _, vm := range all {
+				Expect(client.IgnoreNotFound(c.Delete(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vm.Name}}))).To(Succeed())
+			}
+			eventually(ctx, func(g Gomega) {
+				l := &kubevirtv1.VirtualMachineInstanceList{}
+				g.Expect(c.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+				g.Expect(l.Items).To(BeEmpty())
+			}, 3*time.Minute).Should(Succeed())
+		}, NodeTimeout(4*time.Minute))
 		By("waiting for the VMs to run before any attachment exists")
 		for _, name := range append(vmNames(), objs.Outsider.Name) {
 			eventually(ctx, func(g Gomega) {
