@@ -190,9 +190,11 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 
 .PHONY: e2e-cluster
 e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
-	@start=$$(date +%s); \
+	@# "|| rc=": under the shell's -e a failure at the end of the && list would
+	@# exit the recipe before the cluster is taken down.
+	@start=$$(date +%s); rc=0; \
 	$(CLUSTER) up $(CLUSTER_KUBEVIRT) && $(CLUSTER) install && \
-	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v); rc=$$?; \
+	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 
