@@ -90,10 +90,13 @@ func TestRunVMModeRunsEachPairOnItsClientVM(t *testing.T) {
 	g.Expect(eps).To(gomega.Equal([]string{"1=" + a.Endpoint(), "2=" + b.Endpoint()}))
 	logged, err := os.ReadFile(sshLog)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	// netperf -V, then pair 1 alone, then pairs 1 and 2 at once.
+	// Each client VM's SSH readiness probe (WaitForGuests), netperf -V,
+	// then pair 1 alone, then pairs 1 and 2 at once.
 	lines := strings.Fields(string(logged))
-	g.Expect(lines[0]).To(gomega.Equal("fedora@vm-a"))
-	g.Expect(lines[1:]).To(gomega.ConsistOf("fedora@vm-a", "fedora@vm-a", "fedora@vm-b"))
+	g.Expect(lines).To(gomega.HaveLen(6))
+	g.Expect(lines[:2]).To(gomega.ConsistOf("fedora@vm-a", "fedora@vm-b"))
+	g.Expect(lines[2]).To(gomega.Equal("fedora@vm-a"))
+	g.Expect(lines[3:]).To(gomega.ConsistOf("fedora@vm-a", "fedora@vm-a", "fedora@vm-b"))
 
 	// A server VM without netserver: the error says so, naming the client
 	// VM, the server and the command.
