@@ -51,7 +51,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		if objs.Benchmark.Spec.SSHUser != "" {
 			user = objs.Benchmark.Spec.SSHUser
 		}
-		env, err = startCluster(keyFile, user)
+		env, err = startCluster(ctx, keyFile, user)
 		Expect(err).NotTo(HaveOccurred())
 		bridge, subnet = "fpe2e0", localSubnet
 	} else {

@@ -207,7 +207,7 @@ type clusterEnv struct {
 // notRun).
 const NoKubeVirt = "KubeVirt is not installed on this cluster (the API server serves no kubevirt.io/v1 VirtualMachines), so no VM can run (make e2e-cluster's cluster has none unless KUBEVIRT=1)"
 
-func startCluster(keyFile, user string) (*clusterEnv, error) {
+func startCluster(ctx context.Context, keyFile, user string) (*clusterEnv, error) {
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("failed to load KUBECONFIG: %w", err)
@@ -229,7 +229,7 @@ func startCluster(keyFile, user string) (*clusterEnv, error) {
 	}
 	mode := fastpathv1alpha1.VSOCKModeRelay
 	if kv {
-		if mode, err = clusterVSOCKMode(context.Background(), c); err != nil {
+		if mode, err = clusterVSOCKMode(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -285,7 +285,7 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 		}
 		select {
 		case <-booted.Done():
-			return out, fmt.Errorf("%w (the guest's sshd refused connections for 3 minutes)", err)
+			return out, fmt.Errorf("%w (the guest's sshd could not be reached for 3 minutes; the last dial: %s)", err, strings.TrimSpace(out))
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -367,17 +367,28 @@ func (c *clusterEnv) VSOCKRequest(ctx context.Context, key types.NamespacedName,
 // inside a real guest.
 func socatServe(ctx context.Context, e Environment, key types.NamespacedName, port uint32) (func(context.Context) error, error) {
 	pidFile := fmt.Sprintf("/tmp/fastpath-e2e-vsock-%d.pid", port)
-	cmd := fmt.Sprintf(`nohup socat VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>&1 & echo $! >%s; sleep 1`, port, key.Name, pidFile)
-	if _, err := e.GuestExec(ctx, key, "", cmd); err != nil {
-		return nil, err
+	log := fmt.Sprintf("/tmp/fastpath-e2e-vsock-%d.log", port)
+	cmd := fmt.Sprintf(`nohup socat -d -d VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>%s & echo $! >%s; %s`,
+		port, key.Name, log, pidFile, waitListening(log))
+	if out, err := e.GuestExec(ctx, key, "", cmd); err != nil {
+		return nil, fmt.Errorf("failed to start socat on vsock port %d in %s: %w: %s", port, key, err, out)
 	}
 	return func(ctx context.Context) error {
-		out, err := e.GuestExec(ctx, key, "", fmt.Sprintf("kill $(cat %s) && rm %s", pidFile, pidFile))
+		out, err := e.GuestExec(ctx, key, "", fmt.Sprintf("kill $(cat %s) && rm %s %s", pidFile, pidFile, log))
 		if err != nil {
 			return fmt.Errorf("failed to stop socat on vsock port %d in %s: %w: %s", port, key, err, out)
 		}
 		return nil
 	}, nil
+}
+
+// waitListening is shell that returns once the socat started in the
+// background with -d -d, its stderr in log, has announced "listening on":
+// a request sent right after the command returns must find the port bound,
+// and a TCG guest takes hundreds of milliseconds to start socat. It gives up
+// after 20 s, printing the log, with exit 1.
+func waitListening(log string) string {
+	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
 func socatRequest(ctx context.Context, e Environment, key types.NamespacedName, cid, port uint32, msg string) (string, error) {
