@@ -51,6 +51,29 @@ func vsockParams(tests ...fastpathv1alpha1.BenchmarkTest) benchjob.Params {
 	return p
 }
 
+// vsockOnlyArgs is the contract vsockParams(VSOCK_STREAM) renders with one
+// SSH client, one server and the fast-path vsock address cidPort.
+func vsockOnlyArgs(cidPort string) []string {
+	return []string{"run",
+		"--tests", "VSOCK_STREAM",
+		"--socket-sizes", "262144",
+		"--message-sizes", "65536",
+		"--rr-sizes", "1",
+		"--sessions", "1",
+		"--pairs", "1",
+		"--duration", "2s",
+		"--repetitions", "1",
+		"--ssh-clients", "10.244.1.5",
+		"--ssh-user", "cloud",
+		"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
+		"--vsock-path", "fastpath-vsock=" + cidPort,
+		"--ssh-servers", "10.244.1.7",
+		"--vsock-server-port", "5432",
+		"--results-configmap", "apps/vmb-results",
+		"--run-id", "vmb-run-1",
+	}
+}
+
 func TestRunnerArgsRendersTheContract(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -140,24 +163,7 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				SSHClients: []string{"10.244.1.5"},
 				VSock:      &benchjob.RunnerVSock{CID: 2, Port: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
 			},
-			want: []string{"run",
-				"--tests", "VSOCK_STREAM",
-				"--socket-sizes", "262144",
-				"--message-sizes", "65536",
-				"--rr-sizes", "1",
-				"--sessions", "1",
-				"--pairs", "1",
-				"--duration", "2s",
-				"--repetitions", "1",
-				"--ssh-clients", "10.244.1.5",
-				"--ssh-user", "cloud",
-				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
-				"--vsock-path", "fastpath-vsock=2:20001",
-				"--ssh-servers", "10.244.1.7",
-				"--vsock-server-port", "5432",
-				"--results-configmap", "apps/vmb-results",
-				"--run-id", "vmb-run-1",
-			},
+			want: vsockOnlyArgs("2:20001"),
 		},
 		{
 			name: "VM mode, vsock mode Sibling: the client dials the server's CID",
@@ -166,24 +172,7 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				SSHClients: []string{"10.244.1.5"},
 				VSock:      &benchjob.RunnerVSock{CID: 3, Port: 5432, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
 			},
-			want: []string{"run",
-				"--tests", "VSOCK_STREAM",
-				"--socket-sizes", "262144",
-				"--message-sizes", "65536",
-				"--rr-sizes", "1",
-				"--sessions", "1",
-				"--pairs", "1",
-				"--duration", "2s",
-				"--repetitions", "1",
-				"--ssh-clients", "10.244.1.5",
-				"--ssh-user", "cloud",
-				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
-				"--vsock-path", "fastpath-vsock=3:5432",
-				"--ssh-servers", "10.244.1.7",
-				"--vsock-server-port", "5432",
-				"--results-configmap", "apps/vmb-results",
-				"--run-id", "vmb-run-1",
-			},
+			want: vsockOnlyArgs("3:5432"),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
