@@ -218,8 +218,8 @@ var _ = Describe("FastPathAttachment", func() {
 		Expect(dbPort).To(BeNumerically("<=", relayPorts.Last))
 		Expect(cachePort).NotTo(Equal(dbPort))
 		Expect(att.Status.VSOCKServices).To(Equal([]v1alpha1.VSOCKServiceStatus{
-			{Name: "db", Mode: v1alpha1.VSOCKModeRelay, Address: attachment.SiblingAddress(2, dbPort), VM: "db-0", Port: 5432, RelayPort: dbPort, Node: nodeA, TargetCID: ptr(int64(3)), AllowedCIDs: []int64{4}},
-			{Name: "cache", Mode: v1alpha1.VSOCKModeRelay, Address: attachment.SiblingAddress(2, cachePort), VM: "db-1", Port: 6379, RelayPort: cachePort, Node: nodeA, TargetCID: ptr(int64(4)), AllowedCIDs: []int64{3}},
+			{Name: "db", Mode: v1alpha1.VSOCKModeRelay, Address: v1alpha1.VSOCKAddress(2, dbPort), VM: "db-0", Port: 5432, RelayPort: dbPort, Node: nodeA, TargetCID: ptr(int64(3)), AllowedCIDs: []int64{4}},
+			{Name: "cache", Mode: v1alpha1.VSOCKModeRelay, Address: v1alpha1.VSOCKAddress(2, cachePort), VM: "db-1", Port: 6379, RelayPort: cachePort, Node: nodeA, TargetCID: ptr(int64(4)), AllowedCIDs: []int64{3}},
 		}))
 		Expect(vmStatus(ns, "link", "db-0")()).To(Equal(v1alpha1.VMStatus{
 			Name: "db-0", Wired: true, Node: nodeA, Interface: "eth1", PodInterface: "pod0123456789a",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,7 +93,7 @@ func (r *Reconciler) reconcileSiblingVSOCK(ctx context.Context, s *scope) error 
 		if target != nil && target.status.CID != nil {
 			cid := *target.status.CID
 			out.TargetCID = &cid
-			out.Address = SiblingAddress(cid, svc.Port)
+			out.Address = out.DialAddress()
 			for _, st := range s.vms {
 				if st != target && st.status.CID != nil {
 					out.AllowedCIDs = append(out.AllowedCIDs, *st.status.CID)
@@ -138,11 +137,6 @@ func (r *Reconciler) siblingCapability(ctx context.Context, node string) (string
 		return fmt.Sprintf("node %s cannot do Sibling: its FastPathNode does not report capabilities.vhostUserVSOCK (vhost-device-vsock missing)", node), nil
 	}
 	return "", nil
-}
-
-// SiblingAddress is what a guest dials in mode Sibling: "<cid>:<port>".
-func SiblingAddress(cid, port int64) string {
-	return strconv.FormatInt(cid, 10) + ":" + strconv.FormatInt(port, 10)
 }
 
 // allocateSiblingCIDs gives each VM a CID in

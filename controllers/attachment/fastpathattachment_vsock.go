@@ -68,9 +68,7 @@ func (r *Reconciler) reconcileVSOCK(ctx context.Context, s *scope) (ctrl.Result,
 	services := make([]v1alpha1.VSOCKServiceStatus, 0, len(s.spec.VSOCK.Services))
 	for _, svc := range s.spec.VSOCK.Services {
 		out := v1alpha1.VSOCKServiceStatus{Name: svc.Name, VM: svc.VM, Port: svc.Port, RelayPort: ports[svc.Name], Mode: v1alpha1.VSOCKModeRelay}
-		if out.RelayPort > 0 {
-			out.Address = SiblingAddress(v1alpha1.HostCID, out.RelayPort)
-		}
+		out.Address = out.DialAddress()
 		target := byName[svc.VM]
 		switch {
 		case target == nil:

@@ -134,7 +134,8 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 		// reconcileSpec allows one pair with vsock tests: its server VM.
 		server := s.spec.Server.VM
 		i := slices.IndexFunc(s.attachment.Status.VSOCKServices, func(v fastpathv1alpha1.VSOCKServiceStatus) bool {
-			return v.VM == server && (v.RelayPort > 0 || v.Mode == fastpathv1alpha1.VSOCKModeSibling && v.TargetCID != nil)
+			_, _, ok := v.Dial()
+			return v.VM == server && ok
 		})
 		if i < 0 {
 			waiting = append(waiting, fmt.Sprintf("no vsock service of FastPathAttachment %s with a relay port or a sibling CID targets the server VM %s (add one to its spec.vsock.services)", s.attachment.Name, server))
@@ -142,12 +143,9 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 			svc := s.attachment.Status.VSOCKServices[i]
 			v := s.endpoints.VSock
 			v.ServicePort = svc.Port
-			if svc.Mode == fastpathv1alpha1.VSOCKModeSibling {
-				// The client dials the server's CID in the vhost-user group directly.
-				v.CID, v.Port = *svc.TargetCID, svc.Port
-			} else {
-				v.CID, v.Port = fastpathv1alpha1.HostCID, svc.RelayPort
-			}
+			// Mode Sibling: the server's CID in the vhost-user group; mode
+			// Relay: the host at the relay port.
+			v.CID, v.Port, _ = svc.Dial()
 		}
 	}
 	for i, p := range vmPairs(s.spec)[:benchjob.MaxPairs(s.spec)] {
