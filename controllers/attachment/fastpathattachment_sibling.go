@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 )
@@ -86,7 +89,12 @@ func (r *Reconciler) reconcileSiblingVSOCK(ctx context.Context, s *scope) error 
 			notRunning = append(notRunning, fmt.Sprintf("service %s: VM %s is not running", svc.Name, svc.VM))
 		case target.vmi.Status.NodeName == "":
 			// Created but not yet scheduled: nothing on a node serves it yet.
-			notRunning = append(notRunning, fmt.Sprintf("service %s: VM %s is not running on a node yet", svc.Name, svc.VM))
+			msg := fmt.Sprintf("service %s: VM %s is not running on a node yet", svc.Name, svc.VM)
+			if why := unschedulable(target.vmi); why != "" {
+				msg += fmt.Sprintf(" (the scheduler: %s; mode Sibling places a VM only on a node labelled %s=true, which fastpath-agent labels where it runs the sibling backend, Helm value agent.sibling.enabled)",
+					why, v1alpha1.VhostUserVSOCKNodeLabel)
+			}
+			notRunning = append(notRunning, msg)
 		default:
 			out.Node = target.vmi.Status.NodeName
 		}
@@ -121,6 +129,18 @@ func (r *Reconciler) reconcileSiblingVSOCK(ctx context.Context, s *scope) error 
 			fmt.Sprintf("%d services reachable at <cid>:<port> in the attachment's vhost-user vsock group", len(services)))
 	}
 	return nil
+}
+
+// unschedulable returns the scheduler's message when the VMI's launcher pod
+// cannot be scheduled (the PodScheduled=False condition virt-controller
+// copies from the pod onto the VMI), else "".
+func unschedulable(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+			return strings.TrimSpace(c.Message)
+		}
+	}
+	return ""
 }
 
 // siblingCapability returns "" when the FastPathNode of node reports the

@@ -219,6 +219,9 @@ type vmi struct {
 	bridgeBinding bool
 	attachment    string
 	mac, ip       string
+	// unschedulable: the launcher pod cannot be scheduled, with this
+	// message from the scheduler (node is then empty).
+	unschedulable string
 }
 
 // createVMI writes a VMI and its status as virt-controller and virt-handler would.
@@ -265,6 +268,13 @@ func createVMI(ns string, v vmi) {
 		Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{
 			{Name: "default", InterfaceName: "eth0", IP: "10.244.1.7", IPs: []string{"10.244.1.7"}, MAC: "02:00:00:aa:00:01", PodInterfaceName: "eth0"},
 		},
+	}
+	if v.unschedulable != "" {
+		obj.Status.Phase = kubevirtv1.Scheduling
+		obj.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
+			Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled), Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: v.unschedulable,
+		}}
 	}
 	if v.wired {
 		obj.Status.Interfaces = append(obj.Status.Interfaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{

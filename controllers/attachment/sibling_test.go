@@ -89,6 +89,22 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		Expect(templatePart(ns, "db-0", "spec", "domain", "resources")).To(Equal(`{"requests":{"memory":"1Gi"}}`))
 	})
 
+	It("quotes the scheduler when a target VM cannot be placed, and says where Sibling places VMs", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
+		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
+			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
+		})
+		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		const why = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+		createVMI(ns, vmi{name: "db-0", wired: true, attachment: "sib", unschedulable: why})
+		Eventually(func() string { return conditionMessage(ns, "sib", v1alpha1.VSOCKReadyCondition) }).Should(And(
+			ContainSubstring("VM db-0 is not running on a node yet (the scheduler: "+why),
+			ContainSubstring(v1alpha1.VhostUserVSOCKNodeLabel+"=true"), ContainSubstring("agent.sibling.enabled")))
+		Expect(conditionOf(ns, "sib", v1alpha1.VSOCKReadyCondition)()).To(Equal("False/" + v1alpha1.ReasonTargetNotRunning))
+	})
+
 	It("refuses a VM whose own limit of the sibling resource differs, naming the field", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
