@@ -51,11 +51,10 @@ func vsockParams(tests ...fastpathv1alpha1.BenchmarkTest) benchjob.Params {
 	return p
 }
 
-// vsockOnlyArgs is the contract vsockParams(VSOCK_STREAM) renders with one
-// SSH client, one server and the fast-path vsock address cidPort.
-func vsockOnlyArgs(cidPort string) []string {
-	return []string{"run",
-		"--tests", "VSOCK_STREAM",
+// vsockRun is the contract vsockParams renders for tests, then rest.
+func vsockRun(tests string, rest ...string) []string {
+	return append([]string{"run",
+		"--tests", tests,
 		"--socket-sizes", "262144",
 		"--message-sizes", "65536",
 		"--rr-sizes", "1",
@@ -63,15 +62,22 @@ func vsockOnlyArgs(cidPort string) []string {
 		"--pairs", "1",
 		"--duration", "2s",
 		"--repetitions", "1",
+	}, rest...)
+}
+
+// vsockOnlyArgs is the contract vsockParams(VSOCK_STREAM) renders with one
+// SSH client, one server and the fast-path vsock address cidPort.
+func vsockOnlyArgs(cidPort string) []string {
+	return vsockRun("VSOCK_STREAM",
 		"--ssh-clients", "10.244.1.5",
 		"--ssh-user", "cloud",
 		"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
-		"--vsock-path", "fastpath-vsock=" + cidPort,
+		"--vsock-path", "fastpath-vsock="+cidPort,
 		"--ssh-servers", "10.244.1.7",
 		"--vsock-server-port", "5432",
 		"--results-configmap", "apps/vmb-results",
 		"--run-id", "vmb-run-1",
-	}
+	)
 }
 
 func TestRunnerArgsRendersTheContract(t *testing.T) {
@@ -134,15 +140,7 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				FastPath: []string{"10.250.0.3"}, Baseline: []string{"10.244.1.7"}, SSHClients: []string{"10.244.1.5"},
 				VSock: &benchjob.RunnerVSock{CID: 2, Port: 20001, ServicePort: 5432, Servers: []string{"10.244.1.7"}},
 			},
-			want: []string{"run",
-				"--tests", "TCP_STREAM,VSOCK_STREAM,VSOCK_RR",
-				"--socket-sizes", "262144",
-				"--message-sizes", "65536",
-				"--rr-sizes", "1",
-				"--sessions", "1",
-				"--pairs", "1",
-				"--duration", "2s",
-				"--repetitions", "1",
+			want: vsockRun("TCP_STREAM,VSOCK_STREAM,VSOCK_RR",
 				"--path", "fastpath=10.250.0.3",
 				"--path", "baseline=10.244.1.7",
 				"--mtu", "fastpath=65000",
@@ -154,7 +152,7 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				"--vsock-server-port", "5432",
 				"--results-configmap", "apps/vmb-results",
 				"--run-id", "vmb-run-1",
-			},
+			),
 		},
 		{
 			name: "VM mode, vsock tests only: no IP paths",
