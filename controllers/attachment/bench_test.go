@@ -32,6 +32,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
+	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
 )
 
 // scaleVMs is the number of VMs one attachment selects in the scale benchmark.
@@ -64,6 +65,9 @@ func BenchmarkOperatorScale(b *testing.B) {
 			b.Error(err)
 		}
 	}()
+	if err := createKubeVirtCR(context.Background(), env.Client); err != nil {
+		b.Fatal(err)
+	}
 	var figures []benchfig.Figure
 	for _, limits := range []struct {
 		name  string
@@ -164,16 +168,21 @@ func runScale(b *testing.B, env *testenv.Env, qps float32, burst int) scaleResul
 	if err := env.Client.Create(ctx, att); err != nil {
 		b.Fatal(err)
 	}
+	// A hang guard, not a speed target: the last status is in the error.
+	last := "no status yet"
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		cur := &v1alpha1.FastPathAttachment{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "scale"}, cur); err != nil {
 			return false, err
 		}
 		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.VMsWiredCondition)
+		if c != nil {
+			last = fmt.Sprintf("VMsWired=%s/%s (%s), %d of %d VMs wired", c.Status, c.Reason, c.Message, cur.Status.WiredVMs, scaleVMs)
+		}
 		return c != nil && c.Status == metav1.ConditionTrue && cur.Status.WiredVMs == scaleVMs, nil
 	})
 	if err != nil {
-		b.Fatalf("failed to wait for VMsWired=True: %v", err)
+		b.Fatalf("failed to wait for VMsWired=True with %d VMs wired: %v; last: %s", scaleVMs, err, last)
 	}
 	r.wireSeconds = time.Since(start).Seconds()
 	r.wireRequests = counter.reads.Load() - reads + counter.writes.Load() - writes
@@ -280,7 +289,9 @@ func startBenchManager(cfg *rest.Config) (func(), error) {
 	// the informers list and watch before the clock starts, not during it.
 	vm := &unstructured.Unstructured{}
 	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
-	for _, obj := range []client.Object{&v1alpha1.FastPathAttachment{}, &nadv1.NetworkAttachmentDefinition{}, vm,
+	kv := &unstructured.Unstructured{}
+	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	for _, obj := range []client.Object{&v1alpha1.FastPathAttachment{}, &nadv1.NetworkAttachmentDefinition{}, vm, kv,
 		&kubevirtv1.VirtualMachineInstance{}, &v1alpha1.FastPathNode{}, &v1alpha1.FastPathNetwork{}, &corev1.Namespace{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			cancel()

@@ -2,16 +2,19 @@ package attachment_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -71,23 +74,42 @@ const suiteHookImage = "registry.example.com/fastpath/fastpath-domain-hook:test"
 
 func createKubeVirt() {
 	GinkgoHelper()
-	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubevirtCR.Namespace}})).To(Succeed())
+	Expect(createKubeVirtCR(ctx, env.Client)).To(Succeed())
+}
+
+// createKubeVirtCR creates the KubeVirt CR kubevirtCR, in its namespace,
+// with Fastpath's binding plugins registered: without them the operator
+// wires no VM (VMsWired=False/BindingPluginNotRegistered).
+func createKubeVirtCR(ctx context.Context, c client.Client) error {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubevirtCR.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
 	kv := &unstructured.Unstructured{}
 	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
 	kv.SetNamespace(kubevirtCR.Namespace)
 	kv.SetName(kubevirtCR.Name)
-	Expect(unstructured.SetNestedField(kv.Object, true, "spec", "configuration", "developerConfiguration", "useEmulation")).To(Succeed())
-	Expect(env.Client.Create(ctx, kv)).To(Succeed())
-	registerBindingPlugins()
+	if err := unstructured.SetNestedField(kv.Object, true, "spec", "configuration", "developerConfiguration", "useEmulation"); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, kv); err != nil {
+		return fmt.Errorf("failed to create the KubeVirt CR %s: %w", kubevirtCR, err)
+	}
+	return registerBindingPluginsIn(ctx, c)
 }
 
 // registerBindingPlugins writes the binding plugins into the suite's
 // KubeVirt CR, as an admin (or the operator's registrar) does.
 func registerBindingPlugins() {
 	GinkgoHelper()
+	Expect(registerBindingPluginsIn(ctx, env.Client)).To(Succeed())
+}
+
+func registerBindingPluginsIn(ctx context.Context, c client.Client) error {
 	plugins, err := bindingplugin.Plugins(bindingplugin.Names{Bridge: wiring.DefaultBinding, Macvtap: wiring.DefaultMacvtapBinding}, suiteHookImage)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(bindingplugin.Register(ctx, env.Client, kubevirtCR, plugins)).To(Succeed())
+	if err != nil {
+		return err
+	}
+	return bindingplugin.Register(ctx, c, kubevirtCR, plugins)
 }
 
 // defaultNetwork is the suite's default FastPathNetwork: every namespace may
