@@ -87,7 +87,8 @@ func Main(m *testing.M, withPlugin bool, bins **Binaries) int {
 }
 
 // Build compiles host-local from containernetworking/plugins v1.9.1 (the
-// version in go.mod, which speaks CNI 1.1.0) and, when withPlugin is true,
+// version in go.mod, which speaks CNI 1.1.0; a tool of go.mod, so that its
+// dependencies stay in go.sum through go mod tidy) and, when withPlugin is true,
 // the fastpath plugin (fastpath and fastpath-ovs-plugin) into a new
 // temporary directory, with BuildFlags and CGO_ENABLED=0. Call it from
 // TestMain; remove Dir when done.
