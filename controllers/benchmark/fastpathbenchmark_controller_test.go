@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -257,8 +258,21 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 		Expect(conditionMessage(getBenchmark(ctx, ns, "sshfail")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("SSHFailed: ssh: connect to host"))
 	})
 
-	It("fails when the Job fails without writing results", func() {
+	It("fails when the Job fails without writing results, quoting how the runner ended", func() {
 		job := startPodRun(ctx, podBenchmark(ns, "crashed", "db-link"))
+		// The runner's pod as the Job controller and kubelet leave it: the
+		// runner died before writing its error, and kubelet kept its log's
+		// tail as the termination message (FallbackToLogsOnError).
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name + "-x7k2p", Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: benchjob.RunnerContainer, Image: "img"}}},
+		}
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		pod.Status.Phase = corev1.PodFailed
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: benchjob.RunnerContainer, Image: "img", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", Message: strings.Repeat("x", 2000) + "\npanic: netperf: unexpected EOF"},
+		}}}
+		Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
 		now := metav1.Now()
 		job.Status.StartTime = &now
 		job.Status.Conditions = []batchv1.JobCondition{
@@ -268,7 +282,11 @@ var _ = Describe("FastPathBenchmark in Pod mode", func() {
 		job.Status.Failed = 1
 		Expect(k8s.Status().Update(ctx, job)).To(Succeed())
 		Eventually(getBenchmark(ctx, ns, "crashed")).Should(haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonRunnerFailed))
-		Expect(conditionMessage(getBenchmark(ctx, ns, "crashed")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("failed (BackoffLimitExceeded: Job has reached the specified backoff limit) without writing results"))
+		msg := conditionMessage(getBenchmark(ctx, ns, "crashed")(), fastpathv1alpha1.FailedCondition)
+		Expect(msg).To(ContainSubstring("failed (BackoffLimitExceeded: Job has reached the specified backoff limit) without writing results"))
+		Expect(msg).To(ContainSubstring("its runner container in pod " + pod.Name + " exited 2 (Error): …xxx"))
+		Expect(msg).To(HaveSuffix("\npanic: netperf: unexpected EOF"), "the tail, where the error is")
+		Expect(len(msg)).To(BeNumerically("<", 1500), "at most 1 KiB of the runner's output")
 	})
 
 	It("lets the runner's ServiceAccount write its results ConfigMap and nothing else", func() {

@@ -377,7 +377,11 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 		if !ended {
 			return ctrl.Result{}, nil
 		}
-		r.finish(ctx, s, fastpathv1alpha1.ReasonRunnerFailed, fmt.Sprintf("Job %s %s without writing results to ConfigMap %s; see `kubectl logs job/%s`", job.Name, endMsg, cm.Name, job.Name))
+		msg := fmt.Sprintf("Job %s %s without writing results to ConfigMap %s; see `kubectl logs job/%s`", job.Name, endMsg, cm.Name, job.Name)
+		if out := r.runnerExit(ctx, job); out != "" {
+			msg += "; " + out
+		}
+		r.finish(ctx, s, fastpathv1alpha1.ReasonRunnerFailed, msg)
 	case errors.As(err, &runnerErr):
 		reason, msg := runnerErr.Reason, runnerErr.Message
 		if reason != fastpathv1alpha1.ReasonNetserverUnreachable && reason != fastpathv1alpha1.ReasonRunnerFailed {
@@ -419,6 +423,41 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, reason, msg string) {
 	}
 	observe(s.bench)
 	log.FromContext(ctx).Info("Benchmark finished", "phase", s.bench.Status.Phase, "reason", reason, "bestGbps", s.bench.Status.BestGbps, "speedup", s.bench.Status.Speedup)
+}
+
+// runnerOutputMax bounds how much of the runner's termination message a
+// condition quotes, bytes (the message's tail: the error comes last).
+const runnerOutputMax = 1024
+
+// runnerExit says how the runner container of job's pod ended: exit code,
+// reason and termination message, which kubelet fills with the tail of the
+// runner's log when the runner wrote none
+// (TerminationMessageFallbackToLogsOnError), cut to its last
+// runnerOutputMax bytes. "" when no such pod or ended container is left.
+// The message stays in the benchmark's status after the pod is gone.
+func (r *Reconciler) runnerExit(ctx context.Context, job *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list the runner's pods", "job", klog.KObj(job))
+		return ""
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name != benchjob.RunnerContainer || t == nil {
+				continue
+			}
+			out := fmt.Sprintf("its runner container in pod %s exited %d (%s)", p.Name, t.ExitCode, t.Reason)
+			if m := strings.TrimSpace(t.Message); m != "" {
+				if len(m) > runnerOutputMax {
+					m = "…" + strings.ToValidUTF8(m[len(m)-runnerOutputMax:], "")
+				}
+				out += ": " + m
+			}
+			return out
+		}
+	}
+	return ""
 }
 
 // jobEnded reports whether the Job has finished (condition Complete or Failed)

@@ -28,6 +28,9 @@ const (
 	ComponentRunner    = "runner"
 	ComponentNetserver = "netserver"
 	ComponentResults   = "results"
+
+	// RunnerContainer is the name of the runner Job's one container.
+	RunnerContainer = "runner"
 )
 
 // Kubernetes name limits: DNS subdomain names (most objects) and label values

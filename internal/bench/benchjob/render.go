@@ -338,13 +338,18 @@ func RunnerJob(p Params, ep Endpoints) (*batchv1.Job, error) {
 		RestartPolicy:      corev1.RestartPolicyNever,
 		SecurityContext:    podSecurity(),
 		Containers: []corev1.Container{{
-			Name:            "runner",
+			Name:            RunnerContainer,
 			Image:           p.Image,
 			ImagePullPolicy: p.PullPolicy,
 			Command:         []string{"fastpath-bench"},
 			Args:            args,
 			Resources:       corev1.ResourceRequirements{Requests: runnerRequests},
 			SecurityContext: restrictedContainer(),
+			// A runner that dies before it can write its error to the
+			// results ConfigMap (killed, out of memory, a panic) still leaves
+			// the tail of its log in the pod status, which the operator
+			// quotes in the benchmark's condition.
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}},
 	}
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod}
