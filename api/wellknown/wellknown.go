@@ -76,3 +76,15 @@ const (
 	// OffloadTXChecksum is transmit checksum offload.
 	OffloadTXChecksum = "txChecksum"
 )
+
+// QEMUUID and QEMUGID are the user and group KubeVirt's non-root
+// virt-launcher runs QEMU as ("qemu", 107:107; kubevirt.io/kubevirt
+// pkg/util NonRootUID and the virt-launcher image). The CNI plugin gives
+// them a macvtap's /dev/tap<N> on the node, whose mode the kernel makes 0600
+// root: the container runtime copies that ownership into the compute
+// container, where QEMU must open it. KubeVirt up to v1.4 changed it itself;
+// kubevirt/macvtap-cni does the same with the same defaults.
+const (
+	QEMUUID = 107
+	QEMUGID = 107
+)

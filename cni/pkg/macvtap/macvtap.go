@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
@@ -47,7 +49,18 @@ type Spec struct {
 	// Alias names the attachment (IFLA_IFALIAS), so that Delete removes only
 	// this attachment's macvtap; "" sets none.
 	Alias string
+	// DeviceOwner, when set with Index, is given /dev/tap<Index> on the node
+	// (the kernel makes it root's, mode 0600): the container runtime copies
+	// the node's ownership into the container it hands the device to.
+	DeviceOwner *Owner
 }
+
+// Owner is a user and group ID.
+type Owner struct{ UID, GID int }
+
+// DevDir is where the node's character devices are (devtmpfs): the kernel
+// makes /dev/tap<index> there before RTM_NEWLINK returns.
+var DevDir = "/dev"
 
 // Create makes s as a bridge-mode macvtap on lower directly in netns (one
 // RTM_NEWLINK with IFLA_NET_NS_FD: the link never exists in the host
@@ -77,6 +90,14 @@ func Create(netns ns.NetNS, lower netlink.Link, s Spec) (netlink.Link, error) {
 			return nil, fmt.Errorf("failed to create %s: a link named %s or with interface index %d exists there: %w", where, s.Name, s.Index, err)
 		}
 		return nil, fmt.Errorf("failed to create %s (MTU %d, index %d): %w", where, s.MTU, s.Index, err)
+	}
+	if s.Index != 0 && s.DeviceOwner != nil {
+		dev := filepath.Join(DevDir, fmt.Sprintf("tap%d", s.Index))
+		if err := os.Chown(dev, s.DeviceOwner.UID, s.DeviceOwner.GID); err != nil {
+			_ = netns.Do(func(ns.NetNS) error { return netlink.LinkDel(mv) })
+			return nil, fmt.Errorf("failed to give the character device of macvtap %s to %d:%d (its consumer, QEMU in virt-launcher, runs as that user): %w",
+				s.Name, s.DeviceOwner.UID, s.DeviceOwner.GID, err)
+		}
 	}
 	var link netlink.Link
 	err := netns.Do(func(ns.NetNS) error {

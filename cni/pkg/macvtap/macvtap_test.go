@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -41,14 +42,27 @@ func TestCreateVerifyDelete(t *testing.T) {
 
 		_, err = Create(podNS, lower, Spec{Name: "net1", MTU: 9216, Index: 1 << 30})
 		g.Expect(err).To(MatchError(ContainSubstring("failed to create macvtap net1 on fpmvl")), "MTU above the lower's")
-		link, err := Create(podNS, lower, Spec{Name: "net1", MTU: 9000, MAC: "02:fa:57:00:00:07", Index: 1<<30 + 7, Alias: "fastpath/n/c/net1"})
+		link, err := Create(podNS, lower, Spec{Name: "net1", MTU: 9000, MAC: "02:fa:57:00:00:07", Index: 1<<30 + 7, Alias: "fastpath/n/c/net1",
+			DeviceOwner: &Owner{UID: 107, GID: 108}})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(link.Attrs().Index).To(Equal(1<<30 + 7))
+		var st unix.Stat_t
+		g.Expect(unix.Stat("/dev/tap1073741831", &st)).To(Succeed(), "the kernel's node for the macvtap")
+		g.Expect([]uint32{st.Uid, st.Gid, st.Mode & 0o777}).To(Equal([]uint32{107, 108, 0o600}), "given to its consumer, still 0600")
+
+		// Where the device cannot be given, no macvtap is left behind.
+		DevDir = t.TempDir()
+		_, err = Create(podNS, lower, Spec{Name: "net3", MTU: 9000, Index: 1<<30 + 8, DeviceOwner: &Owner{UID: 107, GID: 107}})
+		DevDir = "/dev"
+		g.Expect(err).To(MatchError(And(ContainSubstring("failed to give the character device of macvtap net3 to 107:107"), ContainSubstring("no such file"))))
+		ok, err := Exists(podNS.Path(), "net3")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeFalse(), "the macvtap whose device could not be given is deleted")
 		g.Expect(link.Attrs().TxQLen).To(Equal(500), "the kernel's macvtap default: the size of the tap queues' rings")
 		_, err = Create(podNS, lower, Spec{Name: "net2", MTU: 9000, Index: 1<<30 + 7})
 		g.Expect(err).To(MatchError(ContainSubstring("with interface index 1073741831 exists there")))
 
-		ok, err := Exists(podNS.Path(), "net1")
+		ok, err = Exists(podNS.Path(), "net1")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ok).To(BeTrue())
 		g.Expect(podNS.Do(func(ns.NetNS) error {

@@ -106,7 +106,8 @@ func (d *macvtapDatapath) Create(_ context.Context, netns ns.NetNS, a *state.Att
 	}
 	alias := hostAlias(a.Network, a.ContainerID, a.IfName)
 	undo := func(context.Context) error { return macvtap.Delete(a.Netns, a.IfName, alias) }
-	spec := macvtap.Spec{Name: a.IfName, MTU: conf.MTU, MAC: a.MAC, Index: index, Alias: alias}
+	spec := macvtap.Spec{Name: a.IfName, MTU: conf.MTU, MAC: a.MAC, Index: index, Alias: alias,
+		DeviceOwner: &macvtap.Owner{UID: wellknown.QEMUUID, GID: wellknown.QEMUGID}}
 	link, err := macvtap.Create(netns, lower, spec)
 	if errors.Is(err, unix.EEXIST) {
 		// No record of this attachment was complete, so a macvtap of this
