@@ -25,6 +25,7 @@ import (
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/test/localenv/demo"
 	"github.com/fastpath-io/fastpath/test/localenv/emulation"
+	"github.com/fastpath-io/fastpath/test/localenv/guests"
 )
 
 // Environment is where the suite runs: the local stack or a real cluster.
@@ -369,7 +370,7 @@ func socatServe(ctx context.Context, e Environment, key types.NamespacedName, po
 	pidFile := fmt.Sprintf("/tmp/fastpath-e2e-vsock-%d.pid", port)
 	log := fmt.Sprintf("/tmp/fastpath-e2e-vsock-%d.log", port)
 	cmd := fmt.Sprintf(`nohup socat -d -d VSOCK-LISTEN:%d,fork,reuseaddr SYSTEM:'read l; echo "%s ok $l"' >/dev/null 2>%s & echo $! >%s; %s`,
-		port, key.Name, log, pidFile, waitListening(log))
+		port, key.Name, log, pidFile, guests.WaitListening(log))
 	if out, err := e.GuestExec(ctx, key, "", cmd); err != nil {
 		return nil, fmt.Errorf("failed to start socat on vsock port %d in %s: %w: %s", port, key, err, out)
 	}
@@ -380,15 +381,6 @@ func socatServe(ctx context.Context, e Environment, key types.NamespacedName, po
 		}
 		return nil
 	}, nil
-}
-
-// waitListening is shell that returns once the socat started in the
-// background with -d -d, its stderr in log, has announced "listening on":
-// a request sent right after the command returns must find the port bound,
-// and a TCG guest takes hundreds of milliseconds to start socat. It gives up
-// after 20 s, printing the log, with exit 1.
-func waitListening(log string) string {
-	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
 func socatRequest(ctx context.Context, e Environment, key types.NamespacedName, cid, port uint32, msg string) (string, error) {

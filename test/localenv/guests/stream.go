@@ -64,7 +64,7 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 		return fmt.Errorf("failed to start the sink %s in %s: total must be positive, got %d", name, g.Name, total)
 	}
 	cmd := fmt.Sprintf("/usr/bin/socat -d -d -b 65536 %s,fork,reuseaddr SYSTEM:'head -c %d | wc -c | tee -a /tmp/fpsink.%s' >/dev/null 2>/tmp/fpsink.%s.log &\n%s",
-		listen, total, name, name, waitListening("/tmp/fpsink."+name+".log"))
+		listen, total, name, name, WaitListening("/tmp/fpsink."+name+".log"))
 	out, rc, err := g.Run(ctx, cmd)
 	if err == nil && rc != 0 {
 		err = fmt.Errorf("exit %d: %s", rc, strings.TrimSpace(out))
@@ -75,13 +75,13 @@ func (g *Guest) ServeSink(ctx context.Context, name, listen string, total int) e
 	return nil
 }
 
-// waitListening is shell that waits until the socat started in the
+// WaitListening is shell that waits until the socat started in the
 // background with -d -d and its stderr in log has announced "listening on"
 // (at most 20 s; then it prints the log and exits 1). A sink's command
 // returns only then: answered at once, a sender dialling right after could
 // reach the port before socat has bound it (a TCG guest takes hundreds of
 // milliseconds to start socat) and be reset.
-func waitListening(log string) string {
+func WaitListening(log string) string {
 	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
@@ -293,7 +293,7 @@ rm -f $f $f.s $f.n %[1]s.pid
 echo "$r" >>%[1]s
 echo "$r"
 `, f)
-	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -d -d -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>%[1]s.log &\n%[4]s", f, script, listen, waitListening(f+".log"))
+	return fmt.Sprintf("cat >%[1]s.sh <<'FPEOF'\n%[2]sFPEOF\n/usr/bin/socat -d -d -b 65536 -t 60 %[3]s,fork,reuseaddr SYSTEM:'sh %[1]s.sh' >/dev/null 2>%[1]s.log &\n%[4]s", f, script, listen, WaitListening(f+".log"))
 }
 
 // SinkProgress returns how many bytes the checksum sink name in g has read
