@@ -315,6 +315,9 @@ func (d *demo) waitAttachments(ctx context.Context) error {
 					fmt.Fprintf(d.out, "FastPathAttachment %s: %s=%s (%s)%s\n", a.Name, c.Type, c.Status, c.Reason, msg)
 				}
 			}
+			if err := refusal(&a); err != nil {
+				return false, err
+			}
 			c := apimeta.FindStatusCondition(a.Status.Conditions, fastpathv1alpha1.ReadyCondition)
 			if c == nil || c.Status != "True" || c.ObservedGeneration != a.Generation {
 				ready = false

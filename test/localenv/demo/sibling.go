@@ -20,6 +20,9 @@ import (
 // The Sibling-mode attachment the demo adds with real guests (its manifest:
 // siblingManifest).
 const (
+	// SampleNetwork is the FastPathNetwork of config/samples/ that both the
+	// samples' attachment and the Sibling attachment name in spec.networkRef.
+	SampleNetwork     = "fastpath"
 	SiblingAttachment = "queue-link"
 	SiblingService    = "jobs"
 	SiblingPort       = 5672
@@ -40,8 +43,9 @@ func siblingManifest() string {
 # other's vsock services directly, through the node agent's vhost-device-vsock;
 # no relay, no host socket. The group is the allow-list. Mode Sibling needs
 # spec.network: its fast-path interface carries Fastpath's binding plugin,
-# whose sidecar (the domain hook) adds the vhost-user-vsock device. Written by
-# the demo.
+# whose sidecar (the domain hook) adds the vhost-user-vsock device. That
+# interface is on the admin's FastPathNetwork %[6]q of config/samples/, in a
+# subnet of its own. Written by the demo.
 apiVersion: fastpath.io/v1alpha1
 kind: FastPathAttachment
 metadata:
@@ -50,6 +54,8 @@ spec:
   vmSelector:
     matchLabels:
       app: queue
+  networkRef:
+    name: %[6]s
   network:
     ipam:
       subnet: 10.251.0.0/24
@@ -59,7 +65,7 @@ spec:
     - name: %[4]s
       vm: %[2]s
       port: %[5]d
-`, SiblingAttachment, SiblingVMs[0], SiblingVMs[1], SiblingService, SiblingPort)
+`, SiblingAttachment, SiblingVMs[0], SiblingVMs[1], SiblingService, SiblingPort, SampleNetwork)
 	for _, vm := range SiblingVMs {
 		fmt.Fprintf(&b, `---
 apiVersion: kubevirt.io/v1
@@ -111,6 +117,9 @@ func (d *demo) startSibling(ctx context.Context) error {
 		}
 		a := &fastpathv1alpha1.FastPathAttachment{}
 		if err := d.stack.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: SiblingAttachment}, a); err != nil {
+			return false, err
+		}
+		if err := refusal(a); err != nil {
 			return false, err
 		}
 		cids := 0
