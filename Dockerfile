@@ -2,7 +2,7 @@
 # Fastpath images, one target per component (written and reviewed; the development
 # machines have no Docker engine, so `make docker-build` runs only where one exists).
 # This file is the one recipe: `make images` reads it and builds the same images
-# without a daemon (test/localenv/images/dockerfile.go, docs/images.md), and refuses
+# without a daemon (e2e/localenv/images/dockerfile.go, docs/images.md), and refuses
 # what it cannot follow rather than build something else.
 #
 #   docker build --target operator     -t fastpath-operator .

@@ -17,13 +17,13 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 IMG ?= ghcr.io/fastpath-io/fastpath:dev
 BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
-# The harness's one binary, from the test/ module (docs/architecture.md): never shipped.
+# The harness's one binary, from the e2e/ module (docs/architecture.md): never shipped.
 # fastpath-dev demo|cluster|images|soak.
 HARNESS_BINARIES := fastpath-dev
 DEV := $(BIN)/fastpath-dev
-# go in the harness module test/ (its own go.mod, replace => ../). An environment
+# go in the harness module e2e/ (its own go.mod, replace => ../). An environment
 # variable for go goes after it: IN_HARNESS VAR=value go test ...
-IN_HARNESS := cd $(ROOT)/test &&
+IN_HARNESS := cd $(ROOT)/e2e &&
 GO_HARNESS := $(IN_HARNESS) go
 
 ##@ General
@@ -48,7 +48,7 @@ fmt: ## Run gofmt on the tree.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet on the product and the harness module (test/).
+vet: ## Run go vet on the product and the harness module (e2e/).
 	go vet ./...
 	$(GO_HARNESS) vet ./...
 
@@ -57,7 +57,7 @@ lint: vet ## gofmt check and go vet (and staticcheck, built into bin/ on first u
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "files above are not gofmt-formatted"; exit 1; }
 	@test -x $(BIN)/staticcheck || GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@v0.6.1
 	$(BIN)/staticcheck ./...
-	cd test && $(BIN)/staticcheck ./...
+	cd e2e && $(BIN)/staticcheck ./...
 
 .PHONY: generate
 generate: setup-core+tools ## Generate deepcopy code (controller-gen object).
@@ -92,14 +92,14 @@ verify: generate manifests ## Regenerate code and manifests and fail if anything
 ##@ Build
 
 .PHONY: build
-build: ## Build every binary into bin/: the product's, then the harness's (test/cmd).
+build: ## Build every binary into bin/: the product's, then the harness's (e2e/cmd).
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do \
 	  if [ -d cni/cmd/$$b ]; then pkg=./cni/cmd/$$b; elif [ -d cmd/$$b ]; then pkg=./cmd/$$b; else continue; fi; \
 	  echo "go build -o bin/$$b $$pkg"; CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b $$pkg; \
 	done
 	@for b in $(HARNESS_BINARIES); do \
-	  echo "go build -o bin/$$b ./test/cmd/$$b"; (cd test && CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b ./cmd/$$b); \
+	  echo "go build -o bin/$$b ./e2e/cmd/$$b"; (cd e2e && CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b ./cmd/$$b); \
 	done
 
 .PHONY: docker-build
@@ -181,7 +181,7 @@ cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).
-	@test -x $(DEV) || (cd test && CGO_ENABLED=0 go build -trimpath -o $(DEV) ./cmd/fastpath-dev)
+	@test -x $(DEV) || (cd e2e && CGO_ENABLED=0 go build -trimpath -o $(DEV) ./cmd/fastpath-dev)
 	$(CLUSTER) down
 
 .PHONY: cluster-install

@@ -18,7 +18,7 @@ const module = "github.com/fastpath-io/fastpath"
 func layerOf(pkg string) int {
 	p := strings.TrimPrefix(pkg, module+"/")
 	switch {
-	case p == "test" || strings.HasPrefix(p, "test/"):
+	case p == "e2e" || strings.HasPrefix(p, "e2e/"):
 		return 5
 	case strings.HasPrefix(p, "cmd/"), strings.HasPrefix(p, "cni/cmd/"):
 		return 4
@@ -90,7 +90,7 @@ func TestLayerOf(t *testing.T) {
 	g.Expect(layerOf(module + "/cni/pkg/netconf")).To(Equal(1))
 	g.Expect(layerOf(module + "/api/wellknown")).To(Equal(1))
 	g.Expect(layerOf(module + "/cmd/fastpath-agent")).To(Equal(4))
-	g.Expect(layerOf(module + "/test/localenv/demo")).To(Equal(5))
+	g.Expect(layerOf(module + "/e2e/localenv/demo")).To(Equal(5))
 	g.Expect(layerOf(module + "/charts/fastpath")).To(Equal(0))
 }
 
@@ -101,10 +101,10 @@ func TestWellKnownIsALeaf(t *testing.T) {
 	g.Expect(goList(t, "-f", "{{join .Imports \" \"}}", "./api/wellknown")).To(Equal([]string{""}))
 }
 
-// harnessOnly are import path prefixes that only the harness (test/) and
+// harnessOnly are import path prefixes that only the harness (e2e/) and
 // tests may use: a shipped binary that links one carries test machinery.
 var harnessOnly = []string{
-	module + "/test",
+	module + "/e2e",
 	module + "/internal/testing",
 	"github.com/onsi/ginkgo",
 	"github.com/onsi/gomega",

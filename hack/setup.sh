@@ -53,10 +53,10 @@ APT_PACKAGES=(
   openvswitch-switch netperf iperf3 etcd-server libvirt-clients containernetworking-plugins
   ethtool iproute2 nftables iputils-ping procps chromium kmod libxml2-utils openssh-client
 )
-# make images (test/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically;
+# make images (e2e/localenv/images): gcc and libc6-dev compile Kubernetes' pause statically;
 # the real single-node cluster (make cluster): its own containerd (never the system service) and runc
 want cluster && APT_PACKAGES+=(gcc libc6-dev containerd runc)
-# real guests (test/localenv/guests): QEMU under libvirt, and the guest image's inputs
+# real guests (e2e/localenv/guests): QEMU under libvirt, and the guest image's inputs
 # KubeVirt from source: virt-handler and virt-launcher are cgo (linux/kvm.h; libvirt 9.0),
 # container-disk is C linked statically
 want kubevirt && APT_PACKAGES+=(gcc libc6-dev pkg-config libvirt-dev patch)
@@ -121,7 +121,7 @@ build_tool kubectl k8s.io/kubernetes/cmd/kubectl "${K8S_LDFLAGS}"
 want tools && build_tool helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.0"
 
 if want cluster; then
-# The real single-node cluster (make cluster, test/localenv/cluster): the kubelet,
+# The real single-node cluster (make cluster, e2e/localenv/cluster): the kubelet,
 # kube-controller-manager, kube-scheduler and kube-proxy of the same k8s.io/kubernetes,
 # crictl and Multus's thin plugin. Built one at a time: each is minutes cold on two cores.
 build_tool kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${K8S_LDFLAGS}"
@@ -163,7 +163,7 @@ fi
 if want guests; then
 # libvirtd (libvirt-daemon without libvirt-daemon-system) refuses to start unless its
 # compiled-in QEMU user exists, even with user = "root" in qemu.conf; -system's postinst
-# would create it. The real guests run QEMU as root (test/localenv/guests).
+# would create it. The real guests run QEMU as root (e2e/localenv/guests).
 getent group kvm >/dev/null || groupadd --system kvm
 getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
 getent passwd libvirt-qemu >/dev/null ||

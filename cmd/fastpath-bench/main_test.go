@@ -116,7 +116,7 @@ func TestRunThenReport(t *testing.T) {
 }
 
 // The demo's emulated kubelet starts the runner with FASTPATH_EMULATED
-// (test/localenv/emulation); the results document and its report must say so,
+// (e2e/localenv/emulation); the results document and its report must say so,
 // followed by what --emulated adds.
 func TestRunRecordsEmulatedFromEnvironment(t *testing.T) {
 	const kubelet = "VMs emulated as network namespaces (set by the test as the emulated kubelet would)"

@@ -12,7 +12,7 @@ import (
 )
 
 // Environment variables that set the defaults of --transport and --cid.
-// The emulation's ssh (test/localenv/emulation) sets them in every
+// The emulation's ssh (e2e/localenv/emulation) sets them in every
 // command it runs in an emulated guest, so a runner that copied itself into
 // a guest (VM mode) uses that guest's emulated vsock there and real AF_VSOCK
 // in a real guest.

@@ -2,7 +2,7 @@
 
 // Package tools pins KubeVirt (v1.7.0; docs/kubevirt.md says why not v1.9.0):
 // the programs `hack/setup.sh kubevirt` builds into bin/kubevirt/<version>/ for
-// the images of test/localenv/images, among them the sidecar-shim
+// the images of e2e/localenv/images, among them the sidecar-shim
 // (kubevirt.io/kubevirt/cmd/sidecars), the base program of the domain-hook
 // image. It is its own module because KubeVirt's go.mod replaces (copied here)
 // are not ours: k8s.io v0.33.5, old openshift/api and OLM, and kubevirt.io/api

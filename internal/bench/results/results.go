@@ -10,7 +10,7 @@ import (
 
 // EmulatedEnv is the environment variable through which whoever starts a
 // runner tells it what is emulated: the demo's emulated kubelet
-// (test/localenv/emulation) sets it to emulation.EmulatedNote in every runner
+// (e2e/localenv/emulation) sets it to emulation.EmulatedNote in every runner
 // process. `fastpath-bench run` records its value in Machine.Emulated.
 const EmulatedEnv = "FASTPATH_EMULATED"
 
@@ -152,7 +152,7 @@ type Machine struct {
 	// transport.
 	Emulated string `json:"emulated,omitempty"`
 	// Guests is what the VMs were: "qemu-tcg" or "qemu-kvm" for real guests
-	// (test/localenv/guests), empty otherwise.
+	// (e2e/localenv/guests), empty otherwise.
 	Guests string `json:"guests,omitempty"`
 }
 

@@ -172,7 +172,7 @@ func TapName(podIfName string) string {
 //
 // A nil guest builds the launcher side only, for a real guest: the caller
 // adds the tap TapName to BridgeName and hands Addrs and MAC to the guest by
-// DHCP (test/localenv/guests); GuestIfName may then be empty.
+// DHCP (e2e/localenv/guests); GuestIfName may then be empty.
 func AddBridgeBinding(launcher, guest *NetNS, o BridgeBindingOptions) (_ *BridgeBinding, err error) {
 	if o.PodIfName == "" || (guest != nil && o.GuestIfName == "") || len(o.GuestIfName) > 15 {
 		return nil, fmt.Errorf("failed to validate bridge binding options: PodIfName and GuestIfName (1-15 characters) are required")

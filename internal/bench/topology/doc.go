@@ -1,7 +1,7 @@
 // Package topology builds network-namespace building blocks on one Linux host:
 // named network namespaces that stand in for KubeVirt virt-launcher pods, and
 // a default pod-network interface shaped like KubeVirt's masquerade binding.
-// The demo's emulation (test/localenv/emulation), the e2e suite and the local node
+// The demo's emulation (e2e/localenv/emulation), the e2e suite and the local node
 // benchmark (the baseline-masquerade path of docs/design.md §5.2) share it.
 //
 // The masquerade shape (AddMasquerade) of one endpoint, KubeVirt's default

@@ -60,7 +60,7 @@ type MasqueradeOptions struct {
 	// ExternalGuest builds the launcher side of the full shape (only the
 	// gateway on k6t-eth0, forwarding, TX checksum off) for a real guest
 	// whose tap "tap0" the caller adds to k6t-eth0 and addresses by DHCP
-	// (test/localenv/guests). Exclusive with Guest.
+	// (e2e/localenv/guests). Exclusive with Guest.
 	ExternalGuest bool
 }
 

@@ -1,0 +1,214 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
+	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+)
+
+// Namespace and Release are where and as what Install installs Fastpath.
+const (
+	Namespace = "fastpath-system"
+	Release   = "fastpath"
+)
+
+// InstallOptions choose how Install installs Fastpath.
+type InstallOptions struct {
+	// Kustomize installs with `kubectl apply -k` of an overlay of
+	// config/default (local images, the cluster's CNI directories) instead of
+	// `helm install`.
+	Kustomize bool
+	// RepoRoot is the repository (charts/fastpath, config/default). Default:
+	// the working directory.
+	RepoRoot string
+	// Timeout bounds the wait for Running pods and a Ready FastPathNode.
+	// Default 5 minutes.
+	Timeout time.Duration
+}
+
+// HelmValues are the chart values for this cluster (kubevirt: it runs
+// KubeVirt, so its kubelet root is KubeVirtKubeletRoot): the images make
+// images built (localhost/fastpath-*:local, never pulled), the cluster's CNI
+// directories (the plugin's state directory too), its pod network, no
+// KubeVirt node selector (without KubeVirt no node carries
+// kubevirt.io/schedulable), and vsock mode Sibling's backend, with its
+// sockets under the cluster's run directory and the kubelet's PodResources
+// socket under its root: the only vsock mode whose VMs start on a kernel
+// without vhost_vsock.
+func HelmValues(dir string, kubevirt bool) []string {
+	bin, conf := CNIDirs(dir)
+	l := Options{Dir: dir, KubeVirt: kubevirt}.layout()
+	return []string{
+		"image.registry=localhost", "image.tag=local", "image.pullPolicy=Never",
+		"agent.cniBinDir=" + bin, "agent.cniConfDir=" + conf, "agent.cniStateDir=" + CNIStateDir(dir),
+		"operator.podNetworkCIDRs=" + DefaultPodCIDR.String(),
+		"agent.nodeSelector=null",
+		"agent.sibling.enabled=true",
+		"agent.sibling.socketDir=" + filepath.Join(l.run, "sibling"),
+		"agent.sibling.podResourcesDir=" + filepath.Join(l.kubeletRoot, "pod-resources"),
+	}
+}
+
+// HelmInstallCommand returns the helm command line Install runs (helm from
+// binDir), the one docs/install.md shows.
+func HelmInstallCommand(binDir, repoRoot, dir string, kubevirt bool) []string {
+	argv := []string{filepath.Join(binDir, "helm"), "install", Release, filepath.Join(repoRoot, "charts", "fastpath"),
+		"-n", Namespace, "--create-namespace"}
+	for _, v := range HelmValues(dir, kubevirt) {
+		argv = append(argv, "--set", v)
+	}
+	return append(argv, "--kubeconfig", Kubeconfig(dir))
+}
+
+// Install installs Fastpath on the running cluster in opts.Dir, printing the
+// command it runs, then waits until the operator Deployment and the agent
+// DaemonSet have their pods Running and ready, the agent has installed the
+// fastpath CNI binary into the cluster's CNI bin directory, and the node's
+// FastPathNode is Ready. Each step's duration goes to opts.Out.
+func Install(ctx context.Context, opts Options, io InstallOptions) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if io.RepoRoot == "" {
+		if io.RepoRoot, err = os.Getwd(); err != nil {
+			return err
+		}
+	}
+	if io.Timeout == 0 {
+		io.Timeout = 5 * time.Minute
+	}
+	if st, err := runstate.Load[runState](o.layout().state); err == nil && st.KubeVirt {
+		o.KubeVirt = true // Up ran with KubeVirt: the kubelet's root is KubeVirtKubeletRoot
+	}
+	c, err := adminClient(o.layout().adminKubeconfig)
+	if err != nil {
+		return err
+	}
+	u := &upper{o: o, l: o.layout(), c: c}
+	total := time.Now()
+	var argv []string
+	if io.Kustomize {
+		overlay, err := o.writeKustomizeOverlay(io.RepoRoot)
+		if err != nil {
+			return err
+		}
+		argv = []string{filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", Kubeconfig(o.Dir), "apply", "--server-side", "-k", overlay}
+	} else {
+		argv = HelmInstallCommand(o.BinDir, io.RepoRoot, o.Dir, o.KubeVirt)
+	}
+	fmt.Fprintf(o.Out, "cluster: %s\n", strings.Join(argv, " "))
+	if err := u.step("install Fastpath ("+filepath.Base(argv[0])+")", func() error {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		out, err := cmd.CombinedOutput()
+		_ = os.WriteFile(filepath.Join(o.layout().logs, "install.log"), out, 0o644)
+		if err != nil {
+			return fmt.Errorf("%s: %w: %s", filepath.Base(argv[0]), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := u.step("operator Deployment and agent DaemonSet pods Running", func() error {
+		return u.waitFor(ctx, "the operator and agent pods", io.Timeout, workloadsReady(c))
+	}); err != nil {
+		return err
+	}
+	bin, _ := CNIDirs(o.Dir)
+	if err := u.step("agent installed "+filepath.Join(bin, cniinstall.DefaultName), func() error {
+		return u.waitFor(ctx, "the fastpath CNI binary", io.Timeout, func(context.Context) (bool, error) {
+			st, err := os.Stat(filepath.Join(bin, cniinstall.DefaultName))
+			return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0, err
+		})
+	}); err != nil {
+		return err
+	}
+	if err := u.step("FastPathNode "+o.NodeName+" Ready", func() error {
+		return u.waitFor(ctx, "FastPathNode "+o.NodeName+" Ready", io.Timeout, fastPathNodeReady(c, o.NodeName))
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "cluster: Fastpath installed in %.1fs (namespace %s)\n", time.Since(total).Seconds(), Namespace)
+	return nil
+}
+
+// workloadsReady wants the operator Deployment available and the agent
+// DaemonSet with every desired pod ready; an error reports pods that are not.
+func workloadsReady(c client.Client) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		dep := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "fastpath-operator"}, dep); err != nil {
+			return false, err
+		}
+		ds := &appsv1.DaemonSet{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "fastpath-agent"}, ds); err != nil {
+			return false, err
+		}
+		if dep.Status.ReadyReplicas >= 1 && ds.Status.DesiredNumberScheduled >= 1 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled {
+			return true, nil
+		}
+		return false, podProblems(ctx, c, Namespace)
+	}
+}
+
+// podProblems summarises the pods of ns that are not Running and ready.
+func podProblems(ctx context.Context, c client.Client, ns string) error {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	var p []string
+	for _, pod := range pods.Items {
+		msg := string(pod.Status.Phase)
+		for _, cs := range pod.Status.ContainerStatuses {
+			switch {
+			case cs.State.Waiting != nil:
+				msg += fmt.Sprintf(" %s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			case cs.State.Terminated != nil:
+				msg += fmt.Sprintf(" %s terminated %s (exit %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+			case !cs.Ready:
+				msg += fmt.Sprintf(" %s not ready", cs.Name)
+			}
+		}
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status != corev1.ConditionTrue {
+				msg += " unschedulable: " + cond.Message
+			}
+		}
+		p = append(p, pod.Name+": "+msg)
+	}
+	if len(p) == 0 {
+		return fmt.Errorf("no pods in namespace %s yet", ns)
+	}
+	return fmt.Errorf("%s", strings.Join(p, "; "))
+}
+
+func fastPathNodeReady(c client.Client, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		n := &fastpathv1alpha1.FastPathNode{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			return false, err
+		}
+		cond := apimeta.FindStatusCondition(n.Status.Conditions, fastpathv1alpha1.ReadyCondition)
+		if cond == nil {
+			return false, fmt.Errorf("FastPathNode %s has no Ready condition yet", name)
+		}
+		if cond.Status != "True" {
+			return false, fmt.Errorf("FastPathNode %s is not Ready: %s: %s", name, cond.Reason, cond.Message)
+		}
+		return true, nil
+	}
+}

@@ -1,0 +1,575 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
+)
+
+// Cluster is a running cluster, as Up leaves it.
+type Cluster struct {
+	// Kubeconfig is the admin kubeconfig file.
+	Kubeconfig string
+	// NodeName and NodeIP are the one node's.
+	NodeName string
+	NodeIP   string
+	// CNIBinDir and CNIConfDir are the cluster's CNI directories (the chart's
+	// agent.cniBinDir and agent.cniConfDir).
+	CNIBinDir, CNIConfDir string
+	// PodCIDR is the pod network (the chart's operator.podNetworkCIDRs).
+	PodCIDR string
+	// Versions of the parts, for the report.
+	Versions map[string]string
+}
+
+// Up starts the cluster and returns when the node is Ready and pods can be
+// created (the default ServiceAccount exists). It prints one line per step
+// with its duration to opts.Out. On failure it stops and removes what it
+// started (Down) and returns the first error, naming the log to read. A
+// cluster already running in opts.Dir is an error.
+func Up(ctx context.Context, opts Options) (*Cluster, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := o.layout()
+	total := time.Now()
+	fmt.Fprintf(o.Out, "cluster: a REAL single-node Kubernetes cluster (kubelet, containerd, Multus; nothing emulated) in %s\n", o.Dir)
+	if o.KubeVirtDir != "" {
+		fmt.Fprintf(o.Out, "cluster: KubeVirt %s from %s (REAL: virt-operator, virt-api, virt-controller, virt-handler, virt-launcher built from source; the guests' CPU is EMULATED by QEMU TCG where the KVM probe cannot boot a guest)\n", filepath.Base(o.KubeVirtDir), o.KubeVirtDir)
+	} else {
+		fmt.Fprintf(o.Out, "cluster: KubeVirt is NOT installed: the cluster runs pods, not VMs\n")
+	}
+	if err := o.preflight(); err != nil {
+		return nil, err
+	}
+	u := &upper{o: o, l: l, state: runState{NodeName: o.NodeName}}
+	c, err := u.run(ctx)
+	if err != nil {
+		fmt.Fprintf(o.Out, "cluster: FAILED: %v\ncluster: removing what was started\n", err)
+		if derr := Down(context.WithoutCancel(ctx), opts); derr != nil {
+			fmt.Fprintf(o.Out, "cluster: teardown after the failure: %v\n", derr)
+		}
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "cluster: up in %.1fs: node %s Ready; export KUBECONFIG=%s\n", time.Since(total).Seconds(), o.NodeName, c.Kubeconfig)
+	return c, nil
+}
+
+// upper runs Up's steps and records what it started.
+type upper struct {
+	o       Options
+	l       layout
+	state   runState
+	daemons []*daemon
+	c       client.Client
+}
+
+func (u *upper) step(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	status := "ok"
+	if err != nil {
+		status = "FAILED"
+	}
+	fmt.Fprintf(u.o.Out, "cluster: %-72s %6.1fs %s\n", name, time.Since(start).Seconds(), status)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// start starts a daemon and records it in the state file at once, so a
+// failure (or a kill of this process) later leaves Down what to stop.
+func (u *upper) start(name string, argv, env []string) error {
+	d, err := startDaemon(name, argv, env, u.l.logs)
+	if err != nil {
+		return err
+	}
+	u.daemons = append(u.daemons, d)
+	u.state.Processes = append(u.state.Processes, d.rec)
+	return runstate.Save(u.l.state, u.state)
+}
+
+// waitFor polls check every 250 ms until it returns true, a daemon exits,
+// or timeout passes; the error says what was awaited.
+func (u *upper) waitFor(ctx context.Context, what string, timeout time.Duration, check func(context.Context) (bool, error)) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, d := range u.daemons {
+			if err := d.exited(); err != nil {
+				return false, err
+			}
+		}
+		ok, err := check(ctx)
+		if err != nil {
+			last = err
+		}
+		return ok, nil
+	})
+	if err != nil {
+		if last != nil && !strings.Contains(err.Error(), "exited") {
+			return fmt.Errorf("timed out after %s waiting for %s: %w", timeout, what, last)
+		}
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+func (u *upper) run(ctx context.Context) (*Cluster, error) {
+	o, l := u.o, u.l
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+
+	for _, d := range []string{l.dir, l.logs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("failed to create %s: %w", d, err)
+		}
+	}
+	if err := runstate.Save(l.state, u.state); err != nil {
+		return nil, err
+	}
+	if err := u.step("certificates (one CA) and kubeconfigs", o.writePKI); err != nil {
+		return nil, err
+	}
+	if err := u.step("etcd", func() error {
+		if err := u.start("etcd", []string{bin("etcd"),
+			"--name=" + o.NodeName, "--data-dir=" + l.etcdData,
+			fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", EtcdPort),
+			fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", EtcdPort),
+			fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", EtcdPeerPort),
+			fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", EtcdPeerPort),
+			fmt.Sprintf("--initial-cluster=%s=http://127.0.0.1:%d", o.NodeName, EtcdPeerPort),
+			"--quota-backend-bytes=2147483648",
+		}, nil); err != nil {
+			return err
+		}
+		return u.waitFor(ctx, "etcd /health", time.Minute, httpOK(fmt.Sprintf("http://127.0.0.1:%d/health", EtcdPort)))
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("kube-apiserver (ServiceAccount and NodeRestriction admission, Node+RBAC)", func() error {
+		if err := u.start("kube-apiserver", o.apiserverArgs(bin("kube-apiserver")), nil); err != nil {
+			return err
+		}
+		if err := u.waitFor(ctx, "kube-apiserver /readyz", 2*time.Minute, httpOK(fmt.Sprintf("https://127.0.0.1:%d/readyz", APIServerPort))); err != nil {
+			return err
+		}
+		c, err := adminClient(l.adminKubeconfig)
+		u.c = c
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("Multus's NetworkAttachmentDefinition CRD and ClusterRole ("+MultusVersion+")", func() error {
+		return applyMultusObjects(ctx, u.c)
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("kube-controller-manager and kube-scheduler", func() error {
+		if err := u.start("kube-controller-manager", o.controllerManagerArgs(bin("kube-controller-manager")), nil); err != nil {
+			return err
+		}
+		if err := u.start("kube-scheduler", o.schedulerArgs(bin("kube-scheduler")), nil); err != nil {
+			return err
+		}
+		if err := u.waitFor(ctx, "kube-controller-manager /healthz", time.Minute, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", ControllerManagerPort))); err != nil {
+			return err
+		}
+		return u.waitFor(ctx, "kube-scheduler /healthz", time.Minute, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort)))
+	}); err != nil {
+		return nil, err
+	}
+	if o.KubeVirt {
+		if err := u.step("kubelet root "+KubeVirtKubeletRoot+" and "+KubeVirtRunDir+" as shared mounts (KubeVirt)", u.kubevirtMounts); err != nil {
+			return nil, err
+		}
+	}
+	if err := u.step("CNI: bridge+host-local (MTU 1500) under Multus thin, in "+filepath.Dir(l.cniConf), func() error {
+		if err := o.writeFiles(); err != nil {
+			return err
+		}
+		return o.installCNIBinaries()
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("containerd (own root, state and socket; cgroupfs, overlayfs)", func() error {
+		env := []string{"FASTPATH_NODE_CONFIG=" + NodeConfigPath(o.Dir)}
+		if err := u.start("containerd", []string{"/usr/bin/containerd", "--config", l.containerdConfig}, env); err != nil {
+			return err
+		}
+		return u.waitFor(ctx, "containerd's CRI", time.Minute, func(ctx context.Context) (bool, error) {
+			if _, err := os.Stat(l.containerdSock); err != nil {
+				return false, err
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := o.crictl(ctx, "info")
+			return err == nil, err
+		})
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("images from "+o.ImagesDir+" into containerd", func() error {
+		return o.importImages(ctx)
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("kubelet (cgroupfs under "+CgroupRoot+", node "+o.NodeName+" Ready)", func() error {
+		sys, err := readSysctls()
+		if err != nil {
+			return err
+		}
+		u.state.Sysctls = sys
+		if u.state.NFTables, err = nftTables(); err != nil {
+			return err
+		}
+		u.state.IPAMBefore = ipamDirs()
+		for d := DevicePluginDir; d != "/var/lib"; d = filepath.Dir(d) {
+			if _, err := os.Stat(d); err == nil {
+				break
+			}
+			u.state.DevicePluginDirs = append(u.state.DevicePluginDirs, d)
+		}
+		if err := runstate.Save(l.state, u.state); err != nil {
+			return err
+		}
+		if err := createCgroupRoot(); err != nil {
+			return err
+		}
+		if err := u.start("kubelet", []string{bin("kubelet"),
+			"--config=" + l.kubeletConfig, "--kubeconfig=" + l.kubeconfig("kubelet"),
+			"--root-dir=" + l.kubeletRoot, "--cert-dir=" + filepath.Join(l.kubeletRoot, "pki"),
+			"--hostname-override=" + o.NodeName, "--node-ip=" + o.NodeIP.String(), "--v=1",
+		}, nil); err != nil {
+			return err
+		}
+		return u.waitFor(ctx, "node "+o.NodeName+" Ready", 3*time.Minute, nodeReady(u.c, o.NodeName))
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("kube-proxy (nftables)", func() error {
+		if err := u.start("kube-proxy", []string{bin("kube-proxy"),
+			"--kubeconfig=" + l.kubeconfig("kube-proxy"), "--proxy-mode=nftables",
+			"--hostname-override=" + o.NodeName, "--cluster-cidr=" + o.PodCIDR.Masked().String(),
+			fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", ProxyHealthzPort),
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ProxyMetricsPort),
+			// 0: leave the host's conntrack settings as they are.
+			"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
+			"--v=1",
+		}, nil); err != nil {
+			return err
+		}
+		return u.waitFor(ctx, "kube-proxy /healthz", time.Minute, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ProxyHealthzPort)))
+	}); err != nil {
+		return nil, err
+	}
+	if err := u.step("default ServiceAccount and kube-root-ca.crt (pods can be created)", func() error {
+		return u.waitFor(ctx, "the default ServiceAccount", time.Minute, func(ctx context.Context) (bool, error) {
+			if err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
+				return false, err
+			}
+			err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{})
+			return err == nil, err
+		})
+	}); err != nil {
+		return nil, err
+	}
+	if o.KubeVirtDir != "" {
+		if err := u.deployKubeVirt(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &Cluster{
+		Kubeconfig: l.adminKubeconfig, NodeName: o.NodeName, NodeIP: o.NodeIP.String(),
+		CNIBinDir: l.cniBin, CNIConfDir: l.cniConf, PodCIDR: o.PodCIDR.Masked().String(),
+		Versions: versions(o.BinDir),
+	}, nil
+}
+
+func (o Options) apiserverArgs(exe string) []string {
+	l := o.layout()
+	p := func(f string) string { return filepath.Join(l.pki, f) }
+	return []string{exe,
+		"--advertise-address=" + o.NodeIP.String(), "--bind-address=0.0.0.0",
+		fmt.Sprintf("--secure-port=%d", APIServerPort),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", EtcdPort),
+		"--client-ca-file=" + p("ca.crt"),
+		"--tls-cert-file=" + p("apiserver.crt"), "--tls-private-key-file=" + p("apiserver.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p("sa.pub"), "--service-account-signing-key-file=" + p("sa.key"),
+		"--service-cluster-ip-range=" + o.ServiceCIDR.Masked().String(),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--kubelet-client-certificate=" + p("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + p("apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority=" + p("ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP",
+		// The aggregation layer (virt-api refuses to start without the
+		// requestheader CA in extension-apiserver-authentication): kubeadm's
+		// flags, with routing to the endpoints' pod IPs, since the API
+		// server runs on the host without kube-proxy's service routing.
+		"--requestheader-client-ca-file=" + p("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + p("front-proxy-client.key"),
+		"--enable-aggregator-routing=true",
+		"--cert-dir=" + l.pki, "--profiling=false",
+	}
+}
+
+func (o Options) controllerManagerArgs(exe string) []string {
+	l := o.layout()
+	kc := l.kubeconfig("kube-controller-manager")
+	return []string{exe,
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ControllerManagerPort),
+		"--cert-dir=" + filepath.Join(l.dir, "kube-controller-manager"),
+		"--root-ca-file=" + filepath.Join(l.pki, "ca.crt"),
+		"--service-account-private-key-file=" + filepath.Join(l.pki, "sa.key"),
+		"--cluster-signing-cert-file=" + filepath.Join(l.pki, "ca.crt"),
+		"--cluster-signing-key-file=" + filepath.Join(l.pki, "ca.key"),
+		"--use-service-account-credentials=true",
+		"--service-cluster-ip-range=" + o.ServiceCIDR.Masked().String(),
+		"--leader-elect=false", "--profiling=false",
+	}
+}
+
+func (o Options) schedulerArgs(exe string) []string {
+	l := o.layout()
+	kc := l.kubeconfig("kube-scheduler")
+	return []string{exe,
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", SchedulerPort),
+		"--cert-dir=" + filepath.Join(l.dir, "kube-scheduler"),
+		"--leader-elect=false", "--profiling=false",
+	}
+}
+
+// httpOK returns a check that GETs url (TLS unverified: the health endpoints
+// of our own processes on 127.0.0.1) and wants 200.
+func httpOK(url string) func(context.Context) (bool, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // own processes on loopback
+	return func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+		}
+		return true, nil
+	}
+}
+
+func nodeReady(c client.Client, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
+					return true, nil
+				}
+				return false, fmt.Errorf("node %s is not Ready: %s: %s", name, cond.Reason, cond.Message)
+			}
+		}
+		return false, fmt.Errorf("node %s reports no Ready condition yet", name)
+	}
+}
+
+// installCNIBinaries copies the reference plugins the pod network and the
+// fastpath NADs use (bridge, host-local, loopback for the runtime) from
+// Debian's containernetworking-plugins and Multus's thin plugin into the
+// cluster's CNI bin directory.
+func (o Options) installCNIBinaries() error {
+	l := o.layout()
+	srcs := map[string]string{"multus": filepath.Join(o.BinDir, "multus")}
+	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		srcs[p] = filepath.Join(DebianCNIDir, p)
+	}
+	for name, src := range srcs {
+		if err := copyFile(src, filepath.Join(l.cniBin, name), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createCgroupRoot makes CgroupRoot in every cgroup v1 hierarchy (the
+// kubelet wants it to exist), with cpuset's CPUs and memory nodes copied from
+// the root (a new v1 cpuset cgroup starts with none).
+func createCgroupRoot() error {
+	ents, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return fmt.Errorf("failed to list the cgroup hierarchies: %w", err)
+	}
+	for _, e := range ents {
+		h := filepath.Join("/sys/fs/cgroup", e.Name())
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil || e.Name() == "unified" {
+			continue // not a v1 hierarchy
+		}
+		p := filepath.Join(h, CgroupRoot)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("failed to create cgroup %s: %w", p, err)
+		}
+		if e.Name() != "cpuset" {
+			continue
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			b, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				return fmt.Errorf("failed to read %s: %w", filepath.Join(h, f), err)
+			}
+			if err := os.WriteFile(filepath.Join(p, f), b, 0o644); err != nil {
+				return fmt.Errorf("failed to write %s: %w", filepath.Join(p, f), err)
+			}
+		}
+	}
+	return nil
+}
+
+// DebianCNIDir is where Debian's containernetworking-plugins installs the
+// reference plugins.
+const DebianCNIDir = "/usr/lib/cni"
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("failed to open %s: %w", src, err)
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", tmp, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("failed to copy %s to %s: %w", src, dst, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("failed to write %s: %w", tmp, err)
+	}
+	return os.Rename(tmp, dst)
+}
+
+// crictl runs bin/crictl with the cluster's crictl.yaml (containerd's
+// socket) and returns its standard output; the error carries its standard
+// error.
+func (o Options) crictl(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	argv := append([]string{"--config", o.layout().crictlConfig}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, "crictl"), argv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("crictl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// preflight checks, before anything starts, that this machine can run the
+// cluster, and says what to do otherwise.
+func (o Options) preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("make cluster needs root (containerd, the kubelet, cgroups, network namespaces)")
+	}
+	if o.KubeVirt { // before anything starts: a failed Up's Down would touch the other cluster's cgroups
+		for _, dir := range []string{KubeVirtKubeletRoot, KubeVirtRunDir} {
+			if _, err := os.Lstat(dir); err == nil {
+				return fmt.Errorf("%s exists (another kubelet's or KubeVirt's, or a cluster not brought down?): this cluster's KubeVirt needs it as its own; make cluster-down, remove it, or bring the cluster up without KUBEVIRT=1", dir)
+			}
+		}
+	}
+	var missing []string
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "crictl", "multus"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			missing = append(missing, filepath.Join(o.BinDir, b)+" (make setup)")
+		}
+	}
+	for _, f := range []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/bin/ctr", "/usr/sbin/runc", "/usr/sbin/nft",
+		filepath.Join(DebianCNIDir, "bridge"), filepath.Join(DebianCNIDir, "host-local"), filepath.Join(DebianCNIDir, "loopback")} {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f+" (make setup: apt packages containerd, runc, nftables, containernetworking-plugins)")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(o.ImagesDir, "pause.tar")); err != nil {
+		missing = append(missing, filepath.Join(o.ImagesDir, "pause.tar")+" (make images)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing: %s", strings.Join(missing, "; "))
+	}
+	for _, c := range []string{"memory", "cpu", "cpuacct", "cpuset", "pids"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", c, "cgroup.procs")); err != nil {
+			return fmt.Errorf("the cgroup v1 controller %s is not mounted at /sys/fs/cgroup/%s: this cluster runs the kubelet with cgroupfs on cgroup v1", c, c)
+		}
+	}
+	st, err := runstate.Load[runState](o.layout().state)
+	if err != nil {
+		return err
+	}
+	for _, p := range st.Processes {
+		if p.Alive() {
+			return fmt.Errorf("a cluster is already running in %s (%s, pid %d): run `make cluster-down` first", o.Dir, p.Name, p.PID)
+		}
+	}
+	var busy []string
+	for _, p := range []int{EtcdPort, EtcdPeerPort, APIServerPort, KubeletPort, KubeletHealthzPort, ControllerManagerPort, SchedulerPort, ProxyHealthzPort, ProxyMetricsPort} {
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
+		if err != nil {
+			busy = append(busy, fmt.Sprint(p))
+			continue
+		}
+		ln.Close()
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("TCP ports %s are in use: another cluster or Kubernetes component runs here (make cluster-down?)", strings.Join(busy, ", "))
+	}
+	return nil
+}
+
+// versions reports the versions of the parts, for the summary.
+func versions(binDir string) map[string]string {
+	v := map[string]string{}
+	run := func(key string, argv ...string) {
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err == nil {
+			v[key] = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		}
+	}
+	run("kubelet", filepath.Join(binDir, "kubelet"), "--version")
+	run("containerd", "/usr/bin/containerd", "--version")
+	run("runc", "/usr/sbin/runc", "--version")
+	run("multus", filepath.Join(binDir, "multus"), "-version")
+	return v
+}
