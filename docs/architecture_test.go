@@ -22,7 +22,7 @@ func layerOf(pkg string) int {
 		return 5
 	case strings.HasPrefix(p, "cmd/"), strings.HasPrefix(p, "cni/cmd/"):
 		return 4
-	case p == "api/wellknown", strings.HasPrefix(p, "api/"), p == "config/crd", p == "cni/pkg/netconf":
+	case strings.HasPrefix(p, "api/"), p == "config/crd":
 		return 1
 	case strings.HasPrefix(p, "internal/"):
 		return 2
@@ -87,7 +87,7 @@ func TestLayerOf(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(layerOf(module + "/internal/datapath/bridge")).To(Equal(2))
 	g.Expect(layerOf(module + "/cni/pkg/plugin")).To(BeNumerically(">", layerOf(module+"/internal/datapath/bridge")))
-	g.Expect(layerOf(module + "/cni/pkg/netconf")).To(Equal(1))
+	g.Expect(layerOf(module + "/api/netconf")).To(Equal(1))
 	g.Expect(layerOf(module + "/api/wellknown")).To(Equal(1))
 	g.Expect(layerOf(module + "/cmd/fastpath-agent")).To(Equal(4))
 	g.Expect(layerOf(module + "/e2e/localenv/demo")).To(Equal(5))

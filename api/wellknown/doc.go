@@ -1,6 +1,6 @@
 // Package wellknown is the one home of the names and limits that more than
 // one part of Fastpath must agree on: the API (api/v1alpha1), the operator,
-// the node agent, the CNI plugin (cni/pkg/netconf and the datapaths) and
+// the node agent, the CNI plugin (api/netconf and the datapaths) and
 // the domain hook's tuning. Each value is written here once; the others
 // import it instead of repeating it, so no test has to hold copies equal.
 //

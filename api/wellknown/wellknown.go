@@ -2,7 +2,7 @@ package wellknown
 
 // Datapath names: the values of FastPathNetwork and FastPathAttachment
 // spec.datapath (api/v1alpha1.Datapath) and of the CNI netconf "datapath"
-// (cni/pkg/netconf) that the operator writes from them.
+// (api/netconf) that the operator writes from them.
 const (
 	// DatapathLinuxBridge enslaves the host end of a veth pair to a Linux bridge.
 	DatapathLinuxBridge = "LinuxBridge"

@@ -7,9 +7,9 @@ import (
 	"github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
 func ptr[T any](v T) *T { return &v }

@@ -9,8 +9,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 

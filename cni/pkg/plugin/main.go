@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"golang.org/x/sys/unix"
 
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/api/netconf"
 )
 
 // Main is the body of a plugin binary's main: it checks stdin with

@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/api/wellknown"
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
 // Defaults.

@@ -11,8 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
 )
 
 // DefaultMacvtapCapacity is how many macvtaps (VM interfaces) one node

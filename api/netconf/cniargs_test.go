@@ -6,7 +6,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/cni/pkg/netconf"
+	"github.com/fastpath-io/fastpath/api/netconf"
 )
 
 func TestParseArgs(t *testing.T) {
