@@ -41,9 +41,10 @@ COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; \
-    for b in fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath; do \
+    for b in fastpath-operator fastpath-agent fastpath-domain-hook kubectl-fastpath; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
     done; \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-bench ./bench/cmd/fastpath-bench; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath ./cni/cmd/fastpath; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-ovs-plugin ./cni/cmd/fastpath-ovs-plugin
 

@@ -95,7 +95,7 @@ verify: generate manifests ## Regenerate code and manifests and fail if anything
 build: ## Build every binary into bin/: the product's, then the harness's (e2e/cmd).
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do \
-	  if [ -d cni/cmd/$$b ]; then pkg=./cni/cmd/$$b; elif [ -d cmd/$$b ]; then pkg=./cmd/$$b; else continue; fi; \
+	  if [ -d cni/cmd/$$b ]; then pkg=./cni/cmd/$$b; elif [ -d bench/cmd/$$b ]; then pkg=./bench/cmd/$$b; elif [ -d cmd/$$b ]; then pkg=./cmd/$$b; else continue; fi; \
 	  echo "go build -o bin/$$b $$pkg"; CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b $$pkg; \
 	done
 	@for b in $(HARNESS_BINARIES); do \

@@ -20,13 +20,13 @@ func layerOf(pkg string) int {
 	switch {
 	case p == "e2e" || strings.HasPrefix(p, "e2e/"):
 		return 5
-	case strings.HasPrefix(p, "cmd/"), strings.HasPrefix(p, "cni/cmd/"):
+	case strings.HasPrefix(p, "cmd/"), strings.HasPrefix(p, "cni/cmd/"), strings.HasPrefix(p, "bench/cmd/"):
 		return 4
 	case strings.HasPrefix(p, "api/"), p == "config/crd":
 		return 1
 	case strings.HasPrefix(p, "internal/"):
 		return 2
-	case strings.HasPrefix(p, "cni/"), strings.HasPrefix(p, "controllers/"):
+	case strings.HasPrefix(p, "cni/"), strings.HasPrefix(p, "controllers/"), p == "bench", strings.HasPrefix(p, "bench/"):
 		return 3
 	}
 	return 0
@@ -90,6 +90,10 @@ func TestLayerOf(t *testing.T) {
 	g.Expect(layerOf(module + "/api/netconf")).To(Equal(1))
 	g.Expect(layerOf(module + "/api/wellknown")).To(Equal(1))
 	g.Expect(layerOf(module + "/cmd/fastpath-agent")).To(Equal(4))
+	g.Expect(layerOf(module + "/bench")).To(Equal(3))
+	g.Expect(layerOf(module + "/bench/jobrunner")).To(Equal(3))
+	g.Expect(layerOf(module + "/bench/cmd/fastpath-bench")).To(Equal(4))
+	g.Expect(layerOf(module + "/api/benchjob")).To(Equal(1))
 	g.Expect(layerOf(module + "/e2e/localenv/demo")).To(Equal(5))
 	g.Expect(layerOf(module + "/charts/fastpath")).To(Equal(0))
 }
@@ -114,17 +118,17 @@ var harnessOnly = []string{
 }
 
 // TestShippedBinariesLinkNoHarness lists the dependencies of every main in
-// cmd/ and cni/cmd/ (the shipped binaries) and fails on any harness package.
+// cmd/, cni/cmd/ and bench/cmd/ (the shipped binaries) and fails on any harness package.
 func TestShippedBinariesLinkNoHarness(t *testing.T) {
 	g := NewWithT(t)
-	mains := goList(t, "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", "./cmd/...", "./cni/cmd/...")
+	mains := goList(t, "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", "./cmd/...", "./cni/cmd/...", "./bench/cmd/...")
 	var bins []string
 	for _, m := range mains {
 		if m != "" {
 			bins = append(bins, m)
 		}
 	}
-	g.Expect(bins).To(ContainElements(module+"/cmd/fastpath-operator", module+"/cmd/fastpath-agent", module+"/cni/cmd/fastpath"))
+	g.Expect(bins).To(ContainElements(module+"/cmd/fastpath-operator", module+"/cmd/fastpath-agent", module+"/cni/cmd/fastpath", module+"/bench/cmd/fastpath-bench"))
 	for _, b := range bins {
 		var linked []string
 		for _, dep := range goList(t, "-deps", b) {
@@ -136,4 +140,18 @@ func TestShippedBinariesLinkNoHarness(t *testing.T) {
 		}
 		g.Expect(linked).To(BeEmpty(), "%s links harness packages", b)
 	}
+}
+
+// TestOperatorLinksNoRunner: the operator links only the controller's half of
+// the benchmark Job contract (api/benchjob), never the runner wing (bench/),
+// whose netperf, vsock and SSH drivers it has no use for.
+func TestOperatorLinksNoRunner(t *testing.T) {
+	g := NewWithT(t)
+	var linked []string
+	for _, dep := range goList(t, "-deps", "./cmd/fastpath-operator") {
+		if dep == module+"/bench" || strings.HasPrefix(dep, module+"/bench/") {
+			linked = append(linked, dep)
+		}
+	}
+	g.Expect(linked).To(BeEmpty(), "fastpath-operator links the runner")
 }

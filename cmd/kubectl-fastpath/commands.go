@@ -13,10 +13,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/report"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/bench/report"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 

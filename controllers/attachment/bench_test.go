@@ -28,8 +28,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/benchfig"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
-	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"

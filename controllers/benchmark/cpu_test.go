@@ -6,9 +6,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // withServiceDemand is fixtureDoc() with service demands on the best point

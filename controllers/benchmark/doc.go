@@ -12,8 +12,8 @@
 //     the client VMs reached over SSH at their pod-network address (VM mode).
 //
 // The runner writes its outcome into the ConfigMap (the protocol is in
-// internal/bench/benchjob); the controller watches it, summarises results.json into
-// status (internal/bench/benchresults), judges the success criteria, deletes the
+// api/benchjob); the controller watches it, summarises results.json into
+// status (controllers/benchmark/benchresults), judges the success criteria, deletes the
 // netserver pods, records Events on every phase transition and exports
 // Prometheus gauges on controller-runtime's metrics registry.
 //

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
 )
 
 // maxReasons bounds how many waiting endpoints a Pending message lists.

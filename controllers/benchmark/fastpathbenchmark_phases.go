@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/benchresults"
+	"github.com/fastpath-io/fastpath/controllers/benchmark/benchresults"
 )
 
 // reconcileGeneration starts a new run when the spec changed since the status

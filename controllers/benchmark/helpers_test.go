@@ -22,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
+	"github.com/fastpath-io/fastpath/bench/jobrunner"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -34,7 +35,7 @@ func ptr[T any](v T) *T { return &v }
 // network, three repetitions each. Best fast path 13520.4 Mbps at 256 KiB /
 // 64 KiB, 4590.2 Mbps on the baseline there.
 func fixture() string {
-	data, err := os.ReadFile("../../internal/bench/benchresults/testdata/results-pod.json")
+	data, err := os.ReadFile("benchresults/testdata/results-pod.json")
 	Expect(err).NotTo(HaveOccurred())
 	return string(data)
 }
@@ -288,11 +289,11 @@ func runnerClient(ns, benchmark string) *corev1client.CoreV1Client {
 	return c
 }
 
-// runnerSink is the runner's own ConfigMap writer (internal/bench), as
+// runnerSink is the runner's own ConfigMap writer (bench), as
 // `fastpath-bench run --results-configmap <ns>/<benchmark>-results --run-id <runID>`
 // builds it, with the runner's permissions.
-func runnerSink(ns, benchmark, runID string) benchjob.ConfigMapSink {
-	return benchjob.ConfigMapSink{
+func runnerSink(ns, benchmark, runID string) jobrunner.ConfigMapSink {
+	return jobrunner.ConfigMapSink{
 		Client: runnerClient(ns, benchmark), Namespace: ns, Name: benchjob.ResultsConfigMapName(benchmark), RunID: runID,
 		Backoff: wait.Backoff{Steps: 1},
 	}

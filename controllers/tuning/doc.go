@@ -7,9 +7,9 @@
 // FastPathAttachment (the candidate's MTU and offloads on the network,
 // selecting no VM) and per step a Pod-mode FastPathBenchmark on that
 // attachment pinned to the node, so the FastPathBenchmark controller and its
-// runner (internal/bench) do the measuring. One node is swept at a time;
+// runner (bench) do the measuring. One node is swept at a time;
 // within it one benchmark runs at a time, in the alternating order of
-// internal/bench/tuning.Order. All of these objects live in the operator's
+// controllers/tuning/sweep.Order. All of these objects live in the operator's
 // namespace, carry a controller reference to the network and the label
 // fastpath.io/tuning-network, and are deleted when the node's sweep ends or
 // the mode goes back to Off; an object of one of their names that the

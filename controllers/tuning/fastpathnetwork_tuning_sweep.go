@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/tuning"
+	"github.com/fastpath-io/fastpath/controllers/tuning/sweep"
 )
 
 // The netperf point every candidate is measured at: one session of 64 KiB
@@ -39,7 +39,7 @@ func benchmarkSubnet(i int) string { return fmt.Sprintf("198.18.%d.0/24", i) }
 func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPathNode) (ctrl.Result, error) {
 	st := s.net.Status.Tuning
 	cands := candidates(s.tuning)
-	steps := tuning.Order(len(cands), int(*s.tuning.Repetitions))
+	steps := sweep.Order(len(cands), int(*s.tuning.Repetitions))
 	tests := []v1alpha1.BenchmarkTest{v1alpha1.TestTCPStream}
 	if s.tuning.Objective == v1alpha1.ObjectiveLatency {
 		tests = append(tests, v1alpha1.TestTCPRR)
@@ -63,11 +63,11 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 			failed[i] = why
 		}
 	}
-	reps := make([][]tuning.Rep, len(cands))
+	reps := make([][]sweep.Rep, len(cands))
 	running := false
 	for _, step := range steps {
 		if why, ok := failed[step.Candidate]; ok {
-			reps[step.Candidate] = append(reps[step.Candidate], tuning.Rep{Failed: why})
+			reps[step.Candidate] = append(reps[step.Candidate], sweep.Rep{Failed: why})
 			continue
 		}
 		name := childName(s.net.Name, node.Name, fmt.Sprintf("c%d-r%d", step.Candidate, step.Rep))
@@ -76,7 +76,7 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 		switch {
 		case apierrors.IsNotFound(err):
 			if left <= 0 || running {
-				reps[step.Candidate] = append(reps[step.Candidate], tuning.Rep{Failed: fmt.Sprintf("not run: the sweep exceeded its bound of %s", bound)})
+				reps[step.Candidate] = append(reps[step.Candidate], sweep.Rep{Failed: fmt.Sprintf("not run: the sweep exceeded its bound of %s", bound)})
 				continue
 			}
 			b = r.benchmark(s, node.Name, name, step.Candidate, tests)
@@ -97,7 +97,7 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 			continue
 		}
 		if !done {
-			rep = tuning.Rep{Failed: fmt.Sprintf("the sweep exceeded its bound of %s", bound)}
+			rep = sweep.Rep{Failed: fmt.Sprintf("the sweep exceeded its bound of %s", bound)}
 		}
 		reps[step.Candidate] = append(reps[step.Candidate], rep)
 	}
@@ -109,9 +109,9 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 	entry := v1alpha1.NodeTuning{Node: node.Name, MeasuredAt: &s.now}
 	entry.Kernel, entry.Datapath = fingerprint(node, s.spec.Bridge)
 	for i, c := range cands {
-		entry.Evidence = append(entry.Evidence, tuning.Evidence(c, reps[i]))
+		entry.Evidence = append(entry.Evidence, sweep.Evidence(c, reps[i]))
 	}
-	if best, margin, ok := tuning.Choose(entry.Evidence, s.tuning.Objective, *s.spec.MTU.Min, *s.spec.MTU.Max); ok {
+	if best, margin, ok := sweep.Choose(entry.Evidence, s.tuning.Objective, *s.spec.MTU.Min, *s.spec.MTU.Max); ok {
 		entry.Recommended = cands[best].DeepCopy()
 		entry.MarginPercent = margin
 		r.Recorder.Eventf(s.net, corev1.EventTypeNormal, "SweepFinished", "Node %s: MTU %d wins by %s (margin %s%% over the runner-up)",
@@ -193,7 +193,7 @@ func (r *Reconciler) benchmark(s *scope, node, name string, i int, tests []v1alp
 }
 
 // repOf reads a finished benchmark's figures; done is false while it runs.
-func repOf(b *v1alpha1.FastPathBenchmark) (tuning.Rep, bool) {
+func repOf(b *v1alpha1.FastPathBenchmark) (sweep.Rep, bool) {
 	switch b.Status.Phase {
 	case v1alpha1.BenchmarkSucceeded:
 	case v1alpha1.BenchmarkFailed:
@@ -201,11 +201,11 @@ func repOf(b *v1alpha1.FastPathBenchmark) (tuning.Rep, bool) {
 		if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.FailedCondition); c != nil {
 			why = c.Reason + ": " + c.Message
 		}
-		return tuning.Rep{Failed: why}, true
+		return sweep.Rep{Failed: why}, true
 	default:
-		return tuning.Rep{}, false
+		return sweep.Rep{}, false
 	}
-	var rep tuning.Rep
+	var rep sweep.Rep
 	for _, p := range b.Status.Points {
 		switch p.Test {
 		case v1alpha1.TestTCPStream:

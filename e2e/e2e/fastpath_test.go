@@ -20,9 +20,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock"

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/controllers/tuning/sweep"
 	"github.com/fastpath-io/fastpath/e2e/localenv/cluster"
-	"github.com/fastpath-io/fastpath/internal/bench/tuning"
 )
 
 // A network that tunes itself (issue 27) on a real kubelet: the sweep's
@@ -116,7 +116,7 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 				Expect(ev.Repetitions).To(BeNumerically(">=", 3), "mtu %d", ev.MTU)
 			}
 			Expect(node.Recommended).NotTo(BeNil())
-			best, _, ok := tuning.Choose(node.Evidence, fastpathv1alpha1.ObjectiveThroughput, 1280, 65520)
+			best, _, ok := sweep.Choose(node.Evidence, fastpathv1alpha1.ObjectiveThroughput, 1280, 65520)
 			Expect(ok).To(BeTrue())
 			Expect(node.Recommended.MTU).To(Equal(node.Evidence[best].MTU), "the choice is the best by its own objective in its evidence")
 			AddReportEntry("Tuning sweep", fmt.Sprintf("node %s, %s: recommended MTU %d (margin %s%%)\n%s", node.Node, took.Round(time.Second), node.Recommended.MTU, node.MarginPercent, strings.Join(rows, "\n")))

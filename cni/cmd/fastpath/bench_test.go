@@ -14,8 +14,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/bench/benchfig"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
-	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/report"
 	"github.com/fastpath-io/fastpath/e2e/localenv/emulation"
-	"github.com/fastpath-io/fastpath/internal/bench/benchjob"
-	"github.com/fastpath-io/fastpath/internal/bench/report"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 

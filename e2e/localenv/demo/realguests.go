@@ -16,11 +16,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/e2e/localenv/emulation"
 	"github.com/fastpath-io/fastpath/e2e/localenv/guests"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 

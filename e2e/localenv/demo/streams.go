@@ -8,10 +8,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/report"
 	"github.com/fastpath-io/fastpath/e2e/localenv/guests"
-	"github.com/fastpath-io/fastpath/internal/bench/report"
-	"github.com/fastpath-io/fastpath/internal/bench/results"
 )
 
 // Paths of the guest-to-guest stream comparison in results.json.

@@ -15,7 +15,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fastpath-io/fastpath/internal/bench/netperf"
+	"github.com/fastpath-io/fastpath/bench/netperf"
 )
 
 // cloudConfig is the part of a #cloud-config document the emulation reads.

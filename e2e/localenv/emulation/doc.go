@@ -18,7 +18,7 @@
 //     capabilities the netconf declares exactly as Multus does through it;
 //   - the kernel datapath: network namespaces, veths, the node bridge the
 //     agent made, host-local IPAM, MTU and offloads, and KubeVirt's masquerade
-//     NAT rules (internal/bench/topology) on the default pod network;
+//     NAT rules (bench/topology) on the default pod network;
 //   - netserver and netperf, and the benchmark runner binary;
 //   - the vsock relay of the node agent, over the UNIX-socket transport.
 //
@@ -33,7 +33,7 @@
 //   - the virt-launcher pod and the guest are two network namespaces,
 //     <Prefix><namespace>.virt-launcher-<vm>-<hash> and <Prefix><namespace>.<vm>
 //     (see `ip netns`). The CNI plugin wires the launcher's; virt-launcher's
-//     bindings are rebuilt with internal/bench/topology: masquerade for the pod
+//     bindings are rebuilt with bench/topology: masquerade for the pod
 //     network (k6t-eth0, NAT, tap0) and bridge for Multus networks
 //     (k6t-<hash> with the pod interface as a port, tap<hash>), both bridges
 //     with TX checksum offload off as KubeVirt sets them. A veth stands in for

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/e2e/localenv/guests"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 

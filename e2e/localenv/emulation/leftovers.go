@@ -10,7 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/bench/topology"
 )
 
 // CleanupLeftovers removes what an earlier emulation with the same Prefix,

@@ -14,8 +14,8 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/e2e/localenv/guests"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 )
 
 // Guest kinds of Options.Guests.

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fastpath-io/fastpath/bench/netperf"
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/e2e/localenv/guests"
-	"github.com/fastpath-io/fastpath/internal/bench/netperf"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )

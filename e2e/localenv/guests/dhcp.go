@@ -11,7 +11,7 @@ import (
 	dhcp "github.com/krolaw/dhcp4"
 	dhcpconn "github.com/krolaw/dhcp4/conn"
 
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/bench/topology"
 )
 
 // DHCPLease is what the emulated virt-launcher hands one guest NIC, as

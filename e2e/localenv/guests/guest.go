@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
 )
 

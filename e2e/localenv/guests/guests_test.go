@@ -19,7 +19,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"

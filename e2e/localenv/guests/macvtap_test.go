@@ -19,8 +19,8 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/netconf"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/topology"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"

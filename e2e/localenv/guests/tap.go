@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fastpath-io/fastpath/internal/bench/topology"
+	"github.com/fastpath-io/fastpath/bench/topology"
 )
 
 // addTap creates the tap virt-launcher makes for a guest NIC in the launcher

@@ -39,7 +39,7 @@ import (
 // drivers/net/macvlan.c). Frames to other MACs and broadcasts do, and the peer
 // drops them (it has no upper device and no address): the network stays
 // inside the node. The local benchmark's fastpath-macvtap path has the same
-// shape (internal/bench/localbench).
+// shape (bench/localbench).
 
 // lowerOffloads are the offloads of a macvtap lower device: all on.
 var lowerOffloads = map[string]bool{wellknown.OffloadTSO: true, wellknown.OffloadGSO: true, wellknown.OffloadGRO: true, wellknown.OffloadTXChecksum: true}

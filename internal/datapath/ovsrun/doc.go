@@ -1,7 +1,7 @@
 // Package ovsrun starts Open vSwitch on this machine for programs and tests
 // that need a real ovsdb-server and ovs-vswitchd: the OVS-using tests (through
 // internal/testing/testutil.StartOVS) and the local node benchmark
-// (internal/bench/localbench).
+// (bench/localbench).
 //
 // Start takes a machine-wide flock(2) on LockPath, so that at most one of
 // them uses, starts or stops OVS at a time; starts Debian's

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/fastpath-io/fastpath/internal/bench/benchfig"
-	"github.com/fastpath-io/fastpath/internal/bench/vsockbench"
+	"github.com/fastpath-io/fastpath/bench/benchfig"
+	"github.com/fastpath-io/fastpath/bench/vsockbench"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )

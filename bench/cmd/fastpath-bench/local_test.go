@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	"github.com/fastpath-io/fastpath/bench/benchfig"
+	"github.com/fastpath-io/fastpath/bench/localbench"
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+)
+
+// `local` end to end on two paths that need no CNI binary (1 s runs): the
+// files, the medians, the targets it cannot judge without the fast path,
+// the other benchmarks' figures, and nothing left behind.
+func TestLocalCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := gomega.NewWithT(t)
+	out := t.TempDir()
+	t.Setenv(benchfig.EnvDir, out)
+	_, err := benchfig.Write(benchfig.File{Benchmark: "relay", Description: "relay cost", Figures: []benchfig.Figure{{Name: "relay/direct", Value: 0.93, Unit: "ratio"}},
+		Targets: []benchfig.Target{{Kind: "throughput", Name: "relay/direct msg=64KiB", Value: 0.93, Goal: 0.8, Detail: "paired"}}})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	code, stdout, stderr := run("local", "--paths", "baseline-untuned,ceiling", "--duration", "1s", "--repetitions", "1", "--out", out, "--prefix", "fpbc")
+	g.Expect(code).To(gomega.Equal(0), stderr)
+	f, err := os.Open(filepath.Join(out, "results.json"))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	defer f.Close()
+	doc, err := results.Decode(f)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(doc.Runs).To(gomega.HaveLen(15), "5 tests on baseline-untuned and on the ceiling at each fast-path MTU")
+	for _, r := range doc.Runs {
+		g.Expect(r.ServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s measured CPU", r.Path, r.Test)
+		g.Expect(r.CPUScope).To(gomega.Equal(results.CPUScopeHost), "one host: the figure is reported once")
+	}
+	g.Expect(doc.Machine.Emulated).To(gomega.Equal(localbench.Emulation))
+	for _, name := range []string{"report.md", "report.html"} {
+		g.Expect(filepath.Join(out, name)).To(gomega.BeAnExistingFile())
+	}
+	g.Expect(stdout).To(gomega.ContainSubstring("emulated: VMs emulated as network namespaces"))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1 baseline-untuned mtu=1500: \d+\.\d\d Gbps`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_RR sock=256KiB msg=1B sessions=1 pairs=1 ceiling mtu=65520: mean latency \d+\.\d µs`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_MAERTS sock=256KiB msg=64KiB sessions=1 pairs=1 ceiling mtu=65520: \d+\.\d\d Gbps \[[^]]+\], CPU \d+\.\d{3} µs/KiB \[[^]]+\] at \d+% host-wide`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median UDP_STREAM sock=256KiB msg=1472B sessions=1 pairs=1 baseline-untuned mtu=1500: \d+\.\d\d Gbps \[[^]]+\], loss \d+\.\d% \[max \d+\.\d%\], CPU`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_CRR sock=256KiB msg=1B sessions=1 pairs=1 ceiling mtu=65520: mean latency \d+\.\d µs`))
+	g.Expect(strings.Count(stdout, "target SKIP ")).To(gomega.Equal(7), "no fast path measured")
+	g.Expect(stdout).To(gomega.ContainSubstring("target SKIP cpu fastpath-linux-bridge/baseline-masquerade <= 0.80"))
+	g.Expect(stdout).To(gomega.ContainSubstring("target PASS throughput relay/direct msg=64KiB 0.93 >= 0.80 (paired)\n"))
+	g.Expect(stdout).To(gomega.ContainSubstring("figures relay: relay cost\n  relay relay/direct 0.93 ratio\n"))
+	g.Expect(stderr).To(gomega.ContainSubstring("Removed everything the run made"))
+	left, err := localbench.FindLeftovers("fpbc", func(string) bool { return false })
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(left.Empty()).To(gomega.BeTrue(), left.String())
+
+	code, _, stderr = run("local", "--paths", "fastpath-linux-bridge", "--plugin", "/nonexistent/fastpath", "--prefix", "fpbc")
+	g.Expect(code).To(gomega.Equal(1))
+	g.Expect(stderr).To(gomega.ContainSubstring("failed to find the fastpath CNI binary /nonexistent/fastpath (run make build"))
+}
+
+func TestLocalRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"local", "--paths", "fastpath-vdpa"}, 2, `unknown path "fastpath-vdpa"`},
+		{[]string{"local", "--duration", "1500ms"}, 2, "whole seconds"},
+		{[]string{"local", "--mtus", "0"}, 2, `failed to parse count "0"`},
+		{[]string{"local", "--tests", "TCP_STREAM,SCTP_STREAM"}, 2, `--tests: unknown test "SCTP_STREAM"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			code, _, stderr := run(tc.args...)
+			g.Expect(code).To(gomega.Equal(tc.code))
+			g.Expect(stderr).To(gomega.ContainSubstring(tc.want))
+		})
+	}
+	code, _, _ := run("local", "--help")
+	gomega.NewWithT(t).Expect(code).To(gomega.Equal(0), "make bench probes `local --help`")
+}

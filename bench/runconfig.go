@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	"github.com/fastpath-io/fastpath/bench/netperf"
+)
+
+// SSHOptions are the ssh options of VM mode, as the runner contract states
+// them (api/benchjob.RunnerArgs): guest host keys are unknown
+// and change with every VM, so they are not checked.
+var SSHOptions = []string{"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"}
+
+// RunConfig is one run of `fastpath-bench run`: what to measure, where the
+// servers are and, in VM mode, how to reach the guests the clients run in.
+// api/benchjob.ParseRunnerArgs builds and validates it from the
+// runner's command line.
+type RunConfig struct {
+	Matrix Matrix
+	// Paths carry their servers; MTU is set from --mtu, 0 otherwise.
+	Paths []Path
+	// MTUGiven names the paths whose MTU came from --mtu.
+	MTUGiven map[string]bool
+	// SSHClients (VM mode): pair i's clients run on SSHClients[i], reached
+	// as SSHUser@client with key SSHKey. Empty in Pod mode.
+	SSHClients []string
+	SSHUser    string
+	SSHKey     string
+	// SSHServers (VM mode with vsock tests): pair i's server VM, where the
+	// runner starts `fastpath-bench vsock-server` on VSockServerPort.
+	SSHServers      []string
+	VSockServerPort int
+	// RunID names the run (the Job name); it also names the runner's copies
+	// in the guests (GuestBinary).
+	RunID string
+	// Emulated is what --emulated adds to machine.emulated.
+	Emulated string
+	// Netperf is the netperf client binary.
+	Netperf   string
+	Transport TransportOptions
+	// SSHWait (VM mode) bounds how long the runner waits for every guest to
+	// accept SSH before it measures (WaitForGuests); 0 is DefaultSSHWait.
+	SSHWait time.Duration
+}
+
+// DefaultSSHWait is RunConfig.SSHWait's default: a VM the benchmark finds
+// Running may still be booting (its VMI reports an address before sshd
+// listens; under TCG, without KVM, a boot takes tens of seconds).
+const DefaultSSHWait = 3 * time.Minute
+
+// sshRetryInterval is the pause between two SSH attempts of WaitForGuests
+// (a variable for tests).
+var sshRetryInterval = 2 * time.Second
+
+// WaitForGuests waits until every guest of VM mode (the clients, and the
+// servers of vsock tests) runs `true` over SSH, trying each again every
+// sshRetryInterval, for SSHWait in all. The error names each guest that
+// did not answer in time and its last error (e.g. "Connection refused"
+// while sshd starts, "Permission denied" for a key the guest lacks).
+func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
+	wait := c.SSHWait
+	if wait <= 0 {
+		wait = DefaultSSHWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	// Every guest is tried in each round, so one that never answers does
+	// not use up the others' time.
+	last := map[string]string{}
+	for i := range c.SSHClients {
+		last[c.SSHTarget(i)] = "no attempt finished"
+	}
+	for _, s := range c.SSHServers {
+		last[c.WithUser(s)] = "no attempt finished"
+	}
+	start := time.Now()
+	for len(last) > 0 && ctx.Err() == nil {
+		for _, t := range slices.Sorted(maps.Keys(last)) {
+			_, stderr, err := c.SSH(t).Run(ctx, []string{"true"})
+			switch {
+			case err == nil:
+				log.Info("Guest accepts SSH", "guest", t, "waited", time.Since(start).Round(time.Second).String())
+				delete(last, t)
+			case ctx.Err() == nil: // else the attempt was cut short: keep the one before
+				last[t] = strings.TrimSpace(fmt.Sprintf("%v: %s", err, stderr))
+			}
+		}
+		if len(last) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(sshRetryInterval):
+			}
+		}
+	}
+	var failed []string
+	for t, msg := range last {
+		failed = append(failed, t+": "+msg)
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return fmt.Errorf("failed to reach the guests over SSH within %s (VM mode: is the VM booted, sshd running and the key of spec.sshKeySecretRef in its authorized keys?): %s", wait, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// VMMode reports whether the clients run in VMs over SSH.
+func (c RunConfig) VMMode() bool { return len(c.SSHClients) > 0 }
+
+// SSHTarget returns user@host of pair i's client VM (i counts from 0).
+func (c RunConfig) SSHTarget(i int) string { return c.WithUser(c.SSHClients[i]) }
+
+// WithUser returns host as user@host, with SSHUser unless it has one.
+func (c RunConfig) WithUser(host string) string {
+	if strings.Contains(host, "@") {
+		return host
+	}
+	return c.SSHUser + "@" + host
+}
+
+// SSH returns the SSH executor of a guest, user@host.
+func (c RunConfig) SSH(target string) netperf.Prefix {
+	return netperf.SSH(target, append([]string{"-i", c.SSHKey}, SSHOptions...)...)
+}
+
+// HasVSock reports whether any test is a vsock test.
+func (c RunConfig) HasVSock() bool {
+	for _, t := range c.Matrix.Tests {
+		if IsVSock(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// VSockOnly reports whether every test is a vsock test (no IP paths).
+func (c RunConfig) VSockOnly() bool {
+	for _, t := range c.Matrix.Tests {
+		if !IsVSock(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Runner wires the configuration to a Runner: tools by test, and in VM
+// mode an SSH executor per pair.
+func (c RunConfig) Runner() *Runner {
+	// Pod mode runs the client pod and the netserver pods on one node, so
+	// netperf's CPU figure is the node's, reported once.
+	np := Netperf{Binary: c.Netperf, SameHost: !c.VMMode()}
+	tools := map[string]Tool{}
+	for _, t := range netperf.Tests {
+		tools[t] = np
+	}
+	if c.HasVSock() {
+		var vs Tool = VSock{Transport: c.Transport.Transport()}
+		if c.VMMode() {
+			// The client runs in the client VM (GuestBinary, put there by
+			// ProvisionGuests), over the guest's own AF_VSOCK.
+			vs = GuestVSock{Binary: c.GuestBinary("client")}
+		}
+		tools[results.VSockStream], tools[results.VSockRR] = vs, vs
+	}
+	r := &Runner{Matrix: c.Matrix, Tools: tools}
+	for _, p := range c.Paths {
+		p.Endpoints = append([]Endpoint(nil), p.Endpoints...)
+		if c.VMMode() {
+			for i := range p.Endpoints {
+				if i < len(c.SSHClients) {
+					p.Endpoints[i].Executor = c.SSH(c.SSHTarget(i))
+				}
+			}
+		}
+		r.Paths = append(r.Paths, p)
+	}
+	return r
+}
+
+// Run measures the matrix and returns the results document. The MTU of a
+// path without one is that of the local interface towards its first server
+// (not in VM mode); machine.emulated joins $FASTPATH_EMULATED, Emulated and
+// the vsock transport's note. In VM mode with vsock tests the guests are
+// provisioned first (ProvisionGuests) and cleaned up after.
+func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, error) {
+	r := c.Runner()
+	for i := range r.Paths {
+		p := &r.Paths[i]
+		if c.MTUGiven[p.Name] || c.VMMode() || c.VSockOnly() {
+			continue
+		}
+		mtu, err := LocalMTU(p.Endpoints[0].Host)
+		if err != nil {
+			log.Info("Unknown MTU", "path", p.Name, "error", err.Error())
+			continue
+		}
+		p.MTU = mtu
+	}
+	// What the starter of this process says is emulated (the demo's emulated
+	// kubelet), then --emulated, then the vsock transport.
+	var vsockNote string
+	if c.HasVSock() {
+		vsockNote = c.Transport.EmulationNote()
+	}
+	emulated := results.JoinEmulated(os.Getenv(results.EmulatedEnv), c.Emulated, vsockNote)
+	if c.VMMode() {
+		if err := c.WaitForGuests(ctx, log); err != nil {
+			return results.Document{}, err
+		}
+	}
+	if c.VMMode() && c.HasVSock() {
+		cleanup, err := c.ProvisionGuests(ctx, log)
+		defer cleanup()
+		if err != nil {
+			return results.Document{}, err
+		}
+	}
+	log.Info("Starting", "points", len(c.Matrix.Points()), "paths", len(r.Paths), "estimate", c.Matrix.Estimate(len(r.Paths)).Round(time.Second).String(), "vmMode", c.VMMode())
+	doc, err := Document(ctx, r, emulated)
+	if err != nil && c.VMMode() && errors.Is(err, netperf.ErrNetserverUnreachable) {
+		err = fmt.Errorf("%w (VM mode: netserver is not running in the server VM, or not on port %d; start it in the guest with `netserver -p %d`, as the sample VMs' cloud-init runcmd does)",
+			err, netperf.DefaultControlPort, netperf.DefaultControlPort)
+	}
+	return doc, err
+}

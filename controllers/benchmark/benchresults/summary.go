@@ -1,0 +1,288 @@
+package benchresults
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/benchjob"
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Status list bounds, from the FastPathBenchmark CRD (MaxItems of status.points,
+// status.paths and points[].fastPathPerPairMbps).
+const (
+	MaxPoints       = 64
+	MaxPaths        = 8
+	MaxPairsInPoint = 64
+)
+
+// Summary is what status shows of a results document.
+type Summary struct {
+	// BestGbps is BestMbps in 10^9 bit/s with two decimals, e.g. "13.52"; ""
+	// when there is no fast-path TCP_STREAM (or, with vsock tests only,
+	// VSOCK_STREAM) result.
+	BestGbps string
+	// Speedup is BestRatio with two decimals and an x, e.g. "2.93x"; "" without
+	// a baseline at the best point.
+	Speedup string
+	// Paths is one entry per path in the document (first MaxPaths).
+	Paths []fastpathv1alpha1.PathSummary
+	// Points is one entry per fast-path run in matrix order (first MaxPoints),
+	// each beside the baseline run of the same point.
+	Points []fastpathv1alpha1.BenchmarkPoint
+	// TotalPoints is the number of fast-path runs before capping.
+	TotalPoints int
+
+	// HasBest is true when the document has a single-pair fast-path
+	// TCP_STREAM run; BestPoint is the one with the highest median, BestMbps
+	// its median in 10^6 bit/s and BestRatio its median over the baseline's at
+	// the same point (0 when the baseline was not measured there).
+	HasBest   bool
+	BestPoint results.Point
+	BestMbps  float64
+	BestRatio float64
+
+	// CPURatio is BestCPU.Median with two decimals, e.g. "0.62"; "" when
+	// the fast path and the baseline do not both have a service demand at
+	// the best point. BestCPU is the fast-path/baseline service demand
+	// ratio there over paired repetitions (results.CPURatio), HasCPU whether
+	// it was measured.
+	CPURatio string
+	BestCPU  results.Ratio
+	HasCPU   bool
+}
+
+// Summarize summarises doc. Paths are named as in the runner contract:
+// benchjob.PathFastPath against benchjob.PathBaseline. Throughputs are rounded
+// to whole Mbps, latencies to nanoseconds. A path measured several times at a
+// point (several MTUs) counts with its best run (results.Best).
+func Summarize(doc results.Document) Summary {
+	best := results.Best(doc.Runs)
+	base := best[benchjob.PathBaseline]
+	var s Summary
+
+	// One status point per fast-path matrix point (the virtio-net path's,
+	// then the vsock path's, which has no baseline), in order of first
+	// appearance (document order, so ties resolve the same way every time).
+	// The best point is the virtio-net path's best single-pair TCP_STREAM,
+	// else, in a benchmark of vsock tests only, the best VSOCK_STREAM.
+	seen := map[string]map[results.Point]bool{}
+	var bestVSock results.Point
+	var bestVSockMbps float64
+	for _, r := range doc.Runs {
+		pt := r.Point()
+		if r.Path != benchjob.PathFastPath && r.Path != benchjob.PathVSock || seen[r.Path][pt] {
+			continue
+		}
+		if seen[r.Path] == nil {
+			seen[r.Path] = map[results.Point]bool{}
+		}
+		seen[r.Path][pt] = true
+		f := best[r.Path][pt]
+		switch {
+		case r.Path == benchjob.PathFastPath && pt.Test == results.TCPStream && pt.Pairs == 1 && (!s.HasBest || f.ThroughputMbps > s.BestMbps):
+			s.HasBest, s.BestPoint, s.BestMbps = true, pt, f.ThroughputMbps
+		case r.Path == benchjob.PathVSock && pt.Test == results.VSockStream && pt.Pairs == 1 && f.ThroughputMbps > bestVSockMbps:
+			bestVSock, bestVSockMbps = pt, f.ThroughputMbps
+		}
+		s.TotalPoints++
+		if len(s.Points) < MaxPoints {
+			b, hasBase := base[pt]
+			s.Points = append(s.Points, point(f, b, hasBase && r.Path == benchjob.PathFastPath))
+		}
+	}
+	if !s.HasBest && bestVSockMbps > 0 {
+		s.HasBest, s.BestPoint, s.BestMbps = true, bestVSock, bestVSockMbps
+	}
+	if s.HasBest {
+		s.BestGbps = fmt.Sprintf("%.2f", s.BestMbps/1000)
+		if b, ok := base[s.BestPoint]; ok && b.ThroughputMbps > 0 {
+			s.BestRatio = s.BestMbps / b.ThroughputMbps
+			s.Speedup = fmt.Sprintf("%.2fx", s.BestRatio)
+			if r, ok := results.CPURatio(best[benchjob.PathFastPath][s.BestPoint], b); ok {
+				s.BestCPU, s.HasCPU, s.CPURatio = r, true, fmt.Sprintf("%.2f", r.Median)
+			}
+		}
+	}
+	for _, name := range results.Paths(doc.Runs) {
+		if len(s.Paths) == MaxPaths {
+			break
+		}
+		s.Paths = append(s.Paths, pathSummary(name, best[name]))
+	}
+	return s
+}
+
+func point(f, b results.Run, hasBase bool) fastpathv1alpha1.BenchmarkPoint {
+	p := fastpathv1alpha1.BenchmarkPoint{
+		Test:         fastpathv1alpha1.BenchmarkTest(f.Test),
+		SocketBytes:  int32(f.SocketBytes),
+		MessageBytes: int32(f.MessageBytes),
+		Sessions:     int32(f.Sessions),
+		Pairs:        int32(f.Pairs),
+		FastPathMbps: mbps(f.ThroughputMbps),
+	}
+	for i, v := range f.PerPairThroughputMbps {
+		if i == MaxPairsInPoint {
+			break
+		}
+		p.FastPathPerPairMbps = append(p.FastPathPerPairMbps, mbps(v))
+	}
+	rr := results.IsRR(f.Test)
+	if rr {
+		p.FastPathLatency = latency(f.MeanLatencyUs)
+	}
+	p.FastPathServiceDemandUsPerKB = serviceDemand(f.ServiceDemandUsPerKB)
+	p.FastPathLossPercent = loss(f)
+	if !hasBase {
+		return p
+	}
+	p.BaselineMbps = mbps(b.ThroughputMbps)
+	p.BaselineServiceDemandUsPerKB = serviceDemand(b.ServiceDemandUsPerKB)
+	p.BaselineLossPercent = loss(b)
+	if r, ok := results.CPURatio(f, b); ok {
+		p.CPURatio = fmt.Sprintf("%.2f", r.Median)
+	}
+	switch {
+	case rr:
+		p.BaselineLatency = latency(b.MeanLatencyUs)
+		if f.MeanLatencyUs > 0 && b.MeanLatencyUs > 0 {
+			p.SpeedupPercent = percent(b.MeanLatencyUs / f.MeanLatencyUs)
+		}
+	case b.ThroughputMbps > 0:
+		p.SpeedupPercent = percent(f.ThroughputMbps / b.ThroughputMbps)
+	}
+	return p
+}
+
+// pathSummary gives a path's best single-pair TCP_STREAM (VSOCK_STREAM on the
+// vsock path) median and its lowest single-pair TCP_RR (VSOCK_RR) mean
+// latency.
+func pathSummary(name string, runs map[results.Point]results.Run) fastpathv1alpha1.PathSummary {
+	ps := fastpathv1alpha1.PathSummary{Path: name}
+	var bestMbps, bestLat float64
+	for pt, r := range runs {
+		if pt.Pairs != 1 {
+			continue
+		}
+		switch pt.Test {
+		case results.TCPStream, results.VSockStream:
+			bestMbps = math.Max(bestMbps, r.ThroughputMbps)
+		case results.TCPRR, results.VSockRR:
+			if r.MeanLatencyUs > 0 && (bestLat == 0 || r.MeanLatencyUs < bestLat) {
+				bestLat = r.MeanLatencyUs
+			}
+		}
+	}
+	ps.BestThroughputMbps = mbps(bestMbps)
+	if bestLat > 0 {
+		ps.MeanLatency = latency(bestLat)
+	}
+	return ps
+}
+
+func mbps(v float64) int64 { return int64(math.Round(v)) }
+
+// serviceDemand renders µs/KiB with three decimals, "" when not measured.
+func serviceDemand(v float64) string {
+	if !(v > 0) {
+		return ""
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// loss renders a UDP_STREAM run's median loss with two decimals ("0.00"
+// when nothing was lost), "" for other tests.
+func loss(r results.Run) string {
+	if r.Test != results.UDPStream {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", r.LossPercent)
+}
+
+func percent(ratio float64) int32 { return int32(math.Round(ratio * 100)) }
+
+func latency(us float64) *metav1.Duration {
+	if !(us > 0) {
+		return nil
+	}
+	return &metav1.Duration{Duration: time.Duration(math.Round(us * float64(time.Microsecond)))}
+}
+
+// Evaluate judges s against criteria (nil: nothing to meet). met is false when
+// a criterion is missed or cannot be checked (no fast-path TCP_STREAM result;
+// no baseline at the best point; for maxCPURatio, no service demand on both
+// paths there); message states the numbers either way, e.g.
+// "best fast path 13.52 Gbps at TCP_STREAM sock=256KiB msg=64KiB sessions=1
+// pairs=1, 2.95x the baseline: minThroughputMbps 10000 met, minSpeedupPercent
+// 150 met".
+func Evaluate(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) (met bool, message string) {
+	head := "no fast-path TCP_STREAM result"
+	if s.HasBest {
+		head = fmt.Sprintf("best fast path %s Gbps at %s", s.BestGbps, s.BestPoint)
+		if s.Speedup != "" {
+			head += fmt.Sprintf(", %s the baseline", s.Speedup)
+		}
+	}
+	if s.HasCPU {
+		head += fmt.Sprintf(", CPU per byte %s of the baseline's", s.BestCPU)
+	}
+	if criteria == nil || (criteria.MinThroughputMbps == nil && criteria.MinSpeedupPercent == nil && criteria.MaxCPURatio == "") {
+		return true, head + ": no success criteria"
+	}
+	met = true
+	var verdicts []string
+	if c := criteria.MinThroughputMbps; c != nil {
+		switch {
+		case !s.HasBest:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d not met: nothing to compare", *c))
+		case s.BestMbps < float64(*c):
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d not met (%.0f Mbps)", *c, s.BestMbps))
+		default:
+			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d met", *c))
+		}
+	}
+	if c := criteria.MinSpeedupPercent; c != nil {
+		switch {
+		case s.BestRatio == 0:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d not met: no baseline at the best point", *c))
+		case s.BestRatio*100 < float64(*c):
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d not met (%.1f%%)", *c, s.BestRatio*100))
+		default:
+			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d met", *c))
+		}
+	}
+	if c := criteria.MaxCPURatio; c != "" {
+		want, err := strconv.ParseFloat(c, 64)
+		switch {
+		case err != nil || !(want > 0):
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %q not met: not a decimal number greater than 0", c))
+		case !s.HasCPU:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met: no service demand of both the fast path and the baseline at the best point", c))
+		case s.BestCPU.Median > want:
+			met = false
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met (%.2f)", c, s.BestCPU.Median))
+		default:
+			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s met (%.2f)", c, s.BestCPU.Median))
+		}
+	}
+	message = head + ": "
+	for i, v := range verdicts {
+		if i > 0 {
+			message += ", "
+		}
+		message += v
+	}
+	return met, message
+}

@@ -1,9 +1,0 @@
-// Package benchresults turns a runner's results document (internal/bench/results)
-// into the bounded summary a FastPathBenchmark keeps in its status, and judges
-// it against the benchmark's success criteria. It is pure: no API server, no
-// clock.
-//
-// The summary is quoted at single-pair points (pairs 1): those are comparable
-// between benchmarks; scale-out points (pairs N) appear in status.points with
-// their aggregate and per-pair throughput, and in full in the ConfigMap.
-package benchresults
