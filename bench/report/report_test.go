@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func TestRenderFixture(t *testing.T) {
 		names = append(names, c.Name)
 		g.Expect(string(c.SVG)).To(gomega.ContainSubstring("<svg"))
 	}
+	expectShortTickLabels(g, r.HTML)
 	g.Expect(names).To(gomega.Equal([]string{
 		"throughput-tcp-stream-1-session", "throughput-tcp-stream-5-sessions", "throughput-tcp-maerts-1-session",
 		"latency-tcp-rr",
@@ -86,6 +88,47 @@ func TestRenderFixture(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\]\(([^)]+\.svg)\)`).FindAllStringSubmatch(md, -1) {
 		g.Expect(filepath.Join(dir, m[1])).To(gomega.BeAnExistingFile())
 	}
+}
+
+// svgText matches the text of an SVG <text> element, as vgsvg writes it.
+var svgText = regexp.MustCompile(`<text[^>]*>([^<]*)</text>`)
+
+// expectShortTickLabels checks that page (HTML or SVG) has numeric tick
+// labels and that none is longer than 6 characters: a step such as 0.2 must
+// not print as 0.6000000000000001 (issue 44). A text that parses as a number
+// is a tick label of a numeric axis; nominal axes and legends say "64KiB".
+func expectShortTickLabels(g gomega.Gomega, page []byte) {
+	var labels []string
+	for _, m := range svgText.FindAllSubmatch(page, -1) {
+		if _, err := strconv.ParseFloat(string(m[1]), 64); err == nil {
+			labels = append(labels, string(m[1]))
+		}
+	}
+	g.Expect(labels).NotTo(gomega.BeEmpty())
+	for _, l := range labels {
+		g.Expect(len(l)).To(gomega.BeNumerically("<=", 6), "tick label %q", l)
+	}
+}
+
+// The fixture's latencies over 200 (at most 0.76 µs) put the latency chart's
+// y axis in steps of 0.2, which printed 0.6000000000000001.
+func TestTickLabelsOfFractionalStepsAreShort(t *testing.T) {
+	g := gomega.NewWithT(t)
+	doc := loadFixture(t)
+	for i := range doc.Runs {
+		r := &doc.Runs[i]
+		for _, v := range []*float64{&r.MeanLatencyUs, &r.MeanLatencyMinUs, &r.MeanLatencyMaxUs, &r.P99LatencyUs, &r.P99LatencyMinUs, &r.P99LatencyMaxUs} {
+			*v /= 200
+		}
+	}
+	r, err := report.Render(doc, report.Options{})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, c := range r.Charts {
+		if c.Kind == "latency" {
+			g.Expect(string(c.SVG)).To(gomega.MatchRegexp(`>0\.6[0-9]*</text>`), "the y axis has a tick at 0.6")
+		}
+	}
+	expectShortTickLabels(g, r.HTML)
 }
 
 // The HTML page must load nothing from anywhere: no URLs, no external

@@ -67,22 +67,43 @@ func newPlot(title, xLabel, yLabel string) *plot.Plot {
 
 // niceTicks labels about six evenly spaced round values (steps of 1, 2, 2.5
 // or 5 times a power of ten) between min and max; the grid follows them.
+// Tick i is i steps from 0, not the sum of i steps, and is labelled with the
+// step's decimals: 0.6, not 0.6000000000000001.
 func niceTicks(min, max float64) []plot.Tick {
 	if !(max > min) {
 		return []plot.Tick{{Value: min, Label: strconv.FormatFloat(min, 'g', 4, 64)}}
 	}
 	raw := (max - min) / 6
-	pow := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := pow * 10
+	exp := int(math.Floor(math.Log10(raw)))
+	mant := 10.0
 	for _, m := range []float64{1, 2, 2.5, 5} {
-		if m*pow >= raw {
-			step = m * pow
+		if m*math.Pow(10, float64(exp)) >= raw {
+			mant = m
 			break
 		}
 	}
+	if mant == 10 {
+		mant, exp = 1, exp+1
+	}
+	// step = mant * 10^exp has decimals digits after the point; values are
+	// integers over scale = 10^decimals, which rounds them to the nearest
+	// float64 of the decimal they stand for.
+	decimals := -exp
+	if mant == 2.5 {
+		decimals++
+	}
+	if decimals < 0 {
+		decimals = 0
+	}
+	scale := math.Pow(10, float64(decimals))
+	step := mant * math.Pow(10, float64(exp))
 	var ticks []plot.Tick
-	for v := math.Ceil(min/step) * step; v <= max+step*1e-9; v += step {
-		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(math.Round(v/step)*step, 'f', -1, 64)})
+	for i := math.Ceil(min/step - 1e-9); i <= math.Floor(max/step+1e-9); i++ {
+		v := math.Round(i*step*scale) / scale
+		if v == 0 {
+			v = 0 // not -0, which prints as "-0.0"
+		}
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
 	}
 	return ticks
 }
