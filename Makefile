@@ -122,7 +122,7 @@ images-import: ## Import _out/images/*.tar into the containerd at CONTAINERD_ADD
 ##@ Test
 
 .PHONY: test
-test: setup build vet verify ## Run every test: unit, envtest, datapath (root), e2e (namespace guests, real QEMU guests, then a real cluster).
+test: setup build vet verify ## Run every test: unit, envtest, datapath (root), both demos, e2e (namespace guests, real QEMU guests, then a real cluster).
 	@# One package at a time (-p 1): the root datapath tests share this node's Open
 	@# vSwitch, network namespaces and both CPUs, and netperf in one package starved
 	@# ovs-vswitchd under another's 20 concurrent CNI ADDs. The soak, which SIGKILLs
@@ -136,6 +136,11 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) -p 1 $$(go list ./... | grep -v /soak)
 	@date -u +'test: %T stage soak (short parts)'
 	$(GO_HARNESS) test $(GO_TEST_FLAGS) ./soak/...
+	@# The README's main job as a user runs it, both ways, checked by the lines it
+	@# prints (hack/demo-check.sh): a broken demo fails make test.
+	@date -u +'test: %T stage demo: make demo, then make demo GUESTS=qemu'
+	bash hack/demo-check.sh netns
+	bash hack/demo-check.sh qemu
 	@date -u +'test: %T stage e2e on real QEMU guests'
 	$(IN_HARNESS) FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
 	@# The same suite on a real single-node cluster: kubelet, containerd, Multus and
@@ -199,6 +204,11 @@ e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevi
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 
 ##@ Demo
+
+.PHONY: demo-check
+demo-check: ## Run make demo and make demo GUESTS=qemu and check the lines a user reads (part of make test; root).
+	bash hack/demo-check.sh netns
+	bash hack/demo-check.sh qemu
 
 .PHONY: demo
 demo: setup-core$(if $(GUESTS),+guests+vsock,) build ## Run Fastpath's whole job on an embedded local environment (root). FULL=1 for the papers' matrix, GUESTS=qemu for real VMs.
