@@ -13,7 +13,7 @@
 //
 // The runner writes its outcome into the ConfigMap (the protocol is in
 // api/benchjob); the controller watches it, summarises results.json into
-// status (controllers/benchmark/benchresults), judges the success criteria, deletes the
+// status (controllers/benchmark/summary), judges the success criteria, deletes the
 // netserver pods, records Events on every phase transition and exports
 // Prometheus gauges on controller-runtime's metrics registry.
 //

@@ -24,7 +24,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/benchjob"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/controllers/benchmark/benchresults"
+	"github.com/fastpath-io/fastpath/controllers/benchmark/summary"
 )
 
 // reconcileGeneration starts a new run when the spec changed since the status
@@ -396,10 +396,10 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 	case err != nil:
 		r.finish(ctx, s, fastpathv1alpha1.ReasonResultsInvalid, fmt.Sprintf("%s in ConfigMap %s: %v", benchjob.ResultsKey, cm.Name, err))
 	default:
-		sum := benchresults.Summarize(doc)
+		sum := summary.Summarize(doc)
 		b.Status.BestGbps, b.Status.Speedup, b.Status.CPURatio = sum.BestGbps, sum.Speedup, sum.CPURatio
 		b.Status.Paths, b.Status.Points = sum.Paths, sum.Points
-		met, msg := benchresults.Evaluate(sum, s.spec.SuccessCriteria)
+		met, msg := summary.Evaluate(sum, s.spec.SuccessCriteria)
 		if sum.TotalPoints > len(sum.Points) {
 			msg += fmt.Sprintf(" (status shows %d of %d points; all are in ConfigMap %s)", len(sum.Points), sum.TotalPoints, cm.Name)
 		}

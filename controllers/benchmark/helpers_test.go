@@ -35,7 +35,7 @@ func ptr[T any](v T) *T { return &v }
 // network, three repetitions each. Best fast path 13520.4 Mbps at 256 KiB /
 // 64 KiB, 4590.2 Mbps on the baseline there.
 func fixture() string {
-	data, err := os.ReadFile("benchresults/testdata/results-pod.json")
+	data, err := os.ReadFile("summary/testdata/results-pod.json")
 	Expect(err).NotTo(HaveOccurred())
 	return string(data)
 }

@@ -1,4 +1,4 @@
-package benchresults
+package summary
 
 import (
 	"fmt"

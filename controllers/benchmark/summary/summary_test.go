@@ -1,4 +1,4 @@
-package benchresults_test
+package summary_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/controllers/benchmark/benchresults"
+	"github.com/fastpath-io/fastpath/controllers/benchmark/summary"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -40,7 +40,7 @@ func vsockStream(sock, msg int, mbps float64) results.Run {
 
 func TestSummarizeFixture(t *testing.T) {
 	g := gomega.NewWithT(t)
-	s := benchresults.Summarize(loadFixture(t))
+	s := summary.Summarize(loadFixture(t))
 	g.Expect(s.HasBest).To(gomega.BeTrue())
 	g.Expect(s.BestGbps).To(gomega.Equal("13.52"))
 	// 13520.4 / 4590.2
@@ -88,12 +88,12 @@ func TestSummarize(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		runs  []results.Run
-		check func(g *gomega.WithT, s benchresults.Summary)
+		check func(g *gomega.WithT, s summary.Summary)
 	}{
 		{
 			name: "vsock beside TCP: TCP gives the best point, vsock has points and a path entry without a baseline",
 			runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000), stream("baseline", 65536, 512, 1, 2500), vsockStream(0, 512, 9000)},
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.BestGbps).To(gomega.Equal("5.00"))
 				g.Expect(s.Speedup).To(gomega.Equal("2.00x"))
 				g.Expect(s.Points).To(gomega.HaveLen(2))
@@ -106,7 +106,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "vsock tests only: the best VSOCK_STREAM",
 			runs: []results.Run{vsockStream(0, 512, 900), vsockStream(0, 65536, 3000)},
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.BestGbps).To(gomega.Equal("3.00"))
 				g.Expect(s.Speedup).To(gomega.BeEmpty())
 				g.Expect(s.BestPoint.MessageBytes).To(gomega.Equal(65536))
@@ -115,7 +115,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "no baseline: no speed-up",
 			runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000)},
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.BestGbps).To(gomega.Equal("5.00"))
 				g.Expect(s.Speedup).To(gomega.BeEmpty())
 				g.Expect(s.BestRatio).To(gomega.BeZero())
@@ -129,7 +129,7 @@ func TestSummarize(t *testing.T) {
 				stream("fastpath", 65536, 512, 1, 9000), stream("baseline", 65536, 512, 1, 3000),
 				stream("fastpath", 65536, 512, 3, 21000, 7100, 6900, 7000), stream("baseline", 65536, 512, 3, 6000, 2000, 2000, 2000),
 			},
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.BestGbps).To(gomega.Equal("9.00"))
 				g.Expect(s.Speedup).To(gomega.Equal("3.00x"))
 				g.Expect(s.Points).To(gomega.HaveLen(2))
@@ -147,7 +147,7 @@ func TestSummarize(t *testing.T) {
 				func() results.Run { r := stream("fastpath", 65536, 512, 1, 12000); r.MTU = 9000; return r }(),
 				stream("baseline", 65536, 512, 1, 4000),
 			},
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.Points).To(gomega.HaveLen(1))
 				g.Expect(s.Points[0].FastPathMbps).To(gomega.Equal(int64(12000)))
 				g.Expect(s.Speedup).To(gomega.Equal("3.00x"))
@@ -156,9 +156,9 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "points are capped at 64 in matrix order",
 			runs: many,
-			check: func(g *gomega.WithT, s benchresults.Summary) {
+			check: func(g *gomega.WithT, s summary.Summary) {
 				g.Expect(s.TotalPoints).To(gomega.Equal(70))
-				g.Expect(s.Points).To(gomega.HaveLen(benchresults.MaxPoints))
+				g.Expect(s.Points).To(gomega.HaveLen(summary.MaxPoints))
 				g.Expect(s.Points[63].MessageBytes).To(gomega.Equal(int32(512 + 63)))
 				g.Expect(s.BestGbps).To(gomega.Equal("1.07"), "the best is found among all points, not only those kept")
 			},
@@ -166,8 +166,8 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "paths are capped at 8",
 			runs: paths,
-			check: func(g *gomega.WithT, s benchresults.Summary) {
-				g.Expect(s.Paths).To(gomega.HaveLen(benchresults.MaxPaths))
+			check: func(g *gomega.WithT, s summary.Summary) {
+				g.Expect(s.Paths).To(gomega.HaveLen(summary.MaxPaths))
 				g.Expect(s.HasBest).To(gomega.BeFalse())
 				g.Expect(s.BestGbps).To(gomega.BeEmpty())
 				g.Expect(s.Points).To(gomega.BeEmpty())
@@ -175,18 +175,18 @@ func TestSummarize(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(gomega.NewWithT(t), benchresults.Summarize(results.Document{Runs: tc.runs}))
+			tc.check(gomega.NewWithT(t), summary.Summarize(results.Document{Runs: tc.runs}))
 		})
 	}
 }
 
 func TestEvaluate(t *testing.T) {
-	fixture := benchresults.Summarize(loadFixture(t))
-	noBase := benchresults.Summarize(results.Document{Runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000)}})
-	none := benchresults.Summarize(results.Document{})
+	fixture := summary.Summarize(loadFixture(t))
+	noBase := summary.Summarize(results.Document{Runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000)}})
+	none := summary.Summarize(results.Document{})
 	for _, tc := range []struct {
 		name     string
-		s        benchresults.Summary
+		s        summary.Summary
 		criteria *fastpathv1alpha1.SuccessCriteria
 		met      bool
 		message  string
@@ -206,7 +206,7 @@ func TestEvaluate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			met, msg := benchresults.Evaluate(tc.s, tc.criteria)
+			met, msg := summary.Evaluate(tc.s, tc.criteria)
 			g.Expect(met).To(gomega.Equal(tc.met))
 			g.Expect(msg).To(gomega.ContainSubstring(tc.message))
 		})
@@ -232,7 +232,7 @@ func TestSummarizeAndEvaluateCPURatio(t *testing.T) {
 		withCPU(stream("fastpath", 262144, 65536, 1, 12000), 2.0, 2.2, 1.8),
 		withCPU(stream("baseline", 262144, 65536, 1, 4000), 4.0, 4.0, 3.0),
 	}}
-	s := benchresults.Summarize(doc)
+	s := summary.Summarize(doc)
 	g.Expect(s.HasCPU).To(gomega.BeTrue())
 	g.Expect(s.CPURatio).To(gomega.Equal("0.55"))
 	g.Expect(s.BestCPU.Min).To(gomega.BeNumerically("~", 0.5, 1e-9))
@@ -242,20 +242,20 @@ func TestSummarizeAndEvaluateCPURatio(t *testing.T) {
 	g.Expect(s.Points[0].BaselineServiceDemandUsPerKB).To(gomega.Equal("4.000"))
 	g.Expect(s.Points[0].CPURatio).To(gomega.Equal("0.55"))
 
-	met, msg := benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
+	met, msg := summary.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
 	g.Expect(met).To(gomega.BeTrue())
 	g.Expect(msg).To(gomega.ContainSubstring("CPU per byte 0.55 [0.50-0.60] of the baseline's: maxCPURatio 0.80 met (0.55)"))
 
-	met, msg = benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.5"})
+	met, msg = summary.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.5"})
 	g.Expect(met).To(gomega.BeFalse())
 	g.Expect(msg).To(gomega.ContainSubstring("maxCPURatio 0.5 not met (0.55)"))
 
-	met, msg = benchresults.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "fast"})
+	met, msg = summary.Evaluate(s, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "fast"})
 	g.Expect(met).To(gomega.BeFalse())
 	g.Expect(msg).To(gomega.ContainSubstring(`maxCPURatio "fast" not met: not a decimal number greater than 0`))
 
 	// Without CPU figures (a runner before issue 15) the criterion cannot be met.
-	met, msg = benchresults.Evaluate(benchresults.Summarize(loadFixture(t)), &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
+	met, msg = summary.Evaluate(summary.Summarize(loadFixture(t)), &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"})
 	g.Expect(met).To(gomega.BeFalse())
 	g.Expect(msg).To(gomega.ContainSubstring("maxCPURatio 0.80 not met: no service demand of both the fast path and the baseline at the best point"))
 }
@@ -267,7 +267,7 @@ func TestSummarizeUDPLoss(t *testing.T) {
 		r.Test, r.LossPercent = results.UDPStream, loss
 		return r
 	}
-	s := benchresults.Summarize(results.Document{Runs: []results.Run{udp("fastpath", 0), udp("baseline", 12.5)}})
+	s := summary.Summarize(results.Document{Runs: []results.Run{udp("fastpath", 0), udp("baseline", 12.5)}})
 	g.Expect(s.Points).To(gomega.HaveLen(1))
 	g.Expect(s.Points[0].Test).To(gomega.Equal(fastpathv1alpha1.TestUDPStream))
 	g.Expect(s.Points[0].FastPathLossPercent).To(gomega.Equal("0.00"))
