@@ -14,7 +14,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 const testdata = "../../internal/vm/domainhook/testdata"
@@ -35,7 +35,7 @@ func vmiWithTuning(t *testing.T, value string) string {
 	if err := json.Unmarshal([]byte(fixture(t, "vmi.json")), &vmi); err != nil {
 		t.Fatalf("failed to decode VMI fixture: %v", err)
 	}
-	vmi.Annotations[tuning.AnnotationKey] = value
+	vmi.Annotations[domaintuning.AnnotationKey] = value
 	b, err := json.Marshal(&vmi)
 	if err != nil {
 		t.Fatalf("failed to encode VMI: %v", err)

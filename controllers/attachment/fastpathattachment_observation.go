@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -116,13 +116,13 @@ func missingWiring(vmi *kubevirtv1.VirtualMachineInstance, d wiring.Desired) []s
 // fastpath.io/tuning annotation (KubeVirt copies the template's annotations
 // to the VMI when it starts; the domain hook reads them there) with want:
 // "" when equal, "running none" when the VMI has no valid tuning for name,
-// else tuning.Interface.Diff.
-func tuningDiff(annotation, name string, want tuning.Interface) string {
-	var got tuning.Interface
-	if a, err := tuning.Parse(annotation); err == nil {
+// else domaintuning.Interface.Diff.
+func tuningDiff(annotation, name string, want domaintuning.Interface) string {
+	var got domaintuning.Interface
+	if a, err := domaintuning.Parse(annotation); err == nil {
 		got = a.Interfaces[name]
 	}
-	if got == (tuning.Interface{}) && want != got {
+	if got == (domaintuning.Interface{}) && want != got {
 		return "running none"
 	}
 	return want.Diff(got)

@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 func TestTuningDiff(t *testing.T) {
-	want := tuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256, Offloads: tuning.Offloads{TSO: v1alpha1.OffloadOn}}
+	want := domaintuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256, Offloads: domaintuning.Offloads{TSO: v1alpha1.OffloadOn}}
 	same := `{"interfaces":{"fp-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On"}}}}`
 	for _, tc := range []struct {
 		name, annotation, want string

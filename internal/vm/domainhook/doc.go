@@ -24,7 +24,7 @@
 // # What is edited
 //
 // The tuning comes from the VMI annotation fastpath.io/tuning (package
-// internal/vm/tuning), keyed by VM network name. KubeVirt gives each domain
+// internal/vm/domaintuning), keyed by VM network name. KubeVirt gives each domain
 // interface the alias "ua-<interface name>" and the interface name is the
 // network name, so the tuning of network N applies to the <interface> whose
 // <alias name='ua-N'/>. On that interface the hook sets
@@ -74,7 +74,7 @@
 //
 // # Checks
 //
-// Before anything is written the tuning is validated: tuning.Parse checks
+// Before anything is written the tuning is validated: domaintuning.Parse checks
 // ranges (mtu 1280-65535, queues 1-256, ring sizes 256|512|1024) and the hook
 // adds the vhost-net limit txQueueSize == 256 (QEMU only grows the tx ring for
 // vhost-user) and that a tuned interface has a virtio model. Queues are capped

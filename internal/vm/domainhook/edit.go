@@ -10,7 +10,7 @@ import (
 	"github.com/beevik/etree"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // AliasPrefix is the prefix KubeVirt puts before user-defined device aliases
@@ -38,16 +38,16 @@ type offloadTarget struct {
 // driver-specific options", QEMU virtio_net_properties, virtio 1.2 §5.1.3.
 var offloadMap = []struct {
 	Field   string // the tuning's JSON name
-	State   func(tuning.Offloads) v1alpha1.OffloadState
+	State   func(domaintuning.Offloads) v1alpha1.OffloadState
 	Targets []offloadTarget
 }{
-	{"txChecksum", func(o tuning.Offloads) v1alpha1.OffloadState { return o.TXChecksum },
+	{"txChecksum", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.TXChecksum },
 		[]offloadTarget{{"host", "csum"}, {"guest", "csum"}}},
-	{"gso", func(o tuning.Offloads) v1alpha1.OffloadState { return o.GSO },
+	{"gso", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.GSO },
 		[]offloadTarget{{"host", "gso"}}},
-	{"tso", func(o tuning.Offloads) v1alpha1.OffloadState { return o.TSO },
+	{"tso", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.TSO },
 		[]offloadTarget{{"host", "tso4"}, {"host", "tso6"}, {"host", "ecn"}}},
-	{"gro", func(o tuning.Offloads) v1alpha1.OffloadState { return o.GRO },
+	{"gro", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.GRO },
 		[]offloadTarget{{"guest", "tso4"}, {"guest", "tso6"}, {"guest", "ecn"}}},
 }
 
@@ -65,7 +65,7 @@ var offloadMap = []struct {
 // than VhostTxQueueSize; domainXML is not well-formed or its root is not
 // <domain>; two interfaces share an alias; a tuned interface's model is not
 // virtio; the <vcpu> count is not a number.
-func Apply(domainXML []byte, a tuning.Annotation) (Result, error) {
+func Apply(domainXML []byte, a domaintuning.Annotation) (Result, error) {
 	if err := validateForVhost(a); err != nil {
 		return Result{}, err
 	}
@@ -173,20 +173,20 @@ func writeStyle(domainXML []byte) etree.WriteSettings {
 
 // validateForVhost checks a with tuning's limits and the vhost-net limit on
 // the tx ring.
-func validateForVhost(a tuning.Annotation) error {
+func validateForVhost(a domaintuning.Annotation) error {
 	if err := a.Validate(); err != nil {
-		return fmt.Errorf("failed to validate tuning annotation %s: %w", tuning.AnnotationKey, err)
+		return fmt.Errorf("failed to validate tuning annotation %s: %w", domaintuning.AnnotationKey, err)
 	}
 	for _, network := range sortedNetworks(a) {
 		if tx := a.Interfaces[network].TxQueueSize; tx != 0 && tx != VhostTxQueueSize {
 			return fmt.Errorf("failed to validate tuning annotation %s: interfaces[%q].txQueueSize %d is invalid: must be %d with the vhost driver (larger tx rings need vhost-user)",
-				tuning.AnnotationKey, network, tx, VhostTxQueueSize)
+				domaintuning.AnnotationKey, network, tx, VhostTxQueueSize)
 		}
 	}
 	return nil
 }
 
-func sortedNetworks(a tuning.Annotation) []string {
+func sortedNetworks(a domaintuning.Annotation) []string {
 	names := make([]string, 0, len(a.Interfaces))
 	for n := range a.Interfaces {
 		names = append(names, n)
@@ -235,10 +235,10 @@ func (ed *editor) set(network string, el *etree.Element, path, attr, value strin
 }
 
 // tuneInterface applies t to one <interface> element.
-func (ed *editor) tuneInterface(iface *etree.Element, network string, t tuning.Interface, vcpus int) error {
+func (ed *editor) tuneInterface(iface *etree.Element, network string, t domaintuning.Interface, vcpus int) error {
 	alias := AliasPrefix + network
 	field := fmt.Sprintf("interfaces[%q]", network)
-	if t.Queues != 0 || t.RxQueueSize != 0 || t.TxQueueSize != 0 || t.Offloads != (tuning.Offloads{}) {
+	if t.Queues != 0 || t.RxQueueSize != 0 || t.TxQueueSize != 0 || t.Offloads != (domaintuning.Offloads{}) {
 		model := ""
 		if el := iface.SelectElement("model"); el != nil {
 			model = el.SelectAttrValue("type", "")
@@ -299,7 +299,7 @@ func (ed *editor) tuneInterface(iface *etree.Element, network string, t tuning.I
 
 // warnOffloadDependencies reports offload combinations the virtio feature
 // rules (virtio 1.2 §5.1.3.1) make ineffective in the guest.
-func (ed *editor) warnOffloadDependencies(alias, field string, o tuning.Offloads) {
+func (ed *editor) warnOffloadDependencies(alias, field string, o domaintuning.Offloads) {
 	on, off := v1alpha1.OffloadOn, v1alpha1.OffloadOff
 	if o.TXChecksum == off {
 		for _, d := range []struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 var (
@@ -18,7 +18,7 @@ var (
 func TestApplyTunesKubeVirtDomain(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		tuning     tuning.Interface
+		tuning     domaintuning.Interface
 		wantDriver map[string]string
 		wantHost   map[string]string
 		wantGuest  map[string]string
@@ -33,40 +33,40 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:       "every offload off",
-		tuning:     tuning.Interface{Offloads: tuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantHost:   map[string]string{"csum": "off", "gso": "off", "tso4": "off", "tso6": "off", "ecn": "off"},
 		wantGuest:  map[string]string{"csum": "off", "tso4": "off", "tso6": "off", "ecn": "off"},
 		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:       "only the rx ring: nothing else is written",
-		tuning:     tuning.Interface{RxQueueSize: 512},
+		tuning:     domaintuning.Interface{RxQueueSize: 512},
 		wantDriver: map[string]string{"name": "vhost", "rx_queue_size": "512"},
 		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:       "gro alone sets only the guest side",
-		tuning:     tuning.Interface{Offloads: tuning.Offloads{GRO: "On"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{GRO: "On"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantGuest:  map[string]string{"tso4": "on", "tso6": "on", "ecn": "on"},
 		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:    "only the MTU: no driver element",
-		tuning:  tuning.Interface{MTU: 1500},
+		tuning:  domaintuning.Interface{MTU: 1500},
 		wantMTU: map[string]string{"size": "1500"},
 	}, {
 		name:       "queues are capped at the vCPUs",
-		tuning:     tuning.Interface{Queues: 16},
+		tuning:     domaintuning.Interface{Queues: 16},
 		wantDriver: map[string]string{"name": "vhost", "queues": "4"},
 		wantMTU:    map[string]string{"size": "9000"},
 		wantWarn:   []string{`interfaces["fp-db-link"].queues 16 capped at the domain's 4 vCPUs`},
 	}, {
 		name:     "an MTU above the pod interface's is lowered to it",
-		tuning:   tuning.Interface{MTU: 65000},
+		tuning:   domaintuning.Interface{MTU: 65000},
 		wantMTU:  map[string]string{"size": "9000"},
 		wantWarn: []string{`interfaces["fp-db-link"].mtu 65000 lowered to 9000`},
 	}, {
 		name:       "segmentation without checksum offload is written and reported",
-		tuning:     tuning.Interface{Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "Off"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "Off"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantHost:   map[string]string{"csum": "off", "gso": "on", "tso4": "on", "tso6": "on", "ecn": "on"},
 		wantGuest:  map[string]string{"csum": "off", "tso4": "on", "tso6": "on", "ecn": "on"},
@@ -78,7 +78,7 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		},
 	}, {
 		name:       "legacy GSO bit without TSO is reported",
-		tuning:     tuning.Interface{Offloads: tuning.Offloads{TSO: "Off", GSO: "On"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "Off", GSO: "On"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantHost:   map[string]string{"gso": "on", "tso4": "off", "tso6": "off", "ecn": "off"},
 		wantMTU:    map[string]string{"size": "9000"},
@@ -87,7 +87,7 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
 			in := readFixture(t, fixtureKubeVirt)
-			res, err := Apply(in, annotation(map[string]tuning.Interface{"fp-db-link": tc.tuning}))
+			res, err := Apply(in, annotation(map[string]domaintuning.Interface{"fp-db-link": tc.tuning}))
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 
 			out := parseDoc(t, res.Domain)
@@ -113,7 +113,7 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 func TestApplyChangesOnlyTheInsertedLinesOfAKubeVirtDomain(t *testing.T) {
 	g := gomega.NewWithT(t)
 	in := string(readFixture(t, fixtureKubeVirt))
-	res, err := Apply([]byte(in), annotation(map[string]tuning.Interface{"fp-db-link": designTuning()}))
+	res, err := Apply([]byte(in), annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning()}))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	anchor := "<alias name=\"ua-fp-db-link\"></alias>\n\t\t\t<rom enabled=\"no\"></rom>\n"
@@ -133,7 +133,7 @@ func TestApplyChangesOnlyTheInsertedLinesOfAKubeVirtDomain(t *testing.T) {
 func TestApplyKeepsVirshStyle(t *testing.T) {
 	g := gomega.NewWithT(t)
 	in := string(readFixture(t, fixtureVirsh))
-	res, err := Apply([]byte(in), annotation(map[string]tuning.Interface{"fp-db-link": designTuning()}))
+	res, err := Apply([]byte(in), annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning()}))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 
 	anchor := "      <alias name='ua-fp-db-link'/>\n      <address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>\n"
@@ -149,9 +149,9 @@ func TestApplyKeepsVirshStyle(t *testing.T) {
 func TestApplyPreservesWhatItDoesNotKnow(t *testing.T) {
 	g := gomega.NewWithT(t)
 	in := readFixture(t, fixtureExtras)
-	res, err := Apply(in, annotation(map[string]tuning.Interface{
+	res, err := Apply(in, annotation(map[string]domaintuning.Interface{
 		"fp-db-link":    designTuning(),
-		"fp-cache-link": {MTU: 9000, RxQueueSize: 256, Offloads: tuning.Offloads{GRO: "Off"}},
+		"fp-cache-link": {MTU: 9000, RxQueueSize: 256, Offloads: domaintuning.Offloads{GRO: "Off"}},
 	}))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Warnings).To(gomega.ConsistOf(gomega.ContainSubstring(`queues 4 capped at the domain's 2 vCPUs`)))
@@ -197,18 +197,18 @@ func TestApplyLeavesTheDomainAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		fixture  string
-		tuning   tuning.Annotation
+		tuning   domaintuning.Annotation
 		wantWarn []string
 	}{
 		{name: "empty tuning", fixture: fixtureKubeVirt, tuning: annotation(nil)},
 		{name: "no interface has the alias", fixture: fixtureKubeVirt,
-			tuning:   annotation(map[string]tuning.Interface{"fp-other": designTuning()}),
+			tuning:   annotation(map[string]domaintuning.Interface{"fp-other": designTuning()}),
 			wantWarn: []string{"Tuning for network fp-other has no domain interface with alias ua-fp-other"}},
 		{name: "an interface without ua- alias prefix is never matched", fixture: fixtureVirsh,
-			tuning:   annotation(map[string]tuning.Interface{"ua-fp-db-link": designTuning()}),
+			tuning:   annotation(map[string]domaintuning.Interface{"ua-fp-db-link": designTuning()}),
 			wantWarn: []string{"alias ua-ua-fp-db-link"}},
 		{name: "values already as tuned", fixture: fixtureKubeVirt,
-			tuning: annotation(map[string]tuning.Interface{"fp-db-link": {MTU: 9000}, "default": {MTU: 1400}})},
+			tuning: annotation(map[string]domaintuning.Interface{"fp-db-link": {MTU: 9000}, "default": {MTU: 1400}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -229,7 +229,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	for _, fixture := range []string{fixtureKubeVirt, fixtureExtras, fixtureVirsh} {
 		t.Run(fixture, func(t *testing.T) {
 			g := gomega.NewWithT(t)
-			a := annotation(map[string]tuning.Interface{"fp-db-link": designTuning(), "fp-cache-link": {Queues: 1}})
+			a := annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning(), "fp-cache-link": {Queues: 1}})
 			first, err := Apply(readFixture(t, fixture), a)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(first.Changed()).To(gomega.BeTrue())
@@ -245,28 +245,28 @@ func TestApplyRejectsBadInput(t *testing.T) {
 	kubevirt := string(readFixture(t, fixtureKubeVirt))
 	fpIface := kubevirt[strings.Index(kubevirt, "\t\t<interface type=\"ethernet\">\n\t\t\t<source></source>\n\t\t\t<target dev=\"tapa527fe112a5\""):]
 	fpIface = fpIface[:strings.Index(fpIface, "</interface>\n")+len("</interface>\n")]
-	one := func(t tuning.Interface) tuning.Annotation {
-		return annotation(map[string]tuning.Interface{"fp-db-link": t})
+	one := func(t domaintuning.Interface) domaintuning.Annotation {
+		return annotation(map[string]domaintuning.Interface{"fp-db-link": t})
 	}
 	for _, tc := range []struct {
 		name    string
 		domain  string
-		tuning  tuning.Annotation
+		tuning  domaintuning.Annotation
 		wantErr []string
 	}{
-		{name: "tx ring above 256 with vhost", domain: kubevirt, tuning: one(tuning.Interface{TxQueueSize: 512}),
+		{name: "tx ring above 256 with vhost", domain: kubevirt, tuning: one(domaintuning.Interface{TxQueueSize: 512}),
 			wantErr: []string{`interfaces["fp-db-link"].txQueueSize 512 is invalid: must be 256 with the vhost driver`, "fastpath.io/tuning"}},
-		{name: "rx ring not a virtio ring size", domain: kubevirt, tuning: one(tuning.Interface{RxQueueSize: 300}),
+		{name: "rx ring not a virtio ring size", domain: kubevirt, tuning: one(domaintuning.Interface{RxQueueSize: 300}),
 			wantErr: []string{`interfaces["fp-db-link"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`}},
-		{name: "rx ring too large", domain: kubevirt, tuning: one(tuning.Interface{RxQueueSize: 2048}),
+		{name: "rx ring too large", domain: kubevirt, tuning: one(domaintuning.Interface{RxQueueSize: 2048}),
 			wantErr: []string{`rxQueueSize 2048 is invalid: must be one of 256, 512, 1024`}},
-		{name: "too many queues", domain: kubevirt, tuning: one(tuning.Interface{Queues: 257}),
+		{name: "too many queues", domain: kubevirt, tuning: one(domaintuning.Interface{Queues: 257}),
 			wantErr: []string{`interfaces["fp-db-link"].queues 257 is invalid: must be 1-256`}},
-		{name: "negative queues", domain: kubevirt, tuning: one(tuning.Interface{Queues: -1}),
+		{name: "negative queues", domain: kubevirt, tuning: one(domaintuning.Interface{Queues: -1}),
 			wantErr: []string{`queues -1 is invalid: must be 1-256`}},
-		{name: "MTU below IPv6 minimum", domain: kubevirt, tuning: one(tuning.Interface{MTU: 1000}),
+		{name: "MTU below IPv6 minimum", domain: kubevirt, tuning: one(domaintuning.Interface{MTU: 1000}),
 			wantErr: []string{`interfaces["fp-db-link"].mtu 1000 is invalid: must be 1280-65535`}},
-		{name: "offload neither On nor Off", domain: kubevirt, tuning: one(tuning.Interface{Offloads: tuning.Offloads{TSO: "on"}}),
+		{name: "offload neither On nor Off", domain: kubevirt, tuning: one(domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "on"}}),
 			wantErr: []string{`interfaces["fp-db-link"].offloads.tso "on" is invalid: must be On or Off`}},
 		{name: "domain not XML", domain: "not xml at all", tuning: one(designTuning()),
 			wantErr: []string{"failed to parse domain XML"}},
@@ -281,7 +281,7 @@ func TestApplyRejectsBadInput(t *testing.T) {
 		{name: "empty domain", domain: "", tuning: one(designTuning()),
 			wantErr: []string{"failed to parse domain XML"}},
 		{name: "tuned interface is not virtio", domain: string(readFixture(t, fixtureVirsh)),
-			tuning:  annotation(map[string]tuning.Interface{"mgmt": {RxQueueSize: 1024}}),
+			tuning:  annotation(map[string]domaintuning.Interface{"mgmt": {RxQueueSize: 1024}}),
 			wantErr: []string{`failed to tune interface ua-mgmt: its model "e1000e" is not virtio`}},
 		{name: "two interfaces with one alias", domain: strings.Replace(kubevirt, fpIface, fpIface+fpIface, 1), tuning: one(designTuning()),
 			wantErr: []string{"failed to tune interface ua-fp-db-link: the domain has two interfaces with this alias"}},

@@ -10,7 +10,7 @@ import (
 	"github.com/beevik/etree"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // Fixtures (testdata/):
@@ -47,13 +47,13 @@ func readFixture(t testing.TB, name string) []byte {
 }
 
 // designTuning is the tuning of docs/design.md §3.1 for network fp-db-link.
-func designTuning() tuning.Interface {
-	return tuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
-		Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}}
+func designTuning() domaintuning.Interface {
+	return domaintuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
+		Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}}
 }
 
-func annotation(byNetwork map[string]tuning.Interface) tuning.Annotation {
-	return tuning.Annotation{Interfaces: byNetwork}
+func annotation(byNetwork map[string]domaintuning.Interface) domaintuning.Annotation {
+	return domaintuning.Annotation{Interfaces: byNetwork}
 }
 
 // vmiWithAnnotation returns the VMI fixture as JSON with the tuning
@@ -65,9 +65,9 @@ func vmiWithAnnotation(t testing.TB, value string, remove bool) []byte {
 		t.Fatalf("failed to decode VMI fixture: %v", err)
 	}
 	if remove {
-		delete(vmi.Annotations, tuning.AnnotationKey)
+		delete(vmi.Annotations, domaintuning.AnnotationKey)
 	} else {
-		vmi.Annotations[tuning.AnnotationKey] = value
+		vmi.Annotations[domaintuning.AnnotationKey] = value
 	}
 	b, err := json.Marshal(&vmi)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // HookName is the hook point this package implements and the executable name
@@ -48,7 +48,7 @@ type Change struct {
 // the VMI (JSON, as the sidecar-shim passes it with --vmi) and applies it to
 // domainXML (--domain). A VMI without the annotation, or a tuning that names
 // no interface of the domain, gives the domain back byte for byte. Errors: a
-// VMI that is not JSON, an annotation that tuning.Parse rejects, and every
+// VMI that is not JSON, an annotation that domaintuning.Parse rejects, and every
 // error of Apply.
 //
 // A VMI with the annotation fastpath.io/vsock-mode "Sibling" then gets the
@@ -92,25 +92,25 @@ func OnDefineDomain(vmiJSON, domainXML []byte) (Result, error) {
 // `interfaces["fp-a"].rxQueueSize 300 is invalid: must be one of 256, 512, 1024`,
 // or the unknown key and where it is, e.g. `interfaces["fp-a"] has unknown
 // key "rxqueuesize"`.
-func TuningFromVMI(vmiJSON []byte) (a tuning.Annotation, found bool, err error) {
+func TuningFromVMI(vmiJSON []byte) (a domaintuning.Annotation, found bool, err error) {
 	if err := checkVMIObject(vmiJSON); err != nil {
-		return tuning.Annotation{}, false, err
+		return domaintuning.Annotation{}, false, err
 	}
 	var vmi kubevirtv1.VirtualMachineInstance
 	if err := json.Unmarshal(vmiJSON, &vmi); err != nil {
-		return tuning.Annotation{}, false, fmt.Errorf("failed to decode VMI JSON: %w", err)
+		return domaintuning.Annotation{}, false, fmt.Errorf("failed to decode VMI JSON: %w", err)
 	}
-	value, ok := vmi.Annotations[tuning.AnnotationKey]
+	value, ok := vmi.Annotations[domaintuning.AnnotationKey]
 	if !ok {
-		return tuning.Annotation{}, false, nil
+		return domaintuning.Annotation{}, false, nil
 	}
 	err = checkAnnotationKeys(value)
 	if err == nil {
-		a, err = tuning.Parse(value)
+		a, err = domaintuning.Parse(value)
 	}
 	if err != nil {
-		return tuning.Annotation{}, true, fmt.Errorf("failed to read annotation %s of VMI %s/%s: %w",
-			tuning.AnnotationKey, vmi.Namespace, vmi.Name, err)
+		return domaintuning.Annotation{}, true, fmt.Errorf("failed to read annotation %s of VMI %s/%s: %w",
+			domaintuning.AnnotationKey, vmi.Namespace, vmi.Name, err)
 	}
 	return a, true, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 func TestOnDefineDomain(t *testing.T) {
@@ -69,7 +69,7 @@ func TestTuningFromVMIReadsTheAnnotation(t *testing.T) {
 	a, found, err := TuningFromVMI(readFixture(t, fixtureVMI))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(found).To(gomega.BeTrue())
-	g.Expect(a.Interfaces).To(gomega.Equal(annotation(map[string]tuning.Interface{"fp-db-link": designTuning()}).Interfaces))
+	g.Expect(a.Interfaces).To(gomega.Equal(annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning()}).Interfaces))
 
 	_, found, err = TuningFromVMI(vmiWithAnnotation(t, "", true))
 	g.Expect(err).NotTo(gomega.HaveOccurred())

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // checkVMIObject refuses VMI input that is not a JSON object: encoding/json
@@ -32,9 +32,9 @@ func checkVMIObject(vmiJSON []byte) error {
 // annotationKeys are the case-sensitive keys of the tuning annotation's
 // objects: the top level, each interfaces[...] value and its offloads.
 var annotationKeys = struct{ top, iface, offloads []string }{
-	top:      jsonKeys(reflect.TypeFor[tuning.Annotation]()),
-	iface:    jsonKeys(reflect.TypeFor[tuning.Interface]()),
-	offloads: jsonKeys(reflect.TypeFor[tuning.Offloads]()),
+	top:      jsonKeys(reflect.TypeFor[domaintuning.Annotation]()),
+	iface:    jsonKeys(reflect.TypeFor[domaintuning.Interface]()),
+	offloads: jsonKeys(reflect.TypeFor[domaintuning.Offloads]()),
 }
 
 func jsonKeys(t reflect.Type) []string {
@@ -49,15 +49,15 @@ func jsonKeys(t reflect.Type) []string {
 }
 
 // checkAnnotationKeys refuses keys of the tuning annotation value that
-// tuning.Annotation does not have (encoding/json would ignore them, and
+// domaintuning.Annotation does not have (encoding/json would ignore them, and
 // match a key spelt in another case), naming where the key is, e.g.
 // `interfaces["fp-a"] has unknown key "rxqueuesize": allowed keys are mtu,
 // queues, rxQueueSize, txQueueSize, offloads (case-sensitive)`. Values of
-// the wrong type are left to tuning.Parse.
+// the wrong type are left to domaintuning.Parse.
 func checkAnnotationKeys(value string) error {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(value), &top); err != nil || top == nil {
-		return nil // tuning.Parse names what is wrong
+		return nil // domaintuning.Parse names what is wrong
 	}
 	if err := unknownKeys("the annotation", top, annotationKeys.top); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/onsi/gomega"
 
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // virtXMLValidate runs libvirt's `virt-xml-validate <file> domain` (Debian
@@ -32,15 +32,15 @@ func virtXMLValidate(t *testing.T, name string, doc []byte) (string, error) {
 }
 
 func TestFixturesAndOutputValidateAgainstLibvirtSchema(t *testing.T) {
-	offloadsOff := tuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off"}
+	offloadsOff := domaintuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off"}
 	for _, tc := range []struct {
 		fixture string
-		tuning  tuning.Annotation
+		tuning  domaintuning.Annotation
 	}{
-		{fixtureKubeVirt, annotation(map[string]tuning.Interface{"fp-db-link": designTuning()})},
-		{fixtureKubeVirt, annotation(map[string]tuning.Interface{"fp-db-link": {Queues: 1, RxQueueSize: 256, Offloads: offloadsOff}, "default": {MTU: 1300}})},
-		{fixtureExtras, annotation(map[string]tuning.Interface{"fp-db-link": designTuning(), "fp-cache-link": {MTU: 65000, RxQueueSize: 512}})},
-		{fixtureVirsh, annotation(map[string]tuning.Interface{"fp-db-link": designTuning()})},
+		{fixtureKubeVirt, annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning()})},
+		{fixtureKubeVirt, annotation(map[string]domaintuning.Interface{"fp-db-link": {Queues: 1, RxQueueSize: 256, Offloads: offloadsOff}, "default": {MTU: 1300}})},
+		{fixtureExtras, annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning(), "fp-cache-link": {MTU: 65000, RxQueueSize: 512}})},
+		{fixtureVirsh, annotation(map[string]domaintuning.Interface{"fp-db-link": designTuning()})},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			g := gomega.NewWithT(t)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // entry is one list or map entry of a wiring. value nil means "not wanted".
@@ -59,7 +59,7 @@ func wanted(d Desired) (wants, error) {
 			iface.value = map[string]any{"name": name, "binding": map[string]any{"name": b}, "model": InterfaceModel}
 		}
 		network.value = map[string]any{"name": name, "multus": map[string]any{"networkName": d.Network.NetworkAttachmentDefinition}}
-		value, err := tuning.Annotation{Interfaces: map[string]tuning.Interface{name: d.Network.Tuning}}.Marshal()
+		value, err := domaintuning.Annotation{Interfaces: map[string]domaintuning.Interface{name: d.Network.Tuning}}.Marshal()
 		if err != nil {
 			return wants{}, err
 		}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // Kubernetes and KubeVirt constants of the wiring.
@@ -115,7 +115,7 @@ type Network struct {
 	Binding string
 	// Tuning goes into the fastpath.io/tuning annotation; Queues > 1 also sets
 	// networkInterfaceMultiqueue: true.
-	Tuning tuning.Interface
+	Tuning domaintuning.Interface
 }
 
 // ForAttachment returns the wiring of an attachment, with the API defaults
@@ -126,7 +126,7 @@ func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
 	d := Desired{Attachment: att.Name, AttachmentUID: string(att.UID), Placement: spec.Placement}
 	if spec.Network != nil {
-		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Binding: DefaultBinding, Tuning: tuning.FromNetworkSpec(*spec.Network)}
+		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Binding: DefaultBinding, Tuning: domaintuning.FromNetworkSpec(*spec.Network)}
 		if spec.Network.Datapath == v1alpha1.DatapathMacvtap {
 			d.Network.Binding = DefaultMacvtapBinding
 		}

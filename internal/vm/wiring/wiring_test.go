@@ -9,7 +9,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/tuning"
+	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
 // decode parses JSON the way client-go's unstructured decoder does (integers
@@ -68,9 +68,9 @@ const emptyListsVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
 func full(placement v1alpha1.Placement) Desired {
 	return Desired{
 		Attachment: "db-link",
-		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: tuning.Interface{
+		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: domaintuning.Interface{
 			MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
-			Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
+			Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
 		}},
 		VSOCK:     true,
 		Placement: placement,
@@ -89,7 +89,7 @@ func TestWireUnwireRestoresTheOriginalByteForByte(t *testing.T) {
 	desires := map[string]Desired{
 		"network+vsock, Required":  full(v1alpha1.PlacementRequired),
 		"network+vsock, Preferred": full(v1alpha1.PlacementPreferred),
-		"network, one queue, None": {Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{MTU: 1500, Queues: 1}}, Placement: v1alpha1.PlacementNone},
+		"network, one queue, None": {Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: domaintuning.Interface{MTU: 1500, Queues: 1}}, Placement: v1alpha1.PlacementNone},
 		"vsock only, Required":     {Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementRequired},
 		"network+vsock, macvtap":   withBinding(full(v1alpha1.PlacementRequired), DefaultMacvtapBinding),
 	}
@@ -198,7 +198,7 @@ func TestWireConvergesAChangedAttachment(t *testing.T) {
 	steps := []Desired{
 		full(v1alpha1.PlacementRequired),
 		full(v1alpha1.PlacementPreferred),
-		{Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: tuning.Interface{MTU: 65535, Queues: 1}}, Placement: v1alpha1.PlacementNone},
+		{Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: domaintuning.Interface{MTU: 65535, Queues: 1}}, Placement: v1alpha1.PlacementNone},
 		{Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementRequired},
 		full(v1alpha1.PlacementRequired),
 	}
@@ -317,9 +317,9 @@ func TestForAttachmentAppliesDefaults(t *testing.T) {
 	}
 	g.Expect(ForAttachment(att)).To(gomega.Equal(Desired{
 		Attachment: "db-link",
-		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: tuning.Interface{
+		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: domaintuning.Interface{
 			MTU: 9000, Queues: 1, RxQueueSize: 1024, TxQueueSize: 256,
-			Offloads: tuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
+			Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
 		}},
 		VSOCK:     true,
 		Placement: v1alpha1.PlacementRequired,

@@ -1,4 +1,4 @@
-// Package tuning defines the value of the fastpath.io/tuning annotation
+// Package domaintuning defines the value of the fastpath.io/tuning annotation
 // (v1alpha1.TuningAnnotation) that the operator writes on a wired VM's template
 // (spec.template.metadata.annotations) and the KubeVirt domain hook
 // (fastpath-domain-hook, onDefineDomain) reads back from the VMI to edit the
@@ -18,4 +18,4 @@
 // annotation it wants with the one on the VM byte for byte. Parse is lenient
 // about unknown keys (an older hook must accept a newer operator's annotation)
 // and strict about the values it knows.
-package tuning
+package domaintuning
