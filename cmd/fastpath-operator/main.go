@@ -33,7 +33,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers Fastpath's network binding plugin of datapath Macvtap ({domainAttachmentType: tap, sidecarImage: <domain hook>}).")
 	flag.BoolVar(&f.registerBinding, "register-binding-plugins", false, "Keep both network binding plugins registered in the KubeVirt CR --kubevirt (needs patch on that object and --domain-hook-image). Off: the admin registers them (docs/install.md#the-binding-plugin).")
 	flag.BoolVar(&f.unregister, "unregister-binding-plugins", false, "Remove both network binding plugins from the KubeVirt CR --kubevirt and exit (the chart's pre-delete hook).")
-	flag.StringVar(&f.kubevirtCR, "kubevirt", bindingplugin.DefaultKubeVirt.String(), "namespace/name of the KubeVirt CR for --register-binding-plugins and --unregister-binding-plugins.")
+	flag.StringVar(&f.kubevirtCR, "kubevirt", kubevirtcr.DefaultKubeVirt.String(), "namespace/name of the KubeVirt CR for --register-binding-plugins and --unregister-binding-plugins.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
 	flag.Float64Var(&f.qps, "kube-api-qps", attachment.DefaultKubeAPIQPS, "Sustained queries per second to the API server.")
@@ -109,7 +109,7 @@ func run(f flags) error {
 		return fmt.Errorf("failed to load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
-	names := bindingplugin.Names{Bridge: f.binding, Macvtap: f.macvtapBinding}
+	names := kubevirtcr.Names{Bridge: f.binding, Macvtap: f.macvtapBinding}
 	kvKey, err := parseKubeVirtCR(f.kubevirtCR)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func run(f flags) error {
 		if err != nil {
 			return fmt.Errorf("failed to create a client: %w", err)
 		}
-		if err := bindingplugin.Unregister(context.Background(), c, kvKey, names.Bridge, names.Macvtap); err != nil {
+		if err := kubevirtcr.Unregister(context.Background(), c, kvKey, names.Bridge, names.Macvtap); err != nil {
 			return err
 		}
 		log.Info("Removed the network binding plugins", "kubevirt", kvKey, "plugins", []string{names.Bridge, names.Macvtap})
@@ -127,7 +127,7 @@ func run(f flags) error {
 	}
 	var plugins map[string]kubevirtv1.InterfaceBindingPlugin
 	if f.registerBinding {
-		if plugins, err = bindingplugin.Plugins(names, f.domainHookImage); err != nil {
+		if plugins, err = kubevirtcr.Plugins(names, f.domainHookImage); err != nil {
 			return fmt.Errorf("failed to start: --register-binding-plugins: %w", err)
 		}
 	}

@@ -32,7 +32,7 @@ import (
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // scaleVMs is the number of VMs one attachment selects in the scale benchmark.
@@ -290,7 +290,7 @@ func startBenchManager(cfg *rest.Config) (func(), error) {
 	vm := &unstructured.Unstructured{}
 	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
 	kv := &unstructured.Unstructured{}
-	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 	for _, obj := range []client.Object{&v1alpha1.FastPathAttachment{}, &nadv1.NetworkAttachmentDefinition{}, vm, kv,
 		&kubevirtv1.VirtualMachineInstance{}, &v1alpha1.FastPathNode{}, &v1alpha1.FastPathNetwork{}, &corev1.Namespace{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {

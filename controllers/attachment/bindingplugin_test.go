@@ -10,7 +10,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -37,7 +37,7 @@ var _ = Describe("The network binding plugin", Serial, func() {
 
 	It("wires no VM while the KubeVirt CR does not register it, then wires through it with no hook annotation", func() {
 		ns := newNamespace()
-		Expect(bindingplugin.Unregister(ctx, env.Client, kubevirtCR, wiring.DefaultBinding, wiring.DefaultMacvtapBinding)).To(Succeed())
+		Expect(kubevirtcr.Unregister(ctx, env.Client, kubevirtCR, wiring.DefaultBinding, wiring.DefaultMacvtapBinding)).To(Succeed())
 		DeferCleanup(registerBindingPlugins)
 
 		vm := createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
@@ -63,7 +63,7 @@ var _ = Describe("The network binding plugin", Serial, func() {
 		Expect(templateAnnotation(ns, "db-0", wiring.HookSidecarsAnnotation)).To(Equal("[]"), "the user's value, untouched")
 
 		By("a plugin registered with the wrong domainAttachmentType")
-		Expect(bindingplugin.Register(ctx, env.Client, kubevirtCR, map[string]kubevirtv1.InterfaceBindingPlugin{
+		Expect(kubevirtcr.Register(ctx, env.Client, kubevirtCR, map[string]kubevirtv1.InterfaceBindingPlugin{
 			wiring.DefaultBinding: {SidecarImage: suiteHookImage, DomainAttachmentType: kubevirtv1.Tap}})).To(Succeed())
 		createVM(ns, "db-1", minimalVM, map[string]string{"app": "db"})
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonBindingNotRegistered))

@@ -23,7 +23,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/platform/phases"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -64,7 +64,7 @@ type Options struct {
 	// wiring.DefaultMacvtapBinding. The controller wires no VM while the
 	// plugin its datapath needs is not registered (VMsWired False,
 	// BindingPluginNotRegistered).
-	Bindings bindingplugin.Names
+	Bindings kubevirtcr.Names
 	// KubeVirtAbsent is true when the API server serves no kubevirt.io/v1
 	// VirtualMachines (KubeVirt is not installed): the controller then
 	// watches no VMs or VMIs and every attachment selects none (VMsWired
@@ -160,7 +160,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI))
 		kv := &unstructured.Unstructured{}
-		kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+		kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 		b = b.Watches(kv, handler.EnqueueRequestsFromMapFunc(r.allAttachments),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}

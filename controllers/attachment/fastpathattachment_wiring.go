@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -156,11 +156,11 @@ func (r *Reconciler) checkBinding(ctx context.Context, s *scope) error {
 		return nil
 	}
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(bindingplugin.KubeVirtGVK.GroupVersion().WithKind(bindingplugin.KubeVirtGVK.Kind + "List"))
+	list.SetGroupVersionKind(kubevirtcr.KubeVirtGVK.GroupVersion().WithKind(kubevirtcr.KubeVirtGVK.Kind + "List"))
 	if err := r.Cache.List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list KubeVirt CRs: %w", err)
 	}
-	return bindingplugin.Check(list.Items, r.Bindings, s.desired.Network.Binding)
+	return kubevirtcr.Check(list.Items, r.Bindings, s.desired.Network.Binding)
 }
 
 // unwireVM removes attachment's wiring from a VM if the VM still carries it.

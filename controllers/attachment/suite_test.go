@@ -22,7 +22,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/attachment"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
@@ -67,7 +67,7 @@ var _ = BeforeSuite(func() {
 
 // kubevirtCR is the suite's KubeVirt CR, with Fastpath's binding plugins
 // registered (registerBindingPlugins) unless a spec takes them out.
-var kubevirtCR = bindingplugin.DefaultKubeVirt
+var kubevirtCR = kubevirtcr.DefaultKubeVirt
 
 // suiteHookImage is the binding plugins' sidecarImage in the suite.
 const suiteHookImage = "registry.example.com/fastpath/fastpath-domain-hook:test"
@@ -85,7 +85,7 @@ func createKubeVirtCR(ctx context.Context, c client.Client) error {
 		return err
 	}
 	kv := &unstructured.Unstructured{}
-	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 	kv.SetNamespace(kubevirtCR.Namespace)
 	kv.SetName(kubevirtCR.Name)
 	if err := unstructured.SetNestedField(kv.Object, true, "spec", "configuration", "developerConfiguration", "useEmulation"); err != nil {
@@ -105,11 +105,11 @@ func registerBindingPlugins() {
 }
 
 func registerBindingPluginsIn(ctx context.Context, c client.Client) error {
-	plugins, err := bindingplugin.Plugins(bindingplugin.Names{Bridge: wiring.DefaultBinding, Macvtap: wiring.DefaultMacvtapBinding}, suiteHookImage)
+	plugins, err := kubevirtcr.Plugins(kubevirtcr.Names{Bridge: wiring.DefaultBinding, Macvtap: wiring.DefaultMacvtapBinding}, suiteHookImage)
 	if err != nil {
 		return err
 	}
-	return bindingplugin.Register(ctx, c, kubevirtCR, plugins)
+	return kubevirtcr.Register(ctx, c, kubevirtCR, plugins)
 }
 
 // defaultNetwork is the suite's default FastPathNetwork: every namespace may

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // ControllerName names the controller in logs, metrics and Events.
@@ -34,7 +34,7 @@ type Reconciler struct {
 	Recorder record.EventRecorder
 	// KubeVirt is the KubeVirt CR to register in.
 	KubeVirt types.NamespacedName
-	// Plugins are the entries (bindingplugin.Plugins).
+	// Plugins are the entries (kubevirtcr.Plugins).
 	Plugins map[string]kubevirtv1.InterfaceBindingPlugin
 }
 
@@ -51,7 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("failed to set up the %s controller: no plugins to register", ControllerName)
 	}
 	kv := &unstructured.Unstructured{}
-	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		// Create events only: the operator's start (the informer's initial
@@ -79,21 +79,21 @@ func (r *Reconciler) isOurs(o client.Object) bool {
 // missing or differs; a merge patch leaves every other field alone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	kv := &unstructured.Unstructured{}
-	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 	if err := r.Client.Get(ctx, req.NamespacedName, kv); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil // registered when it appears
 		}
 		return ctrl.Result{}, err
 	}
-	if bindingplugin.Registered(kv, r.Plugins) {
+	if kubevirtcr.Registered(kv, r.Plugins) {
 		return ctrl.Result{}, nil
 	}
-	if err := bindingplugin.Register(ctx, r.Client, req.NamespacedName, r.Plugins); err != nil {
+	if err := kubevirtcr.Register(ctx, r.Client, req.NamespacedName, r.Plugins); err != nil {
 		return ctrl.Result{}, err
 	}
-	ctrl.LoggerFrom(ctx).Info("Registered the network binding plugins", "plugins", bindingplugin.SortedNames(r.Plugins))
+	ctrl.LoggerFrom(ctx).Info("Registered the network binding plugins", "plugins", kubevirtcr.SortedNames(r.Plugins))
 	r.Recorder.Eventf(kv, corev1.EventTypeNormal, ReasonRegistered, "fastpath-operator registered the network binding plugins %v under %s",
-		bindingplugin.SortedNames(r.Plugins), bindingplugin.BindingField("<name>"))
+		kubevirtcr.SortedNames(r.Plugins), kubevirtcr.BindingField("<name>"))
 	return ctrl.Result{}, nil
 }

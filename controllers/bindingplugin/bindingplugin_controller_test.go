@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/controllers/bindingplugin"
-	vmbinding "github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	vmbinding "github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // newKubeVirtKey returns the key of a KubeVirt CR named kubevirtName in a

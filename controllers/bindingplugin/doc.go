@@ -1,5 +1,5 @@
 // Package bindingplugin is fastpath-operator's registrar of Fastpath's
-// KubeVirt network binding plugins (internal/vm/bindingplugin): with
+// KubeVirt network binding plugins (internal/vm/kubevirtcr): with
 // --register-binding-plugins it writes their entries into the one KubeVirt
 // CR it is told (--kubevirt, default kubevirt/kubevirt) when the operator
 // starts and when the CR is created (KubeVirt installed, or reinstalled,

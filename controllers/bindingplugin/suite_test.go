@@ -16,7 +16,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/controllers/bindingplugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
-	vmbinding "github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	vmbinding "github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // The suite runs the registrar in a real manager against a real

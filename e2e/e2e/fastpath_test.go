@@ -23,7 +23,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/benchjob"
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock"
 )
@@ -166,7 +166,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 
 	It("runs with KubeVirt's Sidecar feature gate off and the binding plugins registered", func(ctx SpecContext) {
 		kv := &kubevirtv1.KubeVirt{}
-		Expect(env.Client().Get(ctx, types.NamespacedName{Namespace: bindingplugin.DefaultKubeVirt.Namespace, Name: bindingplugin.DefaultKubeVirt.Name}, kv)).To(Succeed())
+		Expect(env.Client().Get(ctx, types.NamespacedName{Namespace: kubevirtcr.DefaultKubeVirt.Namespace, Name: kubevirtcr.DefaultKubeVirt.Name}, kv)).To(Succeed())
 		if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
 			Expect(dc.FeatureGates).NotTo(ContainElement("Sidecar"))
 		}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fastpath-io/fastpath/internal/vm/bindingplugin"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // EmulatedDomainHookImage is the sidecarImage the emulated cluster's
@@ -16,13 +16,13 @@ import (
 // virt-launcher runs bin/fastpath-domain-hook itself.
 const EmulatedDomainHookImage = "localhost/fastpath-domain-hook:local"
 
-// EnsureKubeVirtCR creates the KubeVirt CR bindingplugin.DefaultKubeVirt
+// EnsureKubeVirtCR creates the KubeVirt CR kubevirtcr.DefaultKubeVirt
 // (kubevirt/kubevirt, with its namespace) if it is missing: the emulated
 // KubeVirt's installation, where the admin, or fastpath-operator with
 // --register-binding-plugins, registers Fastpath's network binding plugins.
 // Emulated: nothing reads its configuration but Fastpath.
 func EnsureKubeVirtCR(ctx context.Context, c client.Client) error {
-	key := bindingplugin.DefaultKubeVirt
+	key := kubevirtcr.DefaultKubeVirt
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
@@ -31,7 +31,7 @@ func EnsureKubeVirtCR(ctx context.Context, c client.Client) error {
 		return fmt.Errorf("failed to create namespace %s for the KubeVirt CR: %w", key.Namespace, err)
 	}
 	kv := &unstructured.Unstructured{}
-	kv.SetGroupVersionKind(bindingplugin.KubeVirtGVK)
+	kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 	kv.SetNamespace(key.Namespace)
 	kv.SetName(key.Name)
 	if err := unstructured.SetNestedField(kv.Object, true, "spec", "configuration", "developerConfiguration", "useEmulation"); err != nil {
@@ -50,9 +50,9 @@ func RegisterBindingPlugins(ctx context.Context, c client.Client) error {
 	if err := EnsureKubeVirtCR(ctx, c); err != nil {
 		return err
 	}
-	plugins, err := bindingplugin.Plugins(bindingplugin.Names{Bridge: "fastpath", Macvtap: "fastpath-macvtap"}, EmulatedDomainHookImage)
+	plugins, err := kubevirtcr.Plugins(kubevirtcr.Names{Bridge: "fastpath", Macvtap: "fastpath-macvtap"}, EmulatedDomainHookImage)
 	if err != nil {
 		return err
 	}
-	return bindingplugin.Register(ctx, c, bindingplugin.DefaultKubeVirt, plugins)
+	return kubevirtcr.Register(ctx, c, kubevirtcr.DefaultKubeVirt, plugins)
 }

@@ -1,4 +1,4 @@
-package bindingplugin
+package kubevirtcr
 
 import (
 	"encoding/json"

@@ -1,7 +1,8 @@
-// Package bindingplugin is Fastpath as a KubeVirt network binding plugin:
-// the entries the KubeVirt CR carries for it under
+// Package kubevirtcr is what Fastpath writes into the KubeVirt CR to be a
+// KubeVirt network binding plugin: the entries the CR carries for it under
 // spec.configuration.network.binding, writing and removing them, and
-// checking that they are there before the operator wires a VM.
+// checking that they are there before the operator wires a VM. (The
+// reconciler that keeps them there is controllers/bindingplugin.)
 //
 // KubeVirt runs a binding plugin's sidecarImage in the virt-launcher pod of
 // every VMI with an interface of that binding ("binding": {"name": <name>};
@@ -27,4 +28,4 @@
 // (fastpath-operator --unregister-binding-plugins). On clusters where the
 // KubeVirt CR is managed by another operator (HCO) the admin registers the
 // same entries there (docs/install.md#the-binding-plugin).
-package bindingplugin
+package kubevirtcr
