@@ -68,7 +68,7 @@ manifests: setup-core+tools ## Generate CRDs and RBAC into config/, and copy the
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=fastpath-operator paths="{./controllers/attachment/...,./controllers/benchmark/...,./controllers/tuning/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml charts/fastpath/crds/
-	$(CONTROLLER_GEN) rbac:roleName=fastpath-agent paths="{./controllers/node/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
+	$(CONTROLLER_GEN) rbac:roleName=fastpath-agent paths="{./controllers/nodeagent/...,./internal/platform/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	cp config/rbac/role.yaml charts/fastpath/files/operator-role.yaml
 	cp config/rbac/agent/role.yaml charts/fastpath/files/agent-role.yaml
 	cp config/rbac/tenant/roles.yaml charts/fastpath/files/tenant-roles.yaml

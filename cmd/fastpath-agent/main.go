@@ -4,7 +4,7 @@
 // optionally raises socket-buffer sysctls, probes the node's capabilities,
 // runs the vsock sibling relay, answers DHCPv4 on its Linux bridges for the
 // addresses the CNI plugin assigned, and publishes the node's FastPathNode. It only
-// parses flags and wires dependencies; the logic lives in controllers/node and
+// parses flags and wires dependencies; the logic lives in controllers/nodeagent and
 // the packages it drives.
 package main
 
@@ -34,7 +34,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/netconf"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
-	agent "github.com/fastpath-io/fastpath/controllers/node"
+	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"

@@ -499,7 +499,7 @@ const emulatedLauncherLabel = "fastpath.io/emulated-launcher-of"
 // Sibling VMI, bound to this node, as virt-controller and the scheduler do
 // before QEMU starts: the node agent starts a Sibling group's
 // vhost-device-vsock once a member's launcher pod is bound to its node
-// (controllers/node, sibling placement), and QEMU needs that socket to boot.
+// (controllers/nodeagent, sibling placement), and QEMU needs that socket to boot.
 // EMULATED: no kubelet runs the pod; the launcher is the network namespace
 // and the QEMU of this emulation. An existing pod is left as it is; a failed
 // launch keeps it (the next try waits on the same pod), teardown deletes it.

@@ -1,6 +1,6 @@
 // Package phases is the phase loop of the reconciler skeleton that the three
 // reconcilers share (controllers/attachment, controllers/benchmark,
-// controllers/node; cluster-api's shape): each Reconcile builds a scope, runs
+// controllers/nodeagent; cluster-api's shape): each Reconcile builds a scope, runs
 // a []Phase over it with Run and patches status once from what the phases
 // recorded. RateLimiter is their shared retry pacing (exponential backoff
 // capped at MaxRetryDelay).

@@ -1,4 +1,4 @@
-package node_test
+package nodeagent_test
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	agent "github.com/fastpath-io/fastpath/controllers/node"
+	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )

@@ -1,4 +1,4 @@
-package node_test
+package nodeagent_test
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	agent "github.com/fastpath-io/fastpath/controllers/node"
+	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 

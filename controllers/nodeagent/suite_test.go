@@ -1,4 +1,4 @@
-package node_test
+package nodeagent_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	agent "github.com/fastpath-io/fastpath/controllers/node"
+	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"

@@ -1,4 +1,4 @@
-// Package node (imported as agent) is the node agent's reconciler (fastpath-agent, docs/design.md §3):
+// Package nodeagent (imported as agent) is the node agent's reconciler (fastpath-agent, docs/design.md §3):
 // it prepares one node for the fast paths and reports what the node can do.
 //
 // Every FastPathAttachment in the cluster and this node's FastPathNode map to
@@ -29,4 +29,4 @@
 // get the object, defer one status patch, run a []phases.Phase[*scope] (internal/platform/phases, shared by all three) with the signature
 // func(context.Context, *scope) (ctrl.Result, error); a phase that failed in a
 // way a retry may fix asks for RetryPeriod instead of ResyncPeriod.
-package node
+package nodeagent
