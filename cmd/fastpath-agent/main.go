@@ -1,11 +1,3 @@
-// Command fastpath-agent is the Fastpath node agent (docs/design.md §3): one per node
-// (a DaemonSet with host network; a plain process in tests and the demo). It
-// installs the fastpath CNI binary, ensures the node bridges and their MTU,
-// optionally raises socket-buffer sysctls, probes the node's capabilities,
-// runs the vsock sibling relay, answers DHCPv4 on its Linux bridges for the
-// addresses the CNI plugin assigned, and publishes the node's FastPathNode. It only
-// parses flags and wires dependencies; the logic lives in controllers/nodeagent and
-// the packages it drives.
 package main
 
 import (
@@ -49,10 +41,6 @@ import (
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
-
-// version is set at build time with -ldflags "-X main.version=<version>";
-// otherwise the module version or VCS revision from the build info is used.
-var version string
 
 // flags are the command line of fastpath-agent.
 type flags struct {
@@ -347,38 +335,4 @@ func besideExecutable(name string) (string, error) {
 		exe = resolved
 	}
 	return filepath.Join(filepath.Dir(exe), name), nil
-}
-
-// agentVersion returns version, else the main module version, else the VCS
-// revision the binary was built from, else "unknown".
-func agentVersion() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "unknown"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
 }

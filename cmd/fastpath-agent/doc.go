@@ -1,0 +1,9 @@
+// Command fastpath-agent is the Fastpath node agent (docs/design.md §3): one per node
+// (a DaemonSet with host network; a plain process in tests and the demo). It
+// installs the fastpath CNI binary, ensures the node bridges and their MTU,
+// optionally raises socket-buffer sysctls, probes the node's capabilities,
+// runs the vsock sibling relay, answers DHCPv4 on its Linux bridges for the
+// addresses the CNI plugin assigned, and publishes the node's FastPathNode. It only
+// parses flags and wires dependencies; the logic lives in controllers/nodeagent and
+// the packages it drives.
+package main
