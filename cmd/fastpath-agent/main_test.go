@@ -36,17 +36,16 @@ func TestParseTransport(t *testing.T) {
 	}
 }
 
+// TestRunRejectsBadFlagsBeforeConnecting: run validates the options before
+// it loads a kubeconfig (there is none here).
 func TestRunRejectsBadFlagsBeforeConnecting(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(run(flags{})).To(MatchError(ContainSubstring("--node-name (or $NODE_NAME) is required")))
-	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "dpdk", vsockTransport: "vsock"})).
-		To(MatchError(ContainSubstring("--ovs-datapath-type must be system or netdev")))
-	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "tcp"})).
-		To(MatchError(ContainSubstring("failed to parse --vsock-transport")))
-	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", siblingMaxGroupsPerNamespace: -1})).
-		To(MatchError(ContainSubstring("--sibling-max-groups-per-namespace (-1) must not be negative")))
-	g.Expect(run(flags{nodeName: "n1", ovsDatapathType: "netdev", vsockTransport: "vsock", dhcp: true, dhcpServerID: "fd00::1"})).
-		To(MatchError(ContainSubstring(`--dhcp-server-id "fd00::1" is not an IPv4 address`)))
+	o := todaysDefaults
+	o.NodeName = ""
+	g.Expect(run(o)).To(MatchError("failed to start: --node-name (or $NODE_NAME) is required"))
+	o = todaysDefaults
+	o.DevicePlugins.MacvtapDevices = 0
+	g.Expect(run(o)).To(MatchError("failed to start: --macvtap-devices 0 is out of range: must be 1-8192"))
 }
 
 // TestRelayOptionsFollowTheMemoryLimit: limits left at 0 come from the
@@ -70,9 +69,12 @@ func TestInstallCNIInstallsAndExits(t *testing.T) {
 		g.Expect(os.WriteFile(filepath.Join(src, name), []byte("#!/bin/sh\n"+name+"\n"), 0o755)).To(Succeed())
 	}
 	dest := t.TempDir()
-	g.Expect(run(flags{installCNI: true, cniBinSource: filepath.Join(src, "fastpath"), cniBinDir: dest})).To(Succeed())
+	g.Expect(run(Options{CNI: CNIOptions{Install: true, BinSource: filepath.Join(src, "fastpath"), BinDir: dest}})).To(Succeed())
 	g.Expect(filepath.Join(dest, "fastpath")).To(BeAnExistingFile())
 	g.Expect(filepath.Join(dest, "fastpath-ovs-plugin")).To(BeAnExistingFile())
-	g.Expect(run(flags{nodeName: "n1", cniVerifyOnly: true, cniBinSource: filepath.Join(src, "fastpath"), cniBinDir: dest, ovsDatapathType: "dpdk"})).
+	verify := todaysDefaults
+	verify.CNI = CNIOptions{VerifyOnly: true, BinSource: filepath.Join(src, "fastpath"), BinDir: dest}
+	verify.Datapath.OVSDatapathType = "dpdk"
+	g.Expect(run(verify)).
 		To(MatchError(ContainSubstring("--ovs-datapath-type")), "the long-running agent still checks its flags first")
 }
