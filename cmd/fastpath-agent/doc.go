@@ -6,4 +6,10 @@
 // addresses the CNI plugin assigned, and publishes the node's FastPathNode. It only
 // parses flags and wires dependencies; the logic lives in controllers/nodeagent and
 // the packages it drives.
+//
+// main.go parses the command line and runs the steps in order; options.go
+// holds the flags (Options: their groups, defaults and Validate); setup.go
+// holds the steps, one per dependency of the node reconciler (the manager,
+// the relay, the reconciler, the device plugins, vsock mode Sibling, the
+// DHCP responders).
 package main

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fastpath-io/fastpath/api/netconf"
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
+	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
+	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
+	"github.com/fastpath-io/fastpath/internal/node/dhcp"
+	"github.com/fastpath-io/fastpath/internal/node/leases"
+	"github.com/fastpath-io/fastpath/internal/node/probe"
+	"github.com/fastpath-io/fastpath/internal/node/sysctl"
+	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
+)
+
+// The steps of run, in the order it takes them: each builds one dependency
+// of the node reconciler from the validated Options.
+
+// setupLog is the logger of the steps (ctrl.Log delegates to the logger
+// main sets).
+var setupLog = ctrl.Log.WithName("setup")
+
+// cniInstaller returns the installer of the CNI plugin, its OVS companion
+// and the node configuration; an empty --cni-bin-source is "fastpath"
+// beside this executable.
+func cniInstaller(o Options) (*cniinstall.Installer, error) {
+	source := o.CNI.BinSource
+	if source == "" {
+		var err error
+		if source, err = besideExecutable(cniinstall.DefaultName); err != nil {
+			return nil, err
+		}
+	}
+	return &cniinstall.Installer{Source: source, Companions: []string{netconf.OVSPluginBinary}, DestDir: o.CNI.BinDir, Log: ctrl.Log.WithName("cni-install"),
+		NodeConfigPath: o.CNI.NodeConfig, NodeConfig: netconf.NodeConfig{StateDir: o.CNI.StateDir, OVS: netconf.OVS{Socket: o.Datapath.OVSSocket}},
+		VerifyOnly: o.CNI.VerifyOnly}, nil
+}
+
+// installCNI installs what cni names (--install-cni, the chart's init
+// container).
+func installCNI(cni *cniinstall.Installer, nodeConfig string) error {
+	res, err := cni.Ensure()
+	if err != nil {
+		return err
+	}
+	setupLog.Info("CNI plugin installed", "binary", res.String(), "nodeConfig", nodeConfig)
+	return nil
+}
+
+// newManager loads the kubeconfig and creates the manager: its cache holds
+// only this node's objects (agent.CacheOptions).
+func newManager(o Options) (ctrl.Manager, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 fpscheme.New(),
+		Metrics:                o.Serving.Metrics.ServerOptions(),
+		HealthProbeBindAddress: o.Serving.HealthProbeBindAddress,
+		Cache:                  agent.CacheOptions(o.NodeName),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// newRelay sets the Go soft memory limit to 90% of --memory-limit (unless
+// $GOMEMLIMIT is set) and creates the vsock sibling relay with the limits
+// of relayOptions; the manager closes it when it stops, and so must the
+// caller.
+func newRelay(mgr ctrl.Manager, o Options, transport vsock.Transport) (*relay.Relay, error) {
+	if o.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(o.MemoryLimit / 10 * 9)
+	}
+	ropts := relayOptions(o.Relay.Limits, o.MemoryLimit)
+	setupLog.Info("vsock relay limits", "memoryLimit", o.MemoryLimit, "goMemLimit", debug.SetMemoryLimit(-1),
+		"maxConns", ropts.MaxTotalConns, "maxConnsPerNamespace", ropts.MaxConnsPerNamespace, "bufferBudget", ropts.BufferBudget)
+	ropts.Transport, ropts.Registerer, ropts.Logger = transport, ctrlmetrics.Registry, ctrl.Log.WithName("relay")
+	rl, err := relay.New(ropts)
+	if err != nil {
+		return nil, err
+	}
+	// Close the relay's listeners and connections when the manager stops.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		return rl.Close()
+	})); err != nil {
+		_ = rl.Close()
+		return nil, fmt.Errorf("failed to add the relay to the manager: %w", err)
+	}
+	return rl, nil
+}
+
+// newReconciler returns the node reconciler with what every node has: the
+// probe and the bridges over ovs, the relay, the sysctl tuner and the CNI
+// check. run adds the optional parts (device plugins, Sibling, DHCP).
+func newReconciler(o Options, ovs *ovsdb.Conn, rl *relay.Relay, transport vsock.Transport, cni *cniinstall.Installer) *agent.Reconciler {
+	return &agent.Reconciler{
+		NodeName:        o.NodeName,
+		Prober:          &probe.Host{OVS: ovs, DevDir: o.Datapath.DevDir},
+		Bridges:         &bridge.Manager{OVS: ovs, OVSDatapathType: o.Datapath.OVSDatapathType, Log: ctrl.Log.WithName("bridge")},
+		Relay:           rl,
+		RelayTransport:  transport,
+		Sysctls:         &sysctl.Tuner{Apply: o.Datapath.TuneSysctls, Log: ctrl.Log.WithName("sysctl")},
+		CNI:             cni,
+		AgentVersion:    agentVersion(),
+		ResyncPeriod:    o.ResyncPeriod,
+		MacvtapCapacity: o.DevicePlugins.MacvtapDevices,
+	}
+}
+
+// newDevicePlugins returns the manager of the kubelet device plugins in dir
+// (--device-plugin-dir, with kubelet.sock); the caller stops it.
+func newDevicePlugins(dir string) *deviceplugin.Manager {
+	return &deviceplugin.Manager{Dir: dir, KubeletSocket: filepath.Join(dir, "kubelet.sock"), Log: ctrl.Log.WithName("device-plugin")}
+}
+
+// newSiblings enables vsock mode Sibling on r: it asks --vhost-device-vsock
+// for its version and gives r a supervisor of the vhost-device-vsock groups,
+// whose changes wake r up; the caller stops it.
+func newSiblings(o Options, r *agent.Reconciler) (*backend.Supervisor, error) {
+	version, err := backend.Version(context.Background(), o.Sibling.VhostDeviceVsock)
+	if err != nil {
+		return nil, fmt.Errorf("failed to start: --vhost-device-vsock: %w", err)
+	}
+	changes := make(chan event.GenericEvent, 1)
+	sup := &backend.Supervisor{Binary: o.Sibling.VhostDeviceVsock, OnChange: func() {
+		select {
+		case changes <- event.GenericEvent{Object: &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName}}}:
+		default: // a wake-up is already queued
+		}
+	}}
+	r.Siblings, r.SiblingVersion, r.SiblingSocketDir, r.SiblingChanges = sup, version, o.Sibling.SocketDir, changes
+	r.SiblingMaxGroups, r.SiblingMaxGroupsPerNamespace = o.Sibling.MaxGroups, o.Sibling.MaxGroupsPerNamespace
+	setupLog.Info("vsock mode Sibling enabled", "vhostDeviceVsock", o.Sibling.VhostDeviceVsock, "version", version)
+	return sup, nil
+}
+
+// offerSiblingDevices offers vsock.fastpath.io/sibling through r's device
+// plugins and links each launcher's socket directory (SiblingMounts, run by
+// mgr); without --device-plugin-dir it only says so.
+func offerSiblingDevices(mgr ctrl.Manager, o Options, r *agent.Reconciler) error {
+	if o.DevicePlugins.Dir == "" {
+		setupLog.Info("No device plugin directory: Sibling VMs' launchers get no vhost-user socket from this agent (--device-plugin-dir)")
+		return nil
+	}
+	mounts := &deviceplugin.SiblingMounts{SocketDir: o.Sibling.SocketDir, NodeName: o.NodeName, Devices: o.DevicePlugins.SiblingDevices,
+		PodResources: deviceplugin.KubeletPodResources{Socket: o.DevicePlugins.PodResourcesSocket}, Reader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorderFor("fastpath-agent"), Log: ctrl.Log.WithName("sibling-mounts")}
+	res, err := mounts.Resource()
+	if err != nil {
+		return fmt.Errorf("failed to start: --sibling-devices: %w", err)
+	}
+	if err := mgr.Add(mounts); err != nil {
+		return fmt.Errorf("failed to add the sibling socket links to the manager: %w", err)
+	}
+	r.SiblingDevicePlugin = &res
+	setupLog.Info("Offering the sibling device plugin", "resource", res.Name, "devices", len(res.Devices), "podResourcesSocket", o.DevicePlugins.PodResourcesSocket)
+	return nil
+}
+
+// newDHCP returns the DHCPv4 responders of the LinuxBridge bridges, serving
+// the leases the CNI plugin records under --cni-state-dir; the caller stops
+// them.
+func newDHCP(ctx context.Context, o Options) *dhcp.Manager {
+	serverID, _ := o.DHCP.serverID() // checked by Validate
+	dlog := ctrl.Log.WithName("dhcp")
+	leaseDir := filepath.Join(o.CNI.StateDir, leases.Dir)
+	m := dhcp.NewManager(ctx, dhcp.NewTable(leaseDir, dlog), serverID, 0, dlog)
+	setupLog.Info("Answering DHCPv4 on LinuxBridge bridges", "leases", leaseDir, "serverID", serverID)
+	return m
+}
+
+// addHealthChecks adds /healthz and /readyz pings to mgr.
+func addHealthChecks(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add ready check: %w", err)
+	}
+	return nil
+}
+
+// logStart says what the agent starts with: cniSource is the CNI binary it
+// checks, emulatedRoot the root of the UNIX-socket vsock emulation, if any.
+func logStart(o Options, version, cniSource, emulatedRoot string) {
+	if emulatedRoot != "" {
+		setupLog.Info("Using the EMULATED vsock transport: UNIX sockets, not AF_VSOCK (tests and demo only)", "root", emulatedRoot)
+	}
+	setupLog.Info("Starting agent", "node", o.NodeName, "version", version, "cniBinSource", cniSource, "cniBinDir", o.CNI.BinDir,
+		"ovsSocket", o.Datapath.OVSSocket, "ovsDatapathType", o.Datapath.OVSDatapathType, "vsockTransport", o.Relay.Transport, "tuneSysctls", o.Datapath.TuneSysctls,
+		"devicePluginDir", o.DevicePlugins.Dir, "macvtapDevices", o.DevicePlugins.MacvtapDevices)
+}
+
+// besideExecutable returns the path of name in this executable's directory.
+func besideExecutable(name string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("failed to find this executable (set --cni-bin-source): %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Join(filepath.Dir(exe), name), nil
+}
