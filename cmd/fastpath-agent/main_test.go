@@ -32,7 +32,7 @@ func TestParseTransport(t *testing.T) {
 
 	for _, bad := range []string{"", "unix:", "tcp:1.2.3.4:5", "VSOCK"} {
 		_, _, err := parseTransport(bad)
-		g.Expect(err).To(MatchError(ContainSubstring("want \"vsock\" or \"unix:<dir>\"")), bad)
+		g.Expect(err).To(MatchError(ContainSubstring("must be \"vsock\" or \"unix:<dir>\"")), bad)
 	}
 }
 

@@ -330,7 +330,7 @@ func parseTransport(s string) (t vsock.Transport, emulatedRoot string, err error
 		}
 		return vsock.NewUnixTransport(root, vsock.HostCID), root, nil
 	default:
-		return nil, "", fmt.Errorf("failed to parse --vsock-transport %q: want \"vsock\" or \"unix:<dir>\"", s)
+		return nil, "", fmt.Errorf("--vsock-transport %q must be \"vsock\" or \"unix:<dir>\"", s)
 	}
 }
 

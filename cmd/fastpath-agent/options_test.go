@@ -109,7 +109,7 @@ func TestValidate(t *testing.T) {
 		{"IPv6 DHCP server ID", func(o *Options) { o.DHCP.ServerID = "fd00::1" }, `--dhcp-server-id "fd00::1" is not an IPv4 address`},
 		{"no DHCP server ID", func(o *Options) { o.DHCP.ServerID = "" }, `--dhcp-server-id "" is not an IPv4 address`},
 		{"DHCP off: server ID unread", func(o *Options) { o.DHCP.Enabled, o.DHCP.ServerID = false, "x" }, ""},
-		{"vsock transport", func(o *Options) { o.Relay.Transport = "tcp" }, `failed to parse --vsock-transport "tcp": want "vsock" or "unix:<dir>"`},
+		{"vsock transport", func(o *Options) { o.Relay.Transport = "tcp" }, `--vsock-transport "tcp" must be "vsock" or "unix:<dir>"`},
 		{"emulated vsock transport", func(o *Options) { o.Relay.Transport = "unix:/run/x" }, ""},
 		{"no macvtap devices", func(o *Options) { o.DevicePlugins.MacvtapDevices = 0 }, "--macvtap-devices 0 is out of range: must be 1-8192"},
 		{"too many macvtap devices", func(o *Options) { o.DevicePlugins.MacvtapDevices = 8193 }, "--macvtap-devices 8193 is out of range: must be 1-8192"},
