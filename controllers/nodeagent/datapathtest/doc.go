@@ -5,8 +5,8 @@
 // they fail, not skip, otherwise.
 //
 // Why a package of its own (test files only): Go builds one test binary per
-// package. controllers/node's envtest suite uses a fake bridge manager and
+// package. controllers/nodeagent's envtest suite uses a fake bridge manager and
 // runs as any user; these tests need root and take the machine-wide Open
 // vSwitch lock (internal/datapath/ovsrun). In one package, `go test
-// ./controllers/node/` would need both.
+// ./controllers/nodeagent/` would need both.
 package datapathtest
