@@ -53,12 +53,9 @@ const macvtapFixedOffloads = "the kernel keeps tso, gso and txChecksum on for ev
 // validateMacvtap checks what only datapath Macvtap requires: every offload
 // true, and a well-formed deviceID when there is one.
 func (c *NetConf) validateMacvtap() error {
-	for _, o := range []struct {
-		key string
-		on  bool
-	}{{wellknown.OffloadTSO, *c.Offloads.TSO}, {wellknown.OffloadGSO, *c.Offloads.GSO}, {wellknown.OffloadGRO, *c.Offloads.GRO}, {wellknown.OffloadTXChecksum, *c.Offloads.TXChecksum}} {
-		if !o.on {
-			return invalid("offloads.%s false is not possible on datapath %s: %s", o.key, DatapathMacvtap, macvtapFixedOffloads)
+	for _, row := range wellknown.Offloads {
+		if !**c.Offloads.Offload(row.Name) {
+			return invalid("offloads.%s false is not possible on datapath %s: %s", row.Name, DatapathMacvtap, macvtapFixedOffloads)
 		}
 	}
 	if c.DeviceID != "" {

@@ -43,8 +43,9 @@ const MaxBridgeNameLen = 15
 // SupportedVersions are the CNI specification versions the plugin speaks.
 var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
-// OffloadKeys are the keys the "offloads" object accepts, in canonical order.
-var OffloadKeys = []string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}
+// OffloadKeys are the keys the "offloads" object accepts, in canonical order
+// (the Names of wellknown.Offloads).
+var OffloadKeys = wellknown.OffloadNames()
 
 // bridgeNameOK reports whether name is 1-MaxBridgeNameLen characters of
 // [a-zA-Z0-9_.-]. A loop, not a regexp: a package-level regexp is compiled
@@ -219,13 +220,34 @@ func (c *NetConf) PortSecurityOn() bool {
 	return (c.Datapath == DatapathLinuxBridge || c.Datapath == DatapathOVS) && (c.PortSecurity == nil || *c.PortSecurity)
 }
 
+// Offload returns o's field for the offload named name (a row of
+// wellknown.Offloads), or nil when Offloads has no field of that JSON name.
+func (o *Offloads) Offload(name string) **bool {
+	return wellknown.OffloadField[*bool](o, name)
+}
+
+// NewOffloads returns Offloads with each offload of wellknown.Offloads set to
+// on(its name).
+func NewOffloads(on func(name string) bool) *Offloads {
+	o := &Offloads{}
+	for _, row := range wellknown.Offloads {
+		b := on(row.Name)
+		*o.Offload(row.Name) = &b
+	}
+	return o
+}
+
 // Map returns the offload switches keyed by OffloadKeys; nil fields count as true.
 func (o *Offloads) Map() map[string]bool {
-	get := func(b *bool) bool { return b == nil || *b }
 	if o == nil {
 		o = &Offloads{}
 	}
-	return map[string]bool{wellknown.OffloadTSO: get(o.TSO), wellknown.OffloadGSO: get(o.GSO), wellknown.OffloadGRO: get(o.GRO), wellknown.OffloadTXChecksum: get(o.TXChecksum)}
+	out := make(map[string]bool, len(wellknown.Offloads))
+	for _, row := range wellknown.Offloads {
+		b := *o.Offload(row.Name)
+		out[row.Name] = b == nil || *b
+	}
+	return out
 }
 
 // LoadNetConf parses, defaults and validates the network configuration on a
@@ -328,8 +350,8 @@ func (c *NetConf) defaultAndValidate() error {
 	if c.Offloads == nil {
 		c.Offloads = &Offloads{}
 	}
-	for _, p := range []**bool{&c.Offloads.TSO, &c.Offloads.GSO, &c.Offloads.GRO, &c.Offloads.TXChecksum} {
-		if *p == nil {
+	for _, row := range wellknown.Offloads {
+		if p := c.Offloads.Offload(row.Name); *p == nil {
 			t := true
 			*p = &t
 		}

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,11 +68,7 @@ func DefaultAttachmentSpec(spec FastPathAttachmentSpec) FastPathAttachmentSpec {
 		if n.Offloads == nil {
 			n.Offloads = &Offloads{}
 		}
-		for _, o := range []*OffloadState{&n.Offloads.TSO, &n.Offloads.GSO, &n.Offloads.GRO, &n.Offloads.TXChecksum} {
-			if *o == "" {
-				*o = OffloadOn
-			}
-		}
+		n.Offloads.FillFrom(AllOffloads(OffloadOn))
 		if n.RxQueueSize == nil {
 			n.RxQueueSize = ptrTo(DefaultRxQueueSize)
 		}
@@ -126,3 +123,40 @@ func DefaultBenchmarkSpec(spec FastPathBenchmarkSpec) FastPathBenchmarkSpec {
 func (s OffloadState) On() bool { return s != OffloadOff }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// Offload returns o's field for the offload named name (a row of
+// wellknown.Offloads), or nil when Offloads has no field of that JSON name.
+// Consumers range over wellknown.Offloads and reach each field through it.
+func (o *Offloads) Offload(name string) *OffloadState {
+	return wellknown.OffloadField[OffloadState](o, name)
+}
+
+// FillFrom sets every offload of o that is unset ("") to defaults' value for
+// it, and returns o.
+func (o *Offloads) FillFrom(defaults Offloads) *Offloads {
+	for _, row := range wellknown.Offloads {
+		if p := o.Offload(row.Name); *p == "" {
+			*p = *defaults.Offload(row.Name)
+		}
+	}
+	return o
+}
+
+// AllOffloads returns Offloads with every offload set to state.
+func AllOffloads(state OffloadState) Offloads {
+	var o Offloads
+	for _, row := range wellknown.Offloads {
+		*o.Offload(row.Name) = state
+	}
+	return o
+}
+
+// Format lists o's offloads in wellknown.Offloads order as name, kv, state,
+// joined by sep: Format(" ", ", ") is "tso On, gso On, gro On, txChecksum On".
+func (o Offloads) Format(kv, sep string) string {
+	parts := make([]string, len(wellknown.Offloads))
+	for i, row := range wellknown.Offloads {
+		parts[i] = row.Name + kv + string(*o.Offload(row.Name))
+	}
+	return strings.Join(parts, sep)
+}

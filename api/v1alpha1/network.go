@@ -70,11 +70,7 @@ func DefaultNetworkSpec(spec FastPathNetworkSpec) FastPathNetworkSpec {
 	if out.Offloads == nil {
 		out.Offloads = &Offloads{}
 	}
-	for _, o := range []*OffloadState{&out.Offloads.TSO, &out.Offloads.GSO, &out.Offloads.GRO, &out.Offloads.TXChecksum} {
-		if *o == "" {
-			*o = OffloadOn
-		}
-	}
+	out.Offloads.FillFrom(AllOffloads(OffloadOn))
 	return out
 }
 
@@ -121,23 +117,17 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 		return spec, fmt.Errorf("spec.network.mtu %d is outside FastPathNetwork %s's bounds: must be %d-%d (its spec.mtu)", *n.MTU, network.Name, *net.MTU.Min, *net.MTU.Max)
 	}
 	if n.Offloads != nil && net.OffloadPolicy == OffloadPolicyFixed {
-		for _, o := range []struct {
-			key       string
-			got, want OffloadState
-		}{{"tso", n.Offloads.TSO, net.Offloads.TSO}, {"gso", n.Offloads.GSO, net.Offloads.GSO},
-			{"gro", n.Offloads.GRO, net.Offloads.GRO}, {"txChecksum", n.Offloads.TXChecksum, net.Offloads.TXChecksum}} {
-			if o.got != "" && o.got != o.want {
-				return spec, fmt.Errorf("spec.network.offloads.%s %s is not accepted: FastPathNetwork %s fixes it to %s (spec.offloadPolicy Fixed)", o.key, o.got, network.Name, o.want)
+		for _, row := range wellknown.Offloads {
+			got, want := *n.Offloads.Offload(row.Name), *net.Offloads.Offload(row.Name)
+			if got != "" && got != want {
+				return spec, fmt.Errorf("spec.network.offloads.%s %s is not accepted: FastPathNetwork %s fixes it to %s (spec.offloadPolicy Fixed)", row.Name, got, network.Name, want)
 			}
 		}
 	}
 	if n.Offloads != nil && net.Datapath == DatapathMacvtap {
-		for _, o := range []struct {
-			key string
-			got OffloadState
-		}{{"tso", n.Offloads.TSO}, {"gso", n.Offloads.GSO}, {"gro", n.Offloads.GRO}, {"txChecksum", n.Offloads.TXChecksum}} {
-			if o.got == OffloadOff {
-				return spec, fmt.Errorf("spec.network.offloads.%s Off is not accepted: FastPathNetwork %s uses datapath Macvtap, where the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO (on)", o.key, network.Name)
+		for _, row := range wellknown.Offloads {
+			if *n.Offloads.Offload(row.Name) == OffloadOff {
+				return spec, fmt.Errorf("spec.network.offloads.%s Off is not accepted: FastPathNetwork %s uses datapath Macvtap, where the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO (on)", row.Name, network.Name)
 			}
 		}
 	}
@@ -150,15 +140,6 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 	if on.Offloads == nil {
 		on.Offloads = &Offloads{}
 	}
-	for _, o := range []struct {
-		got  *OffloadState
-		want OffloadState
-	}{
-		{&on.Offloads.TSO, net.Offloads.TSO}, {&on.Offloads.GSO, net.Offloads.GSO},
-		{&on.Offloads.GRO, net.Offloads.GRO}, {&on.Offloads.TXChecksum, net.Offloads.TXChecksum}} {
-		if *o.got == "" {
-			*o.got = o.want
-		}
-	}
+	on.Offloads.FillFrom(*net.Offloads)
 	return DefaultAttachmentSpec(out), nil
 }

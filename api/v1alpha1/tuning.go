@@ -53,13 +53,7 @@ func DefaultTuning(net FastPathNetworkSpec) NetworkTuning {
 		if net.Offloads == nil {
 			continue
 		}
-		for _, p := range []struct{ got, want *OffloadState }{
-			{&o.TSO, &net.Offloads.TSO}, {&o.GSO, &net.Offloads.GSO},
-			{&o.GRO, &net.Offloads.GRO}, {&o.TXChecksum, &net.Offloads.TXChecksum}} {
-			if *p.got == "" {
-				*p.got = *p.want
-			}
-		}
+		o.FillFrom(*net.Offloads)
 	}
 	if out.Repetitions == nil {
 		out.Repetitions = ptrTo(DefaultTuningRepetitions)
@@ -118,7 +112,7 @@ func TunedDefaultOffloads(network *FastPathNetwork, created metav1.Time) (*Offlo
 		return nil, false
 	}
 	out := fillOffloads(*applied.Offloads, *net.Offloads)
-	if net.Datapath == DatapathMacvtap && out != (Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOn}) {
+	if net.Datapath == DatapathMacvtap && out != AllOffloads(OffloadOn) {
 		return nil, false
 	}
 	return &out, true
@@ -192,12 +186,5 @@ func OffloadsWithDefaults(o *Offloads, defaults Offloads) Offloads {
 
 // fillOffloads returns o with each unset key taken from defaults.
 func fillOffloads(o, defaults Offloads) Offloads {
-	for _, p := range []struct{ got, want *OffloadState }{
-		{&o.TSO, &defaults.TSO}, {&o.GSO, &defaults.GSO},
-		{&o.GRO, &defaults.GRO}, {&o.TXChecksum, &defaults.TXChecksum}} {
-		if *p.got == "" {
-			*p.got = *p.want
-		}
-	}
-	return o
+	return *o.FillFrom(defaults)
 }

@@ -1,5 +1,10 @@
 package wellknown
 
+import (
+	"reflect"
+	"strings"
+)
+
 // Datapath names: the values of FastPathNetwork and FastPathAttachment
 // spec.datapath (api/v1alpha1.Datapath) and of the CNI netconf "datapath"
 // (api/netconf) that the operator writes from them.
@@ -77,6 +82,59 @@ const (
 	OffloadTXChecksum = "txChecksum"
 )
 
+// Offload is one NIC offload of the fast path: one row of Offloads, the one
+// list that the API type, the netconf, the plugin's and the agent's ethtool
+// switches, the domain hook's libvirt edit, the tuning sweep's candidates and
+// the docs range over. A new offload is a new row (plus a field named Name in
+// v1alpha1.Offloads and netconf.Offloads, which tests check).
+type Offload struct {
+	// Name is the key of the netconf "offloads" object and the JSON name of
+	// the field in the API's and the tuning annotation's Offloads.
+	Name string
+	// Ethtool are the kernel feature strings (the long names `ethtool -k`
+	// prints) that the switch turns on or off on the host side of an
+	// interface, grouped as ethtool(8)'s off_flag_def table groups them. Names
+	// a kernel does not know are skipped.
+	Ethtool []string
+	// Host and Guest are the attributes of libvirt's <driver><host/> and
+	// <driver><guest/> that the domain hook sets to on or off for it
+	// (libvirt formatdomain "Setting NIC driver-specific options"; QEMU turns
+	// them into the virtio-net properties of the same names, host_ and
+	// guest_ prefixed).
+	Host, Guest []string
+	// Summary says what the offload is, for docs and messages.
+	Summary string
+}
+
+// Offloads is the table of the fast path's offloads, in canonical order
+// (the order of status, messages and tuning candidates). Every offload's
+// default is on. Sources: ethtool(8) off_flag_def (NETIF_F_ALL_TSO,
+// NETIF_F_GSO, NETIF_F_GRO, NETIF_F_CSUM_MASK|NETIF_F_SCTP_CRC|NETIF_F_FCOE_CRC);
+// virtio 1.2 §5.1.3 for the feature bits behind the libvirt attributes.
+var Offloads = []Offload{
+	{Name: OffloadTSO, Summary: "TCP segmentation offload",
+		Ethtool: []string{"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
+		Host:    []string{"tso4", "tso6", "ecn"}},
+	{Name: OffloadGSO, Summary: "generic segmentation offload",
+		Ethtool: []string{"tx-generic-segmentation"},
+		Host:    []string{"gso"}},
+	{Name: OffloadGRO, Summary: "generic receive offload",
+		Ethtool: []string{"rx-gro"},
+		Guest:   []string{"tso4", "tso6", "ecn"}},
+	{Name: OffloadTXChecksum, Summary: "transmit checksum offload",
+		Ethtool: []string{"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
+		Host:    []string{"csum"}, Guest: []string{"csum"}},
+}
+
+// OffloadNames returns the Name of every row of Offloads, in table order.
+func OffloadNames() []string {
+	out := make([]string, len(Offloads))
+	for i, o := range Offloads {
+		out[i] = o.Name
+	}
+	return out
+}
+
 // QEMUUID and QEMUGID are the user and group KubeVirt's non-root
 // virt-launcher runs QEMU as ("qemu", 107:107; kubevirt.io/kubevirt
 // pkg/util NonRootUID and the virt-launcher image). The CNI plugin gives
@@ -88,3 +146,26 @@ const (
 	QEMUUID = 107
 	QEMUGID = 107
 )
+
+// OffloadField returns a pointer to the field of the struct *p whose JSON
+// name (the first part of its json tag) is name, as a *T; nil when p has no
+// such field of type T. The API's, the netconf's and the annotation's
+// Offloads structs name their fields after Offloads' rows, so each consumer
+// reaches a field by the row's Name instead of listing the fields by hand.
+// p must be a non-nil pointer to a struct.
+func OffloadField[T any](p any, name string) *T {
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if tag != name {
+			continue
+		}
+		f, ok := v.Field(i).Addr().Interface().(*T)
+		if !ok {
+			return nil
+		}
+		return f
+	}
+	return nil
+}

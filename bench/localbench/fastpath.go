@@ -123,7 +123,6 @@ func setOffloads(ifName string, on bool) error {
 
 // netConf renders the fastpath netconf of a fast-path variant on bridge br.
 func (s *Setup) netConf(v variant, br string) ([]byte, error) {
-	on := true
 	conf := netconf.NetConf{
 		CNIVersion: CNIVersion,
 		Name:       s.ID + "-" + v.slug(),
@@ -132,7 +131,7 @@ func (s *Setup) netConf(v variant, br string) ([]byte, error) {
 		Datapath:   netconf.DatapathLinuxBridge,
 		Bridge:     br,
 		MTU:        v.mtu,
-		Offloads:   &netconf.Offloads{TSO: &on, GSO: &on, GRO: &on, TXChecksum: &on},
+		Offloads:   netconf.NewOffloads(func(string) bool { return true }),
 		IPAM:       netconf.IPAM{"type": "host-local", "subnet": v.subnet().String()},
 	}
 	if v.path == PathFastPathOVS {

@@ -103,7 +103,7 @@ func offloadsString(o *v1alpha1.Offloads) string {
 	if o == nil {
 		return "-"
 	}
-	return fmt.Sprintf("tso=%s,gso=%s,gro=%s,csum=%s", o.TSO, o.GSO, o.GRO, o.TXChecksum)
+	return o.Format("=", ",")
 }
 
 func orDash(s string) string {

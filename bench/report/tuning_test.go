@@ -37,8 +37,8 @@ func TestWriteTuningReport(t *testing.T) {
 	st.Applied = &v1alpha1.TuningSetting{MTU: 9000, Offloads: off}
 	st.Differing = []v1alpha1.TuningDifference{{Namespace: "apps", Name: "db", MTU: 1500, Offloads: on, Restart: "set spec.network.mtu to 9000, then restart its VMs"}}
 	g.Expect(WriteTuningReport(&b, st, v1alpha1.ObjectiveThroughput)).To(Succeed())
-	g.Expect(b.String()).To(ContainSubstring("Applied: new attachments default to MTU 9000, offloads tso=On,gso=Off,gro=Off,csum=On\n"))
-	g.Expect(b.String()).To(ContainSubstring("  apps/db has MTU 1500, offloads tso=On,gso=On,gro=On,csum=On: set spec.network.mtu to 9000, then restart its VMs\n"))
+	g.Expect(b.String()).To(ContainSubstring("Applied: new attachments default to MTU 9000, offloads tso=On,gso=Off,gro=Off,txChecksum=On\n"))
+	g.Expect(b.String()).To(ContainSubstring("  apps/db has MTU 1500, offloads tso=On,gso=On,gro=On,txChecksum=On: set spec.network.mtu to 9000, then restart its VMs\n"))
 
 	b.Reset()
 	g.Expect(WriteTuningReport(&b, nil, v1alpha1.ObjectiveThroughput)).To(Succeed())

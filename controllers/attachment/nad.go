@@ -48,7 +48,6 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment, opts RenderOptions) (string
 	if n == nil {
 		return "", fmt.Errorf("failed to render netconf of FastPathAttachment %s/%s: spec.network is not set", att.Namespace, att.Name)
 	}
-	on := func(s v1alpha1.OffloadState) *bool { b := s.On(); return &b }
 	ipam := netconf.IPAM{"type": IPAMPlugin, "subnet": n.IPAM.Subnet}
 	if n.IPAM.RangeStart != "" {
 		ipam["rangeStart"] = n.IPAM.RangeStart
@@ -64,10 +63,8 @@ func RenderNetConf(att *v1alpha1.FastPathAttachment, opts RenderOptions) (string
 		Datapath:   string(n.Datapath),
 		Bridge:     n.Bridge,
 		MTU:        int(*n.MTU),
-		Offloads: &netconf.Offloads{
-			TSO: on(n.Offloads.TSO), GSO: on(n.Offloads.GSO), GRO: on(n.Offloads.GRO), TXChecksum: on(n.Offloads.TXChecksum),
-		},
-		IPAM: ipam,
+		Offloads:   netconf.NewOffloads(func(name string) bool { return n.Offloads.Offload(name).On() }),
+		IPAM:       ipam,
 	}
 	if opts.PortSecurity == v1alpha1.PortSecurityDisabled {
 		off := false

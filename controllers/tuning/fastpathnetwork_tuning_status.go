@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // maxDiffering caps status.tuning.differing (its CRD MaxItems).
@@ -61,15 +62,15 @@ func Applied(nodes []v1alpha1.NodeTuning, serving int) *v1alpha1.TuningSetting {
 	return &v1alpha1.TuningSetting{MTU: best, Offloads: sets[bestSet].DeepCopy()}
 }
 
-// offloadsKey is o's keys in the order tso, gso, gro, txChecksum, one
-// character each: '1' On, '0' Off, '-' unset; "" for nil.
+// offloadsKey is o's keys in wellknown.Offloads order (tso, gso, gro,
+// txChecksum), one character each: '1' On, '0' Off, '-' unset; "" for nil.
 func offloadsKey(o *v1alpha1.Offloads) string {
 	if o == nil {
 		return ""
 	}
-	k := make([]byte, 0, 4)
-	for _, s := range []v1alpha1.OffloadState{o.TSO, o.GSO, o.GRO, o.TXChecksum} {
-		switch s {
+	k := make([]byte, 0, len(wellknown.Offloads))
+	for _, row := range wellknown.Offloads {
+		switch *o.Offload(row.Name) {
 		case v1alpha1.OffloadOn:
 			k = append(k, '1')
 		case v1alpha1.OffloadOff:
@@ -83,7 +84,7 @@ func offloadsKey(o *v1alpha1.Offloads) string {
 
 // offloadsBefore orders offload keys for a tie: more offloads On first
 // (every offload On is the design's default, docs/design.md §1), then On
-// before Off key by key in tso, gso, gro, txChecksum order.
+// before Off key by key in wellknown.Offloads order.
 func offloadsBefore(a, b string) bool {
 	if ca, cb := strings.Count(a, "1"), strings.Count(b, "1"); ca != cb {
 		return ca > cb
@@ -189,22 +190,19 @@ func (s *scope) appliedDefaults() string {
 	st := s.net.Status.Tuning
 	out := fmt.Sprintf("MTU %d", st.Applied.MTU)
 	if o, ok := v1alpha1.TunedDefaultOffloads(s.net, *st.AppliedAt); ok {
-		out += fmt.Sprintf(" and offloads tso %s, gso %s, gro %s, txChecksum %s", o.TSO, o.GSO, o.GRO, o.TXChecksum)
+		out += " and offloads " + o.Format(" ", ", ")
 	}
 	return out
 }
 
 // offloadChanges names the keys of spec.network.offloads to set to turn has
-// into want ("spec.network.offloads.gro to Off"), in tso, gso, gro,
-// txChecksum order.
+// into want ("spec.network.offloads.gro to Off"), in wellknown.Offloads
+// order.
 func offloadChanges(has, want v1alpha1.Offloads) []string {
 	var out []string
-	for _, k := range []struct {
-		key       string
-		has, want v1alpha1.OffloadState
-	}{{"tso", has.TSO, want.TSO}, {"gso", has.GSO, want.GSO}, {"gro", has.GRO, want.GRO}, {"txChecksum", has.TXChecksum, want.TXChecksum}} {
-		if k.has != k.want {
-			out = append(out, fmt.Sprintf("spec.network.offloads.%s to %s", k.key, k.want))
+	for _, row := range wellknown.Offloads {
+		if h, w := *has.Offload(row.Name), *want.Offload(row.Name); h != w {
+			out = append(out, fmt.Sprintf("spec.network.offloads.%s to %s", row.Name, w))
 		}
 	}
 	return out

@@ -189,7 +189,11 @@ func newNode(plugin, cniPath, datapath, workDir string) (*node, error) {
 		// The userspace datapath forwards veth traffic with offloads off
 		// unless userspace TSO is on (the plugin's preflight says so).
 		if out, _ := ovsrun.Vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable"); strings.Trim(out, "\"\n") != "true" {
-			m["offloads"] = map[string]bool{"tso": false, "gso": false, "gro": false, "txChecksum": false}
+			off := map[string]bool{}
+			for _, row := range wellknown.Offloads {
+				off[row.Name] = false
+			}
+			m["offloads"] = off
 		}
 	default:
 		return nil, fmt.Errorf("unknown datapath %q", datapath)

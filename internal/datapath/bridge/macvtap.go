@@ -42,7 +42,16 @@ import (
 // shape (bench/localbench).
 
 // lowerOffloads are the offloads of a macvtap lower device: all on.
-var lowerOffloads = map[string]bool{wellknown.OffloadTSO: true, wellknown.OffloadGSO: true, wellknown.OffloadGRO: true, wellknown.OffloadTXChecksum: true}
+var lowerOffloads = allOn()
+
+// allOn returns every offload of wellknown.Offloads switched on.
+func allOn() map[string]bool {
+	out := make(map[string]bool, len(wellknown.Offloads))
+	for _, row := range wellknown.Offloads {
+		out[row.Name] = true
+	}
+	return out
+}
 
 // linkTypeVeth is netlink's Type() of a veth.
 const linkTypeVeth = "veth"

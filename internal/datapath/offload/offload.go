@@ -9,16 +9,18 @@ import (
 )
 
 // Features maps each netconf offload key to the kernel feature strings it
-// switches (the long names `ethtool -k` prints). The groups follow ethtool(8)'s
-// off_flag_def table: "tso" is NETIF_F_ALL_TSO, "gso" is NETIF_F_GSO, "gro" is
-// NETIF_F_GRO and "tx" (txChecksum) is the checksum mask
-// NETIF_F_CSUM_MASK|NETIF_F_SCTP_CRC|NETIF_F_FCOE_CRC. Names a kernel does not
-// know (tx-tcp-accecn-segmentation is new in 6.18) are skipped.
-var Features = map[string][]string{
-	wellknown.OffloadTSO:        {"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
-	wellknown.OffloadGSO:        {"tx-generic-segmentation"},
-	wellknown.OffloadGRO:        {"rx-gro"},
-	wellknown.OffloadTXChecksum: {"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
+// switches (the long names `ethtool -k` prints): the Ethtool of each row of
+// wellknown.Offloads, which follow ethtool(8)'s off_flag_def groups. Names a
+// kernel does not know (tx-tcp-accecn-segmentation is new in 6.18) are
+// skipped.
+var Features = features()
+
+func features() map[string][]string {
+	out := make(map[string][]string, len(wellknown.Offloads))
+	for _, row := range wellknown.Offloads {
+		out[row.Name] = row.Ethtool
+	}
+	return out
 }
 
 // keys returns the keys of want in a stable order.

@@ -10,6 +10,7 @@ import (
 	"github.com/beevik/etree"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/vm/domaintuning"
 )
 
@@ -32,23 +33,48 @@ type offloadTarget struct {
 	Attr string
 }
 
-// offloadMap is the mapping from the tuning's offloads to libvirt's <driver>
-// sub-elements, in the order they are written. See the package documentation
-// for the reasoning; sources: libvirt formatdomain "Setting NIC
-// driver-specific options", QEMU virtio_net_properties, virtio 1.2 §5.1.3.
-var offloadMap = []struct {
-	Field   string // the tuning's JSON name
-	State   func(domaintuning.Offloads) v1alpha1.OffloadState
-	Targets []offloadTarget
-}{
-	{"txChecksum", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.TXChecksum },
-		[]offloadTarget{{"host", "csum"}, {"guest", "csum"}}},
-	{"gso", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.GSO },
-		[]offloadTarget{{"host", "gso"}}},
-	{"tso", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.TSO },
-		[]offloadTarget{{"host", "tso4"}, {"host", "tso6"}, {"host", "ecn"}}},
-	{"gro", func(o domaintuning.Offloads) v1alpha1.OffloadState { return o.GRO },
-		[]offloadTarget{{"guest", "tso4"}, {"guest", "tso6"}, {"guest", "ecn"}}},
+// libvirtAttrOrder is the order in which libvirt itself writes the offload
+// attributes of <driver><host/> and <driver><guest/> (libvirt formatdomain
+// "Setting NIC driver-specific options"), so an edited domain reads as one
+// libvirt formatted.
+var libvirtAttrOrder = []offloadTarget{
+	{"host", "csum"}, {"host", "gso"}, {"host", "tso4"}, {"host", "tso6"}, {"host", "ecn"}, {"host", "ufo"}, {"host", "mrg_rxbuf"},
+	{"guest", "csum"}, {"guest", "tso4"}, {"guest", "tso6"}, {"guest", "ecn"}, {"guest", "ufo"},
+}
+
+// offloadSettings returns the libvirt attributes o switches, in
+// libvirtAttrOrder, each with the name of the offload (a row of
+// wellknown.Offloads, whose Host and Guest name its attributes) that sets it
+// and "on" or "off"; offloads o leaves unset ("") are left out. See the
+// package documentation for the mapping; sources: libvirt formatdomain, QEMU
+// virtio_net_properties, virtio 1.2 §5.1.3.
+func offloadSettings(o domaintuning.Offloads) []offloadSetting {
+	var out []offloadSetting
+	for _, t := range libvirtAttrOrder {
+		for _, row := range wellknown.Offloads {
+			attrs := row.Host
+			if t.Elem == "guest" {
+				attrs = row.Guest
+			}
+			state := *o.Offload(row.Name)
+			if state == "" || !slices.Contains(attrs, t.Attr) {
+				continue
+			}
+			value := "off"
+			if state == v1alpha1.OffloadOn {
+				value = "on"
+			}
+			out = append(out, offloadSetting{Target: t, Offload: row.Name, Value: value})
+		}
+	}
+	return out
+}
+
+// offloadSetting is one libvirt offload attribute to set.
+type offloadSetting struct {
+	Target  offloadTarget
+	Offload string // the row of wellknown.Offloads that sets it
+	Value   string // "on" or "off"
 }
 
 // Apply edits the interfaces of domainXML whose alias is "ua-<network>" for a
@@ -265,18 +291,8 @@ func (ed *editor) tuneInterface(iface *etree.Element, network string, t domaintu
 		if t.TxQueueSize != 0 {
 			ed.set(network, driver, "driver", "tx_queue_size", strconv.Itoa(int(t.TxQueueSize)))
 		}
-		for _, o := range offloadMap {
-			state := o.State(t.Offloads)
-			if state == "" {
-				continue
-			}
-			value := "off"
-			if state == v1alpha1.OffloadOn {
-				value = "on"
-			}
-			for _, target := range o.Targets {
-				ed.set(network, childOrNew(driver, target.Elem), "driver/"+target.Elem, target.Attr, value)
-			}
+		for _, s := range offloadSettings(t.Offloads) {
+			ed.set(network, childOrNew(driver, s.Target.Elem), "driver/"+s.Target.Elem, s.Target.Attr, s.Value)
 		}
 		ed.warnOffloadDependencies(alias, field, t.Offloads)
 	}

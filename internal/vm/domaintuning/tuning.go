@@ -52,17 +52,11 @@ type Interface struct {
 	Offloads Offloads `json:"offloads,omitzero"`
 }
 
-// Offloads switch each offload On or Off; "" leaves it as it is.
-type Offloads struct {
-	// TSO is TCP segmentation offload (libvirt tso4/tso6).
-	TSO v1alpha1.OffloadState `json:"tso,omitempty"`
-	// GSO is generic segmentation offload (libvirt gso, host side only).
-	GSO v1alpha1.OffloadState `json:"gso,omitempty"`
-	// GRO is generic receive offload (libvirt guest tso4/tso6 receive side).
-	GRO v1alpha1.OffloadState `json:"gro,omitempty"`
-	// TXChecksum is transmit checksum offload (libvirt csum).
-	TXChecksum v1alpha1.OffloadState `json:"txChecksum,omitempty"`
-}
+// Offloads switch each offload On or Off; "" leaves it as it is. The
+// annotation carries the API's own Offloads (the same JSON names); the libvirt
+// attributes each switches are the Host and Guest of its wellknown.Offloads
+// row.
+type Offloads = v1alpha1.Offloads
 
 // FromNetworkSpec returns the tuning of a FastPathAttachment's network. The
 // spec must be defaulted (v1alpha1.DefaultAttachmentSpec); unset pointers give
@@ -75,7 +69,7 @@ func FromNetworkSpec(n v1alpha1.NetworkSpec) Interface {
 		TxQueueSize: deref(n.TxQueueSize),
 	}
 	if n.Offloads != nil {
-		out.Offloads = Offloads{TSO: n.Offloads.TSO, GSO: n.Offloads.GSO, GRO: n.Offloads.GRO, TXChecksum: n.Offloads.TXChecksum}
+		out.Offloads = *n.Offloads
 	}
 	return out
 }
@@ -114,12 +108,9 @@ func (i Interface) validate(field string) error {
 			return fmt.Errorf("%s.%s %d is invalid: must be one of %s", field, q.name, q.v, joinInts(QueueSizes))
 		}
 	}
-	for _, o := range []struct {
-		name string
-		v    v1alpha1.OffloadState
-	}{{"tso", i.Offloads.TSO}, {"gso", i.Offloads.GSO}, {"gro", i.Offloads.GRO}, {"txChecksum", i.Offloads.TXChecksum}} {
-		if o.v != "" && o.v != v1alpha1.OffloadOn && o.v != v1alpha1.OffloadOff {
-			return fmt.Errorf("%s.offloads.%s %q is invalid: must be On or Off", field, o.name, o.v)
+	for _, row := range wellknown.Offloads {
+		if v := *i.Offloads.Offload(row.Name); v != "" && v != v1alpha1.OffloadOn && v != v1alpha1.OffloadOff {
+			return fmt.Errorf("%s.offloads.%s %q is invalid: must be On or Off", field, row.Name, v)
 		}
 	}
 	return nil
@@ -187,10 +178,9 @@ func (i Interface) Diff(running Interface) string {
 	add("queues", i.Queues, running.Queues)
 	add("rxQueueSize", i.RxQueueSize, running.RxQueueSize)
 	add("txQueueSize", i.TxQueueSize, running.TxQueueSize)
-	add("tso", i.Offloads.TSO, running.Offloads.TSO)
-	add("gso", i.Offloads.GSO, running.Offloads.GSO)
-	add("gro", i.Offloads.GRO, running.Offloads.GRO)
-	add("txChecksum", i.Offloads.TXChecksum, running.Offloads.TXChecksum)
+	for _, row := range wellknown.Offloads {
+		add(row.Name, *i.Offloads.Offload(row.Name), *running.Offloads.Offload(row.Name))
+	}
 	if len(out) == 0 { // a field this list does not name yet
 		return fmt.Sprintf("%+v, running %+v", i, running)
 	}

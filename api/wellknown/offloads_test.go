@@ -1,0 +1,39 @@
+package wellknown_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
+)
+
+// Every row of the offload table is complete: a unique name, the ethtool
+// features the plugin and the agent switch, and at least one libvirt
+// attribute for the domain hook.
+func TestOffloadTableRowsAreComplete(t *testing.T) {
+	g := NewWithT(t)
+	seen := map[string]bool{}
+	for _, row := range wellknown.Offloads {
+		g.Expect(row.Name).NotTo(BeEmpty())
+		g.Expect(seen).NotTo(HaveKey(row.Name), "offload %s twice", row.Name)
+		seen[row.Name] = true
+		g.Expect(row.Ethtool).NotTo(BeEmpty(), "offload %s switches no ethtool feature", row.Name)
+		g.Expect(len(row.Host)+len(row.Guest)).To(BeNumerically(">", 0), "offload %s sets no libvirt attribute", row.Name)
+		g.Expect(row.Summary).NotTo(BeEmpty())
+	}
+	g.Expect(wellknown.OffloadNames()).To(Equal([]string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}))
+}
+
+func TestOffloadField(t *testing.T) {
+	g := NewWithT(t)
+	type offloads struct {
+		TSO   *bool  `json:"tso,omitempty"`
+		Other string `json:"other"`
+	}
+	var o offloads
+	p := wellknown.OffloadField[*bool](&o, "tso")
+	g.Expect(p).To(Equal(&o.TSO))
+	g.Expect(wellknown.OffloadField[*bool](&o, "gso")).To(BeNil(), "no such field")
+	g.Expect(wellknown.OffloadField[*bool](&o, "other")).To(BeNil(), "a field of another type")
+}
