@@ -10,5 +10,7 @@
 // setup-core`), so that an example a reader copies is one the API server
 // accepts. A document with neither apiVersion nor kind is a fragment and is
 // skipped; a fence preceded by `<!-- not-validated: reason -->` is skipped
-// too.
+// too. troubleshooting_test.go parses api/v1alpha1/conditions.go (go/parser)
+// and fails when troubleshooting.md lacks a row for a Reason* or *Condition
+// constant's value, or has a row for one that no longer exists.
 package docs
