@@ -174,11 +174,12 @@ const (
 	ReasonBridgesReady = "BridgesReady"
 	// ReasonBridgeFailed: a bridge could not be created or configured.
 	ReasonBridgeFailed = "BridgeFailed"
-	// ReasonBridgeConflict: two attachments want one bridge name with different datapaths.
+	// ReasonBridgeConflict: two FastPathNetworks name one spec.bridge; the
+	// bridge is left unchanged.
 	ReasonBridgeConflict = "BridgeConflict"
-	// ReasonOVSUnreachable: an attachment wants an OVS bridge and OVSDB does not answer.
+	// ReasonOVSUnreachable: a FastPathNetwork has datapath OVS and OVSDB does not answer.
 	ReasonOVSUnreachable = "OVSUnreachable"
-	// ReasonNoBridgesWanted: no attachment wants a bridge.
+	// ReasonNoBridgesWanted: no FastPathNetwork exists, so no bridge is wanted.
 	ReasonNoBridgesWanted = "NoBridgesWanted"
 	// ReasonRelayReady: the relay serves every route.
 	ReasonRelayReady = "RelayReady"
@@ -235,7 +236,9 @@ const (
 	// ReasonAllCandidatesFailed: on some node no candidate succeeded; the
 	// message names the node, and nothing is recommended there.
 	ReasonAllCandidatesFailed = "AllCandidatesFailed"
-	// ReasonSweepFailed: the sweep of a node could not run (its objects
-	// could not be created, or it exceeded its bound); the message says why.
+	// ReasonSweepFailed: the sweep of a node cannot go on: a
+	// FastPathBenchmark of one of its names exists and the network does not
+	// control it; the message names it. (Steps that exceed the sweep's bound
+	// fail as evidence, not with this reason.)
 	ReasonSweepFailed = "SweepFailed"
 )

@@ -1,18 +1,19 @@
 // Package nodeagent (imported as agent) is the node agent's reconciler (fastpath-agent, docs/design.md §3):
 // it prepares one node for the fast paths and reports what the node can do.
 //
-// Every FastPathAttachment in the cluster and this node's FastPathNode map to
-// one reconcile request (the node name); a reconcile is level-based and
-// idempotent, so an agent killed at any point and started again converges
-// without duplicates. One reconcile:
+// Every FastPathNetwork and FastPathAttachment in the cluster, this node's
+// FastPathNode and its launcher pods map to one reconcile request (the node
+// name); a reconcile is level-based and idempotent, so an agent killed at any
+// point and started again converges without duplicates. One reconcile:
 //
-//  1. computes the desired bridges: one per distinct (datapath, bridge) of
-//     spec.network, with the largest MTU asked for. One bridge name wanted with
-//     two datapaths is a conflict: it is reported (BridgesReady False,
-//     BridgeConflict, naming the attachments) and the bridge is neither created
-//     nor changed, because picking a winner would break the other attachment;
+//  1. computes the desired bridges (DesiredBridges): one per FastPathNetwork,
+//     its spec.bridge with its datapath and spec.mtu.max. A bridge name two
+//     networks claim is a conflict: it is reported (BridgesReady False,
+//     BridgeConflict, naming the networks) and the bridge is neither created
+//     nor changed, because two networks on one bridge would join their tenants
+//     in one L2 segment;
 //  2. ensures those bridges (BridgeManager: netlink or OVSDB), and lists the
-//     bridges the agent created that no attachment wants any more. Those are
+//     bridges the agent created that no FastPathNetwork names any more. Those are
 //     left in place, never deleted (they may still carry VM traffic), and
 //     shown in status with a message saying so;
 //  3. programs the vsock sibling relay with the routes of
@@ -22,8 +23,9 @@
 //     buffer sysctls;
 //  5. probes capabilities; the status patch deferred at the start (where the
 //     FastPathNode named after the node is created when missing) then writes
-//     the status, only when it changed, with conditions Ready, BridgesReady
-//     and VSOCKRelayReady whose messages say what to fix.
+//     the status, only when it changed, with conditions Ready, BridgesReady,
+//     VSOCKRelayReady and (with vsock mode Sibling) SiblingBackendsReady whose
+//     messages say what to fix (docs/troubleshooting.md).
 //
 // The shape is that of the operator's two reconcilers (Cluster API style):
 // get the object, defer one status patch, run a []phases.Phase[*scope] (internal/platform/phases, shared by all three) with the signature

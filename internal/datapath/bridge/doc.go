@@ -9,6 +9,6 @@
 //
 // Nothing here deletes a bridge. A bridge the agent created carries a marker
 // (the Linux link alias, or an OVS Bridge external_ids key) so that Managed can
-// list the agent's bridges that no attachment wants any more; the agent reports
+// list the agent's bridges that no FastPathNetwork names any more; the agent reports
 // them and leaves them in place, because they may still carry traffic.
 package bridge
