@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -214,13 +215,110 @@ func latency(us float64) *metav1.Duration {
 	return &metav1.Duration{Duration: time.Duration(math.Round(us * float64(time.Microsecond)))}
 }
 
-// Evaluate judges s against criteria (nil: nothing to meet). met is false when
-// a criterion is missed or cannot be checked (no fast-path TCP_STREAM result;
-// no baseline at the best point; for maxCPURatio, no service demand on both
-// paths there); message states the numbers either way, e.g.
-// "best fast path 13.52 Gbps at TCP_STREAM sock=256KiB msg=64KiB sessions=1
-// pairs=1, 2.95x the baseline: minThroughputMbps 10000 met, minSpeedupPercent
-// 150 met".
+// Verdict is the judgement of one success criterion, in the figures the
+// operator compared: what `kubectl fastpath bench run` reports per
+// criterion (and in JUnit XML), and what Evaluate's message joins.
+type Verdict struct {
+	// Criterion is the field of spec.successCriteria: "minThroughputMbps",
+	// "minSpeedupPercent" or "maxCPURatio".
+	Criterion string
+	// Required is the threshold as the spec gives it, e.g. "10000", "150",
+	// "0.80".
+	Required string
+	// Measured is the figure compared with Required, in Unit: whole Mbps,
+	// percent with one decimal, the CPU ratio with two; "" when there was
+	// nothing to compare (Why says why).
+	Measured string
+	// Unit is "Mbps", "%" or "" (a ratio).
+	Unit string
+	// Max is true for an upper bound (maxCPURatio), false for a lower one.
+	Max bool
+	// Met is whether the criterion holds; a criterion that cannot be
+	// checked is not met.
+	Met bool
+	// Why says why nothing could be compared, e.g. "no baseline at the best
+	// point"; "" when Measured is set.
+	Why string
+	// Text is the verdict as Evaluate's message words it, e.g.
+	// "minSpeedupPercent 300 not met (294.5%)".
+	Text string
+}
+
+// Judge gives one Verdict per success criterion that criteria sets, in the
+// order minThroughputMbps, minSpeedupPercent, maxCPURatio; none for nil
+// criteria. The comparisons are exact (the unrounded medians of s), as the
+// operator's.
+func Judge(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) []Verdict {
+	if criteria == nil {
+		return nil
+	}
+	var out []Verdict
+	if c := criteria.MinThroughputMbps; c != nil {
+		v := Verdict{Criterion: "minThroughputMbps", Required: strconv.FormatInt(*c, 10), Unit: "Mbps"}
+		if s.HasBest {
+			v.Measured = fmt.Sprintf("%.0f", s.BestMbps)
+		}
+		switch {
+		case !s.HasBest:
+			v.Why = "nothing to compare"
+			v.Text = fmt.Sprintf("minThroughputMbps %d not met: %s", *c, v.Why)
+		case s.BestMbps < float64(*c):
+			v.Text = fmt.Sprintf("minThroughputMbps %d not met (%s Mbps)", *c, v.Measured)
+		default:
+			v.Met = true
+			v.Text = fmt.Sprintf("minThroughputMbps %d met", *c)
+		}
+		out = append(out, v)
+	}
+	if c := criteria.MinSpeedupPercent; c != nil {
+		v := Verdict{Criterion: "minSpeedupPercent", Required: strconv.FormatInt(int64(*c), 10), Unit: "%"}
+		if s.BestRatio != 0 {
+			v.Measured = fmt.Sprintf("%.1f", s.BestRatio*100)
+		}
+		switch {
+		case s.BestRatio == 0:
+			v.Why = "no baseline at the best point"
+			v.Text = fmt.Sprintf("minSpeedupPercent %d not met: %s", *c, v.Why)
+		case s.BestRatio*100 < float64(*c):
+			v.Text = fmt.Sprintf("minSpeedupPercent %d not met (%s%%)", *c, v.Measured)
+		default:
+			v.Met = true
+			v.Text = fmt.Sprintf("minSpeedupPercent %d met", *c)
+		}
+		out = append(out, v)
+	}
+	if c := criteria.MaxCPURatio; c != "" {
+		v := Verdict{Criterion: "maxCPURatio", Required: c, Max: true}
+		want, err := strconv.ParseFloat(c, 64)
+		if s.HasCPU {
+			v.Measured = fmt.Sprintf("%.2f", s.BestCPU.Median)
+		}
+		switch {
+		case err != nil || !(want > 0):
+			v.Measured = ""
+			v.Why = "not a decimal number greater than 0"
+			v.Text = fmt.Sprintf("maxCPURatio %q not met: %s", c, v.Why)
+		case !s.HasCPU:
+			v.Why = "no service demand of both the fast path and the baseline at the best point"
+			v.Text = fmt.Sprintf("maxCPURatio %s not met: %s", c, v.Why)
+		case s.BestCPU.Median > want:
+			v.Text = fmt.Sprintf("maxCPURatio %s not met (%s)", c, v.Measured)
+		default:
+			v.Met = true
+			v.Text = fmt.Sprintf("maxCPURatio %s met (%s)", c, v.Measured)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Evaluate judges s against criteria (nil: nothing to meet) with Judge. met
+// is false when a criterion is missed or cannot be checked (no fast-path
+// TCP_STREAM result; no baseline at the best point; for maxCPURatio, no
+// service demand on both paths there); message states the numbers either
+// way, e.g. "best fast path 13.52 Gbps at TCP_STREAM sock=256KiB msg=64KiB
+// sessions=1 pairs=1, 2.95x the baseline: minThroughputMbps 10000 met,
+// minSpeedupPercent 150 met".
 func Evaluate(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) (met bool, message string) {
 	head := "no fast-path TCP_STREAM result"
 	if s.HasBest {
@@ -232,57 +330,15 @@ func Evaluate(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) (met bool, 
 	if s.HasCPU {
 		head += fmt.Sprintf(", CPU per byte %s of the baseline's", s.BestCPU)
 	}
-	if criteria == nil || (criteria.MinThroughputMbps == nil && criteria.MinSpeedupPercent == nil && criteria.MaxCPURatio == "") {
+	verdicts := Judge(s, criteria)
+	if len(verdicts) == 0 {
 		return true, head + ": no success criteria"
 	}
 	met = true
-	var verdicts []string
-	if c := criteria.MinThroughputMbps; c != nil {
-		switch {
-		case !s.HasBest:
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d not met: nothing to compare", *c))
-		case s.BestMbps < float64(*c):
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d not met (%.0f Mbps)", *c, s.BestMbps))
-		default:
-			verdicts = append(verdicts, fmt.Sprintf("minThroughputMbps %d met", *c))
-		}
-	}
-	if c := criteria.MinSpeedupPercent; c != nil {
-		switch {
-		case s.BestRatio == 0:
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d not met: no baseline at the best point", *c))
-		case s.BestRatio*100 < float64(*c):
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d not met (%.1f%%)", *c, s.BestRatio*100))
-		default:
-			verdicts = append(verdicts, fmt.Sprintf("minSpeedupPercent %d met", *c))
-		}
-	}
-	if c := criteria.MaxCPURatio; c != "" {
-		want, err := strconv.ParseFloat(c, 64)
-		switch {
-		case err != nil || !(want > 0):
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %q not met: not a decimal number greater than 0", c))
-		case !s.HasCPU:
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met: no service demand of both the fast path and the baseline at the best point", c))
-		case s.BestCPU.Median > want:
-			met = false
-			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s not met (%.2f)", c, s.BestCPU.Median))
-		default:
-			verdicts = append(verdicts, fmt.Sprintf("maxCPURatio %s met (%.2f)", c, s.BestCPU.Median))
-		}
-	}
-	message = head + ": "
+	texts := make([]string, len(verdicts))
 	for i, v := range verdicts {
-		if i > 0 {
-			message += ", "
-		}
-		message += v
+		met = met && v.Met
+		texts[i] = v.Text
 	}
-	return met, message
+	return met, head + ": " + strings.Join(texts, ", ")
 }

@@ -213,6 +213,54 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// Judge gives each criterion's figures beside the phrase Evaluate quotes:
+// what the CLI reports per criterion.
+func TestJudge(t *testing.T) {
+	fixture := summary.Summarize(loadFixture(t))
+	noBase := summary.Summarize(results.Document{Runs: []results.Run{stream("fastpath", 65536, 512, 1, 5000)}})
+	cpu := summary.Summarize(results.Document{Runs: []results.Run{
+		withCPU(stream("fastpath", 262144, 65536, 1, 12000), 2.0, 2.2, 1.8),
+		withCPU(stream("baseline", 262144, 65536, 1, 4000), 4.0, 4.0, 3.0),
+	}})
+	for _, tc := range []struct {
+		name     string
+		s        summary.Summary
+		criteria *fastpathv1alpha1.SuccessCriteria
+		want     []summary.Verdict
+	}{
+		{"nil criteria", fixture, nil, nil},
+		{"empty criteria", fixture, &fastpathv1alpha1.SuccessCriteria{}, nil},
+		{"all three, in spec order", fixture, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80", MinSpeedupPercent: ptr(int32(300)), MinThroughputMbps: ptr(int64(10000))}, []summary.Verdict{
+			{Criterion: "minThroughputMbps", Required: "10000", Measured: "13520", Unit: "Mbps", Met: true, Text: "minThroughputMbps 10000 met"},
+			{Criterion: "minSpeedupPercent", Required: "300", Measured: "294.5", Unit: "%", Text: "minSpeedupPercent 300 not met (294.5%)"},
+			{Criterion: "maxCPURatio", Required: "0.80", Max: true, Why: "no service demand of both the fast path and the baseline at the best point",
+				Text: "maxCPURatio 0.80 not met: no service demand of both the fast path and the baseline at the best point"},
+		}},
+		{"throughput below", noBase, &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(5001))}, []summary.Verdict{
+			{Criterion: "minThroughputMbps", Required: "5001", Measured: "5000", Unit: "Mbps", Text: "minThroughputMbps 5001 not met (5000 Mbps)"},
+		}},
+		{"no baseline", noBase, &fastpathv1alpha1.SuccessCriteria{MinSpeedupPercent: ptr(int32(100))}, []summary.Verdict{
+			{Criterion: "minSpeedupPercent", Required: "100", Unit: "%", Why: "no baseline at the best point", Text: "minSpeedupPercent 100 not met: no baseline at the best point"},
+		}},
+		{"nothing measured", summary.Summarize(results.Document{}), &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(1))}, []summary.Verdict{
+			{Criterion: "minThroughputMbps", Required: "1", Unit: "Mbps", Why: "nothing to compare", Text: "minThroughputMbps 1 not met: nothing to compare"},
+		}},
+		{"cpu met", cpu, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.80"}, []summary.Verdict{
+			{Criterion: "maxCPURatio", Required: "0.80", Measured: "0.55", Max: true, Met: true, Text: "maxCPURatio 0.80 met (0.55)"},
+		}},
+		{"cpu missed", cpu, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "0.5"}, []summary.Verdict{
+			{Criterion: "maxCPURatio", Required: "0.5", Measured: "0.55", Max: true, Text: "maxCPURatio 0.5 not met (0.55)"},
+		}},
+		{"cpu threshold not a number", cpu, &fastpathv1alpha1.SuccessCriteria{MaxCPURatio: "fast"}, []summary.Verdict{
+			{Criterion: "maxCPURatio", Required: "fast", Max: true, Why: "not a decimal number greater than 0", Text: `maxCPURatio "fast" not met: not a decimal number greater than 0`},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gomega.NewWithT(t).Expect(summary.Judge(tc.s, tc.criteria)).To(gomega.Equal(tc.want))
+		})
+	}
+}
+
 // withCPU gives run r one sample per service demand (repetitions 1..n), each
 // with the run's throughput.
 func withCPU(r results.Run, sds ...float64) results.Run {
