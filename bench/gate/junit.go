@@ -1,0 +1,288 @@
+package gate
+
+import (
+	"encoding/xml"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+)
+
+// Report is one followed benchmark, as the outputs render it.
+type Report struct {
+	// Benchmark is the last observation (not nil).
+	Benchmark *fastpathv1alpha1.FastPathBenchmark
+	// Outcome is how the gate decided (State Done).
+	Outcome Outcome
+	// Criteria are the verdicts on the success criteria, judged from the
+	// run's results.json; nil when not judged (no results, or they could
+	// not be read), in which case the condition's reason and message stand
+	// for them.
+	Criteria []Criterion
+	// Elapsed is how long the gate followed the benchmark; the JUnit time
+	// when status has no start and completion time.
+	Elapsed time.Duration
+}
+
+// The JUnit XML document: the element and attribute names of Ant's JUnit
+// report (testsuites > testsuite > properties, testcase > failure | error
+// | skipped, system-out), which GitHub Actions' JUnit reporters, GitLab's
+// unit test reports and Jenkins' junit step read. A testcase's
+// <properties> is an extension (pytest's record_property writes it too):
+// Jenkins and most reporters show it, readers that do not ignore it.
+type (
+	junitTestsuites struct {
+		XMLName  xml.Name         `xml:"testsuites"`
+		Name     string           `xml:"name,attr"`
+		Tests    int              `xml:"tests,attr"`
+		Failures int              `xml:"failures,attr"`
+		Errors   int              `xml:"errors,attr"`
+		Skipped  int              `xml:"skipped,attr"`
+		Time     string           `xml:"time,attr"`
+		Suites   []junitTestsuite `xml:"testsuite"`
+	}
+	junitTestsuite struct {
+		Name       string           `xml:"name,attr"`
+		Tests      int              `xml:"tests,attr"`
+		Failures   int              `xml:"failures,attr"`
+		Errors     int              `xml:"errors,attr"`
+		Skipped    int              `xml:"skipped,attr"`
+		Time       string           `xml:"time,attr"`
+		Timestamp  string           `xml:"timestamp,attr,omitempty"`
+		Properties *junitProperties `xml:"properties,omitempty"`
+		Cases      []junitTestcase  `xml:"testcase"`
+	}
+	junitProperties struct {
+		Property []junitProperty `xml:"property"`
+	}
+	junitProperty struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	}
+	junitTestcase struct {
+		Name       string           `xml:"name,attr"`
+		Classname  string           `xml:"classname,attr"`
+		Time       string           `xml:"time,attr,omitempty"`
+		Properties *junitProperties `xml:"properties,omitempty"`
+		Failure    *junitProblem    `xml:"failure,omitempty"`
+		Error      *junitProblem    `xml:"error,omitempty"`
+		Skipped    *junitSkipped    `xml:"skipped,omitempty"`
+		SystemOut  string           `xml:"system-out,omitempty"`
+	}
+	junitProblem struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr"`
+		Text    string `xml:",chardata"`
+	}
+	junitSkipped struct {
+		Message string `xml:"message,attr"`
+	}
+)
+
+// JUnitName is the name of the <testsuites> element.
+const JUnitName = "kubectl fastpath bench run"
+
+// JUnit renders reports as a JUnit XML document: one <testsuite> per
+// benchmark, named <namespace>/<name>, with its status figures as
+// <properties> and these testcases (classname <namespace>/<name>.<group>):
+//
+//   - benchmark/run: the run itself; an <error> when it could not run
+//     (ExitCouldNotRun, the reason as its type) or timed out (ExitTimeout);
+//   - successCriteria/<field>: one per criterion in Report.Criteria, a
+//     <failure> (type ThresholdNotMet) with the measured and the required
+//     figure when missed. Not judged, a set of criteria is one testcase
+//     successCriteria/all: passed (Succeeded), a <failure> with the
+//     condition's message (ThresholdNotMet), else <skipped>;
+//   - points/<test sock= msg= sessions= pairs=>: one per status.points
+//     entry, its figures as <properties> (the status field names); these
+//     always pass.
+//
+// Names stay the same from run to run, so CI tracks each over time: the
+// figures are in properties and messages, never in names. A report fails
+// (failures + errors > 0) exactly when its exit code is not 0.
+func JUnit(reports []Report) ([]byte, error) {
+	doc := junitTestsuites{Name: JUnitName}
+	var total float64
+	for _, r := range reports {
+		s := testsuite(r)
+		doc.Suites = append(doc.Suites, s)
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		doc.Errors += s.Errors
+		doc.Skipped += s.Skipped
+		total += runSeconds(r)
+	}
+	doc.Time = seconds(total)
+	out, err := xml.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("failed to render JUnit XML: %w", err)
+	}
+	return append([]byte(xml.Header), append(out, '\n')...), nil
+}
+
+func testsuite(r Report) junitTestsuite {
+	b, o := r.Benchmark, r.Outcome
+	id := b.Namespace + "/" + b.Name
+	s := junitTestsuite{Name: id, Time: seconds(runSeconds(r))}
+	switch {
+	case b.Status.StartTime != nil:
+		s.Timestamp = b.Status.StartTime.UTC().Format("2006-01-02T15:04:05")
+	case !b.CreationTimestamp.IsZero():
+		s.Timestamp = b.CreationTimestamp.UTC().Format("2006-01-02T15:04:05")
+	}
+	s.Properties = properties(
+		"exitCode", strconv.Itoa(int(o.Code)), "outcome", o.Code.String(),
+		"phase", string(o.Phase), "reason", o.Reason, "message", o.Message,
+		"bestGbps", b.Status.BestGbps, "speedup", b.Status.Speedup, "cpuRatio", b.Status.CPURatio,
+		"attachment", b.Spec.AttachmentRef.Name, "mode", string(b.Spec.Mode),
+		"generation", strconv.FormatInt(b.Generation, 10), "jobName", b.Status.JobName, "resultsConfigMap", b.Status.ResultsConfigMap)
+
+	run := junitTestcase{Name: "run", Classname: id + ".benchmark", Time: s.Time, SystemOut: headlineText(o)}
+	if o.Code == ExitCouldNotRun || o.Code == ExitTimeout {
+		run.Error = &junitProblem{Type: o.Reason, Message: fmt.Sprintf("%s (%s): %s", o.Code, o.Reason, o.Message), Text: o.Message}
+		run.SystemOut = ""
+	}
+	s.Cases = append(s.Cases, run)
+	s.Cases = append(s.Cases, criteriaCases(id+".successCriteria", b, o, r.Criteria)...)
+	for _, p := range b.Status.Points {
+		s.Cases = append(s.Cases, pointCase(id+".points", p))
+	}
+	for _, c := range s.Cases {
+		s.Tests++
+		switch {
+		case c.Failure != nil:
+			s.Failures++
+		case c.Error != nil:
+			s.Errors++
+		case c.Skipped != nil:
+			s.Skipped++
+		}
+	}
+	return s
+}
+
+// criteriaCases are the success criteria's testcases.
+func criteriaCases(class string, b *fastpathv1alpha1.FastPathBenchmark, o Outcome, criteria []Criterion) []junitTestcase {
+	var out []junitTestcase
+	for _, c := range criteria {
+		tc := junitTestcase{Name: c.Name, Classname: class, SystemOut: c.Text,
+			Properties: properties("required", c.Required, "measured", c.Measured, "unit", c.Unit)}
+		if !c.Met {
+			tc.Failure = &junitProblem{Type: fastpathv1alpha1.ReasonThresholdNotMet, Message: c.Name + ": " + Compare(c), Text: c.Text}
+			tc.SystemOut = ""
+		}
+		out = append(out, tc)
+	}
+	if criteria != nil || !hasCriteria(b.Spec.SuccessCriteria) {
+		return out
+	}
+	tc := junitTestcase{Name: "all", Classname: class}
+	switch o.Code {
+	case ExitSucceeded:
+		tc.SystemOut = o.Message
+	case ExitCriteriaNotMet:
+		tc.Failure = &junitProblem{Type: o.Reason, Message: o.Message, Text: o.Message}
+	default:
+		tc.Skipped = &junitSkipped{Message: fmt.Sprintf("not judged: the benchmark has no results (%s)", o.Reason)}
+	}
+	return append(out, tc)
+}
+
+func hasCriteria(c *fastpathv1alpha1.SuccessCriteria) bool {
+	return c != nil && (c.MinThroughputMbps != nil || c.MinSpeedupPercent != nil || c.MaxCPURatio != "")
+}
+
+// Compare words a criterion's figures: "measured 294.5%, required at least
+// 300%", or "nothing measured (no baseline at the best point), required at
+// least 100%".
+func Compare(c Criterion) string {
+	bound := "at least"
+	if c.Max {
+		bound = "at most"
+	}
+	got := "measured " + withUnit(c.Measured, c.Unit)
+	if c.Measured == "" {
+		got = "nothing measured"
+		if c.Why != "" {
+			got += " (" + c.Why + ")"
+		}
+	}
+	return fmt.Sprintf("%s, required %s %s", got, bound, withUnit(c.Required, c.Unit))
+}
+
+func withUnit(v, unit string) string {
+	switch unit {
+	case "":
+		return v
+	case "%":
+		return v + "%"
+	}
+	return v + " " + unit
+}
+
+// pointCase is one matrix point: named as results.Point names it, its
+// figures under the status field names.
+func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) junitTestcase {
+	name := results.Point{Test: string(p.Test), SocketBytes: int(p.SocketBytes), MessageBytes: int(p.MessageBytes), Sessions: int(p.Sessions), Pairs: int(p.Pairs)}.String()
+	var perPair []string
+	for _, v := range p.FastPathPerPairMbps {
+		perPair = append(perPair, strconv.FormatInt(v, 10))
+	}
+	return junitTestcase{Name: name, Classname: class, Properties: properties(
+		"fastPathMbps", count(p.FastPathMbps), "fastPathPerPairMbps", strings.Join(perPair, ","), "baselineMbps", count(p.BaselineMbps),
+		"speedupPercent", count(int64(p.SpeedupPercent)),
+		"fastPathLatency", duration(p.FastPathLatency), "baselineLatency", duration(p.BaselineLatency),
+		"fastPathServiceDemandUsPerKB", p.FastPathServiceDemandUsPerKB, "baselineServiceDemandUsPerKB", p.BaselineServiceDemandUsPerKB,
+		"cpuRatio", p.CPURatio, "fastPathLossPercent", p.FastPathLossPercent, "baselineLossPercent", p.BaselineLossPercent)}
+}
+
+// properties makes <properties> of name/value pairs, leaving out empty
+// values; nil when all are.
+func properties(kv ...string) *junitProperties {
+	var ps junitProperties
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			ps.Property = append(ps.Property, junitProperty{Name: kv[i], Value: kv[i+1]})
+		}
+	}
+	if len(ps.Property) == 0 {
+		return nil
+	}
+	return &ps
+}
+
+func count(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func duration(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.Duration.String()
+}
+
+// runSeconds is the run's time: status startTime to completionTime, else
+// how long the gate followed it.
+func runSeconds(r Report) float64 {
+	st := r.Benchmark.Status
+	if st.StartTime != nil && st.CompletionTime != nil {
+		return st.CompletionTime.Sub(st.StartTime.Time).Seconds()
+	}
+	return r.Elapsed.Seconds()
+}
+
+func seconds(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }
+
+// headlineText is "<phase> (<reason>): <message>".
+func headlineText(o Outcome) string {
+	return fmt.Sprintf("%s (%s): %s", dash(string(o.Phase)), dash(o.Reason), o.Message)
+}
