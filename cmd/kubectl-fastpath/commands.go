@@ -113,10 +113,10 @@ func newStatusCmd(kube *genericclioptions.ConfigFlags, stdout io.Writer) *cobra.
 func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, execve func(string, []string) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "FastPathBenchmark reports and the local node benchmark",
+		Short: "run FastPathBenchmarks as CI gates, their reports, and the local node benchmark",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return fmt.Errorf("bench needs a subcommand: report or local")
+				return fmt.Errorf("bench needs a subcommand: run, report or local")
 			}
 			return fmt.Errorf("unknown bench subcommand %q", args[0])
 		},
@@ -158,7 +158,7 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 			return execSibling(execve, "fastpath-bench", append([]string{"local"}, args...))
 		},
 	}
-	cmd.AddCommand(rep, local)
+	cmd.AddCommand(newBenchRunCmd(kube, stdout, stderr), rep, local)
 	return cmd
 }
 

@@ -3,6 +3,7 @@
 //
 //	demo [--full]               Fastpath's whole job on this machine, no cluster needed (root; runs fastpath-dev demo)
 //	status [-n NS | -A]         attachments and nodes, with per-VM detail
+//	bench run (-f FILE | NAME)  create or follow a FastPathBenchmark, exit by its outcome (CI gate)
 //	bench report NAME [-o DIR]  a FastPathBenchmark's results: table, ratios, report.md/html
 //	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS)
 //
@@ -16,6 +17,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,12 +40,14 @@ const overview = `Fastpath: fast same-node networking and vsock for KubeVirt VMs
   demo [--full]               run Fastpath's whole job on this machine: embedded control plane,
                               operator, agent, emulated KubeVirt/Multus, benchmark (root)
   status [-n NS | -A]         FastPathAttachments and FastPathNodes with per-VM detail
+  bench run (-f FILE | NAME)  create or follow a FastPathBenchmark and exit by its outcome:
+                              0 succeeded, 1 criteria not met, 2 could not run, 3 timeout
   bench report NAME [-o DIR]  print a FastPathBenchmark's results and write report.md/report.html
   bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS)`
 
 // Main runs the command in args and returns the exit status: 0 on success
 // and for --help, 1 when the command failed, 2 when the command line was
-// rejected. exec replaces the process with another program (argv[0] first),
+// rejected; bench run returns its own codes (gate.ExitCodes). exec replaces the process with another program (argv[0] first),
 // for demo and bench local; it returns only on failure.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec func(path string, argv []string) error) int {
 	kube := genericclioptions.NewConfigFlags(true)
@@ -82,6 +86,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec fun
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	if ee := (*exitError)(nil); errors.As(err, &ee) {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		return int(ee.code)
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	if started {
