@@ -163,10 +163,14 @@ func (f *Follower) Follow(ctx context.Context, key types.NamespacedName, timeout
 		if res.Elapsed >= limit {
 			return f.end(res, timedOut(res.Benchmark, limit)), nil
 		}
+		wait := min(interval, limit-res.Elapsed)
+		if blockedOn != "" {
+			wait = min(wait, blockedSince.Add(f.Grace).Sub(now))
+		}
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-f.Clock.After(min(interval, limit-res.Elapsed)):
+		case <-f.Clock.After(wait):
 		}
 	}
 }

@@ -72,6 +72,12 @@ func TestFollowPrintsTransitionsUntilDone(t *testing.T) {
 func TestFollowFailsFastOnAMissingAttachment(t *testing.T) {
 	g := gomega.NewWithT(t)
 	s := &script{steps: []step{{b: pending(fastpathv1alpha1.ReasonWaitingForAttachment, "FastPathAttachment db-link not found")}}}
+	f := &gate.Follower{Client: s, Clock: newStepClock(), Interval: 2 * time.Second, Grace: 5 * time.Second}
+	res, err := f.Follow(context.Background(), key, time.Hour)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(res.Elapsed).To(gomega.Equal(5*time.Second), "the last wait stops at the grace")
+	g.Expect(f.Clock.(*stepClock).waits).To(gomega.Equal([]time.Duration{2 * time.Second, 2 * time.Second, time.Second}))
+
 	res, err, lines, _ := follow(s, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCouldNotRun))
