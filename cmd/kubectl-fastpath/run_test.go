@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/bench/gate"
@@ -92,4 +93,12 @@ current-context: c
 		g.Expect(errb.String()).To(gomega.ContainSubstring(tc.want), "args %q", tc.args)
 		g.Expect(errb.String()).NotTo(gomega.ContainSubstring("See '"), "not a command line error")
 	}
+}
+
+// TestBenchRunAgainstAnAPIServer runs the envtest specs of
+// run_envtest_test.go (kube-apiserver and etcd from bin/ or
+// $KUBEBUILDER_ASSETS: make setup-core+tools).
+func TestBenchRunAgainstAnAPIServer(t *testing.T) {
+	gomega.RegisterFailHandler(ginkgo.Fail)
+	ginkgo.RunSpecs(t, "kubectl fastpath bench run (envtest)")
 }
