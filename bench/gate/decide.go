@@ -31,7 +31,8 @@ var ExitCodes = []struct {
 	{ExitCriteriaNotMet, "criteria not met", "phase Failed with reason ThresholdNotMet: the benchmark ran and missed a success criterion (the message gives the numbers)"},
 	{ExitCouldNotRun, "could not run", "phase Failed with any other reason (RunnerFailed, NetserverUnreachable, ResultsInvalid, Unsupported); " +
 		"still Pending after --grace on something missing (WaitingForAttachment with the attachment absent, SSHKeyMissing, RunnerObjectConflict) " +
-		"or not observed by the operator; the benchmark deleted or replaced while followed; the file or the API server refused it; a rejected command line"},
+		"or not observed by the operator; the benchmark deleted or replaced while followed; the file or the API server refused it; " +
+		"the benchmark not readable at the start (missing, cluster unreachable; later failed reads are retried); a rejected command line"},
 	{ExitTimeout, "timeout", "no outcome within --timeout (default: the runner Job's deadline for the spec plus 10 minutes to start)"},
 }
 

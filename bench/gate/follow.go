@@ -27,9 +27,6 @@ const (
 	// deadline for the benchmark to start: the attachment becoming Ready,
 	// VMs booting, netserver pods scheduling.
 	StartAllowance = 10 * time.Minute
-	// FallbackTimeout is the timeout while the benchmark's spec is unknown
-	// (no read has succeeded yet).
-	FallbackTimeout = 30 * time.Minute
 )
 
 // DefaultTimeout is how long the gate follows a benchmark of spec without
@@ -77,10 +74,12 @@ type Result struct {
 // message), it is deleted or replaced by a namesake (ExitCouldNotRun,
 // ReasonDeleted) or timeout passes (ExitTimeout, ReasonTimeout; 0 means
 // DefaultTimeout of the first spec read). A benchmark finished already ends
-// at the first read. Reads that fail for another reason than NotFound,
-// Forbidden or Unauthorized are retried (and reported once per distinct
-// error). Follow returns an error when the benchmark does not exist at the
-// first read, when a read is refused, and when ctx ends.
+// at the first read. Follow returns an error when the first read fails (the
+// benchmark does not exist, the cluster cannot be reached), when a later
+// read is refused (Forbidden, Unauthorized) and when ctx ends; later reads
+// that fail otherwise are retried until the timeout (an API server
+// restarting does not fail a benchmark of hours), each distinct error
+// reported once.
 func (f *Follower) Follow(ctx context.Context, key types.NamespacedName, timeout time.Duration) (Result, error) {
 	interval := f.Interval
 	if interval <= 0 {
@@ -104,6 +103,8 @@ func (f *Follower) Follow(ctx context.Context, key types.NamespacedName, timeout
 			lastErr = ""
 		case apierrors.IsNotFound(err) && res.Benchmark == nil:
 			return res, fmt.Errorf("FastPathBenchmark %s not found", key)
+		case res.Benchmark == nil:
+			return res, fmt.Errorf("failed to get FastPathBenchmark %s: %w", key, err)
 		case apierrors.IsNotFound(err):
 			return f.end(res, Outcome{State: Done, Code: ExitCouldNotRun, Phase: res.Benchmark.Status.Phase, Reason: ReasonDeleted,
 				Message: fmt.Sprintf("FastPathBenchmark %s was deleted while it was followed", key)}), nil
@@ -156,14 +157,10 @@ func (f *Follower) Follow(ctx context.Context, key types.NamespacedName, timeout
 				return f.end(res, o), nil
 			}
 		}
-		limit := timeout
-		if limit == 0 {
-			limit = FallbackTimeout
+		if res.Elapsed >= timeout {
+			return f.end(res, timedOut(res.Benchmark, timeout)), nil
 		}
-		if res.Elapsed >= limit {
-			return f.end(res, timedOut(res.Benchmark, limit)), nil
-		}
-		wait := min(interval, limit-res.Elapsed)
+		wait := min(interval, timeout-res.Elapsed)
 		if blockedOn != "" {
 			wait = min(wait, blockedSince.Add(f.Grace).Sub(now))
 		}
@@ -192,10 +189,6 @@ func (f *Follower) facts(ctx context.Context, b *fastpathv1alpha1.FastPathBenchm
 // timedOut is the outcome of a benchmark still undecided after limit.
 func timedOut(b *fastpathv1alpha1.FastPathBenchmark, limit time.Duration) Outcome {
 	o := Outcome{State: Done, Code: ExitTimeout, Reason: ReasonTimeout, Message: fmt.Sprintf("no outcome within %s", limit)}
-	if b == nil {
-		o.Message += ": the benchmark could not be read"
-		return o
-	}
 	last := Decide(b, Facts{})
 	o.Phase = b.Status.Phase
 	o.Message += fmt.Sprintf(": still %s", dash(string(b.Status.Phase)))

@@ -81,6 +81,7 @@ current-context: c
 		want string
 	}{
 		{[]string{"bench", "run", "ci", "--kubeconfig", filepath.Join(dir, "missing")}, "failed to load kubeconfig"},
+		{[]string{"bench", "run", "ci", "--kubeconfig", kubeconfig}, "failed to get FastPathBenchmark ci/ci: "},
 		{[]string{"bench", "run", "-f", filepath.Join(dir, "missing.yaml"), "--kubeconfig", kubeconfig}, "failed to read " + filepath.Join(dir, "missing.yaml")},
 		{[]string{"bench", "run", "-f", file("typo.yaml", strings.Replace(bench, "mode: Pod}", "mode: Pod, sucessCriteria: {}}", 1)), "--kubeconfig", kubeconfig}, `unknown field "spec.sucessCriteria"`},
 		{[]string{"bench", "run", "-f", file("ci.yaml", bench), "-n", "other", "--kubeconfig", kubeconfig}, "the file's metadata.namespace apps and -n other differ"},
