@@ -1,6 +1,8 @@
 package gate_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/onsi/gomega"
@@ -67,4 +69,14 @@ func TestExitCodesTable(t *testing.T) {
 		g.Expect(e.Code.String()).To(gomega.Equal(e.Name))
 	}
 	g.Expect(gate.ExitCodes).To(gomega.HaveLen(4))
+}
+
+// docs/benchmarks.md ("CI gate") has a row per exit code, with its name.
+func TestDocsListTheExitCodes(t *testing.T) {
+	g := gomega.NewWithT(t)
+	doc, err := os.ReadFile("../../docs/benchmarks.md")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, e := range gate.ExitCodes {
+		g.Expect(string(doc)).To(gomega.ContainSubstring(fmt.Sprintf("\n| %d | %s | ", e.Code, e.Name)), "docs/benchmarks.md lacks exit code %d", e.Code)
+	}
 }
