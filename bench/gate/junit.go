@@ -37,22 +37,22 @@ type Report struct {
 // Jenkins and most reporters show it, readers that do not ignore it.
 type (
 	junitTestsuites struct {
-		XMLName  xml.Name         `xml:"testsuites"`
-		Name     string           `xml:"name,attr"`
-		Tests    int              `xml:"tests,attr"`
-		Failures int              `xml:"failures,attr"`
-		Errors   int              `xml:"errors,attr"`
-		Skipped  int              `xml:"skipped,attr"`
-		Time     string           `xml:"time,attr"`
-		Suites   []junitTestsuite `xml:"testsuite"`
+		XMLName xml.Name `xml:"testsuites"`
+		Name    string   `xml:"name,attr"`
+		junitCounts
+		Suites []junitTestsuite `xml:"testsuite"`
+	}
+	// junitCounts are the attributes <testsuites> and <testsuite> share.
+	junitCounts struct {
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Errors   int    `xml:"errors,attr"`
+		Skipped  int    `xml:"skipped,attr"`
+		Time     string `xml:"time,attr"`
 	}
 	junitTestsuite struct {
-		Name       string           `xml:"name,attr"`
-		Tests      int              `xml:"tests,attr"`
-		Failures   int              `xml:"failures,attr"`
-		Errors     int              `xml:"errors,attr"`
-		Skipped    int              `xml:"skipped,attr"`
-		Time       string           `xml:"time,attr"`
+		Name string `xml:"name,attr"`
+		junitCounts
 		Timestamp  string           `xml:"timestamp,attr,omitempty"`
 		Properties *junitProperties `xml:"properties,omitempty"`
 		Cases      []junitTestcase  `xml:"testcase"`
@@ -128,7 +128,7 @@ func JUnit(reports []Report) ([]byte, error) {
 func testsuite(r Report) junitTestsuite {
 	b, o := r.Benchmark, r.Outcome
 	id := b.Namespace + "/" + b.Name
-	s := junitTestsuite{Name: id, Time: seconds(runSeconds(r))}
+	s := junitTestsuite{Name: id, junitCounts: junitCounts{Time: seconds(runSeconds(r))}}
 	switch {
 	case b.Status.StartTime != nil:
 		s.Timestamp = b.Status.StartTime.UTC().Format("2006-01-02T15:04:05")
