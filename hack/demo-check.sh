@@ -59,7 +59,7 @@ make --no-print-directory demo "${args[@]}" >"$log" 2>&1 || rc=$?
 took=$(($(date +%s) - start))
 if ((rc != 0)); then
   tail -n 40 "$log"
-  echo "demo-check $mode: make demo ${args[*]} exited $rc after ${took}s (whole output: $log)"
+  echo "demo-check $mode: make demo${args[*]:+ ${args[*]}} exited $rc after ${took}s (whole output: $log)"
   exit 1
 fi
 missing=0
@@ -74,4 +74,4 @@ if ((missing > 0)); then
   echo "demo-check $mode: $missing of ${#want[@]} expected lines missing after ${took}s (whole output: $log)"
   exit 1
 fi
-echo "demo-check $mode: make demo ${args[*]} exited 0 in ${took}s with all ${#want[@]} expected lines"
+echo "demo-check $mode: make demo${args[*]:+ ${args[*]}} exited 0 in ${took}s with all ${#want[@]} expected lines"

@@ -104,7 +104,7 @@ func setBridgesReadyCondition(conds *[]metav1.Condition, obs *observed, gen int6
 		c.Message = joinMessages(errMsgs)
 	case len(obs.desired) == 0:
 		c.Status, c.Reason = metav1.ConditionTrue, fastpathv1alpha1.ReasonNoBridgesWanted
-		c.Message = "no FastPathAttachment asks for a bridge"
+		c.Message = "no FastPathNetwork asks for a bridge"
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fastpathv1alpha1.ReasonBridgesReady
 		parts := make([]string, len(obs.desired))

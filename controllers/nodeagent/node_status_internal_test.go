@@ -48,7 +48,7 @@ func TestConditions(t *testing.T) {
 		{
 			name:    "nothing wanted",
 			obs:     observed{caps: allGood()},
-			bridges: wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonNoBridgesWanted, "no FastPathAttachment asks for a bridge"},
+			bridges: wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonNoBridgesWanted, "no FastPathNetwork asks for a bridge"},
 			relay:   wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonNoRoutes, "no vsock service targets a VM on this node"},
 			ready:   wantCond{metav1.ConditionTrue, fastpathv1alpha1.ReasonReady, "node ready"},
 		},
