@@ -179,10 +179,14 @@ CLUSTER := $(DEV) cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(R
 KUBEVIRT ?= 1
 KUBEVIRT_VERSION = $(shell awk '$$1 == "require" && $$2 == "kubevirt.io/kubevirt" { print $$3 }' $(ROOT)/hack/tools/kubevirt/go.mod)
 CLUSTER_KUBEVIRT = $(if $(filter 1,$(KUBEVIRT)),--kubevirt --kubevirt-dir $(BIN)/kubevirt/$(KUBEVIRT_VERSION),)
+# NODES=2 (or 3): each node in network, mount, UTS and PID namespaces of its
+# own, on the bridge fpnodes0; 1 (the default): the node is this host.
+NODES ?= 1
+CLUSTER_UP = $(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(NODES)
 
 .PHONY: cluster
-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## Start a real single-node cluster (kubelet, containerd, Multus, KubeVirt built from source: kubelet root /var/lib/kubelet, shared mounts) under _out/cluster and wait until KubeVirt is Available; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=0: without KubeVirt.
-	$(CLUSTER) up $(CLUSTER_KUBEVIRT)
+cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## Start a real cluster (kubelet, containerd, Multus, KubeVirt built from source: kubelet root /var/lib/kubelet, shared mounts; NODES=2 or 3: each node in its own namespaces) under _out/cluster and wait until KubeVirt is Available; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=0: without KubeVirt.
+	$(CLUSTER_UP)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster and remove everything it made (containers, shims, mounts, cgroups, netns, links, processes).
@@ -198,7 +202,7 @@ e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevi
 	@# "|| rc=": under the shell's -e a failure at the end of the && list would
 	@# exit the recipe before the cluster is taken down.
 	@start=$$(date +%s); rc=0; \
-	$(CLUSTER) up $(CLUSTER_KUBEVIRT) && $(CLUSTER) install && \
+	$(CLUSTER_UP) && $(CLUSTER) install && \
 	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc

@@ -55,6 +55,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		},
 	}
 	up.Flags().BoolVar(&o.KubeVirt, "kubevirt", false, "lay the node out for KubeVirt: kubelet root "+cluster.KubeVirtKubeletRoot+", and it and "+cluster.KubeVirtRunDir+" as shared mounts (refused when either exists)")
+	up.Flags().IntVar(&o.Nodes, "nodes", 1, fmt.Sprintf("number of nodes (1 to %d): 1 is this host; more run each node in its own network, mount, UTS and PID namespaces and cgroup root, on bridge %s", cluster.MaxNodes, cluster.NodesBridge))
 	up.Flags().StringVar(&o.KubeVirtDir, "kubevirt-dir", "", "with --kubevirt, install KubeVirt from this directory of make setup-kubevirt (bin/kubevirt/<version>: its kubevirt-operator.yaml and kubevirt-cr.yaml) and wait until it is Available; its images must be in --images-dir (make kubevirt-images)")
 	down := &cobra.Command{
 		Use:   "down",
@@ -90,6 +91,19 @@ func newClusterCmd(a *app) *cobra.Command {
 		},
 	}
 	install.Flags().BoolVar(&kustomize, "kustomize", false, "install with kubectl apply -k config/default instead of helm")
-	root.AddCommand(up, down, install)
+	var spec cluster.NodeInitSpec
+	nodeInit := &cobra.Command{
+		Use:    cluster.NodeInitArg,
+		Short:  "PID 1 of a node of a multi-node cluster (cluster up starts it in the node's namespaces)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			a.started = true
+			return cluster.NodeInit(spec)
+		},
+	}
+	nodeInit.Flags().StringVar(&spec.Name, "name", "", "the node's name (its host name)")
+	nodeInit.Flags().StringArrayVar(&spec.Binds, "bind", nil, "source:target to bind-mount in the node")
+	root.AddCommand(up, down, install, nodeInit)
 	return root
 }

@@ -136,7 +136,7 @@ func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 // into the cluster's containerd, in the CRI's namespace.
 func (o Options) importImages(ctx context.Context) error {
 	var log bytes.Buffer
-	if err := images.Import(ctx, o.layout().containerdSock, o.ImagesDir, &log); err != nil {
+	if err := images.Import(ctx, o.hostRoot+o.layout().containerdSock, o.ImagesDir, &log); err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(log.String()))
 	}
 	want := []string{SandboxImage}
@@ -146,7 +146,7 @@ func (o Options) importImages(ctx context.Context) error {
 			names = append(names, t.Name)
 			want = append(want, t.Ref)
 		}
-		if err := images.Import(ctx, o.layout().containerdSock, o.ImagesDir, &log, names...); err != nil {
+		if err := images.Import(ctx, o.hostRoot+o.layout().containerdSock, o.ImagesDir, &log, names...); err != nil {
 			return fmt.Errorf("%w: %s", err, strings.TrimSpace(log.String()))
 		}
 	}

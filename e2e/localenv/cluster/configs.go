@@ -72,6 +72,10 @@ func (o Options) containerdConfig() string {
 // not trip.
 func (o Options) kubeletConfig() ([]byte, error) {
 	l := o.layout()
+	cgroupRoot := CgroupRoot
+	if o.clusterDir != "" {
+		cgroupRoot = nodeCgroupRoot(o.NodeName)
+	}
 	c := kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                 metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
 		EnableServer:             ptr.To(true),
@@ -85,7 +89,7 @@ func (o Options) kubeletConfig() ([]byte, error) {
 		TLSPrivateKeyFile:        filepath.Join(l.pki, "kubelet-serving.key"),
 		ContainerRuntimeEndpoint: "unix://" + l.containerdSock,
 		CgroupDriver:             "cgroupfs",
-		CgroupRoot:               CgroupRoot,
+		CgroupRoot:               cgroupRoot,
 		CgroupsPerQOS:            ptr.To(true),
 		FailSwapOn:               ptr.To(false),
 		OOMScoreAdj:              ptr.To[int32](0),
@@ -176,8 +180,9 @@ func NodeConfigPath(dir string) string {
 	return filepath.Join(conf, "fastpath.d", "node.json")
 }
 
-// writeFiles writes the configuration files of containerd, the kubelet and CNI.
-func (o Options) writeFiles() error {
+// writeFiles writes the configuration files of containerd, the kubelet and
+// CNI under root: "" on the host, a node's root (nodeRoot) for a node.
+func (o Options) writeFiles(root string) error {
 	l := o.layout()
 	kc, err := o.kubeletConfig()
 	if err != nil {
@@ -192,18 +197,18 @@ func (o Options) writeFiles() error {
 		return err
 	}
 	for _, d := range []string{filepath.Dir(l.containerdConfig), l.kubeletRoot, l.podLogs, l.cniBin, l.cniConf, l.cniIPAM, l.multusCache} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(root+d, 0o755); err != nil {
 			return fmt.Errorf("failed to create %s: %w", d, err)
 		}
 	}
 	for path, data := range map[string][]byte{
 		l.containerdConfig:                         []byte(o.containerdConfig()),
-		l.crictlConfig:                             []byte(fmt.Sprintf("runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n", l.containerdSock, l.containerdSock)),
+		l.crictlConfig:                             []byte(fmt.Sprintf("runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n", o.hostRoot+l.containerdSock, o.hostRoot+l.containerdSock)),
 		l.kubeletConfig:                            kc,
 		filepath.Join(l.cniConf, podNetworkFile):   pn,
 		filepath.Join(l.cniConf, "00-multus.conf"): mc,
 	} {
-		if err := os.WriteFile(path, data, 0o644); err != nil {
+		if err := os.WriteFile(root+path, data, 0o644); err != nil {
 			return fmt.Errorf("failed to write %s: %w", path, err)
 		}
 	}

@@ -138,6 +138,10 @@ func (d *downer) stopProc(name string, grace time.Duration) error {
 }
 
 func (d *downer) run(ctx context.Context) {
+	if len(d.st.Nodes) > 0 || d.st.NodesBridge != "" {
+		d.runNodes(ctx)
+		return
+	}
 	nodeName := d.st.NodeName
 	if nodeName == "" {
 		nodeName = d.o.NodeName

@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,8 +93,20 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 	if io.Timeout == 0 {
 		io.Timeout = 5 * time.Minute
 	}
-	if st, err := runstate.Load[runState](o.layout().state); err == nil && st.KubeVirt {
-		o.KubeVirt = true // Up ran with KubeVirt: the kubelet's root is KubeVirtKubeletRoot
+	st, err := runstate.Load[runState](o.layout().state)
+	if err != nil {
+		return err
+	}
+	if st.KubeVirt || len(st.Nodes) > 0 {
+		o.KubeVirt = true // the kubelet's root is KubeVirtKubeletRoot (a node's own on many)
+	}
+	// Where each node's files are seen from here, by node name.
+	roots := map[string]string{o.NodeName: ""}
+	if len(st.Nodes) > 0 {
+		roots = map[string]string{}
+		for _, n := range st.Nodes {
+			roots[n.Name] = nodeRoot(n)
+		}
 	}
 	c, err := adminClient(o.layout().adminKubeconfig)
 	if err != nil {
@@ -128,18 +142,24 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 		return err
 	}
 	bin, _ := CNIDirs(o.Dir)
-	if err := u.step("agent installed "+filepath.Join(bin, cniinstall.DefaultName), func() error {
-		return u.waitFor(ctx, "the fastpath CNI binary", io.Timeout, func(context.Context) (bool, error) {
-			st, err := os.Stat(filepath.Join(bin, cniinstall.DefaultName))
-			return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0, err
-		})
-	}); err != nil {
-		return err
-	}
-	if err := u.step("FastPathNode "+o.NodeName+" Ready", func() error {
-		return u.waitFor(ctx, "FastPathNode "+o.NodeName+" Ready", io.Timeout, fastPathNodeReady(c, o.NodeName))
-	}); err != nil {
-		return err
+	for _, name := range slices.Sorted(maps.Keys(roots)) {
+		on := ""
+		if len(st.Nodes) > 0 {
+			on = " on " + name
+		}
+		if err := u.step("agent installed "+filepath.Join(bin, cniinstall.DefaultName)+on, func() error {
+			return u.waitFor(ctx, "the fastpath CNI binary"+on, io.Timeout, func(context.Context) (bool, error) {
+				st, err := os.Stat(roots[name] + filepath.Join(bin, cniinstall.DefaultName))
+				return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0, err
+			})
+		}); err != nil {
+			return err
+		}
+		if err := u.step("FastPathNode "+name+" Ready", func() error {
+			return u.waitFor(ctx, "FastPathNode "+name+" Ready", io.Timeout, fastPathNodeReady(c, name))
+		}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(o.Out, "cluster: Fastpath installed in %.1fs (namespace %s)\n", time.Since(total).Seconds(), Namespace)
 	return nil

@@ -95,6 +95,17 @@ type Options struct {
 	// kubevirt-images put in ImagesDir. Empty: the node is laid out for
 	// KubeVirt and nothing more.
 	KubeVirtDir string
+	// Nodes is the number of nodes, 1 (the default: the node is this host)
+	// to MaxNodes (each node in namespaces of its own: nodes.go).
+	Nodes int
+
+	// clusterDir, set in a node's Options (nodeOptions), is the cluster's
+	// Dir: the node's CNI directories are the cluster's paths.
+	clusterDir string
+	// hostRoot, set in a node's Options once its init runs, is the node's /
+	// as the host sees it (nodeRoot): the host reaches the node's
+	// containerd socket through it.
+	hostRoot string
 }
 
 // The node directories KubeVirt hard-codes (Options.KubeVirt).
@@ -159,6 +170,22 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.Nodes < 1 || o.Nodes > MaxNodes {
+		return o, fmt.Errorf("cluster options: Nodes %d: want 1 to %d", o.Nodes, MaxNodes)
+	}
+	if o.Nodes > 1 {
+		if o.PodCIDR.Bits() > 16 {
+			return o, fmt.Errorf("cluster options: PodCIDR %s: a cluster of %d nodes needs a /16 or wider (a /24 per node)", o.PodCIDR, o.Nodes)
+		}
+		if o.PodCIDR.Overlaps(NodesCIDR) || o.ServiceCIDR.Overlaps(NodesCIDR) {
+			return o, fmt.Errorf("cluster options: PodCIDR %s and ServiceCIDR %s must not overlap the nodes' network %s", o.PodCIDR, o.ServiceCIDR, NodesCIDR)
+		}
+		// The control plane's address is the host's on the nodes' bridge.
+		o.NodeIP = hostAddr()
+	}
 	l := o.layout()
 	for _, s := range []string{l.containerdSock, l.kubeletPodResourcesSock()} {
 		if err := runstate.CheckSocketPath(s); err != nil {
@@ -216,6 +243,10 @@ func (o Options) layout() layout {
 	if err != nil { // only when the working directory is gone
 		run = filepath.Join(d, "run")
 	}
+	cni, logs := filepath.Join(d, "cni"), filepath.Join(d, "logs")
+	if o.clusterDir != "" { // a node's: its logs are kept with the cluster's
+		cni, logs = filepath.Join(o.clusterDir, "cni"), filepath.Join(o.clusterDir, "logs", o.NodeName)
+	}
 	kubeletRoot := filepath.Join(run, "kubelet")
 	if o.KubeVirt {
 		kubeletRoot = KubeVirtKubeletRoot
@@ -224,7 +255,7 @@ func (o Options) layout() layout {
 		run:              run,
 		dir:              d,
 		pki:              filepath.Join(d, "pki"),
-		logs:             filepath.Join(d, "logs"),
+		logs:             logs,
 		state:            filepath.Join(d, "state.json"),
 		etcdData:         filepath.Join(d, "etcd"),
 		containerdRoot:   filepath.Join(d, "containerd", "root"),
@@ -236,10 +267,10 @@ func (o Options) layout() layout {
 		kubeletRoot:      kubeletRoot,
 		kubeletConfig:    filepath.Join(d, "kubelet-config.yaml"),
 		podLogs:          filepath.Join(d, "pod-logs"),
-		cniBin:           filepath.Join(d, "cni", "bin"),
-		cniConf:          filepath.Join(d, "cni", "net.d"),
-		cniIPAM:          filepath.Join(d, "cni", "ipam"),
-		multusCache:      filepath.Join(d, "cni", "multus"),
+		cniBin:           filepath.Join(cni, "bin"),
+		cniConf:          filepath.Join(cni, "net.d"),
+		cniIPAM:          filepath.Join(cni, "ipam"),
+		multusCache:      filepath.Join(cni, "multus"),
 		adminKubeconfig:  filepath.Join(d, "kubeconfig"),
 		kubeconfigs:      filepath.Join(d, "kubeconfigs"),
 	}

@@ -142,6 +142,54 @@ func (o Options) writePKI() error {
 			return err
 		}
 	}
+	for _, n := range o.plannedNodes() {
+		if err := o.writeNodePKI(p, n, server); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeNodePKI writes a node's own files of the cluster's PKI into its
+// directory: the CA certificate, the kubelet's serving certificate (its
+// name and address) and its kubeconfig (system:node:<name>, as the Node
+// authorizer and NodeRestriction want), and copies of the kube-proxy and
+// Multus kubeconfigs.
+func (o Options) writeNodePKI(p *pki, n nodeState, server string) error {
+	nl := o.nodeOptions(n).layout()
+	for _, d := range []string{nl.pki, nl.kubeconfigs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("failed to create %s: %w", d, err)
+		}
+	}
+	if err := certutil.WriteCert(filepath.Join(nl.pki, "ca.crt"), p.caPEM); err != nil {
+		return err
+	}
+	np := *p
+	np.dir = nl.pki
+	defer func() { p.serial = np.serial }()
+	if err := np.issue("kubelet-serving", pkix.Name{CommonName: n.Name}, []string{n.Name, "localhost"},
+		[]net.IP{net.IP(n.IP.AsSlice()), net.ParseIP("127.0.0.1")}, x509.ExtKeyUsageServerAuth); err != nil {
+		return err
+	}
+	user := "system:node:" + n.Name
+	crt, key, err := np.sign(pkix.Name{CommonName: user, Organization: []string{"system:nodes"}}, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return fmt.Errorf("failed to encode the key of %s: %w", user, err)
+	}
+	if err := writeKubeconfig(nl.kubeconfig("kubelet"), server, p.caPEM, pemCert(crt), keyPEM, user); err != nil {
+		return err
+	}
+	l := o.layout()
+	for _, c := range []string{"kube-proxy", "multus"} {
+		if err := copyFile(l.kubeconfig(c), nl.kubeconfig(c), 0o600); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -43,6 +43,11 @@ type runState struct {
 	// RootMadeShared: Up made the root mount shared (it was private), and
 	// Down makes it private again.
 	RootMadeShared bool `json:"rootMadeShared,omitempty"`
+	// Nodes are the nodes of a multi-node cluster (Options.Nodes > 1), each
+	// recorded once its init runs; NodesBridge is set once Up is about to
+	// make it.
+	Nodes       []nodeState `json:"nodes,omitempty"`
+	NodesBridge string      `json:"nodesBridge,omitempty"`
 }
 
 // daemon is a process started by Up that outlives it.

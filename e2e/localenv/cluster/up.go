@@ -36,6 +36,16 @@ type Cluster struct {
 	PodCIDR string
 	// Versions of the parts, for the report.
 	Versions map[string]string
+	// Nodes are the names of every node (NodeName is the first).
+	Nodes []string
+}
+
+// nodeNames is "node <name>" or "nodes <a>, <b>".
+func (c *Cluster) nodeNames() string {
+	if len(c.Nodes) > 1 {
+		return "nodes " + strings.Join(c.Nodes, ", ")
+	}
+	return "node " + c.NodeName
 }
 
 // Up starts the cluster and returns when the node is Ready and pods can be
@@ -50,7 +60,11 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	l := o.layout()
 	total := time.Now()
-	fmt.Fprintf(o.Out, "cluster: a REAL single-node Kubernetes cluster (kubelet, containerd, Multus; nothing emulated) in %s\n", o.Dir)
+	if o.Nodes > 1 {
+		fmt.Fprintf(o.Out, "cluster: a REAL Kubernetes cluster of %d nodes (kubelet, containerd, Multus; nothing emulated; each node in its own network, mount, UTS and PID namespaces on this host) in %s\n", o.Nodes, o.Dir)
+	} else {
+		fmt.Fprintf(o.Out, "cluster: a REAL single-node Kubernetes cluster (kubelet, containerd, Multus; nothing emulated) in %s\n", o.Dir)
+	}
 	if o.KubeVirtDir != "" {
 		fmt.Fprintf(o.Out, "cluster: KubeVirt %s from %s (REAL: virt-operator, virt-api, virt-controller, virt-handler, virt-launcher built from source; the guests' CPU is EMULATED by QEMU TCG where the KVM probe cannot boot a guest)\n", filepath.Base(o.KubeVirtDir), o.KubeVirtDir)
 	} else {
@@ -68,7 +82,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		return nil, err
 	}
-	fmt.Fprintf(o.Out, "cluster: up in %.1fs: node %s Ready; export KUBECONFIG=%s\n", time.Since(total).Seconds(), o.NodeName, c.Kubeconfig)
+	fmt.Fprintf(o.Out, "cluster: up in %.1fs: %s Ready; export KUBECONFIG=%s\n", time.Since(total).Seconds(), c.nodeNames(), c.Kubeconfig)
 	return c, nil
 }
 
@@ -144,6 +158,11 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 	if err := runstate.Save(l.state, u.state); err != nil {
 		return nil, err
 	}
+	if o.Nodes > 1 { // first: the control plane's address is on it
+		if err := u.step(fmt.Sprintf("bridge %s %s (the nodes' network; the control plane at %s)", NodesBridge, NodesCIDR, hostAddr()), u.nodesBridge); err != nil {
+			return nil, err
+		}
+	}
 	if err := u.step("certificates (one CA) and kubeconfigs", o.writePKI); err != nil {
 		return nil, err
 	}
@@ -195,18 +214,60 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if o.KubeVirt {
-		if err := u.step("kubelet root "+KubeVirtKubeletRoot+" and "+KubeVirtRunDir+" as shared mounts (KubeVirt)", u.kubevirtMounts); err != nil {
+	if o.Nodes > 1 {
+		if err := u.upNodes(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := u.upHostNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := u.step("default ServiceAccount and kube-root-ca.crt (pods can be created)", func() error {
+		return u.waitFor(ctx, "the default ServiceAccount", time.Minute, func(ctx context.Context) (bool, error) {
+			if err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
+				return false, err
+			}
+			err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{})
+			return err == nil, err
+		})
+	}); err != nil {
+		return nil, err
+	}
+	if o.KubeVirtDir != "" {
+		if err := u.deployKubeVirt(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if err := u.step("CNI: bridge+host-local (MTU 1500) under Multus thin, in "+filepath.Dir(l.cniConf), func() error {
-		if err := o.writeFiles(); err != nil {
+	nodeName, nodeIP, names := o.NodeName, o.NodeIP.String(), []string{o.NodeName}
+	if len(u.state.Nodes) > 0 {
+		nodeName, nodeIP, names = u.state.Nodes[0].Name, u.state.Nodes[0].IP.String(), nil
+		for _, n := range u.state.Nodes {
+			names = append(names, n.Name)
+		}
+	}
+	return &Cluster{
+		Kubeconfig: l.adminKubeconfig, NodeName: nodeName, NodeIP: nodeIP,
+		CNIBinDir: l.cniBin, CNIConfDir: l.cniConf, PodCIDR: o.PodCIDR.Masked().String(),
+		Versions: versions(o.BinDir), Nodes: names,
+	}, nil
+}
+
+// upHostNode brings up the one node of a one-node cluster on this host:
+// CNI, containerd, the images, the kubelet and kube-proxy.
+func (u *upper) upHostNode(ctx context.Context) error {
+	o, l := u.o, u.l
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+	if o.KubeVirt {
+		if err := u.step("kubelet root "+KubeVirtKubeletRoot+" and "+KubeVirtRunDir+" as shared mounts (KubeVirt)", u.kubevirtMounts); err != nil {
 			return err
 		}
-		return o.installCNIBinaries()
+	}
+	if err := u.step("CNI: bridge+host-local (MTU 1500) under Multus thin, in "+filepath.Dir(l.cniConf), func() error {
+		if err := o.writeFiles(""); err != nil {
+			return err
+		}
+		return o.installCNIBinaries("")
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := u.step("containerd (own root, state and socket; cgroupfs, overlayfs)", func() error {
 		env := []string{"FASTPATH_NODE_CONFIG=" + NodeConfigPath(o.Dir)}
@@ -223,12 +284,12 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 			return err == nil, err
 		})
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := u.step("images from "+o.ImagesDir+" into containerd", func() error {
 		return o.importImages(ctx)
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := u.step("kubelet (cgroupfs under "+CgroupRoot+", node "+o.NodeName+" Ready)", func() error {
 		sys, err := readSysctls()
@@ -249,7 +310,7 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		if err := runstate.Save(l.state, u.state); err != nil {
 			return err
 		}
-		if err := createCgroupRoot(); err != nil {
+		if err := createCgroupRoot(CgroupRoot); err != nil {
 			return err
 		}
 		if err := u.start("kubelet", []string{bin("kubelet"),
@@ -261,7 +322,7 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		}
 		return u.waitFor(ctx, "node "+o.NodeName+" Ready", 3*time.Minute, nodeReady(u.c, o.NodeName))
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := u.step("kube-proxy (nftables)", func() error {
 		if err := u.start("kube-proxy", []string{bin("kube-proxy"),
@@ -277,29 +338,9 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		}
 		return u.waitFor(ctx, "kube-proxy /healthz", time.Minute, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ProxyHealthzPort)))
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := u.step("default ServiceAccount and kube-root-ca.crt (pods can be created)", func() error {
-		return u.waitFor(ctx, "the default ServiceAccount", time.Minute, func(ctx context.Context) (bool, error) {
-			if err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
-				return false, err
-			}
-			err := u.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{})
-			return err == nil, err
-		})
-	}); err != nil {
-		return nil, err
-	}
-	if o.KubeVirtDir != "" {
-		if err := u.deployKubeVirt(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return &Cluster{
-		Kubeconfig: l.adminKubeconfig, NodeName: o.NodeName, NodeIP: o.NodeIP.String(),
-		CNIBinDir: l.cniBin, CNIConfDir: l.cniConf, PodCIDR: o.PodCIDR.Masked().String(),
-		Versions: versions(o.BinDir),
-	}, nil
+	return nil
 }
 
 func (o Options) apiserverArgs(exe string) []string {
@@ -408,15 +449,15 @@ func nodeReady(c client.Client, name string) func(context.Context) (bool, error)
 // installCNIBinaries copies the reference plugins the pod network and the
 // fastpath NADs use (bridge, host-local, loopback for the runtime) from
 // Debian's containernetworking-plugins and Multus's thin plugin into the
-// cluster's CNI bin directory.
-func (o Options) installCNIBinaries() error {
+// cluster's CNI bin directory, under root ("" or a node's root).
+func (o Options) installCNIBinaries(root string) error {
 	l := o.layout()
 	srcs := map[string]string{"multus": filepath.Join(o.BinDir, "multus")}
 	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
 		srcs[p] = filepath.Join(DebianCNIDir, p)
 	}
 	for name, src := range srcs {
-		if err := copyFile(src, filepath.Join(l.cniBin, name), 0o755); err != nil {
+		if err := copyFile(src, root+filepath.Join(l.cniBin, name), 0o755); err != nil {
 			return err
 		}
 	}
@@ -426,7 +467,7 @@ func (o Options) installCNIBinaries() error {
 // createCgroupRoot makes CgroupRoot in every cgroup v1 hierarchy (the
 // kubelet wants it to exist), with cpuset's CPUs and memory nodes copied from
 // the root (a new v1 cpuset cgroup starts with none).
-func createCgroupRoot() error {
+func createCgroupRoot(root string) error {
 	ents, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
 		return fmt.Errorf("failed to list the cgroup hierarchies: %w", err)
@@ -436,21 +477,26 @@ func createCgroupRoot() error {
 		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil || e.Name() == "unified" {
 			continue // not a v1 hierarchy
 		}
-		p := filepath.Join(h, CgroupRoot)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return fmt.Errorf("failed to create cgroup %s: %w", p, err)
-		}
-		if e.Name() != "cpuset" {
-			continue
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			b, err := os.ReadFile(filepath.Join(h, f))
-			if err != nil {
-				return fmt.Errorf("failed to read %s: %w", filepath.Join(h, f), err)
+		// Each level from the hierarchy's root down: a new v1 cpuset cgroup
+		// starts with no CPUs and memory nodes, and takes its parent's.
+		parent := h
+		for _, part := range strings.Split(strings.Trim(root, "/"), "/") {
+			p := filepath.Join(parent, part)
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return fmt.Errorf("failed to create cgroup %s: %w", p, err)
 			}
-			if err := os.WriteFile(filepath.Join(p, f), b, 0o644); err != nil {
-				return fmt.Errorf("failed to write %s: %w", filepath.Join(p, f), err)
+			if e.Name() == "cpuset" {
+				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+					b, err := os.ReadFile(filepath.Join(parent, f))
+					if err != nil {
+						return fmt.Errorf("failed to read %s: %w", filepath.Join(parent, f), err)
+					}
+					if err := os.WriteFile(filepath.Join(p, f), b, 0o644); err != nil {
+						return fmt.Errorf("failed to write %s: %w", filepath.Join(p, f), err)
+					}
+				}
 			}
+			parent = p
 		}
 	}
 	return nil
@@ -504,7 +550,7 @@ func (o Options) preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("make cluster needs root (containerd, the kubelet, cgroups, network namespaces)")
 	}
-	if o.KubeVirt { // before anything starts: a failed Up's Down would touch the other cluster's cgroups
+	if o.KubeVirt && o.Nodes == 1 { // before anything starts: a failed Up's Down would touch the other cluster's cgroups
 		for _, dir := range []string{KubeVirtKubeletRoot, KubeVirtRunDir} {
 			if _, err := os.Lstat(dir); err == nil {
 				return fmt.Errorf("%s exists (another kubelet's or KubeVirt's, or a cluster not brought down?): this cluster's KubeVirt needs it as its own; make cluster-down, remove it, or bring the cluster up without KUBEVIRT=1", dir)
