@@ -48,8 +48,12 @@ func (u *upper) deployKubeVirt(ctx context.Context) error {
 	o := u.o
 	version := filepath.Base(o.KubeVirtDir)
 	operatorYAML := filepath.Join(o.KubeVirtDir, "kubevirt-operator.yaml")
-	if err := u.step("node "+o.NodeName+" labelled "+ControlPlaneLabel+" (as kubeadm does)", func() error {
-		return labelControlPlane(ctx, u.c, o.NodeName)
+	cp := o.NodeName
+	if len(u.state.Nodes) > 0 { // the first node, as kind's control-plane node
+		cp = u.state.Nodes[0].Name
+	}
+	if err := u.step("node "+cp+" labelled "+ControlPlaneLabel+" (as kubeadm does)", func() error {
+		return labelControlPlane(ctx, u.c, cp)
 	}); err != nil {
 		return err
 	}
@@ -171,11 +175,38 @@ func configureKubeVirt(kv *kubevirtv1.KubeVirt, emulation bool) {
 	}
 	dc := kv.Spec.Configuration.DeveloperConfiguration
 	dc.UseEmulation = emulation
+	if emulation {
+		kv.Spec.Configuration.ObsoleteCPUModels = emulationObsoleteCPUModels()
+	}
 	for _, g := range KubeVirtFeatureGates {
 		if !slices.Contains(dc.FeatureGates, g) {
 			dc.FeatureGates = append(dc.FeatureGates, g)
 		}
 	}
+}
+
+// defaultObsoleteCPUModels is virt-handler's node labeller's list of
+// obsolete x86 CPU models, used when the CR sets none
+// (pkg/virt-handler/node-labeller/util DefaultObsoleteCPUModels, v1.7.0).
+var defaultObsoleteCPUModels = []string{
+	"486", "pentium", "pentium2", "pentium3", "pentiumpro", "coreduo", "n270", "core2duo", "Conroe",
+	"athlon", "phenom", "qemu64", "qemu32", "kvm64", "kvm32", "Opteron_G1", "Opteron_G2",
+}
+
+// emulationObsoleteCPUModels is defaultObsoleteCPUModels (with their -v1
+// aliases) without kvm64: under TCG libvirt's host model is kvm64, and the
+// labeller leaves an obsolete model out of the cpu-model-migration labels
+// while a host-model VMI's migration target requires
+// cpu-model-migration.node.kubevirt.io/<host model>: with kvm64 obsolete,
+// no node can ever take a migrating VMI.
+func emulationObsoleteCPUModels() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range defaultObsoleteCPUModels {
+		if c != "kvm64" {
+			m[c], m[c+"-v1"] = true, true
+		}
+	}
+	return m
 }
 
 // deploymentReady is true once the Deployment has all its replicas ready;

@@ -38,6 +38,12 @@ spec:
 	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.FeatureGates).To(Equal([]string{"HotplugVolumes", "VSOCK"}), "no gate twice")
 	g.Expect(string(kv.Spec.ImagePullPolicy)).To(Equal("IfNotPresent"), "local images are never pulled")
 	g.Expect(*kv.Spec.Infra.Replicas).To(BeEquivalentTo(1))
+	obsolete := kv.Spec.Configuration.ObsoleteCPUModels
+	g.Expect(obsolete).NotTo(HaveKey("kvm64"), "TCG's host model: a migration target must be able to carry its label")
+	g.Expect(obsolete).NotTo(HaveKey("kvm64-v1"))
+	g.Expect(obsolete).To(HaveKey("qemu64"))
+	g.Expect(obsolete).To(HaveKey("486-v1"))
+	g.Expect(obsolete).To(HaveLen(2*(len(defaultObsoleteCPUModels)-1)), "the labeller's defaults, kvm64 aside")
 
 	configureKubeVirt(kv, false)
 	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.UseEmulation).To(BeFalse())

@@ -62,6 +62,47 @@ func Import(ctx context.Context, address, dir string, out io.Writer, names ...st
 			return fmt.Errorf("failed to import %s into containerd %s: %w", archive, address, err)
 		}
 	}
+	return tagDigests(ctx, address, out)
+}
+
+// tagDigests gives every imported image <repository>:<tag> the name
+// <repository>@<digest> of its manifest too, as a pull from a registry
+// records it: the CRI then reports that name as the containers' imageID
+// (not the bare config digest), and what pins an image by it finds it on
+// every node that imported the same archive. KubeVirt does: a migration's
+// target pod asks for the source's kernel-boot and container-disk images
+// by the digest the source pod ran.
+func tagDigests(ctx context.Context, address string, out io.Writer) error {
+	ls, err := exec.CommandContext(ctx, "ctr", "--address", address, "-n", CRINamespace, "images", "ls").Output()
+	if err != nil {
+		return fmt.Errorf("failed to list the images of containerd %s: %w", address, err)
+	}
+	have := map[string]bool{}
+	var tags [][2]string
+	for _, line := range strings.Split(string(ls), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[2], "sha256:") {
+			continue
+		}
+		have[f[0]] = true
+		// <repository>:<tag>, the tag after the last path element's colon
+		// (a registry's host:port has one too).
+		i := strings.LastIndex(f[0], ":")
+		if strings.Contains(f[0], "@") || i < 0 || strings.Contains(f[0][i:], "/") {
+			continue
+		}
+		tags = append(tags, [2]string{f[0], f[0][:i] + "@" + f[2]})
+	}
+	for _, t := range tags {
+		if have[t[1]] {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, "ctr", "--address", address, "-n", CRINamespace, "images", "tag", t[0], t[1])
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("failed to name %s %s in containerd %s: %w", t[0], t[1], address, err)
+		}
+	}
 	return nil
 }
 
