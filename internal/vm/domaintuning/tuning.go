@@ -164,7 +164,17 @@ func deref(p *int32) int32 {
 // Diff names the fields in which running differs from i, as
 // "mtu 1500, running 9000; tso On, running Off" (i's value first, then
 // running's), or "" when they are equal. Every field of Interface counts.
+//
+// An offload left unset ("") on either side counts as On: the domain hook
+// then leaves the libvirt attribute out, and QEMU's virtio-net properties
+// default to on, as the API defaults every offload to On. So a VMI that
+// started before an offload existed (its annotation lacks the key) does not
+// differ from a template that now sets it On, and an upgrade that adds an
+// offload to wellknown.Offloads makes no running VM RestartRequired.
 func (i Interface) Diff(running Interface) string {
+	on := v1alpha1.AllOffloads(v1alpha1.OffloadOn)
+	i.Offloads.FillFrom(on)
+	running.Offloads.FillFrom(on)
 	if i == running {
 		return ""
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // designExample is the annotation of docs/design.md §3.1, compacted.
@@ -99,5 +100,25 @@ func TestInterfaceDiff(t *testing.T) {
 	running.Queues, running.Offloads.GRO = 2, v1alpha1.OffloadOff
 	if d, w := want.Diff(running), "queues 4, running 2; gro On, running Off"; d != w {
 		t.Errorf("Diff = %q, want %q", d, w)
+	}
+}
+
+// A VMI started before an offload existed carries an annotation without its
+// key; the template now sets it On, the default. That is no difference (no
+// RestartRequired after an upgrade), while an explicit Off still is one.
+func TestInterfaceDiffUnsetOffloadIsOn(t *testing.T) {
+	g := gomega.NewWithT(t)
+	spec := v1alpha1.DefaultAttachmentSpec(v1alpha1.FastPathAttachmentSpec{
+		Network: &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+	})
+	want := FromNetworkSpec(*spec.Network)
+	g.Expect(want.Offloads).To(gomega.Equal(v1alpha1.AllOffloads(v1alpha1.OffloadOn)))
+	for _, row := range wellknown.Offloads {
+		old := want
+		*old.Offloads.Offload(row.Name) = ""
+		g.Expect(want.Diff(old)).To(gomega.BeEmpty(), "running annotation without %s", row.Name)
+		g.Expect(old.Diff(want)).To(gomega.BeEmpty(), "template without %s", row.Name)
+		*old.Offloads.Offload(row.Name) = v1alpha1.OffloadOff
+		g.Expect(want.Diff(old)).To(gomega.Equal(row.Name + " On, running Off"))
 	}
 }
