@@ -22,6 +22,18 @@ func TestOffloadTableRowsAreComplete(t *testing.T) {
 		g.Expect(len(row.Host)+len(row.Guest)).To(BeNumerically(">", 0), "offload %s sets no libvirt attribute", row.Name)
 		g.Expect(row.Summary).NotTo(BeEmpty())
 	}
+	// A libvirt attribute or an ethtool feature belongs to one offload: two
+	// rows switching it would fight over it.
+	owner := map[string]string{}
+	for _, row := range wellknown.Offloads {
+		for kind, names := range map[string][]string{"host": row.Host, "guest": row.Guest, "ethtool": row.Ethtool} {
+			for _, n := range names {
+				key := kind + " " + n
+				g.Expect(owner).NotTo(HaveKey(key), "%s is switched by %s and %s", key, owner[key], row.Name)
+				owner[key] = row.Name
+			}
+		}
+	}
 	g.Expect(wellknown.OffloadNames()).To(Equal([]string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}))
 }
 

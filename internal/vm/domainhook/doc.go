@@ -47,30 +47,19 @@
 // guest_tso4, guest_tso6, guest_ecn (libvirt formatdomain "Setting NIC
 // driver-specific options"; QEMU hw/net/virtio-net.c virtio_net_properties).
 //
-//	tuning      libvirt                   virtio feature bits               in a Linux guest (ethtool -k)
-//	txChecksum  host csum, guest csum     CSUM, GUEST_CSUM                  tx-checksumming, rx-checksumming
-//	tso         host tso4, tso6, ecn      HOST_TSO4, HOST_TSO6, HOST_ECN    tcp-segmentation-offload (tx)
-//	gso         host gso                  GSO (legacy "any GSO type")       TSO on legacy/transitional drivers only
-//	gro         guest tso4, tso6, ecn     GUEST_TSO4, GUEST_TSO6, GUEST_ECN rx-gro-hw: large TCP segments delivered unsplit
-//
-// txChecksum sets both directions because on a same-node link the sender's
-// partial checksum is only free if the receiving guest accepts it: without
-// GUEST_CSUM the host computes every checksum before delivery. gro maps to the
-// guest TSO bits because they are what lets a 64 KiB segment from a TSO sender
-// (or one GRO built on the host) reach the receiving guest without being cut
-// to MTU size; Linux's virtio_net reports them as NETIF_F_GRO_HW. Software
-// GRO and GSO inside the guest are guest kernel features with no virtio bit.
-// QEMU offers the GSO bit to legacy drivers only (virtio_net_class_init:
-// legacy_features), so KubeVirt's default virtio-non-transitional model never
-// sees it. ufo and mrg_rxbuf are left to QEMU's defaults (UFO was removed from
-// Linux in 4.14 and survives only for old guests; mergeable rx buffers are on
-// by default, which jumbo frames want).
+// Which attributes an offload sets is its row of wellknown.Offloads (Host,
+// Guest); docs/domain-hook.md ("Offloads") has the table with the virtio
+// feature bits and what a Linux guest shows, and why each offload maps as it
+// does. The hook writes the attributes in libvirt's own order
+// (libvirtAttrOrder). ufo and mrg_rxbuf are left to QEMU's defaults (UFO was
+// removed from Linux in 4.14 and survives only for old guests; mergeable rx
+// buffers are on by default, which jumbo frames want).
 //
 // The virtio specification (1.2 §5.1.3.1) makes HOST_TSO*, HOST_ECN and GSO
-// depend on CSUM and GUEST_TSO* on GUEST_CSUM. The hook writes what the tuning
-// says and reports, on stderr, combinations the guest will ignore (tso, gso or
-// gro On with txChecksum Off) and the legacy GSO bit re-enabling TSO (gso On
-// with tso Off).
+// depend on CSUM and GUEST_TSO* on GUEST_CSUM (virtioNeeds). The hook writes
+// what the tuning says and reports, on stderr, an offload On whose attributes
+// need one another offload sets Off (the guest ignores it), and the legacy GSO
+// bit re-enabling TSO (gso On with tso Off).
 //
 // # Checks
 //

@@ -42,6 +42,28 @@ var libvirtAttrOrder = []offloadTarget{
 	{"guest", "csum"}, {"guest", "tso4"}, {"guest", "tso6"}, {"guest", "ecn"}, {"guest", "ufo"},
 }
 
+// virtioFeature is the virtio-net feature bit behind each libvirt offload
+// attribute (libvirt formatdomain; QEMU hw/net/virtio-net.c
+// virtio_net_properties; virtio 1.2 §5.1.3).
+var virtioFeature = map[offloadTarget]string{
+	{"host", "csum"}: "CSUM", {"host", "gso"}: "GSO", {"host", "tso4"}: "HOST_TSO4", {"host", "tso6"}: "HOST_TSO6",
+	{"host", "ecn"}: "HOST_ECN", {"host", "ufo"}: "HOST_UFO", {"host", "mrg_rxbuf"}: "MRG_RXBUF",
+	{"guest", "csum"}: "GUEST_CSUM", {"guest", "tso4"}: "GUEST_TSO4", {"guest", "tso6"}: "GUEST_TSO6",
+	{"guest", "ecn"}: "GUEST_ECN", {"guest", "ufo"}: "GUEST_UFO",
+}
+
+// virtioNeeds maps an offload attribute to the checksum attribute without
+// which its feature bit has no effect (virtio 1.2 §5.1.3.1: HOST_TSO4/6 and
+// HOST_UFO require CSUM, HOST_ECN requires HOST_TSO4 or HOST_TSO6 and so
+// CSUM, and the same on the guest side with GUEST_CSUM; the legacy GSO bit is
+// honoured by Linux's virtio_net only with CSUM, virtnet_probe).
+var virtioNeeds = map[offloadTarget]offloadTarget{
+	{"host", "gso"}: {"host", "csum"}, {"host", "tso4"}: {"host", "csum"}, {"host", "tso6"}: {"host", "csum"},
+	{"host", "ecn"}: {"host", "csum"}, {"host", "ufo"}: {"host", "csum"},
+	{"guest", "tso4"}: {"guest", "csum"}, {"guest", "tso6"}: {"guest", "csum"},
+	{"guest", "ecn"}: {"guest", "csum"}, {"guest", "ufo"}: {"guest", "csum"},
+}
+
 // offloadSettings returns the libvirt attributes o switches, in
 // libvirtAttrOrder, each with the name of the offload (a row of
 // wellknown.Offloads, whose Host and Guest name its attributes) that sets it
@@ -314,21 +336,53 @@ func (ed *editor) tuneInterface(iface *etree.Element, network string, t domaintu
 }
 
 // warnOffloadDependencies reports offload combinations the virtio feature
-// rules (virtio 1.2 §5.1.3.1) make ineffective in the guest.
+// rules (virtio 1.2 §5.1.3.1) make ineffective in the guest: an attribute
+// set on whose virtioNeeds attribute another offload sets off, e.g.
+// "offloads.tso On has no effect with txChecksum Off (virtio: HOST_TSO4,
+// HOST_TSO6, HOST_ECN need CSUM)", one warning per pair of offloads in
+// wellknown.Offloads order. The pairs come from the table's Host and Guest
+// attributes, so a new offload row needs no line here. Unset offloads are
+// left to QEMU (on) and never warned about.
 func (ed *editor) warnOffloadDependencies(alias, field string, o domaintuning.Offloads) {
-	on, off := v1alpha1.OffloadOn, v1alpha1.OffloadOff
-	if o.TXChecksum == off {
-		for _, d := range []struct {
-			name  string
-			state v1alpha1.OffloadState
-			needs string
-		}{{"tso", o.TSO, "HOST_TSO4/6 need CSUM"}, {"gso", o.GSO, "GSO needs CSUM"}, {"gro", o.GRO, "GUEST_TSO4/6 need GUEST_CSUM"}} {
-			if d.state == on {
-				ed.warnf("Interface %s: %s.offloads.%s On has no effect with txChecksum Off (virtio: %s)", alias, field, d.name, d.needs)
-			}
+	settings := offloadSettings(o)
+	byTarget := map[offloadTarget]offloadSetting{}
+	for _, s := range settings {
+		byTarget[s.Target] = s
+	}
+	type pair struct{ offload, needs string }
+	bits := map[pair][]string{}
+	needBit := map[pair]string{}
+	for _, s := range settings {
+		need, ok := virtioNeeds[s.Target]
+		if !ok || s.Value != "on" {
+			continue
+		}
+		if n, ok := byTarget[need]; ok && n.Value == "off" && n.Offload != s.Offload {
+			p := pair{s.Offload, n.Offload}
+			bits[p] = append(bits[p], virtioFeature[s.Target])
+			needBit[p] = virtioFeature[need]
 		}
 	}
-	if o.GSO == on && o.TSO == off {
+	names := wellknown.OffloadNames()
+	pairs := make([]pair, 0, len(bits))
+	for p := range bits {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if c := slices.Index(names, a.offload) - slices.Index(names, b.offload); c != 0 {
+			return c
+		}
+		return slices.Index(names, a.needs) - slices.Index(names, b.needs)
+	})
+	for _, p := range pairs {
+		verb := "needs"
+		if len(bits[p]) > 1 {
+			verb = "need"
+		}
+		ed.warnf("Interface %s: %s.offloads.%s On has no effect with %s Off (virtio: %s %s %s)",
+			alias, field, p.offload, p.needs, strings.Join(bits[p], ", "), verb, needBit[p])
+	}
+	if o.GSO == v1alpha1.OffloadOn && o.TSO == v1alpha1.OffloadOff {
 		ed.warnf("Interface %s: %s.offloads.gso On with tso Off lets a legacy (transitional) virtio driver use TSO through the GSO bit", alias, field)
 	}
 }

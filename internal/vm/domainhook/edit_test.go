@@ -72,9 +72,9 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		wantGuest:  map[string]string{"csum": "off", "tso4": "on", "tso6": "on", "ecn": "on"},
 		wantMTU:    map[string]string{"size": "9000"},
 		wantWarn: []string{
-			"offloads.tso On has no effect with txChecksum Off (virtio: HOST_TSO4/6 need CSUM)",
+			"offloads.tso On has no effect with txChecksum Off (virtio: HOST_TSO4, HOST_TSO6, HOST_ECN need CSUM)",
 			"offloads.gso On has no effect with txChecksum Off (virtio: GSO needs CSUM)",
-			"offloads.gro On has no effect with txChecksum Off (virtio: GUEST_TSO4/6 need GUEST_CSUM)",
+			"offloads.gro On has no effect with txChecksum Off (virtio: GUEST_TSO4, GUEST_TSO6, GUEST_ECN need GUEST_CSUM)",
 		},
 	}, {
 		name:       "legacy GSO bit without TSO is reported",

@@ -33,3 +33,16 @@ func TestEveryOffloadAttributeIsWritten(t *testing.T) {
 		{offloadTarget{"guest", "ecn"}, wellknown.OffloadGRO, "off"},
 	}))
 }
+
+// Every attribute the edit writes has its virtio feature bit for messages,
+// and every dependency names attributes the edit writes.
+func TestVirtioDependenciesNameWrittenAttributes(t *testing.T) {
+	g := NewWithT(t)
+	for _, a := range libvirtAttrOrder {
+		g.Expect(virtioFeature).To(HaveKey(a))
+	}
+	g.Expect(virtioFeature).To(HaveLen(len(libvirtAttrOrder)))
+	for a, need := range virtioNeeds {
+		g.Expect(libvirtAttrOrder).To(ContainElements(a, need))
+	}
+}
