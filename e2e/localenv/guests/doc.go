@@ -23,8 +23,8 @@
 //
 // The guest reports from inside (hack/guest/init): one console line per NIC
 // with what its virtio-net driver got (MTU, ethtool -g rx/tx ring sizes,
-// ethtool -l combined queues, ethtool -k TSO, the DHCP address), then a
-// ready line; a virtio-serial port (flow-controlled, unlike a UART) is a
+// ethtool -l combined queues, ethtool -k TSO, the DHCP address) and one with
+// every top-level ethtool -k feature (NIC.Features), then a ready line; a virtio-serial port (flow-controlled, unlike a UART) is a
 // control channel that runs commands in the guest (Guest.Run): ping, netperf, socat. Guest.ServeSink,
 // Guest.Stream and CompareStreams time byte streams between guests (dd into
 // socat, ended by the sink's count of what arrived) over vsock or TCP, the

@@ -118,7 +118,10 @@ func TestRunHookAsTheSidecarShim(t *testing.T) {
 func TestParseConsole(t *testing.T) {
 	g := NewWithT(t)
 	console := "[    1.0] noise\r\nFPGUEST db-0 eth0 mac 02:00:00:00:00:01 mtu 1500 rx 256 tx 256 queues 2 tso on ip 10.0.2.2/24\r\n" +
-		"FPGUEST db-0 eth1 mac 02:00:00:00:00:02 mtu 9000 rx 1024 tx 256 queues 2 tso on ip 10.250.0.10/24\n"
+		"FPGUEST db-0 eth1 mac 02:00:00:00:00:02 mtu 9000 rx 1024 tx 256 queues 2 tso on ip 10.250.0.10/24\n" +
+		"FPGUEST-FEATURES db-1 eth1 rx-checksumming=off\n" +
+		"FPGUEST-FEATURES db-0 eth1 rx-checksumming=on tx-checksumming=off rx-gro-hw=off\n" +
+		"FPGUEST-VIRTIO db-0 eth1 1010010\n"
 	nics, _, ready, err := ParseConsole(console, "db-0")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ready).To(BeFalse(), "no ready line yet")
@@ -128,10 +131,23 @@ func TestParseConsole(t *testing.T) {
 	g.Expect(ready).To(BeTrue())
 	g.Expect(uptime).To(Equal(4520 * time.Millisecond))
 	g.Expect(nics).To(HaveLen(2))
-	g.Expect(nics[1]).To(Equal(NIC{Name: "eth1", MAC: "02:00:00:00:00:02", MTU: 9000, RX: 1024, TX: 256, Queues: 2, TSO: "on", IP: "10.250.0.10/24"}))
+	g.Expect(nics[0].Features).To(BeNil(), "eth0 printed no features line")
+	g.Expect(nics[1]).To(Equal(NIC{Name: "eth1", MAC: "02:00:00:00:00:02", MTU: 9000, RX: 1024, TX: 256, Queues: 2, TSO: "on", IP: "10.250.0.10/24",
+		Features: map[string]string{"rx-checksumming": "on", "tx-checksumming": "off", "rx-gro-hw": "off"}, Virtio: "1010010"}))
+	for bit, want := range map[int]bool{0: true, 1: false, 5: true} {
+		on, known := nics[1].VirtioFeature(bit)
+		g.Expect(known).To(BeTrue())
+		g.Expect(on).To(Equal(want), "bit %d", bit)
+	}
+	_, known := nics[1].VirtioFeature(64)
+	g.Expect(known).To(BeFalse())
 	g.Expect(nics[1].Line("db-0")).To(Equal("guest db-0: eth1 mtu 9000 rx 1024 tx 256 queues 2 tso on"))
 	_, _, _, err = ParseConsole("FPGUEST-ERROR insmod virtio_net.ko\n", "db-0")
 	g.Expect(err).To(MatchError(ContainSubstring("insmod virtio_net.ko")))
 	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu x rx 1 tx 1 queues 1 tso on ip none\n", "db-0")
 	g.Expect(err).To(MatchError(ContainSubstring(`malformed mtu "x"`)))
+	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu 1 rx 1 tx 1 queues 1 tso on ip none\nFPGUEST-FEATURES db-0 eth0 rx-checksumming:on\n", "db-0")
+	g.Expect(err).To(MatchError(ContainSubstring(`malformed feature "rx-checksumming:on"`)))
+	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu 1 rx 1 tx 1 queues 1 tso on ip none\nFPGUEST-VIRTIO db-0 eth0 10x1\n", "db-0")
+	g.Expect(err).To(MatchError(ContainSubstring(`malformed virtio feature bits "10x1"`)))
 }

@@ -88,6 +88,15 @@ type NIC struct {
 	MTU, RX, TX, Queues int
 	// TSO is "on" or "off" (tcp-segmentation-offload).
 	TSO string
+	// Features are the guest's ethtool -k features (the top-level lines,
+	// e.g. "rx-checksumming"), each "on" or "off"; nil when the guest
+	// printed no FPGUEST-FEATURES line for the NIC.
+	Features map[string]string
+	// Virtio are the virtio feature bits the guest's driver negotiated
+	// with the device (/sys/class/net/<if>/device/features: '0' or '1'
+	// per bit, bit 0 first); "" when the guest printed no FPGUEST-VIRTIO
+	// line for the NIC. See VirtioFeature.
+	Virtio string
 	// IP is the address DHCP gave it ("none" when it got none).
 	IP string
 }
@@ -95,6 +104,16 @@ type NIC struct {
 // Line is the demo's proof line: "guest <vm>: <ifname> mtu <N> rx <N> tx <N> queues <N> tso <on|off>".
 func (n NIC) Line(vm string) string {
 	return fmt.Sprintf("guest %s: %s mtu %d rx %d tx %d queues %d tso %s", vm, n.Name, n.MTU, n.RX, n.TX, n.Queues, n.TSO)
+}
+
+// VirtioFeature reports whether the guest negotiated virtio feature bit
+// (virtio 1.2 §5.1.3, e.g. 1 for VIRTIO_NET_F_GUEST_CSUM); known is false
+// when the guest did not report its bits.
+func (n NIC) VirtioFeature(bit int) (on, known bool) {
+	if bit < 0 || bit >= len(n.Virtio) {
+		return false, false
+	}
+	return n.Virtio[bit] == '1', true
 }
 
 // Guest is a running real guest.
@@ -311,8 +330,10 @@ func (g *Guest) waitReady(ctx context.Context, consoleLog string, offset int64, 
 
 // ParseConsole reads the guest's report lines from its console output:
 // "FPGUEST <vm> <if> mac <mac> mtu <N> rx <N> tx <N> queues <N> tso <s> ip <cidr>"
-// per NIC and "FPGUEST-READY <vm> <uptime seconds>". ready is false until
-// the ready line is there; an "FPGUEST-ERROR" line is an error.
+// per NIC, followed by "FPGUEST-FEATURES <vm> <if> <feature>=<on|off> ..."
+// and "FPGUEST-VIRTIO <vm> <if> <bits>", and "FPGUEST-READY <vm> <uptime
+// seconds>". ready is false until the ready
+// line is there; an "FPGUEST-ERROR" line is an error.
 func ParseConsole(console, vm string) (nics []NIC, uptime time.Duration, ready bool, err error) {
 	for _, line := range strings.Split(console, "\n") {
 		line = strings.TrimSpace(strings.TrimRight(line, "\r"))
@@ -349,6 +370,30 @@ func ParseConsole(console, vm string) (nics []NIC, uptime time.Duration, ready b
 				*dst = v
 			}
 			nics = append(nics, n)
+		case "FPGUEST-FEATURES":
+			if len(f) < 3 || f[1] != vm || len(nics) == 0 || nics[len(nics)-1].Name != f[2] {
+				continue
+			}
+			n := &nics[len(nics)-1]
+			n.Features = map[string]string{}
+			for _, kv := range f[3:] {
+				name, state, ok := strings.Cut(kv, "=")
+				if !ok || (state != "on" && state != "off") {
+					return nil, 0, false, fmt.Errorf("malformed feature %q in %q", kv, line)
+				}
+				n.Features[name] = state
+			}
+		case "FPGUEST-VIRTIO":
+			if len(f) != 4 || f[1] != vm || len(nics) == 0 || nics[len(nics)-1].Name != f[2] {
+				continue
+			}
+			if strings.Trim(f[3], "01") != "" {
+				if f[3] == "unknown" {
+					continue
+				}
+				return nil, 0, false, fmt.Errorf("malformed virtio feature bits %q in %q", f[3], line)
+			}
+			nics[len(nics)-1].Virtio = f[3]
 		}
 	}
 	return nil, 0, false, nil

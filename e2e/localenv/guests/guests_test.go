@@ -198,6 +198,8 @@ func TestRealGuests(t *testing.T) {
 			g.Expect(n.TX).To(Equal(256))
 			g.Expect(n.Queues).To(Equal(2))
 			g.Expect(n.TSO).To(Equal("on"))
+			g.Expect(n.Features).To(And(HaveKeyWithValue("tcp-segmentation-offload", "on"), HaveKeyWithValue("tx-checksumming", "on"),
+				HaveKeyWithValue("rx-checksumming", "on")), "ethtool -k in %s", gu.Name)
 			g.Expect(n.IP).To(Equal(gu.IP.String() + "/24"))
 			g.Expect(string(gu.Domain)).To(ContainSubstring(`rx_queue_size="1024"`))
 			g.Expect(gu.HookLog).To(ContainSubstring("Tuned domain interface"))
