@@ -44,11 +44,12 @@ func ParseDeviceID(id string) (int, error) {
 }
 
 // macvtapFixedOffloads explains why datapath Macvtap takes no offload
-// false: the kernel keeps TSO, GSO and TX checksum offload on for every
-// macvlan and macvtap device (ALWAYS_ON_OFFLOADS, drivers/net/macvlan.c) and
-// gives it the lower device's GRO, which the node agent turns on. The guest's
+// false: the kernel keeps some offloads on for every macvlan and macvtap
+// device (ALWAYS_ON_OFFLOADS: TSO, GSO, TX checksum; drivers/net/macvlan.c)
+// and gives it the others from the lower device (GRO among them; ethtool -k
+// shows them fixed), whose offloads the node agent turns all on. The guest's
 // own offloads are QEMU's (TUNSETOFFLOAD on the tap), set by the domain hook.
-const macvtapFixedOffloads = "the kernel keeps tso, gso and txChecksum on for every macvtap and gives it the lower device's gro (on)"
+const macvtapFixedOffloads = "the kernel keeps a macvtap's offloads on or takes them from its lower device, whose offloads the node agent turns on"
 
 // validateMacvtap checks what only datapath Macvtap requires: every offload
 // true, and a well-formed deviceID when there is one.

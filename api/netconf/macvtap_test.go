@@ -68,7 +68,7 @@ func TestLoadNetConfMacvtap(t *testing.T) {
 func TestLoadNetConfMacvtapRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, extra, msg string }{
 		{"bad device", `"deviceID": "tap7"`, `deviceID "tap7" is invalid on datapath Macvtap: must be tap<N> with N in 1073741824-1074790399`},
-		{"tso off", `"offloads": {"tso": false}`, "offloads.tso false is not possible on datapath Macvtap: the kernel keeps tso, gso and txChecksum on for every macvtap"},
+		{"tso off", `"offloads": {"tso": false}`, "offloads.tso false is not possible on datapath Macvtap: the kernel keeps a macvtap's offloads on or takes them from its lower device"},
 		{"gro off", `"offloads": {"gro": false}`, "offloads.gro false is not possible on datapath Macvtap"},
 		{"gso off", `"offloads": {"gso": false}`, "offloads.gso false is not possible on datapath Macvtap"},
 		{"case", `"deviceid": "tap1073741900"`, `network configuration has unknown key "deviceid": keys are case-sensitive, the key is "deviceID"`},

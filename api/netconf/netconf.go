@@ -108,8 +108,8 @@ type NetConf struct {
 	// MTU in bytes of both veth ends, 1280-65535 (wellknown.MinMTU,
 	// wellknown.MaxMTU); default wellknown.DefaultMTU (0 means default).
 	MTU int `json:"mtu,omitempty"`
-	// Offloads switches TSO, GSO, GRO and TX checksum offload on both veth
-	// ends; an absent key means true.
+	// Offloads switches the offloads of wellknown.Offloads on both veth
+	// ends (ethtool -K); an absent key means true.
 	Offloads *Offloads `json:"offloads,omitempty"`
 	// PortSecurity, on datapaths LinuxBridge and OVS, makes the attachment
 	// forward only frames from the MAC and IP addresses ADD gave it (package

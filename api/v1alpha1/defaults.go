@@ -152,7 +152,7 @@ func AllOffloads(state OffloadState) Offloads {
 }
 
 // Format lists o's offloads in wellknown.Offloads order as name, kv, state,
-// joined by sep: Format(" ", ", ") is "tso On, gso On, gro On, txChecksum On".
+// joined by sep: Format(" ", ", ") is "tso On, gso On, gro On, ...".
 func (o Offloads) Format(kv, sep string) string {
 	parts := make([]string, len(wellknown.Offloads))
 	for i, row := range wellknown.Offloads {

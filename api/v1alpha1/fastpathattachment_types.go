@@ -123,8 +123,8 @@ type NetworkSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	MTU *int32 `json:"mtu,omitempty"`
 
-	// offloads turns TSO, GSO, GRO and TX checksum offload on or off on the pod
-	// interface and the guest NIC. Each defaults to the network's
+	// offloads turns each NIC offload on or off on the pod interface and the
+	// guest NIC. Each defaults to the network's
 	// spec.offloads; under the network's offloadPolicy Fixed a different value
 	// is refused.
 	// +optional

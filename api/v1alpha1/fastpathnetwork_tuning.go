@@ -200,7 +200,7 @@ type NetworkTuningStatus struct {
 	// applied is the setting new attachments default to (mode Apply only):
 	// the MTU most nodes recommend (ties: the smaller MTU), with the offload
 	// set most of those nodes recommend with it (ties: the set with more
-	// offloads On, then the first in tso, gso, gro, txChecksum order with
+	// offloads On, then the first in the order of the offloads' fields with
 	// On before Off), so it is always a setting some node measured.
 	// +optional
 	Applied *TuningSetting `json:"applied,omitempty"`

@@ -127,7 +127,7 @@ func ResolveNetwork(spec FastPathAttachmentSpec, nsLabels map[string]string, net
 	if n.Offloads != nil && net.Datapath == DatapathMacvtap {
 		for _, row := range wellknown.Offloads {
 			if *n.Offloads.Offload(row.Name) == OffloadOff {
-				return spec, fmt.Errorf("spec.network.offloads.%s Off is not accepted: FastPathNetwork %s uses datapath Macvtap, where the kernel keeps TSO, GSO and TX checksum offload on for every macvtap and gives it its lower device's GRO (on)", row.Name, network.Name)
+				return spec, fmt.Errorf("spec.network.offloads.%s Off is not accepted: FastPathNetwork %s uses datapath Macvtap, where the kernel keeps a macvtap's offloads on or takes them from its lower device, whose offloads the node agent turns on", row.Name, network.Name)
 			}
 		}
 	}

@@ -3,7 +3,7 @@
 // that bench can measure them with netperf, alternating paths
 // point by point:
 //
-//	baseline-untuned       veth -> Linux bridge -> veth, MTU 1500, TSO/GSO/GRO/TX checksum off
+//	baseline-untuned       veth -> Linux bridge -> veth, MTU 1500, every offload off (TSO, GSO, GRO, checksums)
 //	baseline-masquerade    KubeVirt's default shape (bench/topology): MTU 1500, NAT in each
 //	                       endpoint's namespace, routed through the host
 //	fastpath-linux-bridge  wired by EXECUTING the fastpath CNI binary through libcni (ADD/DEL,

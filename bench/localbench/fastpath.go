@@ -111,8 +111,8 @@ func (c *cniRunner) del(ctx context.Context, conf []byte, containerID, netns str
 	return nil
 }
 
-// setOffloads switches TSO, GSO, GRO and TX checksum of ifName (in the
-// caller's namespace) all on or all off, as the plugin does (internal/datapath/offload).
+// setOffloads switches every offload of the netconf (netconf.OffloadKeys) of
+// ifName (in the caller's namespace) all on or all off, as the plugin does (internal/datapath/offload).
 func setOffloads(ifName string, on bool) error {
 	want := map[string]bool{}
 	for _, k := range netconf.OffloadKeys {

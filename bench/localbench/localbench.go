@@ -442,7 +442,7 @@ func (s *Setup) hostVeth(host string, n *topology.NetNS, mtu int) (netlink.Link,
 }
 
 // buildUntuned: client eth0 -> veth -> Linux bridge -> veth -> server eth0,
-// MTU 1500 and TSO/GSO/GRO/TX checksum off on all four veth ends.
+// MTU 1500 and every offload (setOffloads) off on all four veth ends.
 func (s *Setup) buildUntuned(v variant, client, server *topology.NetNS) (string, error) {
 	brName := s.linkName("b", v, 0)
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: brName}}
@@ -508,7 +508,7 @@ func (s *Setup) buildMasquerade(v variant, client, server *topology.NetNS) (list
 
 // buildCeiling: one veth pair straight from the client to the server
 // namespace at v's MTU (each fast-path MTU), offloads on as the fast paths
-// have them (setOffloads: TSO, GSO, GRO, TX checksum), netperf and netserver
+// have them (setOffloads: every offload of the netconf), netperf and netserver
 // unpinned at the same niceness as on every other path.
 func (s *Setup) buildCeiling(v variant, client, server *topology.NetNS) (string, error) {
 	a, b := s.linkName("c", v, 0), s.linkName("c", v, 1)

@@ -62,8 +62,7 @@ func Applied(nodes []v1alpha1.NodeTuning, serving int) *v1alpha1.TuningSetting {
 	return &v1alpha1.TuningSetting{MTU: best, Offloads: sets[bestSet].DeepCopy()}
 }
 
-// offloadsKey is o's keys in wellknown.Offloads order (tso, gso, gro,
-// txChecksum), one character each: '1' On, '0' Off, '-' unset; "" for nil.
+// offloadsKey is o's keys in wellknown.Offloads order, one character each: '1' On, '0' Off, '-' unset; "" for nil.
 func offloadsKey(o *v1alpha1.Offloads) string {
 	if o == nil {
 		return ""

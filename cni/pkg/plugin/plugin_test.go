@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/ovs"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
@@ -401,8 +402,9 @@ func testMAC(t *testing.T, datapath string) {
 	}
 }
 
-// ethtoolK reads the four offload summaries of ifName with the ethtool
-// command, in the host namespace or (netns not nil) in netns.
+// ethtoolK reads the offload summaries of ifName with the ethtool command,
+// in the host namespace or (netns not nil) in netns: one per row of
+// wellknown.Offloads, keyed by its name.
 func ethtoolK(g *WithT, netns ns.NetNS, ifName string) map[string]bool {
 	cmd := exec.Command("ethtool", "-k", ifName)
 	if netns != nil {
@@ -418,6 +420,7 @@ func ethtoolK(g *WithT, netns ns.NetNS, ifName string) map[string]bool {
 			got[keys[name]] = strings.HasPrefix(value, "on")
 		}
 	}
+	g.Expect(got).To(HaveLen(len(wellknown.Offloads)), "a summary line per offload of wellknown.Offloads; ethtool -k output: %s", out)
 	return got
 }
 

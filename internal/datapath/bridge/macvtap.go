@@ -108,10 +108,10 @@ func (m *Manager) ensureMacvtap(spec Spec) (State, error) {
 			m.Log.Info("Set macvtap lower device MTU", "link", l.Attrs().Name, "lower", spec.Name, "from", l.Attrs().MTU, "to", spec.MTU)
 		}
 	}
-	// Every offload on the lower: macvlan gives each macvtap its lower
-	// device's GRO (a veth starts with GRO off) and keeps TSO, GSO and TX
-	// checksum offload on (ALWAYS_ON_OFFLOADS, drivers/net/macvlan.c); the CNI
-	// plugin then checks the macvtap has all four.
+	// Every offload on the lower: macvlan keeps TSO, GSO and TX checksum
+	// offload on for each macvtap (ALWAYS_ON_OFFLOADS, drivers/net/macvlan.c)
+	// and gives it the others from its lower device (GRO among them: a veth
+	// starts with GRO off); the CNI plugin then checks the macvtap has all.
 	if err := offload.Apply(spec.Name, lowerOffloads); err != nil {
 		st, _ = m.inspectMacvtap(link)
 		return st, fmt.Errorf("failed to switch the offloads of macvtap lower device %s on: %w", spec.Name, err)

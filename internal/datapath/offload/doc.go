@@ -1,5 +1,5 @@
-// Package offload switches and reads the TSO, GSO, GRO and TX checksum
-// offloads of a network interface through the ethtool ioctl
+// Package offload switches and reads the offloads of wellknown.Offloads
+// (TSO, GSO, GRO, checksum offload) of a network interface through the ethtool ioctl
 // (ETHTOOL_GFEATURES/SFEATURES, with buffers sized to the device; ioctl.go
 // says why not github.com/safchain/ethtool), the way `ethtool -K` does. Both veth ends of
 // a fastpath attachment get the netconf "offloads"; the ESX networking study
