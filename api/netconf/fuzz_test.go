@@ -21,7 +21,7 @@ func FuzzLoadNetConf(f *testing.F) {
 	f.Add([]byte(`{"cniVersion":"1.0.0","name":"fp-db-link","type":"fastpath","datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},"ipam":{"type":"host-local","subnet":"10.250.0.0/24"}}`))
 	f.Add([]byte(`{"cniVersion":"1.1.0","name":"n","datapath":"OVS","ovs":{"socket":"unix:/run/db.sock"},"ipam":{"type":"static"},"cni.dev/valid-attachments":[{"containerID":"a","ifname":"b"}]}`))
 	f.Add([]byte(`{"cniVersion":"0.3.1","name":"n","mtu":65536,"ipam":{"type":"x"}}`))
-	f.Add([]byte(`{"cniVersion":"0.4.0","name":"n","offloads":{"tso":false,"txChecksum":false,"lro":true},"ipam":{"type":"x"}}`))
+	f.Add([]byte(`{"cniVersion":"0.4.0","name":"n","offloads":{"tso":false,"txChecksum":false,"rxChecksum":false,"lro":true},"ipam":{"type":"x"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := NewWithT(t)
 		conf, version, err := LoadNetConf(data)
@@ -38,10 +38,9 @@ func FuzzLoadNetConf(f *testing.F) {
 		g.Expect(ValidateBridgeName(conf.Bridge)).To(Succeed())
 		g.Expect(conf.MTU).To(BeNumerically(">=", wellknown.MinMTU))
 		g.Expect(conf.MTU).To(BeNumerically("<=", wellknown.MaxMTU))
-		g.Expect(conf.Offloads.TSO).NotTo(BeNil())
-		g.Expect(conf.Offloads.GSO).NotTo(BeNil())
-		g.Expect(conf.Offloads.GRO).NotTo(BeNil())
-		g.Expect(conf.Offloads.TXChecksum).NotTo(BeNil())
+		for _, row := range wellknown.Offloads {
+			g.Expect(*conf.Offloads.Offload(row.Name)).NotTo(BeNil(), row.Name)
+		}
 		g.Expect(conf.IPAM.Type()).NotTo(BeEmpty())
 		g.Expect(conf.OVS.Socket).NotTo(BeEmpty())
 		g.Expect(conf.StateDir).To(HavePrefix("/"))

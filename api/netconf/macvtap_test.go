@@ -71,6 +71,7 @@ func TestLoadNetConfMacvtapRefusals(t *testing.T) {
 		{"tso off", `"offloads": {"tso": false}`, "offloads.tso false is not possible on datapath Macvtap: the kernel keeps a macvtap's offloads on or takes them from its lower device"},
 		{"gro off", `"offloads": {"gro": false}`, "offloads.gro false is not possible on datapath Macvtap"},
 		{"gso off", `"offloads": {"gso": false}`, "offloads.gso false is not possible on datapath Macvtap"},
+		{"rxChecksum off", `"offloads": {"rxChecksum": false}`, "offloads.rxChecksum false is not possible on datapath Macvtap"},
 		{"case", `"deviceid": "tap1073741900"`, `network configuration has unknown key "deviceid": keys are case-sensitive, the key is "deviceID"`},
 		{"unknown datapath", `"datapath": "MacVTap"`, `datapath "MacVTap" is not supported: must be LinuxBridge, OVS or Macvtap`},
 	} {

@@ -157,6 +157,8 @@ type Offloads struct {
 	GRO *bool `json:"gro,omitempty"`
 	// TXChecksum is transmit checksum offload (ethtool "tx").
 	TXChecksum *bool `json:"txChecksum,omitempty"`
+	// RXChecksum is receive checksum offload (ethtool "rx").
+	RXChecksum *bool `json:"rxChecksum,omitempty"`
 }
 
 // IPAM is the "ipam" object. Only "type" is read by the plugin; the other

@@ -22,7 +22,7 @@ func TestLoadNetConfDefaults(t *testing.T) {
 	g.Expect(conf.Datapath).To(Equal(DatapathLinuxBridge))
 	g.Expect(conf.Bridge).To(Equal("fastpath0"))
 	g.Expect(conf.MTU).To(Equal(9000))
-	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}))
+	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}))
 	g.Expect(conf.OVS.Socket).To(Equal("unix:/var/run/openvswitch/db.sock"))
 	g.Expect(conf.StateDir).To(Equal("/var/lib/cni/fastpath"))
 	g.Expect(conf.IPAM.Type()).To(Equal("host-local"))
@@ -34,7 +34,7 @@ func TestLoadNetConfFullConfig(t *testing.T) {
 	nodeConfig(t, NodeConfig{StateDir: "/run/fp/../fp2/", OVS: OVS{Socket: "tcp:127.0.0.1:6640"}})
 	conf, _, err := LoadNetConf([]byte(`{"cniVersion": "1.1.0", "name": "fp", "type": "fastpath",
 		"datapath": "OVS", "bridge": "br-fast.1", "mtu": 65535,
-		"offloads": {"tso": false, "gso": false, "gro": true, "txChecksum": false},
+		"offloads": {"tso": false, "gso": false, "gro": true, "txChecksum": false, "rxChecksum": false},
 		"ipam": {"type": "static"},
 		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},
 		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}],
@@ -43,7 +43,7 @@ func TestLoadNetConfFullConfig(t *testing.T) {
 	g.Expect(conf.Datapath).To(Equal(DatapathOVS))
 	g.Expect(conf.Bridge).To(Equal("br-fast.1"))
 	g.Expect(conf.MTU).To(Equal(65535))
-	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": false, "gso": false, "gro": true, "txChecksum": false}))
+	g.Expect(conf.Offloads.Map()).To(Equal(map[string]bool{"tso": false, "gso": false, "gro": true, "txChecksum": false, "rxChecksum": false}))
 	g.Expect(conf.OVS.Socket).To(Equal("tcp:127.0.0.1:6640"))
 	g.Expect(conf.StateDir).To(Equal("/run/fp2"))
 	g.Expect(conf.RuntimeConfig.MAC).To(Equal("02:00:00:aa:bb:cc"))
@@ -56,14 +56,14 @@ func TestNetConfMarshalKeepsContractKeys(t *testing.T) {
 	g := NewWithT(t)
 	on, off := true, false
 	conf := NetConf{CNIVersion: "1.0.0", Name: "fp-db-link", Type: wellknown.PluginType, Datapath: DatapathOVS,
-		Bridge: "fastpath0", MTU: 9000, Offloads: &Offloads{TSO: &on, GSO: &on, GRO: &off, TXChecksum: &on},
+		Bridge: "fastpath0", MTU: 9000, Offloads: &Offloads{TSO: &on, GSO: &on, GRO: &off, TXChecksum: &on, RXChecksum: &off},
 		IPAM: IPAM{"type": "host-local", "subnet": "10.250.0.0/24"}, OVS: &OVS{Socket: wellknown.DefaultOVSSocket},
 		StateDir: "/var/lib/cni/fastpath", RuntimeConfig: &RuntimeConfig{MAC: "02:00:00:00:00:01"}}
 	data, err := json.Marshal(conf)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(data).To(MatchJSON(`{"cniVersion": "1.0.0", "name": "fp-db-link", "type": "fastpath",
 		"datapath": "OVS", "bridge": "fastpath0", "mtu": 9000,
-		"offloads": {"tso": true, "gso": true, "gro": false, "txChecksum": true},
+		"offloads": {"tso": true, "gso": true, "gro": false, "txChecksum": true, "rxChecksum": false},
 		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24"},
 		"runtimeConfig": {"mac": "02:00:00:00:00:01"}}`), "the node's stateDir and ovs.socket are never rendered")
 }
@@ -91,8 +91,9 @@ func TestLoadNetConfRejects(t *testing.T) {
 		{"bridge too long", `{` + base + `, "bridge": "abcdefghijklmnop", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge "abcdefghijklmnop" is invalid: must be 1-15 characters of [a-zA-Z0-9_.-]`},
 		{"bridge bad char", `{` + base + `, "bridge": "br/0", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge "br/0" is invalid`},
 		{"bridge dot", `{` + base + `, "bridge": "..", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `bridge ".." is invalid`},
-		{"unknown offload", `{` + base + `, "offloads": {"tso": true, "lro": true}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads has unknown key "lro": allowed keys are tso, gso, gro, txChecksum`},
+		{"unknown offload", `{` + base + `, "offloads": {"tso": true, "lro": true}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads has unknown key "lro": allowed keys are tso, gso, gro, txChecksum, rxChecksum`},
 		{"offload not bool", `{` + base + `, "offloads": {"gro": "On"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.gro must be a boolean`},
+		{"rxChecksum not bool", `{` + base + `, "offloads": {"rxChecksum": "Off"}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.rxChecksum must be a boolean`},
 		{"offloads not object", `{` + base + `, "offloads": [], ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads`},
 		{"tso without csum", `{` + base + `, "offloads": {"txChecksum": false}, ` + ipam + `}`, types.ErrInvalidNetworkConfig, `offloads.tso true requires offloads.txChecksum true`},
 		{"namespace uppercase", `{` + base + `, "namespace": "Apps", ` + ipam + `}`, types.ErrInvalidNetworkConfig, `namespace "Apps" is invalid: must be a Kubernetes namespace name, 1-63 characters of [a-z0-9-]`},
@@ -149,7 +150,7 @@ func TestLoadNetConfStrict(t *testing.T) {
 		{"duplicate offload key", `{` + base + `, "offloads": {"gro": true, "gro": false}, ` + ipam + `}`, `offloads has key "gro" twice`},
 		{"duplicate ipam key", `{` + base + `, "ipam": {"type": "host-local", "subnet": "10.0.0.0/24", "subnet": "10.1.0.0/24"}}`, `ipam has key "subnet" twice`},
 		{"duplicate key in array", `{` + base + `, ` + ipam + `, "cni.dev/valid-attachments": [{"containerID": "a", "containerID": "b"}]}`, `cni.dev/valid-attachments[0] has key "containerID" twice`},
-		{"offloads string", `{` + base + `, "offloads": "on", ` + ipam + `}`, `offloads must be an object of booleans (keys tso, gso, gro, txChecksum), got JSON string`},
+		{"offloads string", `{` + base + `, "offloads": "on", ` + ipam + `}`, `offloads must be an object of booleans (keys tso, gso, gro, txChecksum, rxChecksum), got JSON string`},
 		{"name too long", `{"cniVersion": "1.0.0", "name": "` + long + `", ` + ipam + `}`, fmt.Sprintf("name is %d characters long: must be at most %d", wellknown.MaxNetworkNameLen+1, wellknown.MaxNetworkNameLen)},
 		{"too large", `{` + base + `, ` + ipam + `, "pad": "` + strings.Repeat("x", MaxNetConfBytes) + `"}`, "network configuration is larger than 1048576 bytes"},
 	} {

@@ -28,6 +28,6 @@ func TestOffloadsFieldsAreTheTable(t *testing.T) {
 	for _, row := range wellknown.Offloads {
 		g.Expect(*o.Offload(row.Name)).NotTo(BeNil(), row.Name)
 	}
-	g.Expect(o.Map()).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": false, "txChecksum": true}))
+	g.Expect(o.Map()).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": false, "txChecksum": true, "rxChecksum": true}))
 	g.Expect((*Offloads)(nil).Map()).To(HaveLen(len(wellknown.Offloads)))
 }

@@ -17,7 +17,7 @@ func TestDefaultAttachmentSpecFillsEveryNetworkField(t *testing.T) {
 	g.Expect(out.Network.Datapath).To(Equal(DatapathLinuxBridge))
 	g.Expect(out.Network.Bridge).To(Equal("fastpath0"))
 	g.Expect(*out.Network.MTU).To(Equal(int32(9000)))
-	g.Expect(*out.Network.Offloads).To(Equal(Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOn}))
+	g.Expect(*out.Network.Offloads).To(Equal(Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOn, RXChecksum: OffloadOn}))
 	g.Expect(*out.Network.RxQueueSize).To(Equal(int32(1024)))
 	g.Expect(*out.Network.TxQueueSize).To(Equal(int32(256)))
 	g.Expect(*out.Network.Queues).To(Equal(int32(1)))

@@ -170,6 +170,9 @@ type Offloads struct {
 	// txChecksum is TX checksum offload: On | Off. Default On.
 	// +optional
 	TXChecksum OffloadState `json:"txChecksum,omitempty"`
+	// rxChecksum is RX checksum offload: On | Off. Default On.
+	// +optional
+	RXChecksum OffloadState `json:"rxChecksum,omitempty"`
 }
 
 // IPAMSpec is the address range of the node-local network.

@@ -39,7 +39,10 @@ func TestOffloadsFillFromAndFormat(t *testing.T) {
 	g := NewWithT(t)
 	o := Offloads{GRO: OffloadOff}
 	o.FillFrom(AllOffloads(OffloadOn))
-	g.Expect(o).To(Equal(Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOn}))
-	g.Expect(o.Format(" ", ", ")).To(Equal("tso On, gso On, gro Off, txChecksum On"))
-	g.Expect(o.Format("=", ",")).To(Equal("tso=On,gso=On,gro=Off,txChecksum=On"))
+	g.Expect(o).To(Equal(Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOn, RXChecksum: OffloadOn}))
+	g.Expect(o.Format(" ", ", ")).To(Equal("tso On, gso On, gro Off, txChecksum On, rxChecksum On"))
+	g.Expect(o.Format("=", ",")).To(Equal("tso=On,gso=On,gro=Off,txChecksum=On,rxChecksum=On"))
+	o = Offloads{RXChecksum: OffloadOff}
+	o.FillFrom(AllOffloads(OffloadOn))
+	g.Expect(o.Format("=", ",")).To(Equal("tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=Off"))
 }

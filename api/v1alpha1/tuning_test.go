@@ -11,12 +11,12 @@ import (
 func TestDefaultTuningFillsEveryField(t *testing.T) {
 	g := NewWithT(t)
 	net := DefaultNetworkSpec(FastPathNetworkSpec{Bridge: "fp0", Offloads: &Offloads{GRO: OffloadOff},
-		Tuning: &NetworkTuning{Candidates: &TuningCandidates{Offloads: []Offloads{{TSO: OffloadOff}}}}})
+		Tuning: &NetworkTuning{Candidates: &TuningCandidates{Offloads: []Offloads{{TSO: OffloadOff, RXChecksum: OffloadOff}}}}})
 	out := DefaultTuning(net)
 	g.Expect(out.Mode).To(Equal(TuningOff))
 	g.Expect(out.Objective).To(Equal(ObjectiveThroughput))
 	g.Expect(out.Candidates.MTUs).To(Equal([]int32{9000}))
-	g.Expect(out.Candidates.Offloads).To(Equal([]Offloads{{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOn}}),
+	g.Expect(out.Candidates.Offloads).To(Equal([]Offloads{{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOn, RXChecksum: OffloadOff}}),
 		"unset keys of a candidate take the network's offloads")
 	g.Expect(*out.Repetitions).To(Equal(int32(3)))
 	g.Expect(out.Duration.Duration).To(Equal(10 * time.Second))
@@ -62,10 +62,10 @@ func TestTunedDefaultMTU(t *testing.T) {
 func TestWithTunedDefaults(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	before, after := metav1.NewTime(at.Add(-time.Minute)), metav1.NewTime(at.Add(time.Minute))
-	allOn := Offloads{TSO: OffloadOn, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOn}
-	tunedOffloads := Offloads{TSO: OffloadOn, GSO: OffloadOff, GRO: OffloadOff, TXChecksum: OffloadOn}
+	allOn := AllOffloads(OffloadOn)
+	tunedOffloads := Offloads{TSO: OffloadOn, GSO: OffloadOff, GRO: OffloadOff, TXChecksum: OffloadOn, RXChecksum: OffloadOff}
 	// network: bounds 1280-65520, default 9000, every offload On by default;
-	// applied MTU 65520 with GSO and GRO Off at "at".
+	// applied MTU 65520 with GSO, GRO and RX checksum Off at "at".
 	network := func(mutate func(*FastPathNetwork)) *FastPathNetwork {
 		n := &FastPathNetwork{
 			Spec: FastPathNetworkSpec{Bridge: "fp0", MTU: &MTURange{Max: ptrTo(int32(65520)), Default: ptrTo(int32(9000))},
@@ -97,7 +97,7 @@ func TestWithTunedDefaults(t *testing.T) {
 			network(nil), spec(ptrTo(int32(1500)), nil), after, ptrTo(int32(1500)), &tunedOffloads},
 		{"only the offload keys the attachment does not set are filled",
 			network(nil), spec(nil, &Offloads{GRO: OffloadOn, TSO: OffloadOff}), after, ptrTo(int32(65520)),
-			&Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn}},
+			&Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn, RXChecksum: OffloadOff}},
 		{"an existing attachment is left alone",
 			network(nil), spec(nil, nil), before, nil, nil},
 		{"Recommend applies nothing",
@@ -121,7 +121,7 @@ func TestWithTunedDefaults(t *testing.T) {
 			network(func(n *FastPathNetwork) {
 				n.Spec.Offloads = &Offloads{GSO: OffloadOff}
 				n.Status.Tuning.Applied.Offloads = &Offloads{TSO: OffloadOff}
-			}), spec(nil, nil), after, ptrTo(int32(65520)), &Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn}},
+			}), spec(nil, nil), after, ptrTo(int32(65520)), &Offloads{TSO: OffloadOff, GSO: OffloadOff, GRO: OffloadOn, TXChecksum: OffloadOn, RXChecksum: OffloadOn}},
 		{"an applied setting without offloads applies the MTU only",
 			network(func(n *FastPathNetwork) { n.Status.Tuning.Applied.Offloads = nil }), spec(nil, nil), after, ptrTo(int32(65520)), nil},
 		{"tuned offloads that would put TSO on without TX checksum are not filled",
@@ -132,7 +132,7 @@ func TestWithTunedDefaults(t *testing.T) {
 			network(func(n *FastPathNetwork) {
 				n.Status.Tuning.Applied.Offloads = &Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOn, TXChecksum: OffloadOff}
 			}), spec(nil, &Offloads{GRO: OffloadOff}), after, ptrTo(int32(65520)),
-			&Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOff}},
+			&Offloads{TSO: OffloadOff, GSO: OffloadOn, GRO: OffloadOff, TXChecksum: OffloadOff, RXChecksum: OffloadOn}},
 		{"no spec.network: unchanged",
 			network(nil), FastPathAttachmentSpec{}, after, nil, nil},
 	} {

@@ -34,7 +34,7 @@ func TestOffloadTableRowsAreComplete(t *testing.T) {
 			}
 		}
 	}
-	g.Expect(wellknown.OffloadNames()).To(Equal([]string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum}))
+	g.Expect(wellknown.OffloadNames()).To(Equal([]string{wellknown.OffloadTSO, wellknown.OffloadGSO, wellknown.OffloadGRO, wellknown.OffloadTXChecksum, wellknown.OffloadRXChecksum}))
 }
 
 func TestOffloadField(t *testing.T) {

@@ -80,6 +80,8 @@ const (
 	OffloadGRO = "gro"
 	// OffloadTXChecksum is transmit checksum offload.
 	OffloadTXChecksum = "txChecksum"
+	// OffloadRXChecksum is receive checksum offload.
+	OffloadRXChecksum = "rxChecksum"
 )
 
 // Offload is one NIC offload of the fast path: one row of Offloads, the one
@@ -109,8 +111,11 @@ type Offload struct {
 // Offloads is the table of the fast path's offloads, in canonical order
 // (the order of status, messages and tuning candidates). Every offload's
 // default is on. Sources: ethtool(8) off_flag_def (NETIF_F_ALL_TSO,
-// NETIF_F_GSO, NETIF_F_GRO, NETIF_F_CSUM_MASK|NETIF_F_SCTP_CRC|NETIF_F_FCOE_CRC);
-// virtio 1.2 §5.1.3 for the feature bits behind the libvirt attributes.
+// NETIF_F_GSO, NETIF_F_GRO, NETIF_F_CSUM_MASK|NETIF_F_SCTP_CRC|NETIF_F_FCOE_CRC,
+// NETIF_F_RXCSUM); virtio 1.2 §5.1.3 for the feature bits behind the libvirt
+// attributes: host csum is CSUM (the device takes the guest's packets with a
+// partial checksum, the guest's transmit side), guest csum is GUEST_CSUM (the
+// guest takes such packets, its receive side).
 var Offloads = []Offload{
 	{Name: OffloadTSO, Summary: "TCP segmentation offload",
 		Ethtool: []string{"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
@@ -123,7 +128,10 @@ var Offloads = []Offload{
 		Guest:   []string{"tso4", "tso6", "ecn"}},
 	{Name: OffloadTXChecksum, Summary: "transmit checksum offload",
 		Ethtool: []string{"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
-		Host:    []string{"csum"}, Guest: []string{"csum"}},
+		Host:    []string{"csum"}},
+	{Name: OffloadRXChecksum, Summary: "receive checksum offload",
+		Ethtool: []string{"rx-checksum"},
+		Guest:   []string{"csum"}},
 }
 
 // OffloadNames returns the Name of every row of Offloads, in table order.

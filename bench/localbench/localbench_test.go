@@ -97,7 +97,7 @@ func linkIn(g *gomega.WithT, nsPath, ifName string) netlink.Link {
 }
 
 func offloadsIn(nsPath, ifName string, on bool) error {
-	want := map[string]bool{"tso": on, "gso": on, "gro": on, "txChecksum": on}
+	want := map[string]bool{"tso": on, "gso": on, "gro": on, "txChecksum": on, "rxChecksum": on}
 	return (&topology.NetNS{Name: filepath.Base(nsPath), Path: nsPath}).Do(func() error { return offload.Verify(ifName, want) })
 }
 

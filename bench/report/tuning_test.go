@@ -11,7 +11,7 @@ import (
 
 func TestWriteTuningReport(t *testing.T) {
 	g := NewWithT(t)
-	on := &v1alpha1.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}
+	on := &v1alpha1.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On", RXChecksum: "On"}
 	st := &v1alpha1.NetworkTuningStatus{Nodes: []v1alpha1.NodeTuning{{
 		Node: "n1", Kernel: "6.18", Datapath: "LinuxBridge", MarginPercent: "12.5",
 		Recommended: &v1alpha1.TuningSetting{MTU: 9000, Offloads: on},
@@ -33,12 +33,12 @@ func TestWriteTuningReport(t *testing.T) {
 	g.Expect(out).To(ContainSubstring(" 65520  (failed)"))
 
 	b.Reset()
-	off := &v1alpha1.Offloads{TSO: "On", GSO: "Off", GRO: "Off", TXChecksum: "On"}
+	off := &v1alpha1.Offloads{TSO: "On", GSO: "Off", GRO: "Off", TXChecksum: "On", RXChecksum: "Off"}
 	st.Applied = &v1alpha1.TuningSetting{MTU: 9000, Offloads: off}
 	st.Differing = []v1alpha1.TuningDifference{{Namespace: "apps", Name: "db", MTU: 1500, Offloads: on, Restart: "set spec.network.mtu to 9000, then restart its VMs"}}
 	g.Expect(WriteTuningReport(&b, st, v1alpha1.ObjectiveThroughput)).To(Succeed())
-	g.Expect(b.String()).To(ContainSubstring("Applied: new attachments default to MTU 9000, offloads tso=On,gso=Off,gro=Off,txChecksum=On\n"))
-	g.Expect(b.String()).To(ContainSubstring("  apps/db has MTU 1500, offloads tso=On,gso=On,gro=On,txChecksum=On: set spec.network.mtu to 9000, then restart its VMs\n"))
+	g.Expect(b.String()).To(ContainSubstring("Applied: new attachments default to MTU 9000, offloads tso=On,gso=Off,gro=Off,txChecksum=On,rxChecksum=Off\n"))
+	g.Expect(b.String()).To(ContainSubstring("  apps/db has MTU 1500, offloads tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=On: set spec.network.mtu to 9000, then restart its VMs\n"))
 
 	b.Reset()
 	g.Expect(WriteTuningReport(&b, nil, v1alpha1.ObjectiveThroughput)).To(Succeed())

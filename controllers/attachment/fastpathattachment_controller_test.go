@@ -53,7 +53,7 @@ var _ = Describe("FastPathAttachment", func() {
 		nad, err := getNAD(ns, "db-link")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nad.Spec.Config).To(Equal(`{"cniVersion":"1.0.0","name":"fp-` + ns + `.db-link","type":"fastpath","namespace":"` + ns + `","datapath":"OVS","bridge":"br-fast","mtu":65000,` +
-			`"offloads":{"tso":true,"gso":true,"gro":false,"txChecksum":true},"ipam":{"rangeStart":"10.250.0.10","subnet":"10.250.0.0/24","type":"host-local"}}`))
+			`"offloads":{"tso":true,"gso":true,"gro":false,"txChecksum":true,"rxChecksum":true},"ipam":{"rangeStart":"10.250.0.10","subnet":"10.250.0.0/24","type":"host-local"}}`))
 		Expect(nad.OwnerReferences).To(ConsistOf(metav1.OwnerReference{
 			APIVersion: "fastpath.io/v1alpha1", Kind: "FastPathAttachment", Name: "db-link", UID: getAttachment(ns, "db-link").UID,
 			Controller: ptr(true), BlockOwnerDeletion: ptr(true),
@@ -107,7 +107,7 @@ var _ = Describe("FastPathAttachment", func() {
 				`"networkInterfaceMultiqueue":true}`))
 		Expect(templatePart(ns, "db-0", "metadata")).To(Equal(
 			`{"annotations":{"fastpath.io/tuning":"{\"interfaces\":{\"fp-db-link\":{\"mtu\":9000,\"queues\":4,\"rxQueueSize\":1024,\"txQueueSize\":256,` +
-				`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\"}}}}","hooks.kubevirt.io/hookSidecars":"[]"},` +
+				`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\",\"rxChecksum\":\"On\"}}}}","hooks.kubevirt.io/hookSidecars":"[]"},` +
 				`"labels":{"fastpath.io/attachment":"db-link","kubevirt.io/domain":"db-0"}}`))
 		Expect(templatePart(ns, "db-0", "spec", "affinity")).To(Equal(
 			`{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"topologyKey":"topology.kubernetes.io/zone"},` +

@@ -23,7 +23,7 @@ func TestRenderNetConf(t *testing.T) {
 		{
 			name:    "defaults are the docs/design.md §3.1 example",
 			network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
-			want:    `{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps","datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true},"ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}`,
+			want:    `{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps","datapath":"LinuxBridge","bridge":"fastpath0","mtu":9000,"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true,"rxChecksum":true},"ipam":{"subnet":"10.250.0.0/24","type":"host-local"}}`,
 		},
 		{
 			name: "everything set",
@@ -32,7 +32,7 @@ func TestRenderNetConf(t *testing.T) {
 				Offloads: &v1alpha1.Offloads{GRO: v1alpha1.OffloadOff, GSO: v1alpha1.OffloadOff},
 				IPAM:     v1alpha1.IPAMSpec{Subnet: "fd00:250::/64", RangeStart: "fd00:250::10", RangeEnd: "fd00:250::ff"},
 			},
-			want: `{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps","datapath":"OVS","bridge":"br-fast","mtu":65000,"offloads":{"tso":true,"gso":false,"gro":false,"txChecksum":true},"ipam":{"rangeEnd":"fd00:250::ff","rangeStart":"fd00:250::10","subnet":"fd00:250::/64","type":"host-local"}}`,
+			want: `{"cniVersion":"1.0.0","name":"fp-apps.db-link","type":"fastpath","namespace":"apps","datapath":"OVS","bridge":"br-fast","mtu":65000,"offloads":{"tso":true,"gso":false,"gro":false,"txChecksum":true,"rxChecksum":true},"ipam":{"rangeEnd":"fd00:250::ff","rangeStart":"fd00:250::10","subnet":"fd00:250::/64","type":"host-local"}}`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

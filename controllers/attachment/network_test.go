@@ -218,18 +218,18 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		tuning := func() string {
 			return templatePart(ns, "db-0", "metadata", "annotations", v1alpha1.TuningAnnotation)
 		}
-		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":65520`), ContainSubstring(`"offloads":{"tso":true,"gso":false,"gro":true,"txChecksum":true}`)),
+		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":65520`), ContainSubstring(`"offloads":{"tso":true,"gso":false,"gro":true,"txChecksum":true,"rxChecksum":true}`)),
 			"gso from the applied set; gro, which the attachment sets, its own")
 		Eventually(tuning).Should(And(ContainSubstring(`\"mtu\":65520`),
-			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"Off\",\"gro\":\"On\",\"txChecksum\":\"On\"}`)))
+			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"Off\",\"gro\":\"On\",\"txChecksum\":\"On\",\"rxChecksum\":\"On\"}`)))
 
 		By("the admin setting tuning mode Off")
 		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
 		n.Spec.Tuning.Mode = v1alpha1.TuningOff
 		Expect(env.Client.Update(ctx, n)).To(Succeed())
-		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":9000`), ContainSubstring(`"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true}`)))
+		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":9000`), ContainSubstring(`"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true,"rxChecksum":true}`)))
 		Eventually(tuning).Should(And(ContainSubstring(`\"mtu\":9000`),
-			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\"}`)))
+			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\",\"rxChecksum\":\"On\"}`)))
 	})
 
 	It("revokes the fast path of running VMs when the network stops admitting their namespace", func() {

@@ -25,3 +25,22 @@ func TestTuningDiff(t *testing.T) {
 		}
 	}
 }
+
+// A VMI started by an operator before rxChecksum existed runs the
+// four-offload annotation; the template now carries rxChecksum On, the
+// default. After the upgrade that VM is not RestartRequired.
+func TestTuningDiffAfterUpgradeAddsRXChecksum(t *testing.T) {
+	spec := v1alpha1.DefaultAttachmentSpec(v1alpha1.FastPathAttachmentSpec{
+		Network: &v1alpha1.NetworkSpec{Queues: ptrTo(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+	})
+	want := domaintuning.FromNetworkSpec(*spec.Network)
+	if want.Offloads.RXChecksum != v1alpha1.OffloadOn {
+		t.Fatalf("the defaulted spec has rxChecksum %q, want On", want.Offloads.RXChecksum)
+	}
+	old := `{"interfaces":{"fp-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On"}}}}`
+	if got := tuningDiff(old, "fp-link", want); got != "" {
+		t.Errorf("tuningDiff of the pre-upgrade annotation = %q, want \"\"", got)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -242,9 +242,11 @@ var _ = Describe("FastPathNetwork tuning", func() {
 
 	It("Apply: new attachments default to the winner's offloads too, only in the keys they leave unset; existing ones are listed with the offloads that differ; Off restores spec.offloads", func() {
 		const on, off = v1alpha1.OffloadOn, v1alpha1.OffloadOff
-		noGSOGRO := v1alpha1.Offloads{GSO: off, GRO: off}
+		// The second candidate also turns RX checksum offload off: a knob
+		// the sweep carries like any other.
+		noGSOGRORX := v1alpha1.Offloads{GSO: off, GRO: off, RXChecksum: off}
 		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningApply, Candidates: &v1alpha1.TuningCandidates{
-			MTUs: []int32{9000, 65520}, Offloads: []v1alpha1.Offloads{{TSO: on}, noGSOGRO}}})
+			MTUs: []int32{9000, 65520}, Offloads: []v1alpha1.Offloads{{TSO: on}, noGSOGRORX}}})
 		ns := "tenant-" + rand.String(5)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		attach := func(name string, o *v1alpha1.Offloads) {
@@ -252,7 +254,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 				VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
 				Network: &v1alpha1.NetworkSpec{Offloads: o, IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
 		}
-		allOn := nadOffloadsOf(true, true, true, true)
+		allOn := nadOffloadsOf(true, true, true, true, true)
 		attach("old", nil)
 		Eventually(nadOffloads(ns, "old")).Should(Equal(allOn))
 
@@ -268,22 +270,22 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		Expect(order).To(HaveLen(4*3), "2 MTUs x 2 offload sets, 3 repetitions each")
 		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonApplied))
 		st := getNetwork(net).Status.Tuning
-		winner := v1alpha1.Offloads{TSO: on, GSO: off, GRO: off, TXChecksum: on}
+		winner := v1alpha1.Offloads{TSO: on, GSO: off, GRO: off, TXChecksum: on, RXChecksum: off}
 		Expect(st.Nodes[0].Recommended).To(Equal(&v1alpha1.TuningSetting{MTU: 65520, Offloads: &winner}))
 		Expect(st.Applied).To(Equal(st.Nodes[0].Recommended))
 		Expect(st.Differing).To(ConsistOf(And(HaveField("Name", "old"), HaveField("MTU", int32(9000)),
-			HaveField("Offloads", Equal(&v1alpha1.Offloads{TSO: on, GSO: on, GRO: on, TXChecksum: on})),
+			HaveField("Offloads", Equal(&v1alpha1.Offloads{TSO: on, GSO: on, GRO: on, TXChecksum: on, RXChecksum: on})),
 			HaveField("Restart", And(ContainSubstring("spec.network.mtu to 65520"), ContainSubstring("spec.network.offloads.gso to Off"),
-				ContainSubstring("spec.network.offloads.gro to Off"), Not(ContainSubstring("offloads.tso")), Not(ContainSubstring("offloads.txChecksum")), ContainSubstring("restart"))))))
+				ContainSubstring("spec.network.offloads.gro to Off"), ContainSubstring("spec.network.offloads.rxChecksum to Off"), Not(ContainSubstring("offloads.tso")), Not(ContainSubstring("offloads.txChecksum")), ContainSubstring("restart"))))))
 		c := meta.FindStatusCondition(getNetwork(net).Status.Conditions, v1alpha1.TuningReadyCondition)
-		Expect(c.Message).To(ContainSubstring("MTU 65520 and offloads tso On, gso Off, gro Off, txChecksum On"))
+		Expect(c.Message).To(ContainSubstring("MTU 65520 and offloads tso On, gso Off, gro Off, txChecksum On, rxChecksum Off"))
 
 		Eventually(func() bool { return time.Now().After(st.AppliedAt.Time) }, "3s").Should(BeTrue())
 		attach("new", nil)
 		attach("own", &v1alpha1.Offloads{TSO: off, GRO: on})
 		Eventually(nadMTU(ns, "new")).Should(Equal(65520))
-		Eventually(nadOffloads(ns, "new")).Should(Equal(nadOffloadsOf(true, false, false, true)), "the winner's offloads")
-		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, false, true, true)),
+		Eventually(nadOffloads(ns, "new")).Should(Equal(nadOffloadsOf(true, false, false, true, false)), "the winner's offloads")
+		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, false, true, true, false)),
 			"the attachment's own tso and gro stay; gso, which it leaves unset, is the winner's")
 		Consistently(nadOffloads(ns, "old"), "300ms").Should(Equal(allOn), "an existing attachment is left alone")
 
@@ -292,7 +294,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		Expect(k8s.Update(ctx, n)).To(Succeed())
 		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonTuningOff))
 		Eventually(nadOffloads(ns, "new")).Should(Equal(allOn), "Off brings spec.offloads back")
-		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, true, true, true)))
+		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, true, true, true, true)))
 		Expect(nadMTU(ns, "new")()).To(Equal(9000))
 	})
 
@@ -305,7 +307,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonApplied))
 		st := getNetwork(net).Status.Tuning
 		Expect(st.Applied.MTU).To(Equal(int32(65520)))
-		Expect(st.Applied.Offloads).To(Equal(&v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOn, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}))
+		Expect(st.Applied.Offloads).To(Equal(&v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOn, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn, RXChecksum: v1alpha1.OffloadOn}))
 
 		// Fixed since the sweep: the admin turns GRO back on. The applied set
 		// (GRO Off) is no longer allowed, so it must not reach attachments,
@@ -320,7 +322,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "new"}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
 			Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
 		Eventually(nadMTU(ns, "new")).Should(Equal(65520))
-		Expect(nadOffloads(ns, "new")()).To(Equal(nadOffloadsOf(true, true, true, true)))
+		Expect(nadOffloads(ns, "new")()).To(Equal(nadOffloadsOf(true, true, true, true, true)))
 	})
 })
 
@@ -356,6 +358,6 @@ func nadOffloads(ns, name string) func() map[string]bool {
 	}
 }
 
-func nadOffloadsOf(tso, gso, gro, txChecksum bool) map[string]bool {
-	return map[string]bool{"tso": tso, "gso": gso, "gro": gro, "txChecksum": txChecksum}
+func nadOffloadsOf(tso, gso, gro, txChecksum, rxChecksum bool) map[string]bool {
+	return map[string]bool{"tso": tso, "gso": gso, "gro": gro, "txChecksum": txChecksum, "rxChecksum": rxChecksum}
 }

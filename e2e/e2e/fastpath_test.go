@@ -195,7 +195,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 			HaveKeyWithValue("datapath", string(fn.Datapath)),
 			HaveKeyWithValue("bridge", fn.Bridge),
 			HaveKeyWithValue("mtu", BeNumerically("==", *n.MTU)),
-			HaveKeyWithValue("offloads", Equal(map[string]any{"tso": true, "gso": true, "gro": true, "txChecksum": true})),
+			HaveKeyWithValue("offloads", Equal(map[string]any{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true})),
 			HaveKeyWithValue("ipam", And(HaveKeyWithValue("type", "host-local"), HaveKeyWithValue("subnet", n.IPAM.Subnet))),
 		))
 	})
@@ -236,7 +236,7 @@ var _ = Describe("Fastpath", Ordered, func() {
 	})
 
 	It("plugs each VM's fast-path interface with the declared MTU and offloads", func(ctx SpecContext) {
-		features := []string{"tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload", "tx-checksumming"}
+		features := []string{"tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload", "tx-checksumming", "rx-checksumming"}
 		for _, name := range vmNames() {
 			fi := fastIface(vmi(Default, ctx, name))
 			Expect(fi).NotTo(BeNil())

@@ -71,7 +71,7 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 		}
 	}
 	offloadsOf := func(o *fastpathv1alpha1.Offloads) map[string]bool {
-		return map[string]bool{"tso": o.TSO.On(), "gso": o.GSO.On(), "gro": o.GRO.On(), "txChecksum": o.TXChecksum.On()}
+		return map[string]bool{"tso": o.TSO.On(), "gso": o.GSO.On(), "gro": o.GRO.On(), "txChecksum": o.TXChecksum.On(), "rxChecksum": o.RXChecksum.On()}
 	}
 
 	BeforeAll(func(ctx SpecContext) {

@@ -328,15 +328,15 @@ func testMacvtapReAddAfterUnfinishedAdd(t *testing.T) {
 	e.expectNothingLeft(g, netns)
 }
 
-// testMacvtapOffloads: all four offloads are on on the macvtap (the agent
-// turned GRO on on the lower device; the kernel keeps the others on), and
+// testMacvtapOffloads: every offload is on on the macvtap (the agent turned
+// them on on the lower device; the kernel keeps TSO, GSO, TX checksum on), and
 // CHECK notices GRO turned off on the lower behind the plugin's back.
 func testMacvtapOffloads(t *testing.T) {
 	g := NewWithT(t)
 	e := newEnv(t, netconf.DatapathMacvtap, "1.0.0")
 	netns := cnitest.NewNS(t)
-	a := e.mustAdd(netns, e.conf(cnitest.Conf{Offloads: map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}}))
-	g.Expect(ethtoolK(g, netns, "net1")).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}))
+	a := e.mustAdd(netns, e.conf(cnitest.Conf{Offloads: map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}}))
+	g.Expect(ethtoolK(g, netns, "net1")).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}))
 	g.Expect(e.check(a)).To(Succeed())
 	out, err := exec.Command("ethtool", "-K", e.br.Name, "gro", "off").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))

@@ -413,7 +413,7 @@ func ethtoolK(g *WithT, netns ns.NetNS, ifName string) map[string]bool {
 	out, err := cmd.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	keys := map[string]string{"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-		"generic-receive-offload": "gro", "tx-checksumming": "txChecksum"}
+		"generic-receive-offload": "gro", "tx-checksumming": "txChecksum", "rx-checksumming": "rxChecksum"}
 	got := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
 		if name, value, ok := strings.Cut(line, ": "); ok && keys[name] != "" {
@@ -426,21 +426,34 @@ func ethtoolK(g *WithT, netns ns.NetNS, ifName string) map[string]bool {
 
 func testOffloads(t *testing.T, datapath string) {
 	e := newEnv(t, datapath, "1.0.0")
-	for _, want := range []map[string]bool{
-		{"tso": true, "gso": true, "gro": true, "txChecksum": true},
-		{"tso": false, "gso": true, "gro": false, "txChecksum": false},
+	allOn := map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}
+	for _, tc := range []struct {
+		asked, want map[string]bool
+	}{
+		{allOn, allOn},
+		// A NAD an operator wrote before rxChecksum existed: on by default.
+		{map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}, allOn},
+		{map[string]bool{"tso": false, "gso": true, "gro": false, "txChecksum": false, "rxChecksum": false},
+			map[string]bool{"tso": false, "gso": true, "gro": false, "txChecksum": false, "rxChecksum": false}},
+		// rx-checksumming off alone on both ends, the rest as by default.
+		{map[string]bool{"rxChecksum": false},
+			map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": false}},
 	} {
 		g := NewWithT(t)
+		want := tc.want
 		netns := cnitest.NewNS(t)
-		a, err := e.add(netns, e.conf(cnitest.Conf{Offloads: want}), "")
+		a, err := e.add(netns, e.conf(cnitest.Conf{Offloads: tc.asked}), "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ethtoolK(g, netns, "net1")).To(Equal(want), "container end")
 		g.Expect(ethtoolK(g, nil, a.hostIf())).To(Equal(want), "host end")
+		out, err := exec.Command("ethtool", "-k", a.hostIf()).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		g.Expect(string(out)).To(MatchRegexp("(?m)^rx-checksumming: %s$", map[bool]string{true: "on", false: "off"}[want["rxChecksum"]]))
 		g.Expect(e.check(a)).To(Succeed())
 
 		// CHECK notices a flag someone switched behind the plugin's back.
 		flip := map[bool]string{true: "off", false: "on"}[want["gro"]]
-		out, err := exec.Command("ethtool", "-K", a.hostIf(), "gro", flip).CombinedOutput()
+		out, err = exec.Command("ethtool", "-K", a.hostIf(), "gro", flip).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
 		g.Expect(e.check(a)).To(MatchError(ContainSubstring(fmt.Sprintf("offloads of %s differ: gro is %s", a.hostIf(), flip))))
 

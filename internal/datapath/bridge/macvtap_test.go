@@ -56,7 +56,7 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 	index := link.Attrs().Index
 	got, err := offload.Read(name)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}), "a veth starts with GRO off")
+	g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}), "a veth starts with GRO off")
 
 	// Two macvtaps on it, as the CNI plugin makes them (here in the host
 	// namespace): they are up with carrier, at the lower's MTU.
@@ -72,7 +72,7 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 		g.Expect(l.Attrs().OperState).To(Equal(netlink.LinkOperState(netlink.OperUp)), "macvtap %s has carrier", n)
 		got, err := offload.Read(n)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true}), "macvtap %s has the lower's GRO", n)
+		g.Expect(got).To(Equal(map[string]bool{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true}), "macvtap %s has the lower's GRO", n)
 	}
 
 	// An agent restart: nothing new.

@@ -27,6 +27,7 @@ func ethtoolK(g *WithT, netns ns.NetNS, ifName string) map[string]bool {
 		"generic-segmentation-offload": "gso",
 		"generic-receive-offload":      "gro",
 		"tx-checksumming":              "txChecksum",
+		"rx-checksumming":              "rxChecksum",
 	}
 	got := map[string]bool{}
 	for _, line := range strings.Split(string(text), "\n") {
@@ -54,10 +55,10 @@ func TestApplyAndRead(t *testing.T) {
 	})).To(Succeed())
 
 	for _, want := range []map[string]bool{
-		{"tso": true, "gso": true, "gro": true, "txChecksum": true},
-		{"tso": false, "gso": false, "gro": false, "txChecksum": false},
-		{"tso": false, "gso": true, "gro": true, "txChecksum": false},
-		{"tso": true, "gso": false, "gro": false, "txChecksum": true},
+		{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true},
+		{"tso": false, "gso": false, "gro": false, "txChecksum": false, "rxChecksum": false},
+		{"tso": false, "gso": true, "gro": true, "txChecksum": false, "rxChecksum": true},
+		{"tso": true, "gso": false, "gro": false, "txChecksum": true, "rxChecksum": false},
 	} {
 		g.Expect(netns.Do(func(ns.NetNS) error { return Apply(a, want) })).To(Succeed(), "apply %v", want)
 		g.Expect(ethtoolK(g, netns, a)).To(Equal(want))
@@ -71,7 +72,7 @@ func TestApplyAndRead(t *testing.T) {
 		return exec.Command("ethtool", "-K", a, "gro", "on").Run()
 	})).To(Succeed())
 	err = netns.Do(func(ns.NetNS) error {
-		return Verify(a, map[string]bool{"tso": true, "gso": false, "gro": false, "txChecksum": true})
+		return Verify(a, map[string]bool{"tso": true, "gso": false, "gro": false, "txChecksum": true, "rxChecksum": false})
 	})
 	g.Expect(err).To(MatchError("offloads of fpoffa differ: gro is on, want off"))
 
@@ -106,10 +107,10 @@ func TestApplyVethPeer(t *testing.T) {
 	})).To(Succeed())
 
 	for _, want := range []map[string]bool{
-		{"tso": true, "gso": true, "gro": true, "txChecksum": true},
-		{"tso": false, "gso": false, "gro": false, "txChecksum": false},
-		{"tso": false, "gso": true, "gro": true, "txChecksum": false},
-		{"tso": true, "gso": false, "gro": true, "txChecksum": true},
+		{"tso": true, "gso": true, "gro": true, "txChecksum": true, "rxChecksum": true},
+		{"tso": false, "gso": false, "gro": false, "txChecksum": false, "rxChecksum": false},
+		{"tso": false, "gso": true, "gro": true, "txChecksum": false, "rxChecksum": true},
+		{"tso": true, "gso": false, "gro": true, "txChecksum": true, "rxChecksum": false},
 	} {
 		g.Expect(netns.Do(func(ns.NetNS) error {
 			peer, err := ApplyVeth(a, want)

@@ -33,7 +33,7 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:       "every offload off",
-		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "Off", GSO: "Off", GRO: "Off", TXChecksum: "Off", RXChecksum: "Off"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantHost:   map[string]string{"csum": "off", "gso": "off", "tso4": "off", "tso6": "off", "ecn": "off"},
 		wantGuest:  map[string]string{"csum": "off", "tso4": "off", "tso6": "off", "ecn": "off"},
@@ -65,8 +65,20 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		wantMTU:  map[string]string{"size": "9000"},
 		wantWarn: []string{`interfaces["fp-db-link"].mtu 65000 lowered to 9000`},
 	}, {
+		name:       "txChecksum is the host side only",
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TXChecksum: "Off"}},
+		wantDriver: map[string]string{"name": "vhost"},
+		wantHost:   map[string]string{"csum": "off"},
+		wantMTU:    map[string]string{"size": "9000"},
+	}, {
+		name:       "rxChecksum is the guest side only",
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{RXChecksum: "Off"}},
+		wantDriver: map[string]string{"name": "vhost"},
+		wantGuest:  map[string]string{"csum": "off"},
+		wantMTU:    map[string]string{"size": "9000"},
+	}, {
 		name:       "segmentation without checksum offload is written and reported",
-		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "Off"}},
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "Off", RXChecksum: "Off"}},
 		wantDriver: map[string]string{"name": "vhost"},
 		wantHost:   map[string]string{"csum": "off", "gso": "on", "tso4": "on", "tso6": "on", "ecn": "on"},
 		wantGuest:  map[string]string{"csum": "off", "tso4": "on", "tso6": "on", "ecn": "on"},
@@ -74,8 +86,15 @@ func TestApplyTunesKubeVirtDomain(t *testing.T) {
 		wantWarn: []string{
 			"offloads.tso On has no effect with txChecksum Off (virtio: HOST_TSO4, HOST_TSO6, HOST_ECN need CSUM)",
 			"offloads.gso On has no effect with txChecksum Off (virtio: GSO needs CSUM)",
-			"offloads.gro On has no effect with txChecksum Off (virtio: GUEST_TSO4, GUEST_TSO6, GUEST_ECN need GUEST_CSUM)",
+			"offloads.gro On has no effect with rxChecksum Off (virtio: GUEST_TSO4, GUEST_TSO6, GUEST_ECN need GUEST_CSUM)",
 		},
+	}, {
+		name:       "gro needs rxChecksum, not txChecksum",
+		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{GRO: "On", TXChecksum: "Off", RXChecksum: "On"}},
+		wantDriver: map[string]string{"name": "vhost"},
+		wantHost:   map[string]string{"csum": "off"},
+		wantGuest:  map[string]string{"csum": "on", "tso4": "on", "tso6": "on", "ecn": "on"},
+		wantMTU:    map[string]string{"size": "9000"},
 	}, {
 		name:       "legacy GSO bit without TSO is reported",
 		tuning:     domaintuning.Interface{Offloads: domaintuning.Offloads{TSO: "Off", GSO: "On"}},

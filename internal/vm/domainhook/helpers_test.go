@@ -49,7 +49,7 @@ func readFixture(t testing.TB, name string) []byte {
 // designTuning is the tuning of docs/design.md §3.1 for network fp-db-link.
 func designTuning() domaintuning.Interface {
 	return domaintuning.Interface{MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
-		Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"}}
+		Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On", RXChecksum: "On"}}
 }
 
 func annotation(byNetwork map[string]domaintuning.Interface) domaintuning.Annotation {

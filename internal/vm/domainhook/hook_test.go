@@ -39,7 +39,7 @@ func TestOnDefineDomain(t *testing.T) {
 		{name: "unknown interface key", vmi: vmiWithAnnotation(t, `{"interfaces":{"fp-db-link":{"mtu":9000,"rxqueuesize":1024}}}`, false),
 			wantErr: []string{`interfaces["fp-db-link"] has unknown key "rxqueuesize": allowed keys are mtu, queues, rxQueueSize, txQueueSize, offloads (case-sensitive)`}},
 		{name: "unknown offload key", vmi: vmiWithAnnotation(t, `{"interfaces":{"fp-db-link":{"offloads":{"TSO":"Off"}}}}`, false),
-			wantErr: []string{`interfaces["fp-db-link"].offloads has unknown key "TSO": allowed keys are tso, gso, gro, txChecksum (case-sensitive)`}},
+			wantErr: []string{`interfaces["fp-db-link"].offloads has unknown key "TSO": allowed keys are tso, gso, gro, txChecksum, rxChecksum (case-sensitive)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)

@@ -10,7 +10,7 @@ import (
 )
 
 // designExample is the annotation of docs/design.md §3.1, compacted.
-const designExample = `{"interfaces":{"fp-db-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On"}}}}`
+const designExample = `{"interfaces":{"fp-db-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On","rxChecksum":"On"}}}}`
 
 func ptr[T any](v T) *T { return &v }
 
@@ -56,7 +56,7 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "design example", in: designExample, want: Annotation{Interfaces: map[string]Interface{"fp-db-link": {
 			MTU: 9000, Queues: 4, RxQueueSize: 1024, TxQueueSize: 256,
-			Offloads: Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
+			Offloads: Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On", RXChecksum: "On"},
 		}}}},
 		{name: "unknown keys are ignored", in: `{"interfaces":{"fp-a":{"mtu":9000,"future":1}},"version":2}`,
 			want: Annotation{Interfaces: map[string]Interface{"fp-a": {MTU: 9000}}}},
@@ -101,6 +101,26 @@ func TestInterfaceDiff(t *testing.T) {
 	if d, w := want.Diff(running), "queues 4, running 2; gro On, running Off"; d != w {
 		t.Errorf("Diff = %q, want %q", d, w)
 	}
+}
+
+// A VMI started before rxChecksum existed carries the four-offload
+// annotation; the template an upgraded operator writes adds rxChecksum On.
+// The VM must not become RestartRequired.
+func TestInterfaceDiffRecordWithoutRXChecksum(t *testing.T) {
+	g := gomega.NewWithT(t)
+	old, err := Parse(`{"interfaces":{"fp-db-link":{"mtu":9000,"queues":4,"rxQueueSize":1024,"txQueueSize":256,"offloads":{"tso":"On","gso":"On","gro":"On","txChecksum":"On"}}}}`)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	running := old.Interfaces["fp-db-link"]
+	g.Expect(running.Offloads.RXChecksum).To(gomega.BeEmpty())
+	spec := v1alpha1.DefaultAttachmentSpec(v1alpha1.FastPathAttachmentSpec{
+		Network: &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+	})
+	want := FromNetworkSpec(*spec.Network)
+	g.Expect(want.Offloads.RXChecksum).To(gomega.Equal(v1alpha1.OffloadOn))
+	g.Expect(want.Diff(running)).To(gomega.BeEmpty())
+	// Asking for it Off is a difference a restart applies.
+	want.Offloads.RXChecksum = v1alpha1.OffloadOff
+	g.Expect(want.Diff(running)).To(gomega.Equal("rxChecksum Off, running On"))
 }
 
 // A VMI started before an offload existed carries an annotation without its

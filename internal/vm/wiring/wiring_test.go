@@ -319,7 +319,7 @@ func TestForAttachmentAppliesDefaults(t *testing.T) {
 		Attachment: "db-link",
 		Network: &Network{NetworkAttachmentDefinition: "db-link", Binding: DefaultBinding, Tuning: domaintuning.Interface{
 			MTU: 9000, Queues: 1, RxQueueSize: 1024, TxQueueSize: 256,
-			Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On"},
+			Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On", RXChecksum: "On"},
 		}},
 		VSOCK:     true,
 		Placement: v1alpha1.PlacementRequired,
