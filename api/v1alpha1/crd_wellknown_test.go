@@ -64,3 +64,42 @@ func TestCRDBoundsAreWellKnown(t *testing.T) {
 	g.Expect(mtus).To(BeNumerically(">=", 4), "the attachment's mtu and the network's mtu default, min and max")
 	g.Expect(datapaths).To(BeNumerically(">=", 2), "the attachment's and the network's datapath")
 }
+
+// TestCRDSSHUserIsWellKnown: the CEL rule of FastPathBenchmark spec.sshUser
+// is wellknown.SSHUserPattern, which the runner checks too, and its length
+// bound wellknown.SSHUserMaxLength.
+func TestCRDSSHUserIsWellKnown(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "fastpath.io_fastpathbenchmarks.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties struct {
+							Spec struct {
+								Properties map[string]struct {
+									MaxLength   int `json:"maxLength"`
+									Validations []struct {
+										Rule    string `json:"rule"`
+										Message string `json:"message"`
+									} `json:"x-kubernetes-validations"`
+								} `json:"properties"`
+							} `json:"spec"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	g.Expect(yaml.Unmarshal(data, &crd)).To(Succeed())
+	g.Expect(crd.Spec.Versions).NotTo(BeEmpty())
+	for _, v := range crd.Spec.Versions {
+		f := v.Schema.OpenAPIV3Schema.Properties.Spec.Properties["sshUser"]
+		g.Expect(f.MaxLength).To(Equal(wellknown.SSHUserMaxLength))
+		g.Expect(f.Validations).To(HaveLen(1))
+		g.Expect(f.Validations[0].Rule).To(Equal("self.matches('" + wellknown.SSHUserPattern + "')"))
+		g.Expect(f.Validations[0].Message).To(HavePrefix("sshUser must be a POSIX user name"))
+	}
+}

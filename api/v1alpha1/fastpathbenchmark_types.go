@@ -177,9 +177,14 @@ type FastPathBenchmarkSpec struct {
 	// +optional
 	SSHKeySecretRef *LocalObjectReference `json:"sshKeySecretRef,omitempty"`
 
-	// sshUser is the guest user for SSH in VM mode. Default fedora.
+	// sshUser is the guest user for SSH in VM mode: a POSIX user name, 1-32
+	// letters, digits, '_', '.' or '-', starting with a letter or '_'
+	// (wellknown.SSHUserPattern), so the runner can never read it as an ssh
+	// option. Default fedora.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_.-]*$')",message="sshUser must be a POSIX user name: 1-32 letters, digits, '_', '.' or '-', starting with a letter or '_' (e.g. fedora, cloud-user)"
 	SSHUser string `json:"sshUser,omitempty"`
 }
 

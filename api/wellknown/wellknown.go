@@ -177,3 +177,34 @@ func OffloadField[T any](p any, name string) *T {
 	}
 	return nil
 }
+
+// SSHUserPattern is the form of a FastPathBenchmark's spec.sshUser, the guest
+// user the benchmark runner logs in as: a POSIX user name (IEEE Std 1003.1
+// §3.437, from the portable filename character set §3.282: letters, digits,
+// '.', '_', '-') that starts with a letter or '_', as shadow-utils' useradd
+// and Debian's adduser require, so that it can never be read as an option
+// ('-…') or a path. At most SSHUserMaxLength characters. The CRD repeats it
+// in a CEL rule (controller-gen takes markers only as literals);
+// api/v1alpha1's TestCRDSSHUserIsWellKnown holds the two equal, and the
+// runner checks its --ssh-user with ValidSSHUser.
+const (
+	SSHUserPattern   = `^[A-Za-z_][A-Za-z0-9_.-]*$`
+	SSHUserMaxLength = 32
+)
+
+// ValidSSHUser reports whether s matches SSHUserPattern and is 1 to
+// SSHUserMaxLength characters long.
+func ValidSSHUser(s string) bool {
+	if s == "" || len(s) > SSHUserMaxLength {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', r == '_':
+		case i > 0 && (r >= '0' && r <= '9' || r == '.' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
