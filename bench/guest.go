@@ -56,10 +56,13 @@ func (c RunConfig) ProvisionGuests(ctx context.Context, log logr.Logger) (cleanu
 		return cleanup, fmt.Errorf("failed to find the runner's own executable to copy into the guests: %w", err)
 	}
 	pairs := c.Matrix.MaxPairs()
-	type guest struct{ target, role string }
+	type guest struct {
+		target SSHGuest
+		role   string
+	}
 	var guests []guest
 	for i := 0; i < pairs; i++ {
-		guests = append(guests, guest{c.SSHTarget(i), "client"}, guest{c.WithUser(c.SSHServers[i]), "server"})
+		guests = append(guests, guest{c.SSHClients[i], "client"}, guest{c.SSHServers[i], "server"})
 	}
 	for _, g := range guests {
 		bin := c.GuestBinary(g.role)
@@ -67,7 +70,7 @@ func (c RunConfig) ProvisionGuests(ctx context.Context, log logr.Logger) (cleanu
 			return cleanup, err
 		}
 		undo = append(undo, func(ctx context.Context) { c.guestShell(ctx, log, g.target, "rm -f "+bin) })
-		log.Info("Copied the runner into the guest", "guest", g.target, "role", g.role, "path", bin)
+		log.Info("Copied the runner into the guest", "guest", g.target.String(), "role", g.role, "path", bin)
 		if g.role != "server" {
 			continue
 		}
@@ -78,14 +81,14 @@ func (c RunConfig) ProvisionGuests(ctx context.Context, log logr.Logger) (cleanu
 		undo = append(undo, func(ctx context.Context) {
 			c.guestShell(ctx, log, g.target, fmt.Sprintf("kill %d 2>/dev/null; rm -f %s.log", pid, bin))
 		})
-		log.Info("Started vsock-server in the server VM", "guest", g.target, "port", c.VSockServerPort, "pid", pid)
+		log.Info("Started vsock-server in the server VM", "guest", g.target.String(), "port", c.VSockServerPort, "pid", pid)
 	}
 	return cleanup, nil
 }
 
 // upload writes the file at src to path dst in the guest (mode 0755), through
 // ssh's stdin.
-func (c RunConfig) upload(ctx context.Context, target, src, dst string) error {
+func (c RunConfig) upload(ctx context.Context, target SSHGuest, src, dst string) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("failed to open %s to copy it into %s: %w", src, target, err)
@@ -104,7 +107,7 @@ func (c RunConfig) upload(ctx context.Context, target, src, dst string) error {
 
 // startVSockServer starts bin vsock-server in the background in the guest
 // and waits until it logs that it is serving; it returns the server's PID.
-func (c RunConfig) startVSockServer(ctx context.Context, target, bin string) (int, error) {
+func (c RunConfig) startVSockServer(ctx context.Context, target SSHGuest, bin string) (int, error) {
 	logFile := bin + ".log"
 	script := fmt.Sprintf(`nohup %[1]s vsock-server --port %[2]d </dev/null >%[3]s 2>&1 &
 pid=$!
@@ -129,8 +132,8 @@ cat %[3]s >&2; kill $pid; exit 4`, bin, c.VSockServerPort, logFile, int(guestSta
 }
 
 // guestShell runs a cleanup command in a guest and logs a failure.
-func (c RunConfig) guestShell(ctx context.Context, log logr.Logger, target, script string) {
+func (c RunConfig) guestShell(ctx context.Context, log logr.Logger, target SSHGuest, script string) {
 	if _, stderr, err := c.SSH(target).Run(ctx, []string{"sh", "-c", script}); err != nil {
-		log.Error(err, "Failed to clean up in the guest", "guest", target, "command", script, "stderr", strings.TrimSpace(string(stderr)))
+		log.Error(err, "Failed to clean up in the guest", "guest", target.String(), "command", script, "stderr", strings.TrimSpace(string(stderr)))
 	}
 }

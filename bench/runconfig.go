@@ -32,13 +32,14 @@ type RunConfig struct {
 	// MTUGiven names the paths whose MTU came from --mtu.
 	MTUGiven map[string]bool
 	// SSHClients (VM mode): pair i's clients run on SSHClients[i], reached
-	// as SSHUser@client with key SSHKey. Empty in Pod mode.
-	SSHClients []string
+	// with key SSHKey. Empty in Pod mode. SSHUser is the default user of
+	// --ssh-clients and --ssh-servers entries without one.
+	SSHClients []SSHGuest
 	SSHUser    string
 	SSHKey     string
 	// SSHServers (VM mode with vsock tests): pair i's server VM, where the
 	// runner starts `fastpath-bench vsock-server` on VSockServerPort.
-	SSHServers      []string
+	SSHServers      []SSHGuest
 	VSockServerPort int
 	// RunID names the run (the Job name); it also names the runner's copies
 	// in the guests (GuestBinary).
@@ -76,20 +77,17 @@ func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
 	defer cancel()
 	// Every guest is tried in each round, so one that never answers does
 	// not use up the others' time.
-	last := map[string]string{}
-	for i := range c.SSHClients {
-		last[c.SSHTarget(i)] = "no attempt finished"
-	}
-	for _, s := range c.SSHServers {
-		last[c.WithUser(s)] = "no attempt finished"
+	last := map[SSHGuest]string{}
+	for _, g := range append(append([]SSHGuest(nil), c.SSHClients...), c.SSHServers...) {
+		last[g] = "no attempt finished"
 	}
 	start := time.Now()
 	for len(last) > 0 && ctx.Err() == nil {
-		for _, t := range slices.Sorted(maps.Keys(last)) {
+		for _, t := range slices.SortedFunc(maps.Keys(last), func(a, b SSHGuest) int { return strings.Compare(a.String(), b.String()) }) {
 			_, stderr, err := c.SSH(t).Run(ctx, []string{"true"})
 			switch {
 			case err == nil:
-				log.Info("Guest accepts SSH", "guest", t, "waited", time.Since(start).Round(time.Second).String())
+				log.Info("Guest accepts SSH", "guest", t.String(), "waited", time.Since(start).Round(time.Second).String())
 				delete(last, t)
 			case ctx.Err() == nil: // else the attempt was cut short: keep the one before
 				last[t] = strings.TrimSpace(fmt.Sprintf("%v: %s", err, stderr))
@@ -104,7 +102,7 @@ func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
 	}
 	var failed []string
 	for t, msg := range last {
-		failed = append(failed, t+": "+msg)
+		failed = append(failed, t.String()+": "+msg)
 	}
 	if len(failed) > 0 {
 		slices.Sort(failed)
@@ -116,20 +114,10 @@ func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
 // VMMode reports whether the clients run in VMs over SSH.
 func (c RunConfig) VMMode() bool { return len(c.SSHClients) > 0 }
 
-// SSHTarget returns user@host of pair i's client VM (i counts from 0).
-func (c RunConfig) SSHTarget(i int) string { return c.WithUser(c.SSHClients[i]) }
-
-// WithUser returns host as user@host, with SSHUser unless it has one.
-func (c RunConfig) WithUser(host string) string {
-	if strings.Contains(host, "@") {
-		return host
-	}
-	return c.SSHUser + "@" + host
-}
-
-// SSH returns the SSH executor of a guest, user@host.
-func (c RunConfig) SSH(target string) netperf.Prefix {
-	return netperf.SSH(target, append([]string{"-i", c.SSHKey}, SSHOptions...)...)
+// SSH returns the SSH executor of a guest (netperf.SSH: the user after -l,
+// the address after "--").
+func (c RunConfig) SSH(g SSHGuest) netperf.Prefix {
+	return netperf.SSH(g.User, g.Addr, append([]string{"-i", c.SSHKey}, SSHOptions...)...)
 }
 
 // HasVSock reports whether any test is a vsock test.
@@ -177,7 +165,7 @@ func (c RunConfig) Runner() *Runner {
 		if c.VMMode() {
 			for i := range p.Endpoints {
 				if i < len(c.SSHClients) {
-					p.Endpoints[i].Executor = c.SSH(c.SSHTarget(i))
+					p.Endpoints[i].Executor = c.SSH(c.SSHClients[i])
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,17 +16,18 @@ import (
 
 // fakeSSH puts an ssh on PATH that fails (as sshd refusing the connection
 // would) until it has been run failures times for a target, then succeeds;
-// a target named "down" never answers. It records every call in dir/calls.
+// the guest 192.0.2.99 never answers. It records every call in dir/calls.
 func fakeSSH(t *testing.T, failures int) string {
 	prev := sshRetryInterval
 	sshRetryInterval = 10 * time.Millisecond
 	t.Cleanup(func() { sshRetryInterval = prev })
 	dir := t.TempDir()
 	script := `#!/bin/sh
-for a in "$@"; do case "$a" in *@*) target="$a";; esac; done
+# ssh -l <user> -- <host> <command>: the target is the word after "--".
+prev=""; for a in "$@"; do [ "$prev" = "--" ] && target="$a"; prev="$a"; done
 echo "$target $*" >>"` + dir + `/calls"
 n=$(grep -c "^$target " "` + dir + `/calls")
-case "$target" in *@down) echo "ssh: connect to host down port 22: Connection refused" >&2; exit 255;; esac
+case "$target" in 192.0.2.99) echo "ssh: connect to host 192.0.2.99 port 22: Connection refused" >&2; exit 255;; esac
 if [ "$n" -le ` + strconv.Itoa(failures) + ` ]; then echo "ssh: connect to host port 22: Connection refused" >&2; exit 255; fi
 exit 0
 `
@@ -39,23 +41,32 @@ exit 0
 func TestWaitForGuestsRetriesUntilSSHAnswers(t *testing.T) {
 	g := NewWithT(t)
 	calls := fakeSSH(t, 2)
-	c := RunConfig{SSHClients: []string{"10.0.0.1"}, SSHServers: []string{"10.0.0.2", "10.0.0.1"}, SSHUser: "fedora", SSHKey: "/k", SSHWait: time.Minute}
+	c := RunConfig{SSHClients: guests("10.0.0.1"), SSHServers: guests("10.0.0.2", "10.0.0.1"), SSHUser: "fedora", SSHKey: "/k", SSHWait: time.Minute}
 	g.Expect(c.WaitForGuests(context.Background(), logr.Discard())).To(Succeed())
 	b, err := os.ReadFile(calls)
 	g.Expect(err).NotTo(HaveOccurred())
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	// Two refusals and one success for each of the two distinct guests.
 	g.Expect(lines).To(HaveLen(6))
-	g.Expect(lines).To(HaveEach(And(ContainSubstring("BatchMode=yes"), ContainSubstring("-i /k"), HaveSuffix("-- true"))))
+	g.Expect(lines).To(HaveEach(And(ContainSubstring("BatchMode=yes"), ContainSubstring("-i /k"), ContainSubstring("-l fedora -- 10.0.0."), HaveSuffix(" true"))))
 }
 
 func TestWaitForGuestsNamesTheGuestThatNeverAnswers(t *testing.T) {
 	g := NewWithT(t)
 	fakeSSH(t, 0)
-	c := RunConfig{SSHClients: []string{"10.0.0.1", "down"}, SSHUser: "fedora", SSHKey: "/k", SSHWait: time.Second}
+	c := RunConfig{SSHClients: guests("10.0.0.1", "192.0.2.99"), SSHUser: "fedora", SSHKey: "/k", SSHWait: time.Second}
 	err := c.WaitForGuests(context.Background(), logr.Discard())
 	g.Expect(err).To(MatchError(And(
 		ContainSubstring("failed to reach the guests over SSH within 1s"),
-		ContainSubstring("fedora@down: exit status 255: ssh: connect to host down port 22: Connection refused"),
+		ContainSubstring("fedora@192.0.2.99: exit status 255: ssh: connect to host 192.0.2.99 port 22: Connection refused"),
 		Not(ContainSubstring("fedora@10.0.0.1")))))
+}
+
+// guests returns fedora@addr for each address.
+func guests(addrs ...string) []SSHGuest {
+	var out []SSHGuest
+	for _, a := range addrs {
+		out = append(out, SSHGuest{User: "fedora", Addr: netip.MustParseAddr(a)})
+	}
+	return out
 }

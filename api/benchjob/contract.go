@@ -167,10 +167,13 @@ type RunnerVSock struct {
 // --ssh-clients, pair i's netperf (for every path) runs on client VM i through
 //
 //	ssh -i <ssh-key> -o BatchMode=yes -o StrictHostKeyChecking=no
-//	    -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 <ssh-user>@<client> -- netperf ...
+//	    -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -l <ssh-user> -- <client> 'netperf ...'
 //
-// (netperf.SSH): guest host keys are unknown and change with every VM, so they
-// are not checked. The guest must have netperf installed and the servers must
+// (netperf.SSH): the user is -l's argument and the client comes after "--",
+// so neither can be read as an option; the runner refuses a user that is not
+// a POSIX user name (wellknown.SSHUserPattern, as the CRD) and clients and
+// servers that are not IP addresses. Guest host keys are unknown and change
+// with every VM, so they are not checked. The guest must have netperf installed and the servers must
 // run netserver on NetserverPort; the runner says which one is missing
 // (netperf.Diagnose) rather than reporting zeros. With VSOCK_* tests the
 // runner copies itself into the client and server VMs over the same SSH,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/benchjob"
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/bench"
 	"github.com/fastpath-io/fastpath/bench/netperf"
 	"github.com/fastpath-io/fastpath/internal/vsock"
@@ -53,9 +54,9 @@ func (f *RunnerFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pairs, "pairs", "1", "client/server pairs at once, comma-separated; each point is run at each count; each path needs max(pairs) servers")
 	fs.DurationVar(&f.duration, "duration", def.Duration, "length of each test, whole seconds")
 	fs.IntVar(&f.repetitions, "repetitions", def.Repetitions, "runs per point and path; median, min and max are reported")
-	fs.StringVar(&f.sshClients, "ssh-clients", "", "VM mode: the client VM of each pair (host or user@host), comma-separated; pair i's netperf runs there over SSH")
+	fs.StringVar(&f.sshClients, "ssh-clients", "", "VM mode: the client VM of each pair (IP address or user@address), comma-separated; pair i's netperf runs there over SSH")
 	fs.StringVar(&f.resultsConfigMap, "results-configmap", "", "namespace/name of the ConfigMap to write the outcome to (FastPathBenchmark)")
-	fs.StringVar(&f.sshServers, "ssh-servers", "", "VM mode with vsock tests: the server VM of each pair (host or user@host), comma-separated; the runner copies itself there and starts vsock-server on --vsock-server-port")
+	fs.StringVar(&f.sshServers, "ssh-servers", "", "VM mode with vsock tests: the server VM of each pair (IP address or user@address), comma-separated; the runner copies itself there and starts vsock-server on --vsock-server-port")
 	fs.IntVar(&c.VSockServerPort, "vsock-server-port", 0, "VM mode with vsock tests: the vsock port vsock-server listens on in the server VMs (the port of the attachment's vsock service)")
 	fs.StringVar(&c.SSHUser, "ssh-user", "", "VM mode: guest user for --ssh-clients entries without user@")
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
@@ -141,6 +142,19 @@ func (f *RunnerFlags) Config(pos []string) (RunnerConfig, error) {
 		p.VSock = true
 		c.Paths = append(c.Paths, p)
 	}
+	// The servers of IP paths come from pod and VMI status (a guest's agent
+	// reports a VMI's addresses): only IP addresses are measured against,
+	// never a name or anything netperf could take for more than -H's value.
+	for _, p := range c.Paths {
+		if p.VSock {
+			continue
+		}
+		for _, ep := range p.Endpoints {
+			if _, err := bench.ParseIP(ep.Host); err != nil {
+				return c, fmt.Errorf("failed to parse --path %s: server %w", p.Name, err)
+			}
+		}
+	}
 	for name := range mtuOf {
 		if !c.MTUGiven[name] {
 			return c, fmt.Errorf("--mtu %s names no --path", name)
@@ -171,10 +185,18 @@ func (f *RunnerFlags) Config(pos []string) (RunnerConfig, error) {
 	return c, nil
 }
 
-// validateSSH sets and checks the VM-mode fields from --ssh-clients and
-// --ssh-servers.
+// validateSSH sets and checks the VM-mode fields from --ssh-user,
+// --ssh-clients and --ssh-servers: the user must be a POSIX user name and
+// every guest an IP address (bench.ParseSSHGuest), so no value can reach
+// ssh's command line as an option.
 func (c *RunnerConfig) validateSSH(clients, servers string) error {
-	c.SSHClients = bench.ParseList(clients)
+	if c.SSHUser != "" && !wellknown.ValidSSHUser(c.SSHUser) {
+		return fmt.Errorf("failed to parse --ssh-user %q: want a POSIX user name (1-%d letters, digits, '_', '.' or '-', starting with a letter or '_')", c.SSHUser, wellknown.SSHUserMaxLength)
+	}
+	var err error
+	if c.SSHClients, err = bench.ParseSSHGuests("--ssh-clients", clients, c.SSHUser); err != nil {
+		return err
+	}
 	if len(c.SSHClients) > 0 {
 		if c.SSHKey == "" {
 			return fmt.Errorf("--ssh-clients needs --ssh-key")
@@ -182,15 +204,12 @@ func (c *RunnerConfig) validateSSH(clients, servers string) error {
 		if len(c.SSHClients) < c.Matrix.MaxPairs() {
 			return fmt.Errorf("%d --ssh-clients, pairs up to %d need as many", len(c.SSHClients), c.Matrix.MaxPairs())
 		}
-		for _, cl := range c.SSHClients {
-			if !strings.Contains(cl, "@") && c.SSHUser == "" {
-				return fmt.Errorf("SSH client %s has no user: give user@host or --ssh-user", cl)
-			}
-		}
 	} else if c.SSHUser != "" || c.SSHKey != "" {
 		return fmt.Errorf("--ssh-user and --ssh-key need --ssh-clients")
 	}
-	c.SSHServers = bench.ParseList(servers)
+	if c.SSHServers, err = bench.ParseSSHGuests("--ssh-servers", servers, c.SSHUser); err != nil {
+		return err
+	}
 	switch {
 	case c.VMMode() && c.HasVSock():
 		if len(c.SSHServers) < c.Matrix.MaxPairs() {
@@ -198,11 +217,6 @@ func (c *RunnerConfig) validateSSH(clients, servers string) error {
 		}
 		if c.VSockServerPort < 1 || c.VSockServerPort >= int(vsock.AnyCID) {
 			return fmt.Errorf("VM mode with vsock tests needs --vsock-server-port, the vsock port of the service in the server VMs (1-%d)", vsock.AnyCID-1)
-		}
-		for _, sv := range c.SSHServers {
-			if !strings.Contains(sv, "@") && c.SSHUser == "" {
-				return fmt.Errorf("SSH server %s has no user: give user@host or --ssh-user", sv)
-			}
 		}
 	case len(c.SSHServers) > 0 || c.VSockServerPort != 0:
 		return fmt.Errorf("--ssh-servers and --vsock-server-port apply to VM mode (--ssh-clients) with vsock tests only")

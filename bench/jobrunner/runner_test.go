@@ -1,6 +1,7 @@
 package jobrunner_test
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,11 +86,11 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 				g.Expect(vp.Endpoints).To(gomega.HaveLen(1))
 				g.Expect(vp.Endpoints[0].Host).To(gomega.Equal("2"), "the client VM dials its host, CID 2, where the relay listens")
 				g.Expect(vp.Endpoints[0].Port).To(gomega.BeEquivalentTo(v.Port))
-				g.Expect(c.SSHServers).To(gomega.Equal(v.Servers))
+				g.Expect(guestAddrs(c.SSHServers)).To(gomega.Equal(v.Servers))
 				g.Expect(c.VSockServerPort).To(gomega.BeEquivalentTo(v.ServicePort))
 				r := c.Runner()
 				g.Expect(r.Tools["VSOCK_STREAM"]).To(gomega.Equal(bench.GuestVSock{Binary: "/tmp/fastpath-bench-vmb-run-1-client"}), "the vsock client runs in the client VM")
-				g.Expect(r.Paths[len(r.Paths)-1].Endpoints[0].Executor).To(gomega.Equal(c.SSH("cloud@10.244.1.5")))
+				g.Expect(r.Paths[len(r.Paths)-1].Endpoints[0].Executor).To(gomega.Equal(c.SSH(bench.SSHGuest{User: "cloud", Addr: netip.MustParseAddr("10.244.1.5")})))
 			}
 			g.Expect(ipPaths).To(gomega.HaveLen(len(tc.a.Paths)))
 			for i, p := range tc.a.Paths {
@@ -118,7 +119,7 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 				}
 				return
 			}
-			g.Expect(c.SSHClients).To(gomega.Equal(tc.a.SSH.Clients))
+			g.Expect(guestAddrs(c.SSHClients)).To(gomega.Equal(tc.a.SSH.Clients))
 			g.Expect(c.SSHUser).To(gomega.Equal(tc.a.SSH.User))
 			g.Expect(c.SSHKey).To(gomega.Equal(tc.a.SSH.KeyFile))
 			// Pair i's netperf runs on client VM i, for every path, with the
@@ -128,7 +129,7 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 					target := tc.a.SSH.User + "@" + tc.a.SSH.Clients[i]
 					g.Expect(ep.Executor).To(gomega.Equal(netperf.Prefix{Name: "ssh " + target, Quote: true, Argv: []string{
 						"ssh", "-o", "BatchMode=yes", "-i", tc.a.SSH.KeyFile, "-o", "StrictHostKeyChecking=no",
-						"-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", target, "--"}}))
+						"-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-l", tc.a.SSH.User, "--", tc.a.SSH.Clients[i]}}))
 				}
 			}
 		})
@@ -143,18 +144,18 @@ func TestRunnerRejectsArgsOutsideTheContract(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--path", "a=h", "--results-configmap", "apps"}, `failed to parse --results-configmap "apps": want namespace/name`},
-		{[]string{"--path", "a=h", "--results-configmap", "apps/x/y", "--run-id", "r"}, "want namespace/name"},
-		{[]string{"--path", "a=h", "--results-configmap", "apps/x"}, "--results-configmap needs --run-id"},
-		{[]string{"--path", "a=h,i", "--pairs", "1,2", "--ssh-clients", "c1", "--ssh-user", "u", "--ssh-key", key}, "1 --ssh-clients, pairs up to 2 need as many"},
-		{[]string{"--path", "a=h", "--ssh-clients", "c1", "--ssh-key", key}, "SSH client c1 has no user"},
-		{[]string{"--path", "a=h", "--ssh-clients", "c1", "--ssh-user", "u"}, "--ssh-clients needs --ssh-key"},
-		{[]string{"--path", "a=h", "--ssh-user", "u"}, "need --ssh-clients"},
-		{[]string{"--path", "a=h", "--mtu", "b=9000"}, "--mtu b names no --path"},
-		{[]string{"--path", "a=h", "--path", "a=i"}, "path a (MTU 0) named twice"},
-		{[]string{"--path", "a=h", "--transport", "tcp"}, `failed to parse --transport "tcp"`},
-		{[]string{"--path", "a=h", "--transport", "unix:/tmp/x"}, "needs --cid"},
-		{[]string{"--path", "a=h", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
+		{[]string{"--path", "a=10.0.0.1", "--results-configmap", "apps"}, `failed to parse --results-configmap "apps": want namespace/name`},
+		{[]string{"--path", "a=10.0.0.1", "--results-configmap", "apps/x/y", "--run-id", "r"}, "want namespace/name"},
+		{[]string{"--path", "a=10.0.0.1", "--results-configmap", "apps/x"}, "--results-configmap needs --run-id"},
+		{[]string{"--path", "a=10.0.0.1,10.0.0.2", "--pairs", "1,2", "--ssh-clients", "10.0.0.3", "--ssh-user", "u", "--ssh-key", key}, "1 --ssh-clients, pairs up to 2 need as many"},
+		{[]string{"--path", "a=10.0.0.1", "--ssh-clients", "10.0.0.3", "--ssh-key", key}, `failed to parse --ssh-clients entry "10.0.0.3": no user`},
+		{[]string{"--path", "a=10.0.0.1", "--ssh-clients", "10.0.0.3", "--ssh-user", "u"}, "--ssh-clients needs --ssh-key"},
+		{[]string{"--path", "a=10.0.0.1", "--ssh-user", "u"}, "need --ssh-clients"},
+		{[]string{"--path", "a=10.0.0.1", "--mtu", "b=9000"}, "--mtu b names no --path"},
+		{[]string{"--path", "a=10.0.0.1", "--path", "a=10.0.0.2"}, "path a (MTU 0) named twice"},
+		{[]string{"--path", "a=10.0.0.1", "--transport", "tcp"}, `failed to parse --transport "tcp"`},
+		{[]string{"--path", "a=10.0.0.1", "--transport", "unix:/tmp/x"}, "needs --cid"},
+		{[]string{"--path", "a=10.0.0.1", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -178,5 +179,72 @@ func TestOutcomeTargetFromUnparsableArgs(t *testing.T) {
 		g := gomega.NewWithT(t)
 		ns, name, run, ok := jobrunner.OutcomeTarget(tc.args)
 		g.Expect([]any{ns, name, run, ok}).To(gomega.Equal([]any{tc.ns, tc.name, tc.run, tc.ok}), strings.Join(tc.args, " "))
+	}
+}
+
+// guestAddrs returns the address of each guest, as the contract renders them.
+func guestAddrs(gs []bench.SSHGuest) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Addr.String())
+	}
+	return out
+}
+
+// No value of the runner's command line reaches ssh or netperf as an
+// option: the user must be a POSIX user name, every guest and every server
+// of an IP path an IP address; each refusal names the flag.
+func TestRunnerRefusesValuesThatCouldBeOptions(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	gomega.NewWithT(t).Expect(os.WriteFile(key, []byte("k"), 0o600)).To(gomega.Succeed())
+	vm := func(user, clients string) []string {
+		return []string{"--path", "fastpath=10.250.0.3", "--ssh-clients", clients, "--ssh-user", user, "--ssh-key", key}
+	}
+	vsock := func(servers string) []string {
+		return []string{"--tests", "VSOCK_STREAM", "--vsock-path", "v=2:20000", "--ssh-clients", "10.244.1.5", "--ssh-user", "fedora",
+			"--ssh-key", key, "--ssh-servers", servers, "--vsock-server-port", "5432"}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" means accepted
+	}{
+		{"proxy command as the user", vm("-oProxyCommand=touch /tmp/pwned", "10.244.1.5"), `failed to parse --ssh-user "-oProxyCommand=touch /tmp/pwned": want a POSIX user name`},
+		{"double dash as the user", vm("--", "10.244.1.5"), `failed to parse --ssh-user "--"`},
+		{"a user with a space", vm("cloud user", "10.244.1.5"), `failed to parse --ssh-user "cloud user"`},
+		{"a user with a shell word", vm("a;id", "10.244.1.5"), `failed to parse --ssh-user "a;id"`},
+		{"proxy command as the client", vm("fedora", "-oProxyCommand=touch /tmp/pwned"), `failed to parse --ssh-clients entry "-oProxyCommand=touch /tmp/pwned"`},
+		{"proxy command as a client's user", vm("fedora", "-oProxyCommand=x@10.244.1.5"), `failed to parse --ssh-clients entry "-oProxyCommand=x@10.244.1.5": user "-oProxyCommand=x" is not a POSIX user name`},
+		{"a host name as the client", vm("fedora", "guest.example"), `"guest.example" is not an IPv4 or IPv6 address`},
+		{"a client with a space", vm("fedora", "10.244.1.5 -v"), `"10.244.1.5 -v" is not an IPv4 or IPv6 address`},
+		{"an ssh URI as the client", vm("fedora", "ssh://root@10.244.1.5"), "is not a POSIX user name"},
+		{"a zone as the client", vm("fedora", "fe80::1%eth0"), `"fe80::1%eth0" is not an IPv4 or IPv6 address without a zone`},
+		{"double dash as the client", vm("fedora", "--"), `"--" is not an IPv4 or IPv6 address`},
+		{"an IPv6 client", vm("fedora", "fd00::5"), ""},
+		{"a bracketed IPv6 client with its user", vm("fedora", "cloud@[fd00::5]"), ""},
+		{"proxy command as a server", []string{"--path", "fastpath=-oProxyCommand=x"}, `failed to parse --path fastpath: server "-oProxyCommand=x" is not an IPv4 or IPv6 address`},
+		{"a host name as a server", []string{"--path", "fastpath=netserver.example"}, `failed to parse --path fastpath: server "netserver.example"`},
+		{"an IPv6 server", []string{"--path", "fastpath=fd00::4"}, ""},
+		{"proxy command as a vsock server VM", vsock("-oProxyCommand=x"), `failed to parse --ssh-servers entry "-oProxyCommand=x"`},
+		{"a vsock server VM", vsock("10.244.1.7"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			c, err := jobrunner.ParseRunnerArgs(tc.args)
+			if tc.want != "" {
+				g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(tc.want)))
+				return
+			}
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			// What is accepted reaches ssh after -l and "--" only.
+			for _, p := range c.Runner().Paths {
+				for _, ep := range p.Endpoints {
+					if pre, ok := ep.Executor.(netperf.Prefix); ok {
+						n := len(pre.Argv)
+						g.Expect(pre.Argv[n-4 : n-1]).To(gomega.HaveExactElements(gomega.Equal("-l"), gomega.Not(gomega.HavePrefix("-")), gomega.Equal("--")))
+					}
+				}
+			}
+		})
 	}
 }

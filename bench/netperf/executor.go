@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (n NetNS) Run(ctx context.Context, argv []string) ([]byte, []byte, error) {
 func (n NetNS) String() string { return "netns " + n.Path }
 
 // Prefix runs commands locally behind a fixed prefix such as
-// `ip netns exec NAME`, `nsenter -t PID -n` or `ssh user@host --`. With
+// `ip netns exec NAME`, `nsenter -t PID -n` or `ssh -l user -- host` (SSH). With
 // Quote set the command is passed as one shell-quoted word, for prefixes
 // (like ssh) whose far end hands it to a shell.
 type Prefix struct {
@@ -133,12 +134,32 @@ func IPNetNS(name string) Prefix {
 	return Prefix{Name: "netns " + name, Argv: []string{"ip", "netns", "exec", name}}
 }
 
-// SSH runs commands on target ("user@host") with the OpenSSH client in batch
-// mode (no password prompts). options go before the target, e.g.
-// "-i", "/keys/id_ed25519", "-o", "StrictHostKeyChecking=accept-new".
-func SSH(target string, options ...string) Prefix {
+// SSH runs commands as user on host with the OpenSSH client in batch mode
+// (no password prompts):
+//
+//	ssh -o BatchMode=yes <options> -l <user> -- <host> '<command>'
+//
+// options are the caller's own, e.g. "-i", "/keys/id_ed25519", "-o",
+// "StrictHostKeyChecking=accept-new". The user is the argument of -l and the
+// host comes after "--", which ends ssh's option parsing for the host and
+// the command alike (OpenSSH ssh.c, opt_terminated), so neither can ever be
+// read as an option such as -oProxyCommand=…, whatever its spelling; host is
+// an IP address by type, so no name is resolved and no ssh:// URI or user@
+// is parsed out of it. Callers still validate user (wellknown.ValidSSHUser):
+// a bad user fails here with ssh's own error, never as an option.
+func SSH(user string, host netip.Addr, options ...string) Prefix {
 	argv := append([]string{"ssh", "-o", "BatchMode=yes"}, options...)
-	return Prefix{Name: "ssh " + target, Argv: append(argv, target, "--"), Quote: true}
+	argv = append(argv, "-l", user, "--", host.String())
+	return Prefix{Name: "ssh " + SSHTarget(user, host), Argv: argv, Quote: true}
+}
+
+// SSHTarget returns "user@host" for messages, with an IPv6 host in brackets
+// ("fedora@[fd00::2]").
+func SSHTarget(user string, host netip.Addr) string {
+	if host.Is6() && !host.Is4In6() {
+		return user + "@[" + host.String() + "]"
+	}
+	return user + "@" + host.String()
 }
 
 // ShellJoin quotes each word of argv for a POSIX shell and joins them with

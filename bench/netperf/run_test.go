@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,10 +109,54 @@ func TestShellJoinRoundTripsThroughSh(t *testing.T) {
 
 func TestSSHPrefix(t *testing.T) {
 	g := gomega.NewWithT(t)
-	p := netperf.SSH("fedora@10.0.2.2", "-i", "/keys/id")
-	g.Expect(p.Argv).To(gomega.Equal([]string{"ssh", "-o", "BatchMode=yes", "-i", "/keys/id", "fedora@10.0.2.2", "--"}))
+	p := netperf.SSH("fedora", netip.MustParseAddr("10.0.2.2"), "-i", "/keys/id")
+	g.Expect(p.Argv).To(gomega.Equal([]string{"ssh", "-o", "BatchMode=yes", "-i", "/keys/id", "-l", "fedora", "--", "10.0.2.2"}))
 	g.Expect(p.Quote).To(gomega.BeTrue())
 	g.Expect(p.String()).To(gomega.Equal("ssh fedora@10.0.2.2"))
+	p6 := netperf.SSH("fedora", netip.MustParseAddr("fd00::2"))
+	g.Expect(p6.Argv[len(p6.Argv)-2:]).To(gomega.Equal([]string{"--", "fd00::2"}))
+	g.Expect(p6.String()).To(gomega.Equal("ssh fedora@[fd00::2]"))
+}
+
+// The real OpenSSH client, given a user that spells an option, runs no
+// ProxyCommand: -l takes the user as its argument and "--" ends the options
+// before the host and the command. The same user in the old argv form
+// (user@host before "--") does run it, which shows the test can fail. Port
+// 1 on the loopback has no sshd, so nothing logs in either way.
+func TestSSHUserNeverBecomesAnOption(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no OpenSSH client")
+	}
+	opts := []string{"-p", "1", "-o", "ConnectTimeout=2", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-F", "/dev/null"}
+	for _, tc := range []struct {
+		name    string
+		argv    func(user string) []string
+		proxied bool
+	}{
+		{"netperf.SSH", func(user string) []string {
+			return netperf.SSH(user, netip.MustParseAddr("127.0.0.1"), opts...).Argv
+		}, false},
+		{"the old user@host form", func(user string) []string {
+			return append(append([]string{"ssh", "-o", "BatchMode=yes"}, opts...), user+"@127.0.0.1", "--")
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			dir := t.TempDir()
+			user := "-oProxyCommand=touch " + filepath.Join(dir, "pwned")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, _, err := netperf.Prefix{Argv: tc.argv(user), Quote: true}.Run(ctx, []string{"true"})
+			g.Expect(err).To(gomega.HaveOccurred(), "nothing listens on port 1")
+			entries, rerr := os.ReadDir(dir)
+			g.Expect(rerr).NotTo(gomega.HaveOccurred())
+			if tc.proxied {
+				g.Expect(entries).NotTo(gomega.BeEmpty(), "the old form should have run the ProxyCommand")
+			} else {
+				g.Expect(entries).To(gomega.BeEmpty(), "ssh ran the user name as a ProxyCommand")
+			}
+		})
+	}
 }
 
 func TestRunAgainstLoopbackNetserver(t *testing.T) {

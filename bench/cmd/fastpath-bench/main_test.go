@@ -56,17 +56,17 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}{
 		{[]string{"run"}, "no paths"},
 		{[]string{"run", "--path", "nohost"}, `failed to parse path "nohost"`},
-		{[]string{"run", "--path", "a=h", "--socket-sizes", "big"}, `failed to parse size "big"`},
-		{[]string{"run", "--path", "a=h", "--pairs", "2"}, "has 1 endpoints, pairs up to 2"},
-		{[]string{"run", "--path", "a=h", "--duration", "500ms"}, "whole seconds"},
-		{[]string{"run", "--path", "a=h", "--mtu", "a"}, `failed to parse "a"`},
-		{[]string{"run", "--path", "a=h", "stray"}, "unexpected arguments"},
+		{[]string{"run", "--path", "a=10.0.0.1", "--socket-sizes", "big"}, `failed to parse size "big"`},
+		{[]string{"run", "--path", "a=10.0.0.1", "--pairs", "2"}, "has 1 endpoints, pairs up to 2"},
+		{[]string{"run", "--path", "a=10.0.0.1", "--duration", "500ms"}, "whole seconds"},
+		{[]string{"run", "--path", "a=10.0.0.1", "--mtu", "a"}, `failed to parse "a"`},
+		{[]string{"run", "--path", "a=10.0.0.1", "stray"}, "unexpected arguments"},
 		{[]string{"report"}, "want one results file"},
 		// Command lines outside the runner contract (benchjob.ParseRunnerArgs
 		// rejects them) are usage errors too.
-		{[]string{"run", "--path", "a=h", "--results-configmap", "apps"}, `failed to parse --results-configmap "apps": want namespace/name`},
-		{[]string{"run", "--path", "a=h", "--ssh-user", "u"}, "need --ssh-clients"},
-		{[]string{"run", "--path", "a=h", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
+		{[]string{"run", "--path", "a=10.0.0.1", "--results-configmap", "apps"}, `failed to parse --results-configmap "apps": want namespace/name`},
+		{[]string{"run", "--path", "a=10.0.0.1", "--ssh-user", "u"}, "need --ssh-clients"},
+		{[]string{"run", "--path", "a=10.0.0.1", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)

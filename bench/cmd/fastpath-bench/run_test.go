@@ -19,19 +19,22 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
-// fakeSSH is an `ssh` for tests: it records the target (the argument
-// before "--") in $FAKE_SSH_LOG and runs the command on this machine, so a
-// "client VM" is this machine under another name.
+// fakeSSH is an `ssh` for tests: it records the target (user@host, from
+// "-l user -- host") in $FAKE_SSH_LOG and runs the command on this machine,
+// so a "client VM" is this machine under another address. Any other word
+// before "--" fails it: nothing but the runner's own options may come there.
 const fakeSSH = `#!/bin/sh
-target=
+user=
 while [ $# -gt 0 ]; do
   case "$1" in
     -o|-i) shift 2 ;;
+    -l) user=$2; shift 2 ;;
     --) shift; break ;;
-    *) target=$1; shift ;;
+    *) echo "fake ssh: unexpected word before --: $1" >&2; exit 255 ;;
   esac
 done
-echo "$target" >> "$FAKE_SSH_LOG"
+echo "$user@$1" >> "$FAKE_SSH_LOG"
+shift
 exec sh -c "$*"
 `
 
@@ -73,7 +76,7 @@ func TestRunVMModeRunsEachPairOnItsClientVM(t *testing.T) {
 	sshLog, key := installFakeSSH(t)
 	a, b := startNetserver(t), startNetserver(t)
 	args := append(append([]string(nil), quickStream...), "--pairs", "1,2", "--path", "fastpath="+a.Endpoint()+","+b.Endpoint(),
-		"--ssh-clients", "vm-a,vm-b", "--ssh-user", "fedora", "--ssh-key", key)
+		"--ssh-clients", "192.0.2.1,192.0.2.2", "--ssh-user", "fedora", "--ssh-key", key)
 	code, stdout, stderr := run(args...)
 	g.Expect(code).To(gomega.Equal(0), stderr)
 	doc, err := results.Decode(strings.NewReader(stdout))
@@ -94,18 +97,18 @@ func TestRunVMModeRunsEachPairOnItsClientVM(t *testing.T) {
 	// then pair 1 alone, then pairs 1 and 2 at once.
 	lines := strings.Fields(string(logged))
 	g.Expect(lines).To(gomega.HaveLen(6))
-	g.Expect(lines[:2]).To(gomega.ConsistOf("fedora@vm-a", "fedora@vm-b"))
-	g.Expect(lines[2]).To(gomega.Equal("fedora@vm-a"))
-	g.Expect(lines[3:]).To(gomega.ConsistOf("fedora@vm-a", "fedora@vm-a", "fedora@vm-b"))
+	g.Expect(lines[:2]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.2"))
+	g.Expect(lines[2]).To(gomega.Equal("fedora@192.0.2.1"))
+	g.Expect(lines[3:]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.1", "fedora@192.0.2.2"))
 
 	// A server VM without netserver: the error says so, naming the client
 	// VM, the server and the command.
 	dead := deadEndpoint(t)
-	args = append(append([]string(nil), quickStream...), "--path", "fastpath="+dead, "--ssh-clients", "vm-a", "--ssh-user", "fedora", "--ssh-key", key)
+	args = append(append([]string(nil), quickStream...), "--path", "fastpath="+dead, "--ssh-clients", "192.0.2.1", "--ssh-user", "fedora", "--ssh-key", key)
 	code, stdout, stderr = run(args...)
 	g.Expect(code).To(gomega.Equal(1))
 	g.Expect(stdout).To(gomega.BeEmpty())
-	g.Expect(stderr).To(gomega.ContainSubstring("failed to run netperf against " + dead + " via ssh fedora@vm-a (netperf -H 127.0.0.1"))
+	g.Expect(stderr).To(gomega.ContainSubstring("failed to run netperf against " + dead + " via ssh fedora@192.0.2.1 (netperf -H 127.0.0.1"))
 	g.Expect(stderr).To(gomega.ContainSubstring("netserver is not answering"))
 	g.Expect(stderr).To(gomega.ContainSubstring("VM mode: netserver is not running in the server VM, or not on port 12865"))
 }

@@ -11,7 +11,7 @@ import (
 
 // sshShim is the `ssh` the emulated kubelet puts first on a runner's PATH. It
 // stands in for OpenSSH and a guest's sshd: it parses the OpenSSH command
-// line (options, user@host, "--", the remote command), looks the host up in
+// line (options, "--", host or user@host, the remote command), looks the host up in
 // the hosts file the emulation keeps (every launcher's pod and Multus
 // addresses), checks that the identity file's public key is authorised in
 // that guest (the keys of the VM's accessCredentials), and runs the command
@@ -23,7 +23,7 @@ import (
 // EMULATED and use ssh's exit status 255.
 const sshShim = `#!/bin/sh
 # EMULATED ssh, written by Fastpath's emulation (e2e/localenv/emulation): the
-# guests are network namespaces, so "ssh user@<guest address> -- <command>"
+# guests are network namespaces, so "ssh -l user -- <guest address> <command>"
 # runs <command> inside that guest's network namespace on this host.
 set -u
 hosts=%q
