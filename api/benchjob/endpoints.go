@@ -3,6 +3,7 @@ package benchjob
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -44,7 +45,7 @@ func ServerAddress(pod *corev1.Pod, path, nad string) (addr, reason string) {
 		return "", fmt.Sprintf("pod %s is not Ready (phase %q)", pod.Name, pod.Status.Phase)
 	}
 	if path != PathFastPath {
-		if pod.Status.PodIP == "" {
+		if !isIP(pod.Status.PodIP) {
 			return "", fmt.Sprintf("pod %s has no pod IP", pod.Name)
 		}
 		return pod.Status.PodIP, ""
@@ -63,6 +64,9 @@ func ServerAddress(pod *corev1.Pod, path, nad string) (addr, reason string) {
 	}
 	for _, s := range statuses {
 		if !s.Default && (s.Name == nad || s.Name == short) && len(s.IPs) > 0 {
+			if !isIP(s.IPs[0]) {
+				return "", fmt.Sprintf("pod %s reports %q on network %s in %s, which is not an IP address", pod.Name, s.IPs[0], nad, nadv1.NetworkStatusAnnot)
+			}
 			return s.IPs[0], ""
 		}
 	}
@@ -81,18 +85,26 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
+// isIP reports whether s is an IPv4 or IPv6 address without a zone, in
+// netip's canonical spelling: the one form of an address the runner gets.
+func isIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == "" && a.String() == s
+}
+
 // VMIAddresses reads a VM's addresses from its VMI status.interfaces: fast is
 // the first address of the interface named network (the attachment's
 // "fp-<attachment>"), pod the first address of the interface named
 // PodNetworkInterface, or else of the first other interface with an address.
-// Either is "" when the VMI does not report it (yet).
+// Either is "" when the VMI does not report it (yet). Only IP addresses
+// count: the guest's agent reports them, so a guest could report any string,
+// and the runner gets them on its command line (ssh, netperf -H).
 func VMIAddresses(vmi *kubevirtv1.VirtualMachineInstance, network string) (fast, pod string) {
 	first := func(i kubevirtv1.VirtualMachineInstanceNetworkInterface) string {
-		if i.IP != "" {
-			return i.IP
-		}
-		if len(i.IPs) > 0 {
-			return i.IPs[0]
+		for _, ip := range append([]string{i.IP}, i.IPs...) {
+			if isIP(ip) {
+				return ip
+			}
 		}
 		return ""
 	}

@@ -46,6 +46,8 @@ func TestServerAddress(t *testing.T) {
 		{"other namespace's NAD of the same name does not count", benchjob.PathFastPath, "other/db-link",
 			readyPod(map[string]string{"k8s.v1.cni.cncf.io/network-status": multusStatus}, "10.244.0.12"), "", "no address on network other/db-link"},
 		{"baseline without pod IP", benchjob.PathBaseline, "", readyPod(nil, ""), "", "has no pod IP"},
+		{"an option in network-status (a tenant may annotate its pods)", benchjob.PathFastPath, "apps/db-link",
+			readyPod(map[string]string{"k8s.v1.cni.cncf.io/network-status": `[{"name":"db-link","interface":"net1","ips":["-oProxyCommand=x"]}]`}, "10.244.0.12"), "", `reports "-oProxyCommand=x" on network apps/db-link`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
@@ -79,6 +81,14 @@ func TestVMIAddresses(t *testing.T) {
 			{Name: "fp-db-link"},
 		}, "", "10.244.1.5"},
 		{"no interfaces reported", nil, "", ""},
+		{"a guest reports options, names and zones", []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			{Name: "default", IP: "-oProxyCommand=touch /tmp/pwned", IPs: []string{"-oProxyCommand=touch /tmp/pwned", "guest.example", "10.244.1.5 -v"}},
+			{Name: "fp-db-link", IP: "fe80::1%eth0", IPs: []string{"fe80::1%eth0", "--"}},
+		}, "", ""},
+		{"the first IP after a bogus one", []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			{Name: "default", IP: "-x", IPs: []string{"-x", "fd00::5"}},
+			{Name: "fp-db-link", IPs: []string{"10.250.0.3"}},
+		}, "10.250.0.3", "fd00::5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
