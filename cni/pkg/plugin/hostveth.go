@@ -2,8 +2,6 @@ package plugin
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -15,11 +13,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 )
 
-// HostIfPrefix starts the name of every host-side veth the plugin creates.
-const HostIfPrefix = "fp"
+// HostIfPrefix starts the name of every host-side veth the plugin creates
+// (wellknown.HostVethPrefix).
+const HostIfPrefix = wellknown.HostVethPrefix
 
 // aliasPrefix starts the IFLA_IFALIAS of host-side veths:
 // "fastpath/<network>/<containerID>/<ifname>". None of the three parts may
@@ -30,13 +30,11 @@ const aliasPrefix = "fastpath/"
 const maxAliasLen = 255
 
 // HostIfName returns the name of the host end of the attachment
-// containerID/ifName: "fp" followed by the first 13 hex digits of
-// sha256(containerID + "\x00" + ifName), 15 characters (IFNAMSIZ-1). The
-// hash keeps the name stable for DEL and GC without any state; NUL cannot
-// occur in either part, so distinct attachments hash distinct inputs.
+// containerID/ifName: wellknown.HostVethName, "fp" followed by the first 13
+// hex digits of sha256(containerID + "\x00" + ifName), 15 characters
+// (IFNAMSIZ-1), a form the NAD admission policy refuses in every tenant NAD.
 func HostIfName(containerID, ifName string) string {
-	sum := sha256.Sum256([]byte(containerID + "\x00" + ifName))
-	return HostIfPrefix + hex.EncodeToString(sum[:])[:13]
+	return wellknown.HostVethName(containerID, ifName)
 }
 
 // hostAlias returns the alias that names the attachment on its host veth, or

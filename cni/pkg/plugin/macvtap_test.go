@@ -19,11 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
 	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/cni/pkg/plugin"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
@@ -236,7 +236,7 @@ func testMacvtapUnmarkedLower(t *testing.T) {
 			_ = netlink.LinkDel(l)
 		}
 	})
-	for _, name := range []string{foreign, bridge.LowerPeerName(e.br.Name)} {
+	for _, name := range []string{foreign, wellknown.LowerPeerName(e.br.Name)} {
 		other := *e.br
 		other.Name = name
 		conf := other.NetConf(t, cnitest.Conf{CNIVersion: "1.1.0", StateDir: e.stateDir})
@@ -387,7 +387,7 @@ func testMacvtapStatus(t *testing.T) {
 	e := newEnv(t, netconf.DatapathMacvtap, "1.1.0")
 	conf := e.conf(cnitest.Conf{})
 	g.Expect(e.status(conf)).To(Succeed())
-	peer, err := netlink.LinkByName(bridge.LowerPeerName(e.br.Name))
+	peer, err := netlink.LinkByName(wellknown.LowerPeerName(e.br.Name))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(netlink.LinkSetDown(peer)).To(Succeed())
 	err = e.status(conf)

@@ -18,7 +18,6 @@ import (
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
-	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -78,7 +77,7 @@ func TestMacvtapNetworkGetsLowerDeviceAndDevicePlugin(t *testing.T) {
 	g.Expect(l.Type()).To(Equal("veth"))
 	g.Expect(l.Attrs().MTU).To(Equal(9000))
 	g.Expect(l.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + n.marker))
-	g.Expect(link(t, bridge.LowerPeerName(lower)).Attrs().MTU).To(Equal(9000))
+	g.Expect(link(t, wellknown.LowerPeerName(lower)).Attrs().MTU).To(Equal(9000))
 	resource := "macvtap.fastpath.io/" + lower
 	fpn := n.fpn()
 	g.Expect(bridgeStatus(fpn, lower)).To(Equal(fastpathv1alpha1.BridgeStatus{Name: lower, Datapath: fastpathv1alpha1.DatapathMacvtap, MTU: 9000,
@@ -93,7 +92,7 @@ func TestMacvtapNetworkGetsLowerDeviceAndDevicePlugin(t *testing.T) {
 	g.Expect(env.Client.Update(context.Background(), net1)).To(Succeed())
 	reconcile(t, r)
 	g.Expect(link(t, lower).Attrs().MTU).To(Equal(65535))
-	g.Expect(link(t, bridge.LowerPeerName(lower)).Attrs().MTU).To(Equal(65535))
+	g.Expect(link(t, wellknown.LowerPeerName(lower)).Attrs().MTU).To(Equal(65535))
 	g.Expect(bridgeStatus(n.fpn(), lower).MTU).To(Equal(int32(65535)))
 	g.Expect(kubelet.list()).To(HaveLen(1), "the device plugin was not restarted")
 

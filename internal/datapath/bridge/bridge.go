@@ -33,7 +33,7 @@ type Spec struct {
 	// lower device.
 	Name string
 	// Datapath is LinuxBridge, OVS or Macvtap (a macvtap lower device: a
-	// marked veth whose peer LowerPeerName provides carrier; see macvtap.go).
+	// marked veth whose peer wellknown.LowerPeerName provides carrier; see macvtap.go).
 	Datapath fastpathv1alpha1.Datapath
 	// MTU in bytes (wellknown.MinMTU-wellknown.MaxMTU from the API).
 	MTU int

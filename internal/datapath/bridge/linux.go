@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // linkTypeBridge is netlink's Type() of a Linux bridge.
@@ -79,7 +79,7 @@ func (m *Manager) createLinux(name string) (netlink.Link, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("failed to create Linux bridge %s: %w", name, err)
 	}
-	tmp := "fpnew" + hex.EncodeToString(rnd[:])
+	tmp := wellknown.TempLinkName(rnd)
 	if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: tmp}}); err != nil {
 		return nil, fmt.Errorf("failed to create Linux bridge %s (as %s): %w", name, tmp, err)
 	}

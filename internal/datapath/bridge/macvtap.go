@@ -2,8 +2,6 @@ package bridge
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"slices"
@@ -60,14 +58,6 @@ const linkTypeVeth = "veth"
 // ("fastpath.io/lower-peer=<marker>"). It differs from wellknown.MarkerKey so that no
 // one takes the peer for a lower device (the CNI plugin requires wellknown.MarkerKey).
 const PeerMarkerKey = "fastpath.io/lower-peer"
-
-// LowerPeerName returns the name of the peer of the macvtap lower device
-// lower: "fpl" followed by the first 12 hex digits of sha256(lower), 15
-// characters (IFNAMSIZ-1), so that it is known from the lower's name alone.
-func LowerPeerName(lower string) string {
-	sum := sha256.Sum256([]byte(lower))
-	return "fpl" + hex.EncodeToString(sum[:])[:12]
-}
 
 func (m *Manager) peerAlias() string { return PeerMarkerKey + "=" + m.marker() }
 
@@ -151,7 +141,7 @@ func (m *Manager) lowerPeer(link netlink.Link) (netlink.Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the peer of macvtap lower device %s (index %d; moved to another network namespace?): %w", name, idx, err)
 	}
-	if want := LowerPeerName(name); peer.Attrs().Name != want || peer.Attrs().Alias != m.peerAlias() {
+	if want := wellknown.LowerPeerName(name); peer.Attrs().Name != want || peer.Attrs().Alias != m.peerAlias() {
 		return nil, fmt.Errorf("macvtap lower device %s has the peer %s with alias %q, not %s with alias %s: left unchanged; delete the pair so that the agent makes it again",
 			name, peer.Attrs().Name, peer.Attrs().Alias, want, m.peerAlias())
 	}
@@ -160,14 +150,14 @@ func (m *Manager) lowerPeer(link netlink.Link) (netlink.Link, error) {
 
 // createMacvtapLower creates the lower device name and its peer, marked and
 // with MTU mtu, so that neither name ever exists unmarked: the pair is made
-// under temporary names (fpnew<hex>), both get their alias and MTU, and then
+// under temporary names (wellknown.TempLinkName), both get their alias and MTU, and then
 // the peer and the lower are renamed (links are down when new, and a down
 // link may be renamed). A peer of that name left by an earlier, interrupted
 // run that carries the peer alias is deleted first (with its temporary lower
 // end); one without the alias is an error. An agent killed before the last
 // rename leaves a marked veth named fpnew<hex>, which Managed lists.
 func (m *Manager) createMacvtapLower(name string, mtu int) (netlink.Link, error) {
-	peerName := LowerPeerName(name)
+	peerName := wellknown.LowerPeerName(name)
 	if l, err := netlinksafe.LinkByName(peerName); err == nil {
 		if l.Attrs().Alias != m.peerAlias() {
 			return nil, fmt.Errorf("failed to create macvtap lower device %s: its peer's name %s is taken by a %s link with alias %q, not made by the agent: left unchanged",
@@ -184,7 +174,7 @@ func (m *Manager) createMacvtapLower(name string, mtu int) (netlink.Link, error)
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("failed to create macvtap lower device %s: %w", name, err)
 	}
-	tmp, tmpPeer := "fpnew"+hex.EncodeToString(rnd[:4]), "fpnew"+hex.EncodeToString(rnd[4:])
+	tmp, tmpPeer := wellknown.TempLinkName([4]byte(rnd[:4])), wellknown.TempLinkName([4]byte(rnd[4:]))
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tmp, MTU: mtu}, PeerName: tmpPeer, PeerMTU: uint32(mtu)}); err != nil {
 		return nil, fmt.Errorf("failed to create macvtap lower device %s (as veth %s/%s): %w", name, tmp, tmpPeer, err)
 	}

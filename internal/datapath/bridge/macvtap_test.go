@@ -17,10 +17,10 @@ import (
 
 func TestLowerPeerName(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(bridge.LowerPeerName("fastpath0")).To(HaveLen(15))
-	g.Expect(bridge.LowerPeerName("fastpath0")).To(HavePrefix("fpl"))
-	g.Expect(bridge.LowerPeerName("fastpath0")).To(Equal(bridge.LowerPeerName("fastpath0")))
-	g.Expect(bridge.LowerPeerName("fastpath0")).NotTo(Equal(bridge.LowerPeerName("fastpath1")))
+	g.Expect(wellknown.LowerPeerName("fastpath0")).To(HaveLen(15))
+	g.Expect(wellknown.LowerPeerName("fastpath0")).To(HavePrefix("fpl"))
+	g.Expect(wellknown.LowerPeerName("fastpath0")).To(Equal(wellknown.LowerPeerName("fastpath0")))
+	g.Expect(wellknown.LowerPeerName("fastpath0")).NotTo(Equal(wellknown.LowerPeerName("fastpath1")))
 }
 
 // TestMacvtapLowerCreatedRaisedAndIdempotent: the agent makes the lower
@@ -49,7 +49,7 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 	g.Expect(link.Attrs().Alias).To(Equal(wellknown.MarkerKey + "=" + m.Marker))
 	g.Expect(link.Attrs().Flags & net.FlagUp).NotTo(BeZero())
 	g.Expect(link.Attrs().OperState).To(Equal(netlink.LinkOperState(netlink.OperUp)), "the lower device has carrier")
-	peer, err := netlink.LinkByName(bridge.LowerPeerName(name))
+	peer, err := netlink.LinkByName(wellknown.LowerPeerName(name))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(peer.Attrs().MTU).To(Equal(9000))
 	g.Expect(peer.Attrs().Alias).To(Equal(bridge.PeerMarkerKey + "=" + m.Marker))
@@ -90,7 +90,7 @@ func TestMacvtapLowerCreatedRaisedAndIdempotent(t *testing.T) {
 		st, err = m.Ensure(ctx(t), spec)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready(spec)).To(BeTrue(), "MTU %d: %+v", mtu, st)
-		peer, err = netlink.LinkByName(bridge.LowerPeerName(name))
+		peer, err = netlink.LinkByName(wellknown.LowerPeerName(name))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(peer.Attrs().MTU).To(Equal(mtu))
 	}
@@ -140,7 +140,7 @@ func TestMacvtapLowerNeverAdopted(t *testing.T) {
 	// The peer's name is taken by someone else's link: nothing is created.
 	lower := testutil.UniqueName("fpbrm")
 	deleteLinkAtCleanup(t, lower)
-	squatter := bridge.LowerPeerName(lower)
+	squatter := wellknown.LowerPeerName(lower)
 	deleteLinkAtCleanup(t, squatter)
 	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: squatter}})).To(Succeed())
 	_, err = m.Ensure(ctx(t), bridge.Spec{Name: lower, Datapath: fastpathv1alpha1.DatapathMacvtap, MTU: 9000})
@@ -160,7 +160,7 @@ func TestMacvtapLowerStalePeerReclaimed(t *testing.T) {
 	deleteLinkAtCleanup(t, lower)
 	tmp := testutil.UniqueName("fpnew")
 	deleteLinkAtCleanup(t, tmp)
-	peer := bridge.LowerPeerName(lower)
+	peer := wellknown.LowerPeerName(lower)
 	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tmp}, PeerName: peer})).To(Succeed())
 	p, err := netlink.LinkByName(peer)
 	g.Expect(err).NotTo(HaveOccurred())
