@@ -22,6 +22,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
@@ -218,6 +219,7 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		for _, n := range []*fastpathv1alpha1.FastPathNetwork{
 			{ObjectMeta: metav1.ObjectMeta{Name: "vap-bridge"}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Bridge: "fp.br0"}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "vap-macvtap"}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Datapath: fastpathv1alpha1.DatapathMacvtap, Bridge: "fplow0"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "vap-ovs"}, Spec: fastpathv1alpha1.FastPathNetworkSpec{Datapath: fastpathv1alpha1.DatapathOVS, Bridge: "br-fpovs"}},
 		} {
 			g.Expect(env.Client.Create(ctx, n)).To(Succeed())
 			t.Cleanup(func() { _ = env.Client.Delete(ctx, n) })
@@ -248,6 +250,24 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		} {
 			g.Expect(tenant.Create(ctx, nad(name, config))).To(MatchError(ContainSubstring("of FastPathNetwork vap-")), name)
 		}
+		// Every device the agent makes for each network, by the agent's own
+		// naming function (a Macvtap network's lower device and its peer),
+		// in every CNI plugin that takes a device, alone and in a conflist.
+		for _, n := range []struct{ network, datapath, bridge string }{
+			{"vap-bridge", wellknown.DatapathLinuxBridge, "fp.br0"},
+			{"vap-macvtap", wellknown.DatapathMacvtap, "fplow0"},
+			{"vap-ovs", wellknown.DatapathOVS, "br-fpovs"},
+		} {
+			for _, dev := range wellknown.NetworkLinkNames(n.datapath, n.bridge) {
+				for _, config := range deviceConfigs(dev) {
+					g.Eventually(func() error { return tenant.Create(ctx, nad("hostile", config), client.DryRunAll) }, time.Minute, 200*time.Millisecond).
+						Should(MatchError(And(ContainSubstring(dev), ContainSubstring("create a FastPathAttachment instead"))), "%s: %s", n.network, config)
+				}
+			}
+		}
+		g.Expect(tenant.Create(ctx, nad("peer", `{"cniVersion":"1.0.0","name":"p","type":"macvlan","master":"`+wellknown.LowerPeerName("fplow0")+`"}`))).
+			To(MatchError(ContainSubstring(`names "`+wellknown.LowerPeerName("fplow0")+`", a link Fastpath makes on its nodes (fpl<12 hex digits>: the peer of a macvtap lower device`)),
+				"the peer of the lower device reaches every Macvtap VM of the network")
 		// fastpath-nad-owner refuses these (any \u escape), fastpath-nad-devices relies on it.
 		g.Expect(tenant.Create(ctx, nad("escaped", `{"cniVersion":"1.0.0","name":"e","type":"bridge","bridge":"fp.br\u0030"}`))).
 			To(MatchError(ContainSubstring("only fastpath-operator")), "an escape may spell a bridge name")
@@ -265,10 +285,66 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		other.Spec.Config = onBridge
 		g.Expect(tenant.Update(ctx, other)).To(MatchError(ContainSubstring("of FastPathNetwork vap-bridge")), "nor can an update move a NAD onto the bridge")
 
+		g.Expect(operator.Create(ctx, controlled(nad("controlled-peer", `{"cniVersion":"1.0.0","name":"p","type":"macvlan","master":"`+wellknown.LowerPeerName("fplow0")+`"}`)), client.DryRunAll)).
+			To(Succeed(), "the operator's controlled NADs are exempt, as from fastpath-nad-devices")
+
 		g.Expect(env.Client.Delete(ctx, &fastpathv1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vap-bridge"}})).To(Succeed())
 		g.Eventually(func() error { return tenant.Update(ctx, other, client.DryRunAll) }, time.Minute, 200*time.Millisecond).Should(Succeed(),
 			"the parameters are the networks as they are now: a bridge no network names any more is free")
 	})
+
+	t.Run("a NAD naming a link Fastpath derives the name of is refused, with or without a network", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-derived")
+		g.Expect(err).NotTo(HaveOccurred())
+		tenant := nadWriter(g, env, as, ns)
+		nad := func(config string) *nadv1.NetworkAttachmentDefinition {
+			return &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "n"}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
+		}
+		// The pattern in the chart is the table's.
+		g.Expect(helm(t, "template", "fp", ".", "--namespace", "fastpath-system", "--show-only", "templates/admission.yaml")).
+			To(ContainSubstring("object.spec.config.find('" + wellknown.DerivedLinkPattern() + "')"))
+		derived := []string{
+			wellknown.LowerPeerName("nolongeranetwork"),
+			wellknown.HostVethName("9f0c2a1d6e5b4c3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a", "net1"),
+			wellknown.TempLinkName([4]byte{1, 2, 3, 4}),
+		}
+		for _, dev := range derived {
+			kind, ok := wellknown.DerivedLinkKind(dev)
+			g.Expect(ok).To(BeTrue(), dev)
+			for _, config := range deviceConfigs(dev) {
+				g.Eventually(func() error { return tenant.Create(ctx, nad(config), client.DryRunAll) }, time.Minute, 200*time.Millisecond).
+					Should(MatchError(And(ContainSubstring(`names "`+dev+`", a link Fastpath makes on its nodes`), ContainSubstring(kind.Prefix+"<"))), config)
+			}
+		}
+		for _, harmless := range []string{
+			`{"cniVersion":"1.0.0","name":"m","type":"macvlan","master":"eth0","mode":"bridge"}`,
+			`{"cniVersion":"1.0.0","name":"h","type":"host-device","device":"fpl0123"}`,
+			`{"cniVersion":"1.0.0","name":"h","type":"host-device","device":"fpl0123456789AB"}`,
+			`{"cniVersion":"1.0.0","name":"c","plugins":[{"type":"bridge","bridge":"br-tenant"},{"type":"tuning","mac":"02:00:00:00:00:01"}]}`,
+		} {
+			g.Expect(tenant.Create(ctx, nad(harmless), client.DryRunAll)).To(Succeed(), harmless)
+		}
+	})
+}
+
+// deviceConfigs returns NAD configs that put dev under the device key of
+// every CNI plugin that takes one (bridge, tap and ovs: bridge; macvlan,
+// ipvlan, vlan and macvtap: master; host-device: device), alone and as the
+// second plugin of a conflist.
+func deviceConfigs(dev string) []string {
+	var out []string
+	for _, p := range []struct{ typ, key string }{
+		{"bridge", "bridge"}, {"tap", "bridge"}, {"ovs", "bridge"},
+		{"macvlan", "master"}, {"ipvlan", "master"}, {"vlan", "master"}, {"macvtap", "master"},
+		{"host-device", "device"},
+	} {
+		plugin := fmt.Sprintf(`{"type":%q, %q: %q}`, p.typ, p.key, dev)
+		out = append(out,
+			fmt.Sprintf(`{"cniVersion":"1.0.0","name":"x","type":%q,%q:%q}`, p.typ, p.key, dev),
+			fmt.Sprintf(`{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"tuning"},%s]}`, plugin))
+	}
+	return out
 }
 
 // nadWriter returns a client for the ServiceAccount tenant of namespace ns,
