@@ -218,6 +218,26 @@ func (b *batch) addRules(chain *nftables.Chain, p Port) error {
 	add([]expr.Any{load(expr.PayloadBaseLLHeader, 6, 6), cmp(expr.CmpOpNeq, mac)}, counterDrop())
 	// ether type arp arp saddr ether != MAC counter drop
 	add(etherType(etherARP), []expr.Any{load(expr.PayloadBaseNetworkHeader, 8, 6), cmp(expr.CmpOpNeq, mac)}, counterDrop())
+	// ServerRules: UDP ports as "udp sport/dport N" (a 2-byte load at offset
+	// 0 or 2 of the transport header), "icmpv6 type nd-router-advert" (a
+	// 1-byte load at 0), each behind "meta l4proto", as nft compiles them.
+	for _, r := range []struct {
+		ether       []byte
+		proto       byte
+		offset, len uint32
+		value       []byte
+	}{
+		{etherIPv4, unix.IPPROTO_UDP, 0, 2, []byte{0, 67}},
+		{etherIPv4, unix.IPPROTO_UDP, 2, 2, []byte{0, 68}},
+		{etherIPv6, unix.IPPROTO_UDP, 0, 2, []byte{0x02, 0x23}},
+		{etherIPv6, unix.IPPROTO_UDP, 2, 2, []byte{0x02, 0x22}},
+		{etherIPv6, unix.IPPROTO_ICMPV6, 0, 1, []byte{134}},
+	} {
+		add(etherType(r.ether), []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, cmp(expr.CmpOpEq, []byte{r.proto}),
+			load(expr.PayloadBaseTransportHeader, r.offset, r.len), cmp(expr.CmpOpEq, r.value),
+		}, counterDrop())
+	}
 	if len(v4) == 0 {
 		add(etherType(etherARP), counterDrop())
 		add(etherType(etherIPv4), counterDrop())

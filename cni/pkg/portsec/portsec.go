@@ -76,6 +76,7 @@ func (p Port) Rules() []string {
 		"ether saddr != " + mac + " counter drop",
 		"ether type arp arp saddr ether != " + mac + " counter drop",
 	}
+	rules = append(rules, ServerRules...)
 	if len(v4) == 0 {
 		rules = append(rules, "ether type arp counter drop", "ether type ip counter drop")
 	} else {
@@ -88,6 +89,25 @@ func (p Port) Rules() []string {
 		"ether type ip6 ip6 saddr != fe80::/10 ip6 saddr != { "+strings.Join(append(v6, "::"), ", ")+" } counter drop",
 		"ether type != { arp, ip, ip6 } counter drop")
 	return rules
+}
+
+// ServerRules drop, from every port, what only a network's DHCP server or
+// router sends: DHCPv4 server traffic (UDP from port 67, or to a client's
+// port 68), DHCPv6 server and relay traffic (UDP from port 547, or to a
+// client's port 546) and ICMPv6 router advertisements (type 134). A guest
+// that answered DISCOVERs or advertised itself as the IPv6 router would
+// hand its neighbours addresses, routes and DNS servers of its choosing:
+// the node agent's responder (internal/node/dhcp) is the network's only
+// DHCP server, and a Fastpath network has no router of its own. The kernel
+// finds the transport header past IPv6 extension headers (meta l4proto), so
+// a Hop-by-Hop header does not hide either. They come right after the MAC
+// checks, ahead of DHCPClientRule's accept.
+var ServerRules = []string{
+	"ether type ip udp sport 67 counter drop",
+	"ether type ip udp dport 68 counter drop",
+	"ether type ip6 udp sport 547 counter drop",
+	"ether type ip6 udp dport 546 counter drop",
+	"ether type ip6 icmpv6 type nd-router-advert counter drop",
 }
 
 // DHCPClientRule accepts, ahead of the IPv4 source check, what a DHCPv4

@@ -13,6 +13,11 @@ func TestRules(t *testing.T) {
 	g.Expect(Port{HostIf: "fp1", MAC: mac, IPs: []net.IP{net.ParseIP("10.250.0.3"), net.ParseIP("fd00::3"), net.ParseIP("10.250.0.2")}}.Rules()).To(Equal([]string{
 		"ether saddr != 02:fa:57:00:00:01 counter drop",
 		"ether type arp arp saddr ether != 02:fa:57:00:00:01 counter drop",
+		"ether type ip udp sport 67 counter drop",
+		"ether type ip udp dport 68 counter drop",
+		"ether type ip6 udp sport 547 counter drop",
+		"ether type ip6 udp dport 546 counter drop",
+		"ether type ip6 icmpv6 type nd-router-advert counter drop",
 		"ether type arp arp saddr ip != { 10.250.0.2, 10.250.0.3 } counter drop",
 		"ether type ip ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept",
 		"ether type ip ip saddr != { 10.250.0.2, 10.250.0.3 } counter drop",
