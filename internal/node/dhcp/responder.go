@@ -16,21 +16,12 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-	"golang.org/x/time/rate"
 )
 
 // Ports of DHCPv4 (RFC 2131 §4.1).
 const (
 	serverPort = 67
 	clientPort = 68
-)
-
-// Rate limits of one Responder's answers, so that a guest flooding its
-// bridge with DHCP costs the agent a bounded amount of work (a lease
-// lookup and a reply each): a guest asks a handful of times per boot.
-const (
-	ratePerSecond = 50
-	rateBurst     = 100
 )
 
 // Config is what a Responder serves.
@@ -60,7 +51,7 @@ type Stats struct {
 // Responder answers DHCPv4 on one bridge. Run it with Run.
 type Responder struct {
 	cfg               Config
-	limit             *rate.Limiter
+	limit             *macLimiter
 	answered, ignored atomic.Uint64
 	ready             chan struct{}
 }
@@ -73,7 +64,7 @@ func New(cfg Config) *Responder {
 	if cfg.LeaseTime == 0 {
 		cfg.LeaseTime = DefaultLeaseTime
 	}
-	return &Responder{cfg: cfg, limit: rate.NewLimiter(ratePerSecond, rateBurst), ready: make(chan struct{})}
+	return &Responder{cfg: cfg, limit: newMACLimiter(), ready: make(chan struct{})}
 }
 
 // Ready is closed once Run's socket receives.
@@ -107,7 +98,7 @@ func (r *Responder) listen() (*server4.Server, error) {
 		return nil, fmt.Errorf("failed to open a packet socket on bridge %s (it needs CAP_NET_RAW): %w", r.cfg.Bridge, err)
 	}
 	srv, err := server4.NewServer("", nil, func(_ net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) { r.handle(raw, peer, m) },
-		server4.WithConn(nclient4.NewBroadcastUDPConn(raw, &net.UDPAddr{Port: serverPort})))
+		server4.WithConn(nclient4.NewBroadcastUDPConn(sourceChecked{Conn: raw, ignore: r.ignoreSpoofed}, &net.UDPAddr{Port: serverPort})))
 	if err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("failed to start the DHCP server on bridge %s: %w", r.cfg.Bridge, err)
@@ -138,9 +129,9 @@ func (r *Responder) serve(ctx context.Context, srv *server4.Server) error {
 // client has no address yet), through raw.
 func (r *Responder) handle(raw *packet.Conn, peer net.Addr, m *dhcpv4.DHCPv4) {
 	log := r.cfg.Log.WithValues("bridge", r.cfg.Bridge, "mac", m.ClientHWAddr.String(), "xid", m.TransactionID.String(), "type", m.MessageType().String())
-	if !r.limit.Allow() {
+	if !r.limit.Allow(m.ClientHWAddr) {
 		r.ignored.Add(1)
-		log.V(1).Info("Ignoring DHCP message over the rate limit")
+		log.V(1).Info("Ignoring DHCP message over the rate limit of its MAC")
 		return
 	}
 	l, err := r.cfg.Leases.Lookup(r.cfg.Bridge, m.ClientHWAddr)
@@ -176,6 +167,12 @@ func (r *Responder) handle(raw *packet.Conn, peer net.Addr, m *dhcpv4.DHCPv4) {
 	}
 	r.answered.Add(1)
 	log.V(1).Info("Answered DHCP message", "reply", resp.MessageType().String(), "address", l.Address.String())
+}
+
+// ignoreSpoofed counts a message whose chaddr is not its frame's source MAC.
+func (r *Responder) ignoreSpoofed(from net.HardwareAddr) {
+	r.ignored.Add(1)
+	r.cfg.Log.V(1).Info("Ignoring DHCP message whose client hardware address is not its frame's source", "bridge", r.cfg.Bridge, "source", from.String())
 }
 
 // toMAC sends every frame to one MAC: nclient4's raw UDP conn frames
