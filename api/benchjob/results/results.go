@@ -79,10 +79,21 @@ const (
 	CPUScopeEndpoints = "endpoints"
 )
 
+// SchemaVersion is the version of the results.json schema this package
+// writes (Document.SchemaVersion; docs/benchmarks.md, "results.json"). It
+// changes only when a field is renamed, removed or changes its meaning or
+// unit; adding a field keeps it, since readers ignore fields they do not
+// know.
+const SchemaVersion = 1
+
 // Document is the whole output of one benchmark run, printed by
 // `fastpath-bench run` and stored in the FastPathBenchmark's ConfigMap.
 type Document struct {
-	Machine Machine `json:"machine"`
+	// SchemaVersion is the schema the document follows: SchemaVersion when
+	// Encode wrote it; 0 (absent) in documents written before the field
+	// existed, which have the shape of version 1.
+	SchemaVersion int     `json:"schemaVersion,omitempty"`
+	Machine       Machine `json:"machine"`
 	Runs    []Run   `json:"runs"`
 	// GuestChecks are what real guests' virtio-net drivers report for their
 	// fast-path NICs, read inside the guests (local environment with real
@@ -319,7 +330,10 @@ type Session struct {
 }
 
 // Decode reads a Document from r and checks it with Validate. Unknown
-// fields are ignored so that older readers accept newer documents.
+// fields are ignored so that older readers accept documents with fields
+// added since; a schemaVersion above SchemaVersion is an error (a field may
+// have changed its meaning), and a document without one is read as
+// version 1.
 func Decode(r io.Reader) (Document, error) {
 	var doc Document
 	if err := json.NewDecoder(r).Decode(&doc); err != nil {
@@ -331,8 +345,11 @@ func Decode(r io.Reader) (Document, error) {
 	return doc, nil
 }
 
-// Encode writes doc to w as indented JSON followed by a newline.
+// Encode writes doc to w as indented JSON followed by a newline, with
+// schemaVersion set to SchemaVersion whatever doc holds: this package
+// writes only the schema it knows.
 func Encode(w io.Writer, doc Document) error {
+	doc.SchemaVersion = SchemaVersion
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
@@ -344,7 +361,12 @@ func Encode(w io.Writer, doc Document) error {
 // Validate checks that every run names its path and test, has at least one
 // sample, at least one session and pair, and a positive throughput: a
 // document with a zero in it was produced by a broken runner.
+//
+// It also refuses a SchemaVersion above SchemaVersion or below 0.
 func (d Document) Validate() error {
+	if d.SchemaVersion > SchemaVersion || d.SchemaVersion < 0 {
+		return fmt.Errorf("failed to validate results document: schemaVersion %d is not one this reader knows (0 or absent through %d): read it with a newer kubectl-fastpath or fastpath-operator", d.SchemaVersion, SchemaVersion)
+	}
 	for i, r := range d.Runs {
 		switch {
 		case r.Path == "" || r.Test == "":

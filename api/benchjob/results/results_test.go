@@ -115,8 +115,10 @@ func TestDocumentRoundTripKeepsContractFieldNames(t *testing.T) {
 	for _, k := range []string{"path", "test", "socketBytes", "messageBytes", "sessions", "mtu", "throughputMbps", "meanLatencyUs", "p99LatencyUs", "samples"} {
 		g.Expect(runJSON).To(gomega.HaveKey(k))
 	}
+	g.Expect(raw).To(gomega.HaveKeyWithValue("schemaVersion", float64(results.SchemaVersion)))
 	back, err := results.Decode(&buf)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
+	doc.SchemaVersion = results.SchemaVersion
 	g.Expect(back).To(gomega.Equal(doc))
 }
 
