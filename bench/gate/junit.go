@@ -24,6 +24,9 @@ type Report struct {
 	// not be read), in which case the condition's reason and message stand
 	// for them.
 	Criteria []Criterion
+	// Results is the run's results.json; nil when the benchmark has none
+	// or they could not be read.
+	Results *results.Document
 	// Elapsed is how long the gate followed the benchmark; the JUnit time
 	// when status has no start and completion time.
 	Elapsed time.Duration

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
@@ -23,10 +24,12 @@ const (
 	FormatJSON  Format = "json"
 	FormatYAML  Format = "yaml"
 	FormatJUnit Format = "junit"
+	// FormatCSV is the run's results as CSV (results.WriteCSV).
+	FormatCSV Format = "csv"
 )
 
 // Formats are the values -o takes.
-var Formats = []Format{FormatText, FormatJSON, FormatYAML, FormatJUnit}
+var Formats = []Format{FormatText, FormatJSON, FormatYAML, FormatJUnit, FormatCSV}
 
 func (f *Format) String() string { return string(*f) }
 
@@ -44,7 +47,7 @@ func (f *Format) Set(v string) error {
 // Type is the value's name in the flag's usage.
 func (f *Format) Type() string { return "format" }
 
-// FormatNames is "text|json|yaml|junit".
+// FormatNames is "text|json|yaml|junit|csv".
 func FormatNames() string {
 	names := make([]string, len(Formats))
 	for i, f := range Formats {
@@ -55,9 +58,11 @@ func FormatNames() string {
 
 // Write renders r to w in format: text (WriteText), the FastPathBenchmark
 // as JSON or YAML (as `kubectl get -o json|yaml` prints it, without
-// managedFields), or JUnit XML of r alone.
+// managedFields), JUnit XML of r alone, or r.Results as CSV (WriteCSV).
 func Write(w io.Writer, format Format, r Report) error {
 	switch format {
+	case FormatCSV:
+		return WriteCSV(w, r)
 	case FormatJSON, FormatYAML:
 		b := r.Benchmark.DeepCopy()
 		b.APIVersion, b.Kind = fastpathv1alpha1.GroupVersion.String(), "FastPathBenchmark"
@@ -82,6 +87,18 @@ func Write(w io.Writer, format Format, r Report) error {
 		return err
 	}
 	return WriteText(w, r)
+}
+
+// WriteCSV writes r.Results as CSV (results.WriteCSV; the VM column from
+// the benchmark's mode). Without results (the benchmark did not run, or
+// they could not be read) it writes the header alone, so a pipeline's file
+// always parses.
+func WriteCSV(w io.Writer, r Report) error {
+	var doc results.Document
+	if r.Results != nil {
+		doc = *r.Results
+	}
+	return results.WriteCSV(w, doc, results.CSVOptions{VM: r.Benchmark.Spec.Mode == fastpathv1alpha1.BenchmarkModeVM})
 }
 
 // WriteText prints r for a person: the figures `kubectl get fpb` shows

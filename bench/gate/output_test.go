@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/bench/gate"
 )
@@ -78,11 +79,32 @@ func TestWriteJSONAndYAML(t *testing.T) {
 func TestFormatSet(t *testing.T) {
 	g := gomega.NewWithT(t)
 	var f gate.Format
-	for _, v := range []string{"text", "json", "yaml", "junit"} {
+	for _, v := range []string{"text", "json", "yaml", "junit", "csv"} {
 		g.Expect(f.Set(v)).To(gomega.Succeed())
 		g.Expect(f.String()).To(gomega.Equal(v))
 	}
-	g.Expect(f.Set("xml")).To(gomega.MatchError("must be one of text|json|yaml|junit"))
-	g.Expect(f.String()).To(gomega.Equal("junit"), "a rejected value leaves the flag alone")
-	g.Expect(gate.FormatNames()).To(gomega.Equal(strings.Join([]string{"text", "json", "yaml", "junit"}, "|")))
+	g.Expect(f.Set("xml")).To(gomega.MatchError("must be one of text|json|yaml|junit|csv"))
+	g.Expect(f.String()).To(gomega.Equal("csv"), "a rejected value leaves the flag alone")
+	g.Expect(gate.FormatNames()).To(gomega.Equal(strings.Join([]string{"text", "json", "yaml", "junit", "csv"}, "|")))
+}
+
+// -o csv writes the run's results with the VM column from the mode, and
+// the header alone for a benchmark without results.
+func TestWriteCSV(t *testing.T) {
+	g := gomega.NewWithT(t)
+	r := reports()["succeeded"][0]
+	r.Benchmark.Spec.Mode = fastpathv1alpha1.BenchmarkModeVM
+	doc := results.Document{Runs: []results.Run{{Path: "fastpath", Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1,
+		ThroughputMbps: 13520, ThroughputMinMbps: 13520, ThroughputMaxMbps: 13520, Samples: []results.Sample{{Repetition: 1, ThroughputMbps: 13520}}}}}
+	r.Results = &doc
+	var out bytes.Buffer
+	g.Expect(gate.Write(&out, gate.FormatCSV, r)).To(gomega.Succeed())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	g.Expect(lines).To(gomega.HaveLen(2))
+	g.Expect(lines[0]).To(gomega.Equal(strings.Join(results.CSVColumns, ",")))
+	g.Expect(lines[1]).To(gomega.HavePrefix("netperf,TCP_STREAM,true,false,false,,1,1,65536,13520.000000,Mb/s,,usec,fastpath,true,"))
+
+	out.Reset()
+	g.Expect(gate.Write(&out, gate.FormatCSV, reports()["could-not-run"][0])).To(gomega.Succeed())
+	g.Expect(out.String()).To(gomega.Equal(strings.Join(results.CSVColumns, ",") + "\n"))
 }

@@ -125,7 +125,7 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 	var out string
 	rep := &cobra.Command{
 		Use:   "report NAME [-o DIR]",
-		Short: "print a FastPathBenchmark's results and write results.json, report.md and report.html",
+		Short: "print a FastPathBenchmark's results and write results.json, results.csv, report.md and report.html",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("bench report needs one FastPathBenchmark name, got %d", len(args))
@@ -149,7 +149,7 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 			return writeBenchmarkReport(stdout, stderr, b, doc, out)
 		},
 	}
-	rep.Flags().StringVarP(&out, "out", "o", "", "directory for results.json, report.md, report.html and the charts (default ./<name>-report)")
+	rep.Flags().StringVarP(&out, "out", "o", "", "directory for results.json, results.csv, report.md, report.html and the charts (default ./<name>-report)")
 	local := &cobra.Command{
 		Use:                "local [ARGS]",
 		Short:              "run the local node benchmark (fastpath-bench local ARGS; see fastpath-bench local --help)",
@@ -193,7 +193,12 @@ func writeBenchmarkReport(stdout, stderr io.Writer, b *fastpathv1alpha1.FastPath
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("failed to write results.json: %w", err)
 	}
-	fmt.Fprintf(stderr, "wrote %s and %d more files in %s\n", filepath.Join(dir, "results.json"), len(files), dir)
+	if err := writeFile(filepath.Join(dir, "results.csv"), "CSV", func(w io.Writer) error {
+		return results.WriteCSV(w, doc, results.CSVOptions{VM: b.Spec.Mode == fastpathv1alpha1.BenchmarkModeVM})
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s, results.csv and %d more files in %s\n", filepath.Join(dir, "results.json"), len(files), dir)
 	return nil
 }
 

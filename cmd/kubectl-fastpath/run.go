@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/bench/gate"
 	"github.com/fastpath-io/fastpath/controllers/benchmark/summary"
@@ -41,6 +43,7 @@ type runOptions struct {
 	grace     time.Duration
 	output    gate.Format
 	junitFile string
+	csvFile   string
 }
 
 func runLong() string {
@@ -53,7 +56,8 @@ each CI run its own) and exits 0. With --wait, and always with NAME, bench run f
 it, printing one line per phase or condition transition to stderr, until it ends or
 --timeout passes, then prints the result to stdout (-o) and writes JUnit XML to
 --junit-file (one testsuite per benchmark; a testcase for the run, one per success
-criterion with the measured and required figures, one per matrix point).
+criterion with the measured and required figures, one per matrix point) and the
+run's results as CSV to --csv-file (k8s-netperf's columns first; -o csv prints them).
 
 A benchmark Pending on something that does not exist (WaitingForAttachment with the
 attachment absent, SSHKeyMissing, RunnerObjectConflict) or not yet observed by the
@@ -74,7 +78,7 @@ Exit codes:
 func newBenchRunCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer) *cobra.Command {
 	o := &runOptions{output: gate.FormatText, grace: gate.DefaultGrace}
 	cmd := &cobra.Command{
-		Use:   "run (-f FILE | NAME) [--wait] [--timeout D] [-o " + gate.FormatNames() + "] [--junit-file F]",
+		Use:   "run (-f FILE | NAME) [--wait] [--timeout D] [-o " + gate.FormatNames() + "] [--junit-file F] [--csv-file F]",
 		Short: "create or follow a FastPathBenchmark and exit by its outcome (0 succeeded, 1 criteria not met, 2 could not run, 3 timeout)",
 		Long:  runLong(),
 		Args:  func(cmd *cobra.Command, args []string) error { return o.validate(cmd, args) },
@@ -94,6 +98,7 @@ func newBenchRunCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Write
 	f.DurationVar(&o.grace, "grace", gate.DefaultGrace, "exit 2 once the benchmark has waited this long for something that does not exist")
 	f.VarP(&o.output, "output", "o", "result format on stdout: "+gate.FormatNames())
 	f.StringVar(&o.junitFile, "junit-file", "", "also write the result as JUnit XML to this file")
+	f.StringVar(&o.csvFile, "csv-file", "", "also write the run's results as CSV to this file (the header alone when there are none)")
 	return cmd
 }
 
@@ -107,8 +112,8 @@ func (o *runOptions) validate(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("-f %s and NAME %s exclude each other: -f creates a benchmark, NAME follows an existing one", o.file, args[0])
 	case o.file == "" && len(args) == 0:
 		return fmt.Errorf("bench run needs -f FILE (create a benchmark) or a FastPathBenchmark NAME (follow it)")
-	case o.file != "" && !o.wait && (cmd.Flags().Changed("output") || o.junitFile != "" || cmd.Flags().Changed("timeout") || cmd.Flags().Changed("grace")):
-		return fmt.Errorf("-o, --junit-file, --timeout and --grace are about the outcome and need --wait: without it, bench run -f creates the benchmark and prints its name")
+	case o.file != "" && !o.wait && (cmd.Flags().Changed("output") || o.junitFile != "" || o.csvFile != "" || cmd.Flags().Changed("timeout") || cmd.Flags().Changed("grace")):
+		return fmt.Errorf("-o, --junit-file, --csv-file, --timeout and --grace are about the outcome and need --wait: without it, bench run -f creates the benchmark and prints its name")
 	case o.timeout < 0:
 		return fmt.Errorf("--timeout %s is negative", o.timeout)
 	case o.grace < 0:
@@ -144,7 +149,11 @@ func (o *runOptions) run(ctx context.Context, kube *genericclioptions.ConfigFlag
 	}
 	r := gate.Report{Benchmark: res.Benchmark, Outcome: res.Outcome, Elapsed: res.Elapsed}
 	if res.Outcome.Code == gate.ExitSucceeded || res.Outcome.Code == gate.ExitCriteriaNotMet {
-		r.Criteria, err = judge(ctx, c, r)
+		doc, err := gate.ReadRunResults(ctx, c, r.Benchmark)
+		if err == nil {
+			r.Results = &doc
+			r.Criteria, err = judge(r, doc)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "Success criteria not judged one by one (the condition's message stands for them): %v\n", err)
 		}
@@ -157,6 +166,12 @@ func (o *runOptions) run(ctx context.Context, kube *genericclioptions.ConfigFlag
 			return err
 		}
 		fmt.Fprintf(stderr, "Wrote %s\n", o.junitFile)
+	}
+	if o.csvFile != "" {
+		if err := writeFile(o.csvFile, "CSV", func(w io.Writer) error { return gate.WriteCSV(w, r) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "Wrote %s\n", o.csvFile)
 	}
 	if res.Outcome.Code == gate.ExitSucceeded {
 		return nil
@@ -197,12 +212,8 @@ func (o *runOptions) create(ctx context.Context, c client.Client, kube *genericc
 }
 
 // judge gives the verdict on each success criterion of r's benchmark as the
-// operator judged it: summary over the run's results.json.
-func judge(ctx context.Context, c client.Reader, r gate.Report) ([]gate.Criterion, error) {
-	doc, err := gate.ReadRunResults(ctx, c, r.Benchmark)
-	if err != nil {
-		return nil, err
-	}
+// operator judged it: summary over the run's results.json, doc.
+func judge(r gate.Report, doc results.Document) ([]gate.Criterion, error) {
 	var out []gate.Criterion
 	for _, v := range summary.Judge(summary.Summarize(doc), r.Benchmark.Spec.SuccessCriteria) {
 		out = append(out, gate.Criterion{Name: v.Criterion, Required: v.Required, Measured: v.Measured, Unit: v.Unit, Max: v.Max, Met: v.Met, Why: v.Why, Text: v.Text})
@@ -211,6 +222,18 @@ func judge(ctx context.Context, c client.Reader, r gate.Report) ([]gate.Criterio
 		return nil, err
 	}
 	return out, nil
+}
+
+// writeFile writes what write renders (what, for errors) to path.
+func writeFile(path, what string, write func(io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("failed to write %s to %s: %w", what, path, err)
+	}
+	return nil
 }
 
 func writeJUnit(path string, r gate.Report) error {

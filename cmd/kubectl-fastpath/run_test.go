@@ -25,11 +25,12 @@ func TestBenchRunFlagValidation(t *testing.T) {
 		{[]string{"bench", "run", "-f", "ci.yaml", "ci"}, "-f ci.yaml and NAME ci exclude each other: -f creates a benchmark, NAME follows an existing one"},
 		{[]string{"bench", "run", "ci", "-f", "ci.yaml", "--wait"}, "-f ci.yaml and NAME ci exclude each other"},
 		{[]string{"bench", "run", "a", "b"}, `bench run takes one FastPathBenchmark NAME, got 2: ["a" "b"]`},
-		{[]string{"bench", "run", "ci", "-o", "xml"}, `invalid argument "xml" for "-o, --output" flag: must be one of text|json|yaml|junit`},
-		{[]string{"bench", "run", "ci", "--output=table"}, "must be one of text|json|yaml|junit"},
-		{[]string{"bench", "run", "-f", "ci.yaml", "-o", "junit"}, "-o, --junit-file, --timeout and --grace are about the outcome and need --wait"},
+		{[]string{"bench", "run", "ci", "-o", "xml"}, `invalid argument "xml" for "-o, --output" flag: must be one of text|json|yaml|junit|csv`},
+		{[]string{"bench", "run", "ci", "--output=table"}, "must be one of text|json|yaml|junit|csv"},
+		{[]string{"bench", "run", "-f", "ci.yaml", "-o", "junit"}, "-o, --junit-file, --csv-file, --timeout and --grace are about the outcome and need --wait"},
 		{[]string{"bench", "run", "-f", "ci.yaml", "--junit-file", "ci.xml"}, "need --wait"},
 		{[]string{"bench", "run", "-f", "ci.yaml", "--timeout", "1h"}, "need --wait"},
+		{[]string{"bench", "run", "-f", "ci.yaml", "--csv-file", "ci.csv"}, "need --wait"},
 		{[]string{"bench", "run", "ci", "--timeout", "-1s"}, "--timeout -1s is negative"},
 		{[]string{"bench", "run", "ci", "--grace", "-1s"}, "--grace -1s is negative"},
 		{[]string{"bench", "run", "ci", "--timeout", "soon"}, `invalid argument "soon" for "--timeout" flag`},
@@ -48,11 +49,11 @@ func TestBenchRunHelpListsTheExitCodes(t *testing.T) {
 	g := gomega.NewWithT(t)
 	var out, errb bytes.Buffer
 	g.Expect(Main(context.Background(), []string{"bench", "run", "--help"}, &out, &errb, noExec(t))).To(gomega.Equal(0))
-	g.Expect(errb.String()).To(gomega.ContainSubstring("kubectl fastpath bench run (-f FILE | NAME) [--wait] [--timeout D] [-o text|json|yaml|junit] [--junit-file F]"))
+	g.Expect(errb.String()).To(gomega.ContainSubstring("kubectl fastpath bench run (-f FILE | NAME) [--wait] [--timeout D] [-o text|json|yaml|junit|csv] [--junit-file F] [--csv-file F]"))
 	for _, e := range gate.ExitCodes {
 		g.Expect(errb.String()).To(gomega.ContainSubstring("%d  %s: ", e.Code, e.Name))
 	}
-	for _, f := range []string{"-f, --filename", "-w, --wait", "--timeout duration", "--grace duration", "-o, --output format", "--junit-file string", "--kubeconfig string"} {
+	for _, f := range []string{"-f, --filename", "-w, --wait", "--timeout duration", "--grace duration", "-o, --output format", "--junit-file string", "--csv-file string", "--kubeconfig string"} {
 		g.Expect(errb.String()).To(gomega.ContainSubstring(f))
 	}
 }
