@@ -94,7 +94,7 @@ type Document struct {
 	// existed, which have the shape of version 1.
 	SchemaVersion int     `json:"schemaVersion,omitempty"`
 	Machine       Machine `json:"machine"`
-	Runs    []Run   `json:"runs"`
+	Runs          []Run   `json:"runs"`
 	// GuestChecks are what real guests' virtio-net drivers report for their
 	// fast-path NICs, read inside the guests (local environment with real
 	// guests only).
