@@ -155,6 +155,15 @@ const (
 	// (e.g. VSOCK tests, or client and server pods pinned to different nodes); the
 	// message says what. A retry cannot fix it; a spec change can.
 	ReasonUnsupported = "Unsupported"
+	// ReasonWaitingForCompareTo: the FastPathBenchmark or ConfigMap of
+	// spec.compareTo does not exist yet, or the benchmark has not finished;
+	// the run starts once it has (Pending).
+	ReasonWaitingForCompareTo = "WaitingForCompareTo"
+	// ReasonCompareToInvalid: spec.compareTo names a run without usable
+	// results (a benchmark that failed before it measured, the benchmark
+	// itself, a ConfigMap without a results.json that decodes and
+	// validates); the message says which. A retry cannot fix it (Failed).
+	ReasonCompareToInvalid = "CompareToInvalid"
 )
 
 // FastPathNode condition types.

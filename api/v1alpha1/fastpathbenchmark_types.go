@@ -73,6 +73,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || has(self.sshKeySecretRef)",message="spec.sshKeySecretRef is required in VM mode: the runner reaches the client VM over SSH"
 // +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.minSpeedupPercent) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.minSpeedupPercent needs a baseline: spec.baseline must not be None"
 // +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.maxCPURatio) || !has(self.baseline) || self.baseline != 'None'",message="spec.successCriteria.maxCPURatio needs a baseline: spec.baseline must not be None"
+// +kubebuilder:validation:XValidation:rule="!has(self.successCriteria) || !has(self.successCriteria.maxRegressionPercent) || has(self.compareTo)",message="spec.successCriteria.maxRegressionPercent needs spec.compareTo: the run to compare with"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'VM' || !has(self.additionalPairs)",message="spec.additionalPairs is for VM mode only: Pod mode creates one netserver pod per pair itself"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'VM' || !has(self.pairs) || self.pairs <= 1 + (has(self.additionalPairs) ? size(self.additionalPairs) : 0)",message="spec.pairs in VM mode needs that many client/server VM pairs: spec.client/spec.server plus pairs-1 entries in spec.additionalPairs"
 type FastPathBenchmarkSpec struct {
@@ -172,6 +173,15 @@ type FastPathBenchmarkSpec struct {
 	// +optional
 	SuccessCriteria *SuccessCriteria `json:"successCriteria,omitempty"`
 
+	// compareTo names an earlier run this one is compared with, point by
+	// point (status.comparison), and judged against with
+	// successCriteria.maxRegressionPercent: a FastPathBenchmark, or a
+	// ConfigMap holding the results.json a pipeline kept. The run waits
+	// (Pending, WaitingForCompareTo) until it exists and, for a benchmark,
+	// has finished.
+	// +optional
+	CompareTo *CompareTo `json:"compareTo,omitempty"`
+
 	// sshKeySecretRef names a Secret (same namespace) with key ssh-privatekey used
 	// to reach the client VM in VM mode.
 	// +optional
@@ -195,6 +205,24 @@ type LocalObjectReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// CompareTo names the run a benchmark is compared with: exactly one of
+// benchmark and configMap, in the benchmark's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.benchmark) != has(self.configMap)",message="spec.compareTo needs exactly one of benchmark and configMap"
+type CompareTo struct {
+	// benchmark names a FastPathBenchmark whose finished run (the
+	// results.json in its results ConfigMap) is compared with.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Benchmark string `json:"benchmark,omitempty"`
+	// configMap names a ConfigMap with a results.json key, e.g. made with
+	// `kubectl create configmap ci-baseline --from-file=results.json`.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ConfigMap string `json:"configMap,omitempty"`
 }
 
 // BenchmarkEndpoint is one side of a benchmark.
@@ -245,6 +273,15 @@ type SuccessCriteria struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$') && double(self) > 0.0 && double(self) <= 100.0",message="spec.successCriteria.maxCPURatio must be a decimal number greater than 0 and at most 100, e.g. \"0.80\""
 	MaxCPURatio string `json:"maxCPURatio,omitempty"`
+	// maxRegressionPercent is the largest acceptable regression against
+	// spec.compareTo's run, in percent, 1-100: at every matrix point both
+	// runs measured, on every path but the baseline, neither may the
+	// median throughput drop nor the service demand (CPU per byte) rise by
+	// more, unless the min-max ranges of the two runs' repetitions overlap
+	// (the difference is within the noise). Needs spec.compareTo.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 100",message="spec.successCriteria.maxRegressionPercent must be between 1 and 100 (percent of the compared run's figure)"
+	MaxRegressionPercent *int32 `json:"maxRegressionPercent,omitempty"`
 }
 
 // FastPathBenchmarkStatus holds a bounded summary; the full results JSON is in the
@@ -298,6 +335,69 @@ type FastPathBenchmarkStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Points []BenchmarkPoint `json:"points,omitempty"`
+	// comparedTo says what spec.compareTo resolved to, e.g.
+	// "FastPathBenchmark ci-x7k2p (run ci-x7k2p-1)" or "ConfigMap ci-baseline".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ComparedTo string `json:"comparedTo,omitempty"`
+	// comparison is this run beside spec.compareTo's at every path and
+	// matrix point both measured (at most 64).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Comparison []ComparedPoint `json:"comparison,omitempty"`
+}
+
+// NoiseVerdict says whether two runs' repetitions overlap.
+// +kubebuilder:validation:Enum=WithinNoise;BeyondNoise
+type NoiseVerdict string
+
+const (
+	// WithinNoise: the min-max ranges of the two runs' repetitions
+	// overlap; the difference of the medians may be noise.
+	WithinNoise NoiseVerdict = "WithinNoise"
+	// BeyondNoise: the ranges do not overlap.
+	BeyondNoise NoiseVerdict = "BeyondNoise"
+)
+
+// ComparedPoint is one path at one matrix point, this run beside the run
+// of spec.compareTo.
+type ComparedPoint struct {
+	// path name, as in results.json.
+	Path string `json:"path"`
+	// test name.
+	Test BenchmarkTest `json:"test"`
+	// socketBytes, messageBytes, sessions and pairs name the point, as in
+	// status.points.
+	// +optional
+	SocketBytes int32 `json:"socketBytes,omitempty"`
+	// +optional
+	MessageBytes int32 `json:"messageBytes,omitempty"`
+	// +optional
+	Sessions int32 `json:"sessions,omitempty"`
+	// +optional
+	Pairs int32 `json:"pairs,omitempty"`
+	// mbps and comparedMbps are this run's and the compared run's median
+	// throughput in 10^6 bit/s.
+	// +optional
+	Mbps int64 `json:"mbps,omitempty"`
+	// +optional
+	ComparedMbps int64 `json:"comparedMbps,omitempty"`
+	// throughputRatio is mbps / comparedMbps of the unrounded medians with
+	// two decimals, e.g. "0.82".
+	// +optional
+	ThroughputRatio string `json:"throughputRatio,omitempty"`
+	// throughputNoise: WithinNoise | BeyondNoise.
+	// +optional
+	ThroughputNoise NoiseVerdict `json:"throughputNoise,omitempty"`
+	// cpuRatio is this run's median service demand (CPU per byte) over the
+	// compared run's, two decimals; lower is better. Set when both
+	// measured it.
+	// +optional
+	CPURatio string `json:"cpuRatio,omitempty"`
+	// cpuNoise: WithinNoise | BeyondNoise, for cpuRatio.
+	// +optional
+	CPUNoise NoiseVerdict `json:"cpuNoise,omitempty"`
 }
 
 // PathSummary is the best result of one path (e.g. fastpath, baseline).

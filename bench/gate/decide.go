@@ -29,8 +29,8 @@ var ExitCodes = []struct {
 }{
 	{ExitSucceeded, "succeeded", "phase Succeeded (reason CriteriaMet): every success criterion met, or none set; also -f without --wait once the benchmark is created"},
 	{ExitCriteriaNotMet, "criteria not met", "phase Failed with reason ThresholdNotMet: the benchmark ran and missed a success criterion (the message gives the numbers)"},
-	{ExitCouldNotRun, "could not run", "phase Failed with any other reason (RunnerFailed, NetserverUnreachable, ResultsInvalid, Unsupported); " +
-		"still Pending after --grace on something missing (WaitingForAttachment with the attachment absent, SSHKeyMissing, RunnerObjectConflict) " +
+	{ExitCouldNotRun, "could not run", "phase Failed with any other reason (RunnerFailed, NetserverUnreachable, ResultsInvalid, Unsupported, CompareToInvalid); " +
+		"still Pending after --grace on something missing (WaitingForAttachment with the attachment absent, SSHKeyMissing, RunnerObjectConflict, WaitingForCompareTo) " +
 		"or not observed by the operator; the benchmark deleted or replaced while followed; the file or the API server refused it; " +
 		"the benchmark not readable at the start (missing, cluster unreachable; later failed reads are retried); a rejected command line"},
 	{ExitTimeout, "timeout", "no outcome within --timeout (default: the runner Job's deadline for the spec plus 10 minutes to start)"},
@@ -116,9 +116,11 @@ type Facts struct {
 //     ExitCouldNotRun. That is WaitingForAttachment when the attachment
 //     does not exist (f.AttachmentMissing; an attachment that exists and is
 //     not Ready yet is under way), SSHKeyMissing (the Secret does not
-//     exist) and RunnerObjectConflict (a runner object of the benchmark's
+//     exist), RunnerObjectConflict (a runner object of the benchmark's
 //     name belongs to someone else, e.g. a deleted namesake whose children
-//     the garbage collector has not removed yet);
+//     the garbage collector has not removed yet) and WaitingForCompareTo
+//     (the run to compare with is missing, or has not finished: a pipeline
+//     compares with a kept run, not one under way);
 //   - anything else (Running, Pending for endpoints): Waiting.
 //
 // Reason and Message are the deciding condition's: Succeeded or Failed once
@@ -163,7 +165,7 @@ func blocking(reason string, f Facts) bool {
 	switch reason {
 	case fastpathv1alpha1.ReasonWaitingForAttachment:
 		return f.AttachmentMissing
-	case fastpathv1alpha1.ReasonSSHKeyMissing, fastpathv1alpha1.ReasonRunnerObjectConflict:
+	case fastpathv1alpha1.ReasonSSHKeyMissing, fastpathv1alpha1.ReasonRunnerObjectConflict, fastpathv1alpha1.ReasonWaitingForCompareTo:
 		return true
 	}
 	return false

@@ -43,6 +43,8 @@ func TestDecide(t *testing.T) {
 		{"attachment not Ready yet", pending(fastpathv1alpha1.ReasonWaitingForAttachment, msg), gate.Facts{}, gate.Waiting, 0, fastpathv1alpha1.ReasonWaitingForAttachment},
 		{"SSH key Secret missing", pending(fastpathv1alpha1.ReasonSSHKeyMissing, msg), gate.Facts{}, gate.Blocked, gate.ExitCouldNotRun, fastpathv1alpha1.ReasonSSHKeyMissing},
 		{"runner object held by another owner", pending(fastpathv1alpha1.ReasonRunnerObjectConflict, msg), gate.Facts{}, gate.Blocked, gate.ExitCouldNotRun, fastpathv1alpha1.ReasonRunnerObjectConflict},
+		{"run to compare with missing", pending(fastpathv1alpha1.ReasonWaitingForCompareTo, msg), gate.Facts{}, gate.Blocked, gate.ExitCouldNotRun, fastpathv1alpha1.ReasonWaitingForCompareTo},
+		{"run to compare with unusable", failed(fastpathv1alpha1.ReasonCompareToInvalid, msg), gate.Facts{}, gate.Done, gate.ExitCouldNotRun, fastpathv1alpha1.ReasonCompareToInvalid},
 		{"endpoints coming up", pending(fastpathv1alpha1.ReasonEndpointNotFound, msg), gate.Facts{AttachmentMissing: true}, gate.Waiting, 0, fastpathv1alpha1.ReasonEndpointNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,7 +103,11 @@ const JUnitName = "kubectl fastpath bench run"
 //     condition's message (ThresholdNotMet), else <skipped>;
 //   - points/<test sock= msg= sessions= pairs=>: one per status.points
 //     entry, its figures as <properties> (the status field names); these
-//     always pass.
+//     always pass;
+//   - comparison/<path> <test sock= ...>: one per status.comparison entry
+//     (spec.compareTo), this run's and the compared run's throughput, their
+//     ratio and noise verdict, the CPU ratio as <properties>; these always
+//     pass, successCriteria/maxRegressionPercent fails for them.
 //
 // Names stay the same from run to run, so CI tracks each over time: the
 // figures are in properties and messages, never in names. A report fails
@@ -143,7 +147,8 @@ func testsuite(r Report) junitTestsuite {
 		"phase", string(o.Phase), "reason", o.Reason, "message", o.Message,
 		"bestGbps", b.Status.BestGbps, "speedup", b.Status.Speedup, "cpuRatio", b.Status.CPURatio,
 		"attachment", b.Spec.AttachmentRef.Name, "mode", string(b.Spec.Mode),
-		"generation", strconv.FormatInt(b.Generation, 10), "jobName", b.Status.JobName, "resultsConfigMap", b.Status.ResultsConfigMap)
+		"generation", strconv.FormatInt(b.Generation, 10), "jobName", b.Status.JobName, "resultsConfigMap", b.Status.ResultsConfigMap,
+		"comparedTo", b.Status.ComparedTo)
 
 	run := junitTestcase{Name: "run", Classname: id + ".benchmark", Time: s.Time, SystemOut: headlineText(o)}
 	if o.Code == ExitCouldNotRun || o.Code == ExitTimeout {
@@ -154,6 +159,9 @@ func testsuite(r Report) junitTestsuite {
 	s.Cases = append(s.Cases, criteriaCases(id+".successCriteria", b, o, r.Criteria)...)
 	for _, p := range b.Status.Points {
 		s.Cases = append(s.Cases, pointCase(id+".points", p))
+	}
+	for _, p := range b.Status.Comparison {
+		s.Cases = append(s.Cases, comparedCase(id+".comparison", p))
 	}
 	for _, c := range s.Cases {
 		s.Tests++
@@ -197,7 +205,7 @@ func criteriaCases(class string, b *fastpathv1alpha1.FastPathBenchmark, o Outcom
 }
 
 func hasCriteria(c *fastpathv1alpha1.SuccessCriteria) bool {
-	return c != nil && (c.MinThroughputMbps != nil || c.MinSpeedupPercent != nil || c.MaxCPURatio != "")
+	return c != nil && (c.MinThroughputMbps != nil || c.MinSpeedupPercent != nil || c.MaxCPURatio != "" || c.MaxRegressionPercent != nil)
 }
 
 // Compare words a criterion's figures: "measured 294.5%, required at least
@@ -242,6 +250,16 @@ func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) junitTestcase {
 		"fastPathLatency", duration(p.FastPathLatency), "baselineLatency", duration(p.BaselineLatency),
 		"fastPathServiceDemandUsPerKB", p.FastPathServiceDemandUsPerKB, "baselineServiceDemandUsPerKB", p.BaselineServiceDemandUsPerKB,
 		"cpuRatio", p.CPURatio, "fastPathLossPercent", p.FastPathLossPercent, "baselineLossPercent", p.BaselineLossPercent)}
+}
+
+// comparedCase is one path at one matrix point beside the run of
+// spec.compareTo: named "<path> <point>", its figures under the status
+// field names. It always passes: maxRegressionPercent judges them.
+func comparedCase(class string, p fastpathv1alpha1.ComparedPoint) junitTestcase {
+	name := p.Path + " " + results.Point{Test: string(p.Test), SocketBytes: int(p.SocketBytes), MessageBytes: int(p.MessageBytes), Sessions: int(p.Sessions), Pairs: int(p.Pairs)}.String()
+	return junitTestcase{Name: name, Classname: class, Properties: properties(
+		"mbps", count(p.Mbps), "comparedMbps", count(p.ComparedMbps), "throughputRatio", p.ThroughputRatio, "throughputNoise", string(p.ThroughputNoise),
+		"cpuRatio", p.CPURatio, "cpuNoise", string(p.CPUNoise))}
 }
 
 // properties makes <properties> of name/value pairs, leaving out empty

@@ -74,6 +74,27 @@ func reports() map[string][]gate.Report {
 	noAttachment := pending(fastpathv1alpha1.ReasonWaitingForAttachment, "FastPathAttachment db-link not found")
 	noAttachment.CreationTimestamp = started
 
+	regressedMessage := "best fast path 10.01 Gbps at TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: minThroughputMbps 10000 met, " +
+		"maxRegressionPercent 10 not met (26.0%: throughput 0.74x of the compared run's at fastpath TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1, beyond the noise)"
+	regressed := finished(failed(fastpathv1alpha1.ReasonThresholdNotMet, regressedMessage))
+	regressed.Name = "ci-2"
+	regressed.Spec.CompareTo = &fastpathv1alpha1.CompareTo{Benchmark: "ci-1"}
+	regressed.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MinThroughputMbps: ptr(int64(10000)), MaxRegressionPercent: ptr(int32(10))}
+	regressed.Status.Points = regressed.Status.Points[:1]
+	regressed.Status.BestGbps, regressed.Status.Points[0].FastPathMbps = "10.01", 10010
+	regressed.Status.ComparedTo = "FastPathBenchmark ci-1 (run ci-1-1)"
+	regressed.Status.Comparison = []fastpathv1alpha1.ComparedPoint{
+		{Path: "fastpath", Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1, Mbps: 10010, ComparedMbps: 13520,
+			ThroughputRatio: "0.74", ThroughputNoise: fastpathv1alpha1.BeyondNoise, CPURatio: "1.02", CPUNoise: fastpathv1alpha1.WithinNoise},
+		{Path: "baseline", Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1, Mbps: 4500, ComparedMbps: 4590,
+			ThroughputRatio: "0.98", ThroughputNoise: fastpathv1alpha1.WithinNoise},
+	}
+	regressedCriteria := []gate.Criterion{
+		{Name: "minThroughputMbps", Required: "10000", Measured: "10010", Unit: "Mbps", Met: true, Text: "minThroughputMbps 10000 met"},
+		{Name: "maxRegressionPercent", Required: "10", Measured: "26.0", Unit: "%", Max: true,
+			Text: "maxRegressionPercent 10 not met (26.0%: throughput 0.74x of the compared run's at fastpath TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1, beyond the noise)"},
+	}
+
 	succeededReport := gate.Report{Benchmark: ok, Outcome: gate.Decide(ok, gate.Facts{}), Criteria: okCriteria, Elapsed: 21 * time.Minute}
 	couldNotRunReport := gate.Report{Benchmark: couldNot, Outcome: gate.Decide(couldNot, gate.Facts{}), Elapsed: 3 * time.Minute}
 	return map[string][]gate.Report{
@@ -87,6 +108,7 @@ func reports() map[string][]gate.Report {
 		"timeout": {{Benchmark: slow, Elapsed: 30 * time.Minute, Outcome: gate.Outcome{State: gate.Done, Code: gate.ExitTimeout,
 			Phase: fastpathv1alpha1.BenchmarkRunning, Reason: gate.ReasonTimeout, Message: timeoutMsg}}},
 		"two-benchmarks": {succeededReport, couldNotRunReport},
+		"regressed":      {{Benchmark: regressed, Outcome: gate.Decide(regressed, gate.Facts{}), Criteria: regressedCriteria, Elapsed: 21 * time.Minute}},
 	}
 }
 

@@ -107,11 +107,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Owns(&corev1.Pod{}).
 		// By name rather than by owner: a benchmark refused an object it
 		// does not control (RunnerObjectConflict) must hear of its deletion.
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.mapConfigMap)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
 		Watches(&rbacv1.Role{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
 		Watches(&rbacv1.RoleBinding{}, handler.EnqueueRequestsFromMapFunc(r.mapRunnerObject)).
-		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment)))
+		Watches(&fastpathv1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexAttachment))).
+		// A run waiting for the run of its spec.compareTo.
+		Watches(&fastpathv1alpha1.FastPathBenchmark{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexCompareToBenchmark)))
 	if !r.KubeVirtAbsent {
 		b = b.Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.mapBy(indexVM)))
 	}
@@ -180,6 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileSpec,
 		r.reconcileRunnerAccess,
 		r.lookupJob,
+		r.reconcileCompareTo,
 		r.reconcileAttachment,
 		r.reconcileEndpoints,
 		r.reconcileJob,

@@ -36,6 +36,12 @@ const (
 func startPodRun(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmark) *batchv1.Job {
 	createReadyAttachment(ctx, b.Namespace, b.Spec.AttachmentRef.Name)
 	Expect(k8s.Create(ctx, b)).To(Succeed())
+	return followPodRun(ctx, b)
+}
+
+// followPodRun plays kubelet and Multus for b's netserver pods, as
+// startPodRun, once b exists.
+func followPodRun(ctx context.Context, b *fastpathv1alpha1.FastPathBenchmark) *batchv1.Job {
 	pairs := 1
 	if b.Spec.Pairs != nil {
 		pairs = int(*b.Spec.Pairs)
@@ -617,5 +623,125 @@ var _ = Describe("FastPathBenchmark preconditions", func() {
 		Expect(conditionMessage(getBenchmark(ctx, ns, "split")(), fastpathv1alpha1.FailedCondition)).To(ContainSubstring("node-local"))
 		Expect(serverPods(ctx, ns, "vsock")()).To(BeEmpty())
 		Expect(serverPods(ctx, ns, "split")()).To(BeEmpty())
+	})
+})
+
+var _ = Describe("FastPathBenchmark compared with an earlier run", func() {
+	var (
+		ctx context.Context
+		ns  string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		ns = newNamespace(ctx)
+	})
+	// slower is the fixture with every fast-path repetition at f times its
+	// throughput, as a runner would write it.
+	slower := func(f float64) string {
+		doc := fixtureDoc()
+		for i := range doc.Runs {
+			r := &doc.Runs[i]
+			if r.Path != benchjob.PathFastPath {
+				continue
+			}
+			for j := range r.Samples {
+				r.Samples[j].ThroughputMbps *= f
+			}
+			r.Summarize()
+		}
+		var buf bytes.Buffer
+		Expect(results.Encode(&buf, doc)).To(Succeed())
+		return buf.String()
+	}
+
+	It("rejects maxRegressionPercent without compareTo, out of range, and compareTo naming both kinds", func() {
+		for _, tc := range []struct {
+			mutate func(*fastpathv1alpha1.FastPathBenchmark)
+			want   string
+		}{
+			{func(b *fastpathv1alpha1.FastPathBenchmark) {
+				b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(10))}
+			}, "spec.successCriteria.maxRegressionPercent needs spec.compareTo: the run to compare with"},
+			{func(b *fastpathv1alpha1.FastPathBenchmark) {
+				b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{ConfigMap: "kept"}
+				b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(0))}
+			}, "spec.successCriteria.maxRegressionPercent must be between 1 and 100 (percent of the compared run's figure)"},
+			{func(b *fastpathv1alpha1.FastPathBenchmark) {
+				b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{ConfigMap: "kept"}
+				b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(101))}
+			}, "spec.successCriteria.maxRegressionPercent must be between 1 and 100"},
+			{func(b *fastpathv1alpha1.FastPathBenchmark) {
+				b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{ConfigMap: "kept", Benchmark: "ci-1"}
+			}, "spec.compareTo needs exactly one of benchmark and configMap"},
+			{func(b *fastpathv1alpha1.FastPathBenchmark) { b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{} }, "spec.compareTo needs exactly one of benchmark and configMap"},
+		} {
+			b := podBenchmark(ns, "invalid", "db-link")
+			tc.mutate(b)
+			err := k8s.Create(ctx, b)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(tc.want))
+		}
+	})
+
+	It("waits for a kept results.json, fails a regression beyond the noise, and passes a run within the noise of the one before", func() {
+		// Run 2 compares with the results.json a pipeline kept, which is
+		// not there yet.
+		b := podBenchmark(ns, "run-2", "link-2")
+		b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{ConfigMap: "kept"}
+		b.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(10))}
+		createReadyAttachment(ctx, ns, "link-2")
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "run-2")).Should(And(havePhase(pending),
+			haveCondition(fastpathv1alpha1.RunningCondition, metav1.ConditionFalse, fastpathv1alpha1.ReasonWaitingForCompareTo)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "run-2")(), fastpathv1alpha1.RunningCondition)).To(Equal("Waiting for spec.compareTo: ConfigMap " + ns + "/kept not found"))
+		Consistently(serverPods(ctx, ns, "run-2"), "1s").Should(BeEmpty(), "nothing runs before the run to compare with is there")
+
+		Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}, Data: map[string]string{benchjob.ResultsKey: fixture()}})).To(Succeed())
+		job := followPodRun(ctx, b)
+		writeOutcome(ctx, ns, "run-2", job.Name, map[string]string{benchjob.ResultsKey: slower(0.7)})
+		Eventually(getBenchmark(ctx, ns, "run-2")).Should(And(havePhase(failed),
+			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonThresholdNotMet)))
+		b = getBenchmark(ctx, ns, "run-2")()
+		Expect(conditionMessage(b, fastpathv1alpha1.FailedCondition)).To(ContainSubstring(
+			"maxRegressionPercent 10 not met (30.0%: throughput 0.70x of the compared run's at fastpath TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1, beyond the noise)"))
+		Expect(b.Status.ComparedTo).To(Equal("ConfigMap kept"))
+		Expect(b.Status.Comparison).NotTo(BeEmpty())
+		Expect(b.Status.Comparison[0]).To(Equal(fastpathv1alpha1.ComparedPoint{Path: "fastpath", Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 65536, MessageBytes: 16384, Sessions: 1, Pairs: 1,
+			Mbps: 5322, ComparedMbps: 7603, ThroughputRatio: "0.70", ThroughputNoise: fastpathv1alpha1.BeyondNoise}))
+
+		// Run 3, as slow as run 2, compares with run 2: within the noise.
+		b3 := podBenchmark(ns, "run-3", "link-3")
+		b3.Spec.CompareTo = &fastpathv1alpha1.CompareTo{Benchmark: "run-2"}
+		b3.Spec.SuccessCriteria = &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(10))}
+		job = startPodRun(ctx, b3)
+		writeOutcome(ctx, ns, "run-3", job.Name, map[string]string{benchjob.ResultsKey: slower(0.7)})
+		Eventually(getBenchmark(ctx, ns, "run-3")).Should(havePhase(succeeded))
+		b3 = getBenchmark(ctx, ns, "run-3")()
+		Expect(conditionMessage(b3, fastpathv1alpha1.SucceededCondition)).To(ContainSubstring("maxRegressionPercent 10 met (no regression beyond the noise at 6 compared points)"))
+		Expect(b3.Status.ComparedTo).To(Equal("FastPathBenchmark run-2 (run " + b.Status.JobName + ")"))
+		for _, p := range b3.Status.Comparison {
+			Expect(p.ThroughputNoise).To(Equal(fastpathv1alpha1.WithinNoise), "%+v", p)
+			Expect(p.ThroughputRatio).To(Equal("1.00"))
+		}
+	})
+
+	It("fails with CompareToInvalid when compareTo names itself or a ConfigMap without results.json", func() {
+		createReadyAttachment(ctx, ns, "db-link")
+		self := podBenchmark(ns, "self", "db-link")
+		self.Spec.CompareTo = &fastpathv1alpha1.CompareTo{Benchmark: "self"}
+		Expect(k8s.Create(ctx, self)).To(Succeed())
+		Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "empty"}, Data: map[string]string{"other": "x"}})).To(Succeed())
+		empty := podBenchmark(ns, "empty", "db-link")
+		empty.Spec.CompareTo = &fastpathv1alpha1.CompareTo{ConfigMap: "empty"}
+		Expect(k8s.Create(ctx, empty)).To(Succeed())
+		for name, want := range map[string]string{
+			"self":  "spec.compareTo: spec.compareTo.benchmark names this benchmark itself: compare with an earlier run",
+			"empty": "spec.compareTo: ConfigMap " + ns + "/empty has no key results.json",
+		} {
+			Eventually(getBenchmark(ctx, ns, name)).Should(And(havePhase(failed),
+				haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCompareToInvalid)))
+			Expect(conditionMessage(getBenchmark(ctx, ns, name)(), fastpathv1alpha1.FailedCondition)).To(Equal(want))
+			Expect(serverPods(ctx, ns, name)()).To(BeEmpty())
+		}
 	})
 })

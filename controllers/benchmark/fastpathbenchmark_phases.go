@@ -399,6 +399,18 @@ func (r *Reconciler) reconcileResults(ctx context.Context, s *scope) (ctrl.Resul
 		sum := summary.Summarize(doc)
 		b.Status.BestGbps, b.Status.Speedup, b.Status.CPURatio = sum.BestGbps, sum.Speedup, sum.CPURatio
 		b.Status.Paths, b.Status.Points = sum.Paths, sum.Points
+		if s.spec.CompareTo != nil {
+			ref, err := r.readReference(ctx, b)
+			if isAPIError(err) && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+			if err != nil {
+				r.finish(ctx, s, fastpathv1alpha1.ReasonCompareToInvalid, fmt.Sprintf("Run %s measured, but spec.compareTo cannot be read now: %s", job.Name, strings.TrimSuffix(err.Error(), ": "+errCompareToNotReady.Error())))
+				break
+			}
+			sum = sum.Compared(doc, ref.doc)
+			b.Status.ComparedTo, b.Status.Comparison = ref.name, summary.ComparedPoints(*sum.Comparison)
+		}
 		met, msg := summary.Evaluate(sum, s.spec.SuccessCriteria)
 		if sum.TotalPoints > len(sum.Points) {
 			msg += fmt.Sprintf(" (status shows %d of %d points; all are in ConfigMap %s)", len(sum.Points), sum.TotalPoints, cm.Name)

@@ -16,15 +16,19 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
-// Field indexes on FastPathBenchmark, so attachment and VMI events find the
-// benchmarks that wait for them.
+// Field indexes on FastPathBenchmark, so attachment, VMI, ConfigMap and
+// FastPathBenchmark events find the benchmarks that wait for them.
 const (
 	indexAttachment = "spec.attachmentRef.name"
 	indexVM         = "spec.vms"
+	// indexCompareToBenchmark and indexCompareToConfigMap hold
+	// spec.compareTo's benchmark and configMap.
+	indexCompareToBenchmark = "spec.compareTo.benchmark"
+	indexCompareToConfigMap = "spec.compareTo.configMap"
 )
 
-// indexFields registers the field indexes indexAttachment and indexVM on
-// FastPathBenchmarks with idx.
+// indexFields registers the field indexes above on FastPathBenchmarks with
+// idx.
 func indexFields(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, indexAttachment, func(o client.Object) []string {
 		return []string{o.(*fastpathv1alpha1.FastPathBenchmark).Spec.AttachmentRef.Name}
@@ -36,11 +40,31 @@ func indexFields(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", indexVM, err)
 	}
+	for index, field := range map[string]func(*fastpathv1alpha1.CompareTo) string{
+		indexCompareToBenchmark: func(c *fastpathv1alpha1.CompareTo) string { return c.Benchmark },
+		indexCompareToConfigMap: func(c *fastpathv1alpha1.CompareTo) string { return c.ConfigMap },
+	} {
+		if err := idx.IndexField(ctx, &fastpathv1alpha1.FastPathBenchmark{}, index, func(o client.Object) []string {
+			if c := o.(*fastpathv1alpha1.FastPathBenchmark).Spec.CompareTo; c != nil && field(c) != "" {
+				return []string{field(c)}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to index FastPathBenchmarks by %s: %w", index, err)
+		}
+	}
 	return nil
 }
 
-// mapBy maps an attachment or VMI to the benchmarks in its namespace whose
-// index field holds its name.
+// mapConfigMap maps a ConfigMap to the benchmarks whose runner objects
+// have its name (mapRunnerObject) and to those that compare with it
+// (spec.compareTo.configMap).
+func (r *Reconciler) mapConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+	return append(r.mapRunnerObject(ctx, o), r.mapBy(indexCompareToConfigMap)(ctx, o)...)
+}
+
+// mapBy maps an attachment, VMI, ConfigMap or benchmark to the benchmarks
+// in its namespace whose index field holds its name.
 func (r *Reconciler) mapBy(index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list fastpathv1alpha1.FastPathBenchmarkList

@@ -56,6 +56,39 @@ type Summary struct {
 	CPURatio string
 	BestCPU  results.Ratio
 	HasCPU   bool
+
+	// Comparison is the run compared with spec.compareTo's (Compared);
+	// nil when it was not compared. The caller sets it: Summarize sees
+	// one document.
+	Comparison *results.Comparison
+}
+
+// Compared returns s with the comparison of doc (the run s summarises)
+// with then, the run of spec.compareTo.
+func (s Summary) Compared(doc, then results.Document) Summary {
+	c := results.Compare(doc, then)
+	s.Comparison = &c
+	return s
+}
+
+// ComparedPoints renders c for status.comparison: one entry per compared
+// (path, point), the first MaxPoints, in c's order.
+func ComparedPoints(c results.Comparison) []fastpathv1alpha1.ComparedPoint {
+	var out []fastpathv1alpha1.ComparedPoint
+	for _, p := range c.Points {
+		if len(out) == MaxPoints {
+			break
+		}
+		cp := fastpathv1alpha1.ComparedPoint{Path: p.Path, Test: fastpathv1alpha1.BenchmarkTest(p.Point.Test),
+			SocketBytes: int32(p.Point.SocketBytes), MessageBytes: int32(p.Point.MessageBytes), Sessions: int32(p.Point.Sessions), Pairs: int32(p.Point.Pairs),
+			Mbps: mbps(p.Now.Median), ComparedMbps: mbps(p.Then.Median), ThroughputRatio: fmt.Sprintf("%.2f", p.Ratio),
+			ThroughputNoise: fastpathv1alpha1.NoiseVerdict(p.Noise)}
+		if p.HasCPU {
+			cp.CPURatio, cp.CPUNoise = fmt.Sprintf("%.2f", p.CPURatio), fastpathv1alpha1.NoiseVerdict(p.CPUNoise)
+		}
+		out = append(out, cp)
+	}
+	return out
 }
 
 // Summarize summarises doc. Paths are named as in the runner contract:
@@ -220,7 +253,7 @@ func latency(us float64) *metav1.Duration {
 // criterion (and in JUnit XML), and what Evaluate's message joins.
 type Verdict struct {
 	// Criterion is the field of spec.successCriteria: "minThroughputMbps",
-	// "minSpeedupPercent" or "maxCPURatio".
+	// "minSpeedupPercent", "maxCPURatio" or "maxRegressionPercent".
 	Criterion string
 	// Required is the threshold as the spec gives it, e.g. "10000", "150",
 	// "0.80".
@@ -231,7 +264,8 @@ type Verdict struct {
 	Measured string
 	// Unit is "Mbps", "%" or "" (a ratio).
 	Unit string
-	// Max is true for an upper bound (maxCPURatio), false for a lower one.
+	// Max is true for an upper bound (maxCPURatio, maxRegressionPercent),
+	// false for a lower one.
 	Max bool
 	// Met is whether the criterion holds; a criterion that cannot be
 	// checked is not met.
@@ -245,9 +279,17 @@ type Verdict struct {
 }
 
 // Judge gives one Verdict per success criterion that criteria sets, in the
-// order minThroughputMbps, minSpeedupPercent, maxCPURatio; none for nil
-// criteria. The comparisons are exact (the unrounded medians of s), as the
-// operator's.
+// order minThroughputMbps, minSpeedupPercent, maxCPURatio,
+// maxRegressionPercent; none for nil criteria. The comparisons are exact
+// (the unrounded medians of s), as the operator's.
+//
+// maxRegressionPercent is judged on s.Comparison: its Measured is the
+// largest regression beyond the noise (results.PointComparison.Regression:
+// a throughput drop or a CPU per byte rise, in percent, counted only where
+// the two runs' repetition ranges do not overlap) over every compared point
+// of every path but the references (results.IsReference), "0.0" when none
+// regressed beyond the noise. Without a comparison, or without a judged
+// point in common, it is not met.
 func Judge(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) []Verdict {
 	if criteria == nil {
 		return nil
@@ -309,7 +351,44 @@ func Judge(s Summary, criteria *fastpathv1alpha1.SuccessCriteria) []Verdict {
 		}
 		out = append(out, v)
 	}
+	if c := criteria.MaxRegressionPercent; c != nil {
+		out = append(out, judgeRegression(*c, s.Comparison))
+	}
 	return out
+}
+
+func judgeRegression(max int32, c *results.Comparison) Verdict {
+	v := Verdict{Criterion: "maxRegressionPercent", Required: strconv.FormatInt(int64(max), 10), Unit: "%", Max: true}
+	if c == nil {
+		v.Why = "not compared with spec.compareTo's run"
+		v.Text = fmt.Sprintf("maxRegressionPercent %d not met: %s", max, v.Why)
+		return v
+	}
+	worst, percent, what, ok := c.Worst(nil)
+	if !ok {
+		v.Why = "no matrix point of the fast path in common with the compared run"
+		v.Text = fmt.Sprintf("maxRegressionPercent %d not met: %s", max, v.Why)
+		return v
+	}
+	v.Measured = fmt.Sprintf("%.1f", percent)
+	at := fmt.Sprintf("%s %s", worst.Path, worst.Point)
+	switch {
+	case what == "":
+		judged := 0
+		for _, p := range c.Points {
+			if !results.IsReference(p.Path) {
+				judged++
+			}
+		}
+		v.Met = true
+		v.Text = fmt.Sprintf("maxRegressionPercent %d met (no regression beyond the noise at %d compared points)", max, judged)
+	case percent > float64(max):
+		v.Text = fmt.Sprintf("maxRegressionPercent %d not met (%s%%: %s of the compared run's at %s, beyond the noise)", max, v.Measured, what, at)
+	default:
+		v.Met = true
+		v.Text = fmt.Sprintf("maxRegressionPercent %d met (worst %s%%: %s at %s)", max, v.Measured, what, at)
+	}
+	return v
 }
 
 // Evaluate judges s against criteria (nil: nothing to meet) with Judge. met

@@ -321,3 +321,57 @@ func TestSummarizeUDPLoss(t *testing.T) {
 	g.Expect(s.Points[0].FastPathLossPercent).To(gomega.Equal("0.00"))
 	g.Expect(s.Points[0].BaselineLossPercent).To(gomega.Equal("12.50"))
 }
+
+// scaled is doc with every fast-path throughput (medians, ranges,
+// repetitions) multiplied by f.
+func scaled(doc results.Document, f float64) results.Document {
+	out := results.Document{Machine: doc.Machine}
+	for _, r := range doc.Runs {
+		if r.Path == "fastpath" {
+			r.ThroughputMbps, r.ThroughputMinMbps, r.ThroughputMaxMbps = r.ThroughputMbps*f, r.ThroughputMinMbps*f, r.ThroughputMaxMbps*f
+		}
+		out.Runs = append(out.Runs, r)
+	}
+	return out
+}
+
+// maxRegressionPercent: a drop beyond the noise and beyond the percent
+// fails, naming the point; the same run, or one whose ranges overlap the
+// compared run's, passes; no comparison or no common point fails.
+func TestJudgeRegression(t *testing.T) {
+	doc := loadFixture(t)
+	criteria := &fastpathv1alpha1.SuccessCriteria{MaxRegressionPercent: ptr(int32(10))}
+	for _, tc := range []struct {
+		name     string
+		sum      summary.Summary
+		met      bool
+		measured string
+		text     string
+	}{
+		{"same run: nothing beyond the noise", summary.Summarize(doc).Compared(doc, doc), true, "0.0", "maxRegressionPercent 10 met (no regression beyond the noise at 6 compared points)"},
+		{"30% slower: beyond the noise and the percent", summary.Summarize(scaled(doc, 0.7)).Compared(scaled(doc, 0.7), doc), false, "30.0",
+			"maxRegressionPercent 10 not met (30.0%: throughput 0.70x of the compared run's at fastpath TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1, beyond the noise)"},
+		{"5% slower: beyond the noise, within the percent", summary.Summarize(scaled(doc, 0.95)).Compared(scaled(doc, 0.95), doc), true, "5.0",
+			"maxRegressionPercent 10 met (worst 5.0%: throughput 0.95x at fastpath TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1)"},
+		{"not compared", summary.Summarize(doc), false, "", "maxRegressionPercent 10 not met: not compared with spec.compareTo's run"},
+		{"no point in common", summary.Summarize(doc).Compared(doc, results.Document{Runs: []results.Run{stream("fastpath", 0, 1, 1, 100)}}), false, "",
+			"maxRegressionPercent 10 not met: no matrix point of the fast path in common with the compared run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			v := summary.Judge(tc.sum, criteria)
+			g.Expect(v).To(gomega.HaveLen(1))
+			g.Expect(v[0].Criterion).To(gomega.Equal("maxRegressionPercent"))
+			g.Expect(v[0].Met).To(gomega.Equal(tc.met))
+			g.Expect(v[0].Measured).To(gomega.Equal(tc.measured))
+			g.Expect(v[0].Text).To(gomega.Equal(tc.text))
+			g.Expect(v[0].Max).To(gomega.BeTrue())
+		})
+	}
+	g := gomega.NewWithT(t)
+	c := summary.Summarize(scaled(doc, 0.7)).Compared(scaled(doc, 0.7), doc).Comparison
+	points := summary.ComparedPoints(*c)
+	g.Expect(points).To(gomega.HaveLen(len(c.Points)))
+	g.Expect(points[0]).To(gomega.Equal(fastpathv1alpha1.ComparedPoint{Path: "fastpath", Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 65536, MessageBytes: 16384, Sessions: 1, Pairs: 1,
+		Mbps: 5322, ComparedMbps: 7603, ThroughputRatio: "0.70", ThroughputNoise: fastpathv1alpha1.BeyondNoise}))
+}
