@@ -116,7 +116,7 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 		Short: "run FastPathBenchmarks as CI gates, their reports, and the local node benchmark",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return fmt.Errorf("bench needs a subcommand: run, report or local")
+				return fmt.Errorf("bench needs a subcommand: run, compare, report or local")
 			}
 			return fmt.Errorf("unknown bench subcommand %q", args[0])
 		},
@@ -158,7 +158,7 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 			return execSibling(execve, "fastpath-bench", append([]string{"local"}, args...))
 		},
 	}
-	cmd.AddCommand(newBenchRunCmd(kube, stdout, stderr), rep, local)
+	cmd.AddCommand(newBenchRunCmd(kube, stdout, stderr), newBenchCompareCmd(kube, stdout), rep, local)
 	return cmd
 }
 

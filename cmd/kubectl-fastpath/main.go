@@ -4,6 +4,7 @@
 //	demo [--full]               Fastpath's whole job on this machine, no cluster needed (root; runs fastpath-dev demo)
 //	status [-n NS | -A]         attachments and nodes, with per-VM detail
 //	bench run (-f FILE | NAME)  create or follow a FastPathBenchmark, exit by its outcome (CI gate)
+//	bench compare OLD NEW       two runs point by point: ratio, within or beyond the noise
 //	bench report NAME [-o DIR]  a FastPathBenchmark's results: table, ratios, report.md/html
 //	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS)
 //
@@ -42,6 +43,8 @@ const overview = `Fastpath: fast same-node networking and vsock for KubeVirt VMs
   status [-n NS | -A]         FastPathAttachments and FastPathNodes with per-VM detail
   bench run (-f FILE | NAME)  create or follow a FastPathBenchmark and exit by its outcome:
                               0 succeeded, 1 criteria not met, 2 could not run, 3 timeout
+  bench compare OLD NEW       compare two runs (FastPathBenchmarks or results.json files) point by
+                              point: throughput and CPU per byte, ratio, within or beyond the noise
   bench report NAME [-o DIR]  print a FastPathBenchmark's results and write report.md/report.html
   bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS)`
 

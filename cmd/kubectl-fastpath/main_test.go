@@ -32,7 +32,7 @@ func TestMainUsage(t *testing.T) {
 		{nil, 2, "kubectl fastpath [command]"},
 		{[]string{"--help"}, 0, "bench report NAME"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"bench"}, 2, "bench needs a subcommand: run, report or local"},
+		{[]string{"bench"}, 2, "bench needs a subcommand: run, compare, report or local"},
 		{[]string{"bench", "report"}, 2, "needs one FastPathBenchmark name"},
 		{[]string{"status", "extra"}, 2, "status takes no arguments"},
 		{[]string{"status", "--bogus"}, 2, "unknown flag: --bogus"},

@@ -194,6 +194,20 @@ var _ = Describe("bench run", Ordered, func() {
 		Expect(cases[2].Failure).To(BeNil())
 	})
 
+	It("compares two finished benchmarks by name, point by point", func() {
+		old, now := create(""), create("")
+		finish(old, true)
+		finish(now, true)
+		code, out, errb := run("bench", "compare", old.Name, now.Name, "-n", ns, "--max-regression-percent", "1")
+		Expect(code).To(Equal(0), errb)
+		Expect(out).To(HavePrefix("now: FastPathBenchmark " + now.Name + " (run " + now.Name + "-run-1)\nthen: FastPathBenchmark " + old.Name + " (run " + old.Name + "-run-1)\n"))
+		Expect(out).To(MatchRegexp(`(?m)^fastpath\s+TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1\s+13520\s+13520\s+1\.00\s+13403-13611\s+13403-13611\s+within noise`))
+
+		code, _, errb = run("bench", "compare", old.Name, "nope", "-n", ns)
+		Expect(code).To(Equal(1))
+		Expect(errb).To(ContainSubstring("failed to get FastPathBenchmark " + ns + "/nope (and no file nope)"))
+	})
+
 	It("exits 0 for a benchmark that succeeded, the condition standing for the criteria when the results are gone", func() {
 		b := create("  successCriteria: {minThroughputMbps: 10000}\n")
 		finish(b, false)

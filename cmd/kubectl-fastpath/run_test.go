@@ -5,12 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	"github.com/fastpath-io/fastpath/bench/gate"
 )
 
@@ -103,4 +105,52 @@ current-context: c
 func TestBenchRunAgainstAnAPIServer(t *testing.T) {
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	ginkgo.RunSpecs(t, "kubectl fastpath bench run (envtest)")
+}
+
+// bench compare OLD NEW of two results.json files: a line per point, and
+// exit 1 with --max-regression-percent when the new run regressed beyond
+// it and beyond the noise.
+func TestBenchCompareFiles(t *testing.T) {
+	g := gomega.NewWithT(t)
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../../controllers/benchmark/summary/testdata/results-pod.json")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	doc, err := results.Decode(bytes.NewReader(raw))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	write := func(name string, f float64) string {
+		d := doc
+		d.Runs = nil
+		for _, r := range doc.Runs {
+			if r.Path == "fastpath" {
+				r.Samples = slices.Clone(r.Samples)
+				for i := range r.Samples {
+					r.Samples[i].ThroughputMbps *= f
+				}
+				r.Summarize()
+			}
+			d.Runs = append(d.Runs, r)
+		}
+		var buf bytes.Buffer
+		g.Expect(results.Encode(&buf, d)).To(gomega.Succeed())
+		p := filepath.Join(dir, name)
+		g.Expect(os.WriteFile(p, buf.Bytes(), 0o600)).To(gomega.Succeed())
+		return p
+	}
+	old, same, slow := write("old.json", 1), write("same.json", 1), write("slow.json", 0.8)
+
+	var out, errb bytes.Buffer
+	g.Expect(Main(context.Background(), []string{"bench", "compare", old, same, "--max-regression-percent", "5"}, &out, &errb, noExec(t))).To(gomega.Equal(0), errb.String())
+	g.Expect(out.String()).To(gomega.ContainSubstring("then: " + old))
+	g.Expect(out.String()).To(gomega.MatchRegexp(`(?m)^fastpath\s+TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1\s+7603\s+7603\s+1\.00\s+7410-7733\s+7410-7733\s+within noise`))
+	g.Expect(out.String()).To(gomega.ContainSubstring("No regression beyond the noise."))
+
+	out.Reset()
+	errb.Reset()
+	g.Expect(Main(context.Background(), []string{"bench", "compare", old, slow, "--max-regression-percent", "5"}, &out, &errb, noExec(t))).To(gomega.Equal(1))
+	g.Expect(out.String()).To(gomega.MatchRegexp(`(?m)^fastpath\s+TCP_STREAM sock=64KiB msg=16KiB sessions=1 pairs=1\s+7603\s+6082\s+0\.80\s+7410-7733\s+5928-6186\s+beyond noise`))
+	g.Expect(errb.String()).To(gomega.ContainSubstring("regression 20.0% (throughput 0.80x) at fastpath "))
+	g.Expect(errb.String()).To(gomega.ContainSubstring(" is beyond --max-regression-percent 5"))
+
+	g.Expect(Main(context.Background(), []string{"bench", "compare", old, slow}, &out, &errb, noExec(t))).To(gomega.Equal(0), "without the flag a regression is reported, not an error")
+	g.Expect(Main(context.Background(), []string{"bench", "compare", old}, &out, &errb, noExec(t))).To(gomega.Equal(2))
 }
