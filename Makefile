@@ -53,11 +53,21 @@ vet: ## Run go vet on the product and the harness module (e2e/).
 	$(GO_HARNESS) vet ./...
 
 .PHONY: lint
-lint: vet ## gofmt check and go vet (and staticcheck, built into bin/ on first use).
+lint: vet lint-workflows ## gofmt check, go vet, actionlint on the workflows (and staticcheck, built into bin/ on first use).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "files above are not gofmt-formatted"; exit 1; }
 	@test -x $(BIN)/staticcheck || GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@v0.6.1
 	$(BIN)/staticcheck ./...
 	cd e2e && $(BIN)/staticcheck ./...
+
+# actionlint checks the GitHub Actions workflows (.github/workflows). Pinned here
+# like staticcheck, not in hack/tools: adding it there moves go-runewidth under
+# kubectl and helm.
+ACTIONLINT_VERSION := v1.7.7
+
+.PHONY: lint-workflows
+lint-workflows: ## Check .github/workflows with actionlint (built into bin/ on first use).
+	@test -x $(BIN)/actionlint-$(ACTIONLINT_VERSION) || { GOBIN=$(BIN) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION) && mv $(BIN)/actionlint $(BIN)/actionlint-$(ACTIONLINT_VERSION); }
+	$(BIN)/actionlint-$(ACTIONLINT_VERSION) .github/workflows/*.yaml
 
 .PHONY: generate
 generate: setup-core+tools ## Generate deepcopy code (controller-gen object).
