@@ -128,6 +128,10 @@ const (
 	ReasonWaitingForAttachment = "WaitingForAttachment"
 	// ReasonEndpointNotFound: a client/server VM is not selected or has no VMI/IP.
 	ReasonEndpointNotFound = "EndpointNotFound"
+	// ReasonVMsApart: a pair's client and server VMs run on different nodes,
+	// where no fast path joins them (it is node-local): the benchmark fails at
+	// once instead of measuring nothing or waiting for a timeout.
+	ReasonVMsApart = "VMsApart"
 	// ReasonJobCreated: the runner Job was created.
 	ReasonJobCreated = "JobCreated"
 	// ReasonJobRunning: the runner Job is running.

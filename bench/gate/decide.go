@@ -29,7 +29,7 @@ var ExitCodes = []struct {
 }{
 	{ExitSucceeded, "succeeded", "phase Succeeded (reason CriteriaMet): every success criterion met, or none set; also -f without --wait once the benchmark is created"},
 	{ExitCriteriaNotMet, "criteria not met", "phase Failed with reason ThresholdNotMet: the benchmark ran and missed a success criterion (the message gives the numbers)"},
-	{ExitCouldNotRun, "could not run", "phase Failed with any other reason (RunnerFailed, NetserverUnreachable, ResultsInvalid, Unsupported, CompareToInvalid); " +
+	{ExitCouldNotRun, "could not run", "phase Failed with any other reason (RunnerFailed, NetserverUnreachable, ResultsInvalid, Unsupported, CompareToInvalid, VMsApart); " +
 		"still Pending after --grace on something missing (WaitingForAttachment with the attachment absent, SSHKeyMissing, RunnerObjectConflict, WaitingForCompareTo) " +
 		"or not observed by the operator; the benchmark deleted or replaced while followed; the file or the API server refused it; " +
 		"the benchmark not readable at the start (missing, cluster unreachable; later failed reads are retried); a rejected command line"},

@@ -520,6 +520,27 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 		Eventually(getBenchmark(ctx, ns, "vmw")).Should(havePhase(running))
 	})
 
+	It("fails at once with VMsApart when a pair's VMs run on different nodes, and creates no Job", func() {
+		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.2.11", "10.250.0.11")
+		vmi := getVMI(ctx, ns, "db-1")
+		vmi.Status.NodeName = "node-b"
+		Expect(k8s.Status().Update(ctx, vmi)).To(Succeed())
+		createKey()
+		Expect(k8s.Create(ctx, vmBenchmark("apart"))).To(Succeed())
+		Eventually(getBenchmark(ctx, ns, "apart")).Should(And(havePhase(fastpathv1alpha1.BenchmarkFailed),
+			haveCondition(fastpathv1alpha1.FailedCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonVMsApart)))
+		Expect(conditionMessage(getBenchmark(ctx, ns, "apart")(), fastpathv1alpha1.FailedCondition)).To(And(
+			ContainSubstring("client VM db-1 runs on node node-b and server VM db-0 on node node-a"),
+			ContainSubstring("placement Required")))
+		Consistently(func() ([]batchv1.Job, error) {
+			l := &batchv1.JobList{}
+			err := k8s.List(ctx, l, client.InNamespace(ns))
+			return l.Items, err
+		}, "2s").Should(BeEmpty())
+	})
+
 	It("asks for 2N VMs for N pairs: the API rejects fewer, additionalPairs supplies them", func() {
 		b := vmBenchmark("vmpairs")
 		b.Spec.Pairs = ptr(int32(2))

@@ -149,6 +149,7 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 		}
 	}
 	for i, p := range vmPairs(s.spec)[:benchjob.MaxPairs(s.spec)] {
+		nodes := map[string]string{} // VM -> its VMI's node
 		for _, side := range []struct {
 			vm     string
 			server bool
@@ -168,6 +169,9 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 					continue
 				}
 				return nil, fmt.Errorf("failed to get VirtualMachineInstance %s/%s: %w", s.bench.Namespace, side.vm, err)
+			}
+			if vmi.Status.NodeName != "" {
+				nodes[side.vm] = vmi.Status.NodeName
 			}
 			fast, pod := benchjob.VMIAddresses(vmi, network)
 			if ip && side.server && fast == "" {
@@ -190,6 +194,14 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 					s.endpoints.VSock.Servers = append(s.endpoints.VSock.Servers, pod)
 				}
 			}
+		}
+		if c, srv := nodes[p.Client], nodes[p.Server]; c != "" && srv != "" && c != srv {
+			setFailed(s.bench, fastpathv1alpha1.ReasonVMsApart, fmt.Sprintf(
+				"pair %d: client VM %s runs on node %s and server VM %s on node %s: the fast path joins only VMs on one node, so there is nothing to measure "+
+					"(FastPathAttachment %s: placement Required co-locates its VMs; see its Colocated condition)",
+				i+1, p.Client, c, p.Server, srv, s.attachment.Name))
+			s.stop = true
+			return nil, nil
 		}
 	}
 	return waiting, nil
