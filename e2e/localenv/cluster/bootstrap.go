@@ -79,7 +79,7 @@ func multusObjects(manifest io.Reader) ([]*unstructured.Unstructured, error) {
 		}
 	}
 	if len(out) != 2 {
-		return nil, fmt.Errorf("Multus's manifest holds %d of the 2 objects wanted (NetworkAttachmentDefinition CRD, ClusterRole multus)", len(out))
+		return nil, fmt.Errorf("the Multus manifest holds %d of the 2 objects wanted (NetworkAttachmentDefinition CRD, ClusterRole multus)", len(out))
 	}
 	return out, nil
 }

@@ -350,20 +350,6 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 // nodeCgroupRoot is node n's cgroup root, under CgroupRoot.
 func nodeCgroupRoot(name string) string { return CgroupRoot + "/" + name }
 
-// stopNodes stops every node's init (the kernel then kills every process
-// of its PID namespace; its mounts and network namespace, with the
-// uplink, go with the last of them) and waits until the processes are
-// gone.
-func stopNodes(nodes []nodeState) error {
-	var errs []error
-	for _, n := range nodes {
-		if err := n.Init.Stop(20 * time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("node %s's init: %w", n.Name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // upNodes brings up the nodes of a multi-node cluster, one after the other:
 // the nodes' bridge, then per node its init and uplink, CNI, containerd,
 // the images, the kubelet (until the node is Ready) and kube-proxy, and the
