@@ -120,6 +120,16 @@ docker-build: ## Build the container image (needs a Docker engine; none on the d
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
 
+# make push: REGISTRY is the repositories' prefix (host[:port][/path]); TAG defaults
+# to the chart's appVersion, so `--set image.registry=$(REGISTRY)` alone installs the
+# pushed images by tag, and -f _out/images/values-digests.yaml by digest.
+TAG ?= $(shell awk '$$1 == "appVersion:" { gsub(/"/, "", $$2); print $$2 }' $(ROOT)/charts/fastpath/Chart.yaml)
+
+.PHONY: push
+push: ## Push the archives of make images to REGISTRY=<host/path> as <repository>:TAG (default: the chart's appVersion), print each digest and write _out/images/digests.txt and values-digests.yaml (docs/install.md).
+	@test -n "$(REGISTRY)" || { echo "push: set REGISTRY=<host[:port]/path>, e.g. make push REGISTRY=ghcr.io/you/fastpath"; exit 2; }
+	$(GO_HARNESS) run ./cmd/fastpath-dev images push --out $(ROOT)/_out/images --registry $(REGISTRY) --tag $(TAG) $(if $(INSECURE),--insecure,) $(IMAGES)
+
 .PHONY: kubevirt-images
 kubevirt-images: setup-core+cluster+guests+kubevirt ## Build KubeVirt's images (virt-operator, -api, -controller, -handler, -launcher: localhost/kubevirt/<name>:<version>) and the guest's kernel boot image (localhost/fastpath-guest:local) without a daemon into _out/images/ (docs/kubevirt.md).
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images virt-operator virt-api virt-controller virt-handler virt-launcher guest-kernel-boot

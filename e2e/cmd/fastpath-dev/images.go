@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -10,17 +11,20 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
-// newImagesCmd is `images build|import`: Fastpath's container images built
-// without a Docker daemon (`make images`; e2e/localenv/images) and imported
-// into a containerd (`make images-import CONTAINERD_ADDRESS=<socket>`).
+// newImagesCmd is `images build|import|push`: Fastpath's container images built
+// without a Docker daemon (`make images`; e2e/localenv/images), imported
+// into a containerd (`make images-import CONTAINERD_ADDRESS=<socket>`) and
+// pushed to a registry (`make push REGISTRY=<host/path> [TAG=]`).
 //
 //	fastpath-dev images build [--out _out/images] [IMAGE...]
 //	fastpath-dev images import --address /run/containerd/containerd.sock [--out _out/images] [IMAGE...]
+//	fastpath-dev images push --registry ghcr.io/fastpath-io --tag 0.1.0 [--insecure] [--out _out/images] [IMAGE...]
 //
 // IMAGE is pause, operator, agent, bench or domain-hook (all when none); an
 // unknown one is a rejected command line (2).
 func newImagesCmd(a *app) *cobra.Command {
-	var out, address string
+	var out, address, registry, tag string
+	var insecure bool
 	names := func(_ *cobra.Command, args []string) error {
 		root, err := testenv.RepoRoot()
 		if err != nil {
@@ -80,6 +84,38 @@ func newImagesCmd(a *app) *cobra.Command {
 	}
 	imp.Flags().StringVar(&address, "address", "", "containerd's socket, e.g. /run/fastpath/cluster-<hash>/containerd.sock for make cluster (required)")
 	_ = imp.MarkFlagRequired("address")
-	root.AddCommand(build, imp)
+	push := &cobra.Command{
+		Use:   "push --registry HOST[/PATH] --tag TAG [IMAGE...]",
+		Short: "Push the built archives to <registry>/<repository>:<tag> (credentials from ~/.docker/config.json), print each digest and write <out>/" + images.DigestsFile + " and <out>/" + images.ValuesFile + " (the chart's images by digest)",
+		Args:  names,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.started = true
+			root, err := testenv.RepoRoot()
+			if err != nil {
+				return err
+			}
+			targets, err := images.Select(root, args...)
+			if err != nil {
+				return err
+			}
+			b, err := builder()
+			if err != nil {
+				return err
+			}
+			p := &images.Push{Out: b.Out, Registry: registry, Tag: tag, Insecure: insecure, Log: a.stderr}
+			pushed, err := p.Push(cmd.Context(), targets)
+			images.PrintPushed(a.stdout, pushed)
+			if err == nil {
+				fmt.Fprintf(a.stdout, "digests: %s\nchart values: %s\n", filepath.Join(b.Out, images.DigestsFile), filepath.Join(b.Out, images.ValuesFile))
+			}
+			return err
+		},
+	}
+	push.Flags().StringVar(&registry, "registry", "", "the repositories' prefix, host[:port][/path] (required)")
+	push.Flags().StringVar(&tag, "tag", "", "the tag of every image (required)")
+	push.Flags().BoolVar(&insecure, "insecure", false, "plain HTTP (already so for localhost and loopback addresses)")
+	_ = push.MarkFlagRequired("registry")
+	_ = push.MarkFlagRequired("tag")
+	root.AddCommand(build, imp, push)
 	return root
 }

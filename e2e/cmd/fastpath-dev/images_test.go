@@ -18,7 +18,10 @@ func TestImagesRejectsBadCommandLines(t *testing.T) {
 		{[]string{"images", "build", "web"}, 2, `unknown image "web": want one of pause, operator, agent, bench, domain-hook`},
 		{[]string{"images", "import", "pause"}, 2, `required flag(s) "address" not set`},
 		{[]string{"images", "build", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"images", "push", "--tag", "1"}, 2, `required flag(s) "registry" not set`},
+		{[]string{"images", "push", "--registry", "127.0.0.1:1/fp", "--tag", "1", "web"}, 2, `unknown image "web"`},
 		{[]string{"images", "--help"}, 0, "import"},
+		{[]string{"images", "--help"}, 0, "push"},
 	} {
 		g := gomega.NewWithT(t)
 		var out, errb bytes.Buffer
