@@ -253,6 +253,7 @@ type renderedObject struct {
 
 type renderedContainer struct {
 	Name            string         `json:"name"`
+	Image           string         `json:"image"`
 	Args            []string       `json:"args"`
 	SecurityContext map[string]any `json:"securityContext"`
 	VolumeMounts    []struct {
