@@ -55,14 +55,17 @@ type Pushed struct {
 }
 
 // Repository returns the repository of a Target's image without the
-// registry, as the chart names it: "fastpath-operator" for localhost/fastpath-operator:local,
-// "pause" for the pause image, "kubevirt/virt-api" for KubeVirt's.
+// registry, as the chart names it: "fastpath-operator" for
+// localhost/fastpath-operator:local, "pause" for the pause image,
+// "kubevirt/virt-api" for KubeVirt's. (go-containerregistry's name package
+// reads "localhost/x" as Docker Hub's repository localhost/x, so the local
+// Registry is cut here.)
 func Repository(t Target) (string, error) {
-	ref, err := name.ParseReference(t.Ref)
-	if err != nil {
-		return "", fmt.Errorf("failed to parse the image name %s of %s: %w", t.Ref, t.Name, err)
+	rest, ok := strings.CutPrefix(t.Ref, Registry+"/")
+	if i := strings.LastIndex(rest, ":"); ok && i > 0 && !strings.Contains(rest[i:], "/") {
+		return rest[:i], nil
 	}
-	return ref.Context().RepositoryStr(), nil
+	return "", fmt.Errorf("failed to read the repository of %s: image name %q is not %s/<repository>:<tag>", t.Name, t.Ref, Registry)
 }
 
 // ChartKey is the key of a Dockerfile image under the chart's `image:`

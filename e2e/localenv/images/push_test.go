@@ -76,6 +76,7 @@ func TestPushPutsEveryImageIntoARegistry(t *testing.T) {
 		tg := targets[i]
 		repo, err := Repository(tg)
 		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(repo).NotTo(ContainSubstring("localhost"))
 		g.Expect(r.Ref).To(Equal(registry + "/" + repo + ":0.1.0-test"))
 		g.Expect(log.String()).To(ContainSubstring("pushed " + r.Ref + "@" + r.Digest.String()))
 		want = append(want, r.Ref+"@"+r.Digest.String())
@@ -151,9 +152,55 @@ func TestPushErrors(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("a registry and a tag are needed")))
 }
 
-func TestChartKey(t *testing.T) {
+func TestChartKeyAndRepository(t *testing.T) {
 	g := NewWithT(t)
 	for stage, want := range map[string]string{"operator": "operator", "domain-hook": "domainHook", "": ""} {
 		g.Expect(ChartKey(Target{Stage: stage})).To(Equal(want))
+	}
+	for ref, want := range map[string]string{
+		PauseRef:                             "pause",
+		componentRef("domain-hook"):          "fastpath-domain-hook",
+		"localhost/kubevirt/virt-api:v1.7.0": "kubevirt/virt-api",
+	} {
+		got, err := Repository(Target{Name: "x", Ref: ref})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(want))
+	}
+	for _, ref := range []string{"ghcr.io/fastpath-io/fastpath-agent:1", "localhost/fastpath-agent", "localhost:5000/a:b"} {
+		_, err := Repository(Target{Name: "x", Ref: ref})
+		g.Expect(err).To(MatchError(ContainSubstring("is not localhost/<repository>:<tag>")), ref)
+	}
+}
+
+// The chart runs every Dockerfile image under the key and repository Push
+// writes into ValuesFile, and no other: a new Dockerfile target without its
+// chart values, or a renamed repository, fails here.
+func TestChartValuesNameEveryDockerfileImage(t *testing.T) {
+	g := NewWithT(t)
+	root := filepath.Join("..", "..", "..")
+	targets, err := Targets(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := os.ReadFile(filepath.Join(root, "charts", "fastpath", "values.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var values struct {
+		Image map[string]any `json:"image"`
+	}
+	g.Expect(yaml.Unmarshal(b, &values)).To(Succeed())
+	want := map[string]any{}
+	for _, tg := range targets {
+		if key := ChartKey(tg); key != "" {
+			repo, err := Repository(tg)
+			g.Expect(err).NotTo(HaveOccurred())
+			want[key] = map[string]any{"repository": repo, "tag": "", "digest": ""}
+		}
+	}
+	g.Expect(want).To(HaveLen(4))
+	for k, v := range values.Image {
+		if _, ok := v.(map[string]any); ok {
+			g.Expect(want).To(HaveKeyWithValue(k, v), "chart value image.%s", k)
+		}
+	}
+	for k, v := range want {
+		g.Expect(values.Image).To(HaveKeyWithValue(k, v), "image %s has no chart values", k)
 	}
 }
