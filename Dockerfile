@@ -9,6 +9,12 @@
 #   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent (relay) + CNI binaries + vhost-device-vsock
 #   docker build --target bench        -t fastpath-bench .      # benchmark runner Job (netperf, ssh)
 #   docker build --target domain-hook  -t fastpath-domain-hook . # KubeVirt sidecar (onDefineDomain)
+#
+# `make docker-build` builds all four (DOCKER_TARGETS); the release workflow
+# (.github/workflows/release.yaml) builds them for linux/amd64 and linux/arm64 with
+# buildx. `make images` also builds Kubernetes' pause image, the local cluster's
+# sandbox: its recipe is Kubernetes' build/pause, not ours, and a cluster brings its
+# own, so it has no target here.
 
 ARG GO_VERSION=1.26
 ARG KUBEVIRT_VERSION=v1.7.0
@@ -33,14 +39,19 @@ ARG RUST_IMAGE=rust:1.95-bookworm
 ARG BENCH_BASE_IMAGE=debian:bookworm-slim
 ARG SIDECAR_SHIM_IMAGE=quay.io/kubevirt/sidecar-shim:${KUBEVIRT_VERSION}
 
-FROM ${BUILD_IMAGE} AS build
+# The Go stage runs on the builder's own platform and cross-compiles for the image's
+# (docker buildx build --platform linux/amd64,linux/arm64: BuildKit sets TARGETOS and
+# TARGETARCH), so an arm64 image costs no emulated compiler; the Rust and Debian stages
+# below run on the image's platform (under QEMU on another architecture).
+FROM --platform=$BUILDPLATFORM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
+ARG TARGETOS TARGETARCH
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    set -eu; mkdir -p /out; \
+    set -eu; mkdir -p /out; export GOOS=${TARGETOS} GOARCH=${TARGETARCH}; \
     for b in fastpath-operator fastpath-agent fastpath-domain-hook kubectl-fastpath; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
     done; \

@@ -15,7 +15,10 @@ export GOFLAGS ?= -mod=mod
 export KUBEBUILDER_ASSETS ?= $(BIN)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
-IMG ?= ghcr.io/fastpath-io/fastpath:dev
+# The images' tag (make push, make docker-build): by default the chart's appVersion, so
+# `--set image.registry=<REGISTRY>` alone installs them by tag, and make push's
+# _out/images/values-digests.yaml by digest.
+TAG ?= $(shell awk '$$1 == "appVersion:" { gsub(/"/, "", $$2); print $$2 }' $(ROOT)/charts/fastpath/Chart.yaml)
 BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
 # The harness's one binary, from the e2e/ module (docs/architecture.md): never shipped.
 # fastpath-dev demo|cluster|images|soak.
@@ -112,18 +115,25 @@ build: ## Build every binary into bin/: the product's, then the harness's (e2e/c
 	  echo "go build -o bin/$$b ./e2e/cmd/$$b"; (cd e2e && CGO_ENABLED=0 go build -trimpath -o $(BIN)/$$b ./cmd/$$b); \
 	done
 
+# The Dockerfile's image targets (a test checks this list against the Dockerfile).
+# docker-build tags them <DOCKER_REGISTRY>/fastpath-<target>:<TAG>, the chart's names.
+DOCKER_TARGETS := operator agent bench domain-hook
+DOCKER_REGISTRY ?= $(or $(REGISTRY),ghcr.io/fastpath-io)
+
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine; none on the dev machines).
-	docker build -t $(IMG) .
+docker-build: ## Build every Dockerfile target (operator, agent, bench, domain-hook) as <DOCKER_REGISTRY>/fastpath-<target>:TAG with a Docker engine; says SKIPPED and succeeds without one (make images builds them daemonless).
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "docker-build: SKIPPED: no docker command on PATH (make images builds the same images without a daemon)"; exit 0; fi; \
+	if ! docker info >/dev/null 2>&1; then \
+	  echo "docker-build: SKIPPED: docker cannot reach a Docker engine (make images builds the same images without a daemon)"; exit 0; fi; \
+	for t in $(DOCKER_TARGETS); do \
+	  echo "docker build --target $$t -t $(DOCKER_REGISTRY)/fastpath-$$t:$(TAG) ."; \
+	  docker build --target $$t -t $(DOCKER_REGISTRY)/fastpath-$$t:$(TAG) . || exit 1; \
+	done
 
 .PHONY: images
 images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
-
-# make push: REGISTRY is the repositories' prefix (host[:port][/path]); TAG defaults
-# to the chart's appVersion, so `--set image.registry=$(REGISTRY)` alone installs the
-# pushed images by tag, and -f _out/images/values-digests.yaml by digest.
-TAG ?= $(shell awk '$$1 == "appVersion:" { gsub(/"/, "", $$2); print $$2 }' $(ROOT)/charts/fastpath/Chart.yaml)
 
 .PHONY: push
 push: ## Push the archives of make images to REGISTRY=<host/path> as <repository>:TAG (default: the chart's appVersion), print each digest and write _out/images/digests.txt and values-digests.yaml (docs/install.md).

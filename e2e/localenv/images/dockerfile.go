@@ -23,6 +23,8 @@ type Stage struct {
 	Name string
 	// From is the base as written, e.g. "${CC_IMAGE}".
 	From string
+	// Platform is FROM's --platform ("" when none), e.g. "$BUILDPLATFORM".
+	Platform string
 	// Copies are its COPY --from=<stage> <src> <dst> lines, in order.
 	Copies [][3]string
 	// User is its USER ("" when it has none).
@@ -77,10 +79,16 @@ func ParseDockerfile(text string) (*Dockerfile, error) {
 				df.Args[k] = v
 			}
 		case "FROM":
-			if len(f) != 3 || !strings.EqualFold(f[1], "AS") {
-				return nil, fmt.Errorf("Dockerfile: FROM %q: want FROM <image> AS <name>", rest)
+			platform := ""
+			if len(f) > 0 {
+				if p, ok := strings.CutPrefix(f[0], "--platform="); ok {
+					platform, f = p, f[1:]
+				}
 			}
-			st = &Stage{Name: f[2], From: f[0]}
+			if len(f) != 3 || !strings.EqualFold(f[1], "AS") {
+				return nil, fmt.Errorf("Dockerfile: FROM %q: want FROM [--platform=<platform>] <image> AS <name>", rest)
+			}
+			st = &Stage{Name: f[2], From: f[0], Platform: platform}
 			df.Stages = append(df.Stages, st)
 		case "COPY":
 			if from, ok := strings.CutPrefix(f[0], "--from="); ok {
@@ -157,6 +165,20 @@ func TargetsFromDockerfile(text string) ([]Target, error) {
 	for _, flag := range goBuildFlags {
 		if !strings.Contains(buildRun, flag) {
 			report("stage build: no %s (the builder's buildGo uses it)", flag)
+		}
+	}
+	// The Go stage may run on the builder's platform only if it cross-compiles
+	// for the image's; any other stage on another platform than its image's
+	// would put the builder's binaries into it.
+	for _, s := range df.Stages {
+		switch {
+		case s.Platform == "":
+		case s.Name != "build":
+			report("stage %s: FROM --platform=%s: only the Go stage build may run on another platform than the image's", s.Name, s.Platform)
+		case s.Platform != "$BUILDPLATFORM" && s.Platform != "${BUILDPLATFORM}":
+			report("stage build: FROM --platform=%s: want $BUILDPLATFORM", s.Platform)
+		case !strings.Contains(buildRun, "GOOS=${TARGETOS}") || !strings.Contains(buildRun, "GOARCH=${TARGETARCH}"):
+			report("stage build: FROM --platform=$BUILDPLATFORM without GOOS=${TARGETOS} GOARCH=${TARGETARCH}: every image would get the builder's architecture")
 		}
 	}
 	used := map[string]bool{"build": true}

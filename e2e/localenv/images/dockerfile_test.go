@@ -2,6 +2,7 @@ package images
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,6 +114,12 @@ func TestDockerfileTheBuilderCannotFollowIsAnError(t *testing.T) {
 		{name: "an instruction the builder does not read", editDF: func(s string) string {
 			return strings.Replace(s, "USER 65532:65532\nENTRYPOINT [\"/usr/local/bin/fastpath-operator\"]", "USER 65532:65532\nEXPOSE 8080\nENTRYPOINT [\"/usr/local/bin/fastpath-operator\"]", 1)
 		}, want: "stage operator: EXPOSE is not an instruction the daemonless build reads"},
+		{name: "the Go stage on the builder's platform without cross-compiling", editDF: func(s string) string {
+			return strings.Replace(s, "export GOOS=${TARGETOS} GOARCH=${TARGETARCH}; ", "", 1)
+		}, want: "stage build: FROM --platform=$BUILDPLATFORM without GOOS=${TARGETOS} GOARCH=${TARGETARCH}"},
+		{name: "an image stage on the builder's platform", editDF: func(s string) string {
+			return strings.Replace(s, "FROM ${RUST_IMAGE} AS vhost-device-vsock", "FROM --platform=$BUILDPLATFORM ${RUST_IMAGE} AS vhost-device-vsock", 1)
+		}, want: "stage vhost-device-vsock: FROM --platform=$BUILDPLATFORM: only the Go stage build may run on another platform"},
 		{name: "KubeVirt version", editDF: func(s string) string {
 			return strings.Replace(s, "KUBEVIRT_VERSION="+KubeVirtVersion, "KUBEVIRT_VERSION=v1.5.0", 1)
 		}, want: "ARG KUBEVIRT_VERSION=v1.5.0, but the builder builds KubeVirt's sidecar-shim " + KubeVirtVersion,
@@ -129,4 +136,54 @@ func TestDockerfileTheBuilderCannotFollowIsAnError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// makeDockerBuild runs `make docker-build` at the repository root with PATH
+// only dir (and what make's recipe needs) and returns its output.
+func makeDockerBuild(t *testing.T, dir string) string {
+	t.Helper()
+	g := NewWithT(t)
+	for _, tool := range []string{"bash", "sh", "env", "awk"} {
+		p, err := exec.LookPath(tool)
+		g.Expect(err).NotTo(HaveOccurred())
+		if _, err := os.Lstat(filepath.Join(dir, tool)); err != nil {
+			g.Expect(os.Symlink(p, filepath.Join(dir, tool))).To(Succeed())
+		}
+	}
+	makeBin, err := exec.LookPath("make")
+	g.Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(makeBin, "-s", "-C", filepath.Join("..", "..", ".."), "docker-build", "REGISTRY=reg.example/fp", "TAG=v1")
+	cmd.Env = []string{"PATH=" + dir, "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	return string(out)
+}
+
+// make docker-build builds every image target of the Dockerfile under the
+// chart's names where a Docker engine answers, and says it skipped them,
+// successfully, where none does or there is no docker at all.
+func TestMakeDockerBuildBuildsEveryDockerfileImage(t *testing.T) {
+	g := NewWithT(t)
+	ts, err := TargetsFromDockerfile(readDockerfile(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	var want []string
+	for _, tg := range ts {
+		want = append(want, "docker build --target "+tg.Stage+" -t reg.example/fp/fastpath-"+tg.Stage+":v1 .")
+	}
+	g.Expect(want).To(HaveLen(4))
+
+	dir := t.TempDir()
+	log := filepath.Join(dir, "docker.log")
+	fake := "#!/bin/sh\necho \"docker $*\" >>" + log + "\n[ \"$1\" != info ] || [ ! -e " + filepath.Join(dir, "no-engine") + " ]\n"
+	g.Expect(os.WriteFile(filepath.Join(dir, "docker"), []byte(fake), 0o755)).To(Succeed())
+	makeDockerBuild(t, dir)
+	b, err := os.ReadFile(log)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Split(strings.TrimSpace(string(b)), "\n")).To(Equal(append([]string{"docker info"}, want...)))
+
+	g.Expect(os.WriteFile(filepath.Join(dir, "no-engine"), nil, 0o644)).To(Succeed())
+	g.Expect(makeDockerBuild(t, dir)).To(ContainSubstring("docker-build: SKIPPED: docker cannot reach a Docker engine"))
+
+	g.Expect(os.Remove(filepath.Join(dir, "docker"))).To(Succeed())
+	g.Expect(makeDockerBuild(t, dir)).To(ContainSubstring("docker-build: SKIPPED: no docker command on PATH"))
 }
