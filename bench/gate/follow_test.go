@@ -21,12 +21,12 @@ var key = types.NamespacedName{Namespace: "apps", Name: "ci"}
 
 // follow runs a Follower over s with a stepping clock, interval 2s and
 // grace 1m, and returns the result, its error and the progress lines.
-func follow(s *script, timeout time.Duration) (gate.Result, error, []string, *stepClock) {
+func follow(s *script, timeout time.Duration) (gate.Result, []string, *stepClock, error) {
 	clk := newStepClock()
 	var progress bytes.Buffer
 	f := &gate.Follower{Client: s, Clock: clk, Interval: 2 * time.Second, Grace: time.Minute, Progress: &progress}
 	res, err := f.Follow(context.Background(), key, timeout)
-	return res, err, strings.Split(strings.TrimSuffix(progress.String(), "\n"), "\n"), clk
+	return res, strings.Split(strings.TrimSuffix(progress.String(), "\n"), "\n"), clk, err
 }
 
 func notFound() error {
@@ -47,7 +47,7 @@ func TestFollowPrintsTransitionsUntilDone(t *testing.T) {
 		{b: running(fastpathv1alpha1.ReasonJobRunning, "Job ci-run-1 is running")},
 		{b: failed(fastpathv1alpha1.ReasonThresholdNotMet, "best fast path 1.00 Gbps: minThroughputMbps 5000 not met (1000 Mbps)")},
 	}}
-	res, err, lines, clk := follow(s, time.Hour)
+	res, lines, clk, err := follow(s, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.State).To(gomega.Equal(gate.Done))
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCriteriaNotMet))
@@ -78,7 +78,7 @@ func TestFollowFailsFastOnAMissingAttachment(t *testing.T) {
 	g.Expect(res.Elapsed).To(gomega.Equal(5*time.Second), "the last wait stops at the grace")
 	g.Expect(f.Clock.(*stepClock).waits).To(gomega.Equal([]time.Duration{2 * time.Second, 2 * time.Second, time.Second}))
 
-	res, err, lines, _ := follow(s, time.Hour)
+	res, lines, _, err := follow(s, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCouldNotRun))
 	g.Expect(res.Outcome.Reason).To(gomega.Equal(fastpathv1alpha1.ReasonWaitingForAttachment))
@@ -88,7 +88,7 @@ func TestFollowFailsFastOnAMissingAttachment(t *testing.T) {
 	g.Expect(lines[len(lines)-1]).To(gomega.Equal("[1m0s] WaitingForAttachment: FastPathAttachment db-link not found (still WaitingForAttachment after 1m0s)"))
 
 	s = &script{attachment: func(int) bool { return true }, steps: []step{{b: pending(fastpathv1alpha1.ReasonWaitingForAttachment, "FastPathAttachment db-link is not Ready")}}}
-	res, err, lines, _ = follow(s, 10*time.Minute)
+	res, lines, _, err = follow(s, 10*time.Minute)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitTimeout))
 	g.Expect(res.Outcome.Reason).To(gomega.Equal(gate.ReasonTimeout))
@@ -108,7 +108,7 @@ func TestFollowGraceStartsOverWhenUnblocked(t *testing.T) {
 		attachment: func(read int) bool { return read > 15 && read <= 30 },
 		steps:      []step{{b: pending(fastpathv1alpha1.ReasonWaitingForAttachment, "FastPathAttachment db-link not found")}},
 	}
-	res, err, _, _ := follow(s, time.Hour)
+	res, _, _, err := follow(s, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCouldNotRun))
 	g.Expect(res.Elapsed).To(gomega.Equal(2 * time.Minute))
@@ -119,7 +119,7 @@ func TestFollowGraceStartsOverWhenUnblocked(t *testing.T) {
 		s.steps = append(s.steps, step{b: pending(fastpathv1alpha1.ReasonWaitingForAttachment, "FastPathAttachment db-link not found")})
 	}
 	s.steps = append(s.steps, step{b: succeeded("best fast path 9.00 Gbps: no success criteria")})
-	res, err, _, _ = follow(s, time.Hour)
+	res, _, _, err = follow(s, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitSucceeded))
 	g.Expect(res.Elapsed).To(gomega.Equal(120 * time.Second))
@@ -132,7 +132,7 @@ func TestFollowDerivesTheTimeoutFromTheSpec(t *testing.T) {
 	b := running(fastpathv1alpha1.ReasonJobRunning, "Job ci-run-1 is running")
 	// 1 point on 2 paths, 1 repetition of 10s: 2 × (10s + 5s) + 10m.
 	g.Expect(gate.DefaultTimeout(b.Spec)).To(gomega.Equal(2*15*time.Second + 10*time.Minute + gate.StartAllowance))
-	res, err, lines, _ := follow(&script{steps: []step{{b: b}}}, 0)
+	res, lines, _, err := follow(&script{steps: []step{{b: b}}}, 0)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitTimeout))
 	g.Expect(res.Elapsed).To(gomega.Equal(gate.DefaultTimeout(b.Spec)))
@@ -143,14 +143,14 @@ func TestFollowDerivesTheTimeoutFromTheSpec(t *testing.T) {
 func TestFollowEndsWhenTheBenchmarkIsDeleted(t *testing.T) {
 	g := gomega.NewWithT(t)
 	r := running(fastpathv1alpha1.ReasonJobRunning, "Job ci-run-1 is running")
-	res, err, _, _ := follow(&script{steps: []step{{b: r}, {err: notFound()}}}, time.Hour)
+	res, _, _, err := follow(&script{steps: []step{{b: r}, {err: notFound()}}}, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCouldNotRun))
 	g.Expect(res.Outcome.Reason).To(gomega.Equal(gate.ReasonDeleted))
 
 	again := pending(fastpathv1alpha1.ReasonWaitingForAttachment, "Starting a run of generation 1")
 	again.UID = "uid-2"
-	res, err, _, _ = follow(&script{steps: []step{{b: r}, {b: again}, {b: succeeded("ok")}}}, time.Hour)
+	res, _, _, err = follow(&script{steps: []step{{b: r}, {b: again}, {b: succeeded("ok")}}}, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitCouldNotRun))
 	g.Expect(res.Outcome.Message).To(gomega.ContainSubstring("deleted and created again (uid uid-2, was uid-1)"))
@@ -160,20 +160,20 @@ func TestFollowEndsWhenTheBenchmarkIsDeleted(t *testing.T) {
 // failed reads are retried and reported once.
 func TestFollowErrors(t *testing.T) {
 	g := gomega.NewWithT(t)
-	_, err, _, _ := follow(&script{steps: []step{{err: notFound()}}}, time.Hour)
+	_, _, _, err := follow(&script{steps: []step{{err: notFound()}}}, time.Hour)
 	g.Expect(err).To(gomega.MatchError("FastPathBenchmark apps/ci not found"))
 
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "fastpath.io", Resource: "fastpathbenchmarks"}, "ci", errors.New("no"))
-	_, err, _, _ = follow(&script{steps: []step{{b: running(fastpathv1alpha1.ReasonJobRunning, "")}, {err: forbidden}}}, time.Hour)
+	_, _, _, err = follow(&script{steps: []step{{b: running(fastpathv1alpha1.ReasonJobRunning, "")}, {err: forbidden}}}, time.Hour)
 	g.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue())
 
 	// The cluster cannot be reached at the start: nothing to wait for.
 	flaky := errors.New("connection refused")
-	_, err, _, _ = follow(&script{steps: []step{{err: flaky}, {b: succeeded("ok")}}}, time.Hour)
+	_, _, _, err = follow(&script{steps: []step{{err: flaky}, {b: succeeded("ok")}}}, time.Hour)
 	g.Expect(err).To(gomega.MatchError("failed to get FastPathBenchmark apps/ci: connection refused"))
 
 	// Later, while the benchmark runs, it is retried.
-	res, err, lines, _ := follow(&script{steps: []step{{b: running(fastpathv1alpha1.ReasonJobRunning, "Job ci-run-1 is running")}, {err: flaky}, {err: flaky}, {err: flaky}, {b: succeeded("ok")}}}, time.Hour)
+	res, lines, _, err := follow(&script{steps: []step{{b: running(fastpathv1alpha1.ReasonJobRunning, "Job ci-run-1 is running")}, {err: flaky}, {err: flaky}, {err: flaky}, {b: succeeded("ok")}}}, time.Hour)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(res.Outcome.Code).To(gomega.Equal(gate.ExitSucceeded))
 	g.Expect(lines).To(gomega.Equal([]string{

@@ -44,8 +44,7 @@ func TestKubeVirtImagesAreNotBuiltByDefault(t *testing.T) {
 // kubevirtImage is what one KubeVirt image must hold, from its
 // cmd/<name>/BUILD.bazel at KubeVirtVersion.
 type kubevirtImage struct {
-	entrypoint []string
-	user       string
+	user string
 	// files must be in the image (regular files or links), with these modes
 	// when non-zero.
 	files map[string]os.FileMode

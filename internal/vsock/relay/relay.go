@@ -102,7 +102,7 @@ const lendQuiet = 100 * time.Millisecond
 // logs; the line written after a gap says how many were suppressed.
 const (
 	denyLogRate  rate.Limit = 1
-	denyLogBurst            = 10
+	denyLogBurst int        = 10
 )
 
 // Options configure a Relay.
