@@ -13,7 +13,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/config/crd"
 )
 
 // vapAPI is the capability the chart requires unless admissionPolicies.enabled
@@ -119,16 +122,63 @@ func TestChartCRDsMatchGeneratedCRDs(t *testing.T) {
 	want, err := filepath.Glob("../../config/crd/bases/*.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(want).NotTo(BeEmpty())
-	got, err := filepath.Glob("crds/*.yaml")
+	got, err := filepath.Glob("files/crds/*.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(len(got)).To(Equal(len(want)))
 	for _, w := range want {
 		a, err := os.ReadFile(w)
 		g.Expect(err).NotTo(HaveOccurred())
-		b, err := os.ReadFile(filepath.Join("crds", filepath.Base(w)))
+		b, err := os.ReadFile(filepath.Join("files", "crds", filepath.Base(w)))
 		g.Expect(err).NotTo(HaveOccurred(), "run make manifests")
 		g.Expect(string(b)).To(Equal(string(a)), "%s differs from config/crd/bases: run make manifests", w)
 	}
+	// Helm installs a chart's crds/ once and never upgrades it (Helm's
+	// "Custom Resource Definitions" best practice): a helm upgrade that brings
+	// a new field would keep serving the old schema.
+	_, err = os.Stat("crds")
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "charts/fastpath/crds is back: Helm never upgrades it; the CRDs are templates (templates/crds.yaml)")
+}
+
+// TestChartRendersTheCRDs: the CRDs are templates, so helm install and
+// helm upgrade apply them; each is config/crd/bases with the release's labels
+// and helm.sh/resource-policy keep, so helm uninstall leaves them and the
+// users' objects. crds.keep=false drops the annotation, crds.enabled=false
+// renders none (the admin applies config/crd).
+func TestChartRendersTheCRDs(t *testing.T) {
+	g := NewWithT(t)
+	crds := func(set ...string) map[string]*apiextensionsv1.CustomResourceDefinition {
+		args := []string{"template", "fp", ".", "--namespace", "fastpath-system"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out := map[string]*apiextensionsv1.CustomResourceDefinition{}
+		for _, doc := range strings.Split(helm(t, args...), "\n---") {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(yaml.Unmarshal([]byte(doc), crd)).To(Succeed(), doc)
+			if crd.Kind == "CustomResourceDefinition" {
+				out[crd.Name] = crd
+			}
+		}
+		return out
+	}
+	want, err := crd.Bases()
+	g.Expect(err).NotTo(HaveOccurred())
+	got := crds()
+	g.Expect(got).To(HaveLen(len(want)))
+	for _, w := range want {
+		c, ok := got[w.Name]
+		g.Expect(ok).To(BeTrue(), "CRD %s not rendered", w.Name)
+		g.Expect(c.Spec).To(Equal(w.Spec), "CRD %s: the rendered schema is not config/crd/bases", w.Name)
+		g.Expect(c.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		for k, v := range w.Annotations {
+			g.Expect(c.Annotations).To(HaveKeyWithValue(k, v))
+		}
+		g.Expect(c.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "fp"))
+	}
+	for _, c := range crds("crds.keep=false") {
+		g.Expect(c.Annotations).NotTo(HaveKey("helm.sh/resource-policy"))
+	}
+	g.Expect(crds("crds.enabled=false")).To(BeEmpty())
 }
 
 // operatorArgs returns the args of the operator container rendered with the

@@ -40,6 +40,9 @@ type Options struct {
 	// AssetsDir holds kube-apiserver and etcd. Default: $KUBEBUILDER_ASSETS, else
 	// <repository root>/bin.
 	AssetsDir string
+	// NoFastpathCRDs installs only the KubeVirt and Multus fixtures, for
+	// tests that install the fastpath.io CRDs themselves (the chart's upgrade test).
+	NoFastpathCRDs bool
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs, waiting until they
@@ -66,6 +69,12 @@ func Start(opts Options) (*Env, error) {
 	crds, err := CRDs()
 	if err != nil {
 		return nil, err
+	}
+	if opts.NoFastpathCRDs {
+		crds, err = crd.Decode(fixtures, "crds")
+		if err != nil {
+			return nil, err
+		}
 	}
 	s := fpscheme.New()
 	env := &envtest.Environment{
