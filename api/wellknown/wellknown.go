@@ -30,6 +30,12 @@ const PluginType = "fastpath"
 // pod never joins the node's own cni0 or br-ex.
 const MarkerKey = "fastpath.io/managed-by"
 
+// PortSecurityTable is the node's nftables table (family bridge) where the
+// CNI plugin keeps the port security rules of every Linux bridge port
+// (cni/pkg/portsec). The name is the mark: the node agent's cleanup
+// (internal/node/cleanup) deletes that one table and no other.
+const PortSecurityTable = "fastpath"
+
 // Defaults of the node bridge and its MTU, applied by the API's defaulting
 // (api/v1alpha1) and by the plugin to a netconf without them.
 const (

@@ -12,11 +12,13 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // TableName is the node's nftables table (family bridge) holding the port
 // security rules of every attachment.
-const TableName = "fastpath"
+const TableName = wellknown.PortSecurityTable
 
 const (
 	baseChain = "prerouting"

@@ -8,6 +8,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
@@ -171,3 +173,53 @@ var ErrNotMarked = errors.New("bridge not made by fastpath-agent")
 
 // errOVSNotConfigured is returned for OVS bridges when Manager.OVS is nil.
 var errOVSNotConfigured = fmt.Errorf("no OVSDB endpoint configured: %w", ErrOVSUnreachable)
+
+// Removed is what RemoveManaged deleted.
+type Removed struct {
+	// Links are the Linux bridges, macvtap lower devices and their peers
+	// (and half-made lower devices, wellknown.TempLinkName) deleted, by name.
+	Links []string
+	// OVSBridges are the OVS bridges deleted, by name.
+	OVSBridges []string
+}
+
+// RemoveManaged deletes every link carrying the agent's marker (a Linux
+// bridge's or a macvtap lower device's alias wellknown.MarkerKey=<marker>,
+// a lower device's peer's PeerMarkerKey=<marker>) and, when Manager.OVS is
+// set, every OVS bridge whose external_ids carry it: what the agent made, for
+// an uninstall (internal/node/cleanup). A link or bridge without exactly that
+// marker is never touched, whatever its name. Deleting a bridge detaches
+// its ports; the ports themselves are left. It goes on after a failed
+// deletion and returns what it removed with the errors joined; an unreachable
+// OVSDB wraps ErrOVSUnreachable.
+func (m *Manager) RemoveManaged(ctx context.Context) (Removed, error) {
+	var out Removed
+	links, err := netlinksafe.LinkList()
+	if err != nil {
+		return out, fmt.Errorf("failed to list links: %w", err)
+	}
+	var errs []error
+	for _, l := range links {
+		a := l.Attrs()
+		ours := (l.Type() == linkTypeBridge || l.Type() == linkTypeVeth) && a.Alias == m.linuxAlias() ||
+			l.Type() == linkTypeVeth && a.Alias == m.peerAlias()
+		if !ours {
+			continue
+		}
+		// Deleting one end of a veth deletes its peer, which may come later in links.
+		if err := netlink.LinkDel(l); err != nil && !isLinkNotFound(err) && !errors.Is(err, unix.ENODEV) {
+			errs = append(errs, fmt.Errorf("failed to delete %s %s: %w", l.Type(), a.Name, err))
+			continue
+		}
+		m.Log.Info("Deleted link", "link", a.Name, "type", l.Type())
+		out.Links = append(out.Links, a.Name)
+	}
+	if m.OVS != nil {
+		names, err := m.removeManagedOVS(ctx)
+		out.OVSBridges = names
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}

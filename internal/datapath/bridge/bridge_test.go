@@ -280,3 +280,31 @@ func TestOVSUnreachable(t *testing.T) {
 	_, err = (&bridge.Manager{}).Ensure(ctx(t), bridge.Spec{Name: "fpbnone", Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
 	g.Expect(errors.Is(err, bridge.ErrOVSUnreachable)).To(BeTrue(), "%v", err)
 }
+
+// RemoveManaged (the uninstall's cleanup) deletes the OVS bridge with the
+// manager's marker and leaves one with another marker; the marked bridge's
+// interface disappears from the node. A second call removes nothing.
+func TestOVSRemoveManagedOnlyMarked(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	socket := testutil.StartOVS(t)
+	m := ovsManager(t, socket)
+	ours, other := testutil.UniqueName("fpbro"), testutil.UniqueName("fpbro")
+	deleteOVSBridgeAtCleanup(t, socket, ours)
+	deleteOVSBridgeAtCleanup(t, socket, other)
+	_, err := m.Ensure(ctx(t), bridge.Spec{Name: ours, Datapath: fastpathv1alpha1.DatapathOVS, MTU: 9000})
+	g.Expect(err).NotTo(HaveOccurred())
+	testutil.AddOVSBridge(t, socket, other, 1500)
+
+	removed, err := m.RemoveManaged(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed.OVSBridges).To(Equal([]string{ours}))
+	g.Expect(removed.Links).To(BeEmpty(), "no Linux link carries this test's marker")
+	g.Expect(strings.Fields(vsctl(t, socket, "list-br"))).To(And(ContainElement(other), Not(ContainElement(ours))))
+	g.Eventually(func() error { _, err := netlink.LinkByName(ours); return err }, 10*time.Second, 100*time.Millisecond).
+		Should(BeAssignableToTypeOf(netlink.LinkNotFoundError{}), "ovs-vswitchd removes the bridge's interface")
+
+	removed, err = m.RemoveManaged(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(Equal(bridge.Removed{}))
+}

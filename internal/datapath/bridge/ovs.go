@@ -184,3 +184,27 @@ func (m *Manager) managedOVS(ctx context.Context) ([]State, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// removeManagedOVS deletes the OVS bridges carrying the marker.
+func (m *Manager) removeManagedOVS(ctx context.Context) ([]string, error) {
+	c, err := m.ovsClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	marker := m.marker()
+	bs, err := c.Bridges(ctx, func(b *ovsdb.Bridge) bool { return b.ExternalIDs[wellknown.MarkerKey] == marker })
+	if err != nil {
+		return nil, fmt.Errorf("failed to list OVS bridges: %w", err)
+	}
+	var out []string
+	var errs []error
+	for _, b := range bs {
+		if err := c.DeleteBridge(ctx, b.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.Log.Info("Deleted OVS bridge", "bridge", b.Name)
+		out = append(out, b.Name)
+	}
+	return out, errors.Join(errs...)
+}

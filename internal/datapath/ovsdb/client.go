@@ -203,6 +203,27 @@ func (c *Client) CreateBridge(ctx context.Context, spec BridgeSpec) error {
 	return c.run(ctx, "create OVS bridge "+spec.Name, append(ops, mut...))
 }
 
+// DeleteBridge removes bridge name from the Open_vSwitch row (OVSDB then
+// drops the unreferenced Bridge, Port and Interface rows, which are not root
+// rows, as for DeletePort; ovs-vswitchd then its datapath and interfaces). A
+// missing bridge is not an error.
+func (c *Client) DeleteBridge(ctx context.Context, name string) error {
+	b, err := lookupBridge(ctx, c.c, name)
+	if err != nil || b == nil {
+		return err
+	}
+	o, err := c.root(ctx)
+	if err != nil {
+		return err
+	}
+	root := &OpenvSwitch{UUID: o.UUID}
+	mut, err := c.c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationDelete, Value: []string{b.UUID}})
+	if err != nil {
+		return fmt.Errorf("failed to build mutation of the Open_vSwitch row for bridge %s: %w", name, err)
+	}
+	return c.run(ctx, "delete OVS bridge "+name, mut)
+}
+
 // SetDatapathType sets the datapath_type of bridge name.
 func (c *Client) SetDatapathType(ctx context.Context, name, datapathType string) error {
 	b := &Bridge{Name: name, DatapathType: datapathType}
