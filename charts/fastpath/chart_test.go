@@ -476,3 +476,35 @@ func TestChartAgentSibling(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring("agent.sibling.enabled needs agent.devicePlugin.enabled"))
 }
+
+// TestChartCleansTheNodesOnUninstall: by default a pre-delete hook Job runs
+// the operator binary with --cleanup-nodes on the release's agent DaemonSet,
+// under a ServiceAccount of its own that may get and update that one
+// DaemonSet only; the ServiceAccount and its Role are hooks created before
+// the Job. cleanup.onUninstall=false renders none of it.
+func TestChartCleansTheNodesOnUninstall(t *testing.T) {
+	g := NewWithT(t)
+	objs := map[string]renderedObject{}
+	for _, o := range render(t) {
+		objs[o.Kind+"/"+o.Metadata.Name] = o
+	}
+	job, ok := objs["Job/fastpath-node-cleanup"]
+	g.Expect(ok).To(BeTrue())
+	g.Expect(job.Metadata.Annotations).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+	g.Expect(job.Spec.Template.Spec.Containers).To(HaveLen(1))
+	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ConsistOf("--cleanup-nodes=fastpath-system/fastpath-agent", "--cleanup-timeout=4m"))
+	g.Expect(objs).To(HaveKey("DaemonSet/fastpath-agent"), "the DaemonSet the hook switches")
+	for _, name := range []string{"ServiceAccount/fastpath-node-cleanup", "Role/fastpath-node-cleanup", "RoleBinding/fastpath-node-cleanup"} {
+		o, ok := objs[name]
+		g.Expect(ok).To(BeTrue(), name)
+		g.Expect(o.Metadata.Annotations).To(And(HaveKeyWithValue("helm.sh/hook", "pre-delete"), HaveKeyWithValue("helm.sh/hook-weight", "-10")), name)
+	}
+	role := objs["Role/fastpath-node-cleanup"]
+	g.Expect(role.Rules).To(HaveLen(1))
+	g.Expect(role.Rules[0].Resources).To(Equal([]string{"daemonsets"}))
+	g.Expect(role.Rules[0].ResourceNames).To(Equal([]string{"fastpath-agent"}))
+	g.Expect(role.Rules[0].Verbs).To(ConsistOf("get", "update"))
+	for _, o := range render(t, "cleanup.onUninstall=false") {
+		g.Expect(o.Metadata.Name).NotTo(Equal("fastpath-node-cleanup"), o.Kind)
+	}
+}

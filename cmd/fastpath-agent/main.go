@@ -25,7 +25,8 @@ func main() {
 	}
 }
 
-// run installs the CNI plugin and returns (--install-cni), or validates o,
+// run cleans the node up (--cleanup), installs the CNI plugin and returns
+// (--install-cni), or validates o,
 // wires the node reconciler and its helpers (setup.go) and runs them until
 // a signal stops the manager. What it starts is stopped in reverse order
 // when it returns.
@@ -33,6 +34,9 @@ func run(o Options) error {
 	cni, err := cniInstaller(o)
 	if err != nil {
 		return err
+	}
+	if o.Cleanup {
+		return cleanNode(o)
 	}
 	if o.CNI.Install {
 		return installCNI(cni, o.CNI.NodeConfig)

@@ -78,3 +78,31 @@ func TestInstallCNIInstallsAndExits(t *testing.T) {
 	g.Expect(run(verify)).
 		To(MatchError(ContainSubstring("--ovs-datapath-type")), "the long-running agent still checks its flags first")
 }
+
+// TestCleanupWithInstallCNIRemovesThePlugin: --install-cni --cleanup (the
+// install-cni init container during the uninstall) removes the binaries it
+// installed, the node configuration and what the state directory holds,
+// keeps the directory (a mount point) and the other plugins, and succeeds
+// again when there is nothing left.
+func TestCleanupWithInstallCNIRemovesThePlugin(t *testing.T) {
+	g := NewWithT(t)
+	src := t.TempDir()
+	for _, name := range []string{"fastpath", "fastpath-ovs-plugin"} {
+		g.Expect(os.WriteFile(filepath.Join(src, name), []byte("#!/bin/sh\n"+name+"\n"), 0o755)).To(Succeed())
+	}
+	dest, conf, state := t.TempDir(), t.TempDir(), t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(dest, "bridge"), []byte("another plugin"), 0o755)).To(Succeed())
+	g.Expect(os.MkdirAll(filepath.Join(state, "leases"), 0o755)).To(Succeed())
+	cni := CNIOptions{Install: true, BinSource: filepath.Join(src, "fastpath"), BinDir: dest, NodeConfig: filepath.Join(conf, "node.json"), StateDir: state}
+	g.Expect(run(Options{CNI: cni})).To(Succeed())
+	g.Expect(filepath.Join(conf, "node.json")).To(BeAnExistingFile())
+
+	for range 2 {
+		g.Expect(run(Options{Cleanup: true, CNI: cni})).To(Succeed())
+		entries, err := os.ReadDir(dest)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(entries).To(ConsistOf(HaveField("Name()", "bridge")))
+		g.Expect(filepath.Join(conf, "node.json")).NotTo(BeAnExistingFile())
+		g.Expect(os.ReadDir(state)).To(BeEmpty())
+	}
+}

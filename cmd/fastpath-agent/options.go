@@ -44,6 +44,10 @@ type Options struct {
 	// ResyncPeriod is how often the node is re-probed without an event
 	// (--resync-period).
 	ResyncPeriod time.Duration
+	// Cleanup removes what Fastpath made on the node instead of making it
+	// (--cleanup: the uninstall, internal/node/cleanup); with CNI.Install
+	// the plugin's files, else the marked links and the port security rules.
+	Cleanup bool
 
 	CNI           CNIOptions
 	Datapath      DatapathOptions
@@ -204,6 +208,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node (default $NODE_NAME); the FastPathNode gets this name. Required.")
 	fs.Int64Var(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "The agent container's memory limit in bytes (default $FASTPATH_MEMORY_LIMIT, which the chart sets from limits.memory; 0: unknown). Sets the Go soft memory limit to 90% of it unless $GOMEMLIMIT is set, and the relay limits left at 0 follow from it.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often the node is re-probed and its bridges re-checked without an event.")
+	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "Remove what Fastpath made on this node, then report ready and wait to be stopped (the uninstall: the chart's pre-delete hook switches the DaemonSet to it). With --install-cni: the CNI binaries in --cni-bin-dir, --cni-node-config and what --cni-state-dir holds, then exit. Without: the links and OVS bridges carrying the agent's marker and the port security table; nothing unmarked.")
 	o.CNI.addFlags(fs)
 	o.Datapath.addFlags(fs)
 	o.Relay.addFlags(fs)

@@ -42,7 +42,7 @@ var todaysDefaults = Options{
 // of metricsauth (zap's flags and controller-runtime's --kubeconfig come on
 // top). The chart, config/default and the harness pass them by these names.
 var agentFlags = []string{
-	"cni-bin-dir", "cni-bin-source", "cni-node-config", "cni-state-dir", "cni-verify-only",
+	"cleanup", "cni-bin-dir", "cni-bin-source", "cni-node-config", "cni-state-dir", "cni-verify-only",
 	"dev-dir", "device-plugin-dir", "dhcp", "dhcp-server-id", "health-probe-bind-address",
 	"install-cni", "macvtap-devices", "memory-limit", "metrics-bind-address", "metrics-cert-dir",
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +23,7 @@ import (
 	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
+	"github.com/fastpath-io/fastpath/internal/node/cleanup"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp"
@@ -63,6 +68,65 @@ func installCNI(cni *cniinstall.Installer, nodeConfig string) error {
 	}
 	setupLog.Info("CNI plugin installed", "binary", res.String(), "nodeConfig", nodeConfig)
 	return nil
+}
+
+// cleanNode removes what Fastpath made on the node (--cleanup): with
+// --install-cni the plugin's files, and returns; else the marked links and
+// OVS bridges (OVS only when its socket exists: a node without Open vSwitch
+// has none) and the port security table, then serves /healthz and /readyz,
+// so that the DaemonSet counts the node as cleaned, until a signal. A
+// failure returns, so the container restarts and tries again.
+func cleanNode(o Options) error {
+	log := ctrl.Log.WithName("cleanup")
+	if o.CNI.Install {
+		opts := cleanup.Options{Log: log, Paths: []string{o.CNI.NodeConfig}}
+		for _, name := range []string{cniinstall.DefaultName, netconf.OVSPluginBinary} {
+			opts.Paths = append(opts.Paths, filepath.Join(o.CNI.BinDir, name))
+		}
+		if o.CNI.StateDir != "" {
+			opts.EmptyDirs = []string{o.CNI.StateDir}
+		}
+		rep, err := cleanup.Run(context.Background(), opts)
+		if err != nil {
+			return err
+		}
+		log.Info("CNI plugin removed", "paths", rep.Paths)
+		return nil
+	}
+	ctx := ctrl.SetupSignalHandler()
+	m := &bridge.Manager{Log: log}
+	if path, ok := strings.CutPrefix(o.Datapath.OVSSocket, "unix:"); !ok || fileExists(path) {
+		ovs := ovsdb.NewConn(o.Datapath.OVSSocket, ctrl.Log.WithName("ovsdb"))
+		defer ovs.Close()
+		m.OVS = ovs
+	}
+	rep, err := cleanup.Run(ctx, cleanup.Options{Bridges: m, Table: true, Log: log})
+	if err != nil {
+		return err
+	}
+	log.Info("Node cleaned up; waiting to be stopped", "links", rep.Removed.Links, "ovsBridges", rep.Removed.OVSBridges, "portSecurityTable", rep.Table)
+	if o.Serving.HealthProbeBindAddress == "0" || o.Serving.HealthProbeBindAddress == "" {
+		<-ctx.Done()
+		return nil
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/healthz", "/readyz"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	}
+	srv := &http.Server{Addr: o.Serving.HealthProbeBindAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("failed to serve the health probes on %s: %w", o.Serving.HealthProbeBindAddress, err)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // newManager loads the kubeconfig and creates the manager: its cache holds

@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,7 @@ import (
 	"github.com/fastpath-io/fastpath/controllers/benchmark"
 	bindingctrl "github.com/fastpath-io/fastpath/controllers/bindingplugin"
 	"github.com/fastpath-io/fastpath/controllers/tuning"
+	"github.com/fastpath-io/fastpath/internal/node/cleanup"
 	"github.com/fastpath-io/fastpath/internal/platform/apiprobe"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
@@ -53,6 +55,8 @@ type flags struct {
 	macvtapBinding   string
 	registerBinding  bool
 	unregister       bool
+	cleanupNodes     string
+	cleanupTimeout   time.Duration
 	kubevirtCR       string
 	concurrency      int
 	wiringWorkers    int
@@ -76,6 +80,8 @@ func main() {
 	flag.StringVar(&f.macvtapBinding, "macvtap-binding", wiring.DefaultMacvtapBinding, "Name under which the KubeVirt CR registers Fastpath's network binding plugin of datapath Macvtap ({domainAttachmentType: tap, sidecarImage: <domain hook>}).")
 	flag.BoolVar(&f.registerBinding, "register-binding-plugins", false, "Keep both network binding plugins registered in the KubeVirt CR --kubevirt (needs patch on that object and --domain-hook-image). Off: the admin registers them (docs/install.md#the-binding-plugin).")
 	flag.BoolVar(&f.unregister, "unregister-binding-plugins", false, "Remove both network binding plugins from the KubeVirt CR --kubevirt and exit (the chart's pre-delete hook).")
+	flag.StringVar(&f.cleanupNodes, "cleanup-nodes", "", "namespace/name of the agent DaemonSet: switch it to --cleanup, wait until every node is clean, and exit (the chart's pre-delete hook; docs/operations.md#uninstalling).")
+	flag.DurationVar(&f.cleanupTimeout, "cleanup-timeout", 10*time.Minute, "How long --cleanup-nodes waits for every node.")
 	flag.StringVar(&f.kubevirtCR, "kubevirt", kubevirtcr.DefaultKubeVirt.String(), "namespace/name of the KubeVirt CR for --register-binding-plugins and --unregister-binding-plugins.")
 	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", 2, "FastPathAttachments reconciled at once.")
 	flag.IntVar(&f.wiringWorkers, "wiring-workers", attachment.DefaultWiringWorkers, "VM patches one reconcile sends at once.")
@@ -113,6 +119,9 @@ func run(f flags) error {
 	kvKey, err := parseKubeVirtCR(f.kubevirtCR)
 	if err != nil {
 		return err
+	}
+	if f.cleanupNodes != "" {
+		return cleanupNodes(cfg, f.cleanupNodes, f.cleanupTimeout)
 	}
 	if f.unregister {
 		c, err := client.New(cfg, client.Options{Scheme: fpscheme.New()})
@@ -235,4 +244,20 @@ func parseCIDRs(s string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// cleanupNodes switches the agent DaemonSet ns/name to --cleanup and waits
+// for every node (--cleanup-nodes, the chart's pre-delete hook).
+func cleanupNodes(cfg *rest.Config, key string, timeout time.Duration) error {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("failed to start: --cleanup-nodes %q must be <namespace>/<name>", key)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: fpscheme.New()})
+	if err != nil {
+		return fmt.Errorf("failed to create a client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return cleanup.SwitchDaemonSet(ctx, c, client.ObjectKey{Namespace: ns, Name: name}, 2*time.Second, ctrl.Log.WithName("cleanup"))
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +20,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/bench/report"
+	"github.com/fastpath-io/fastpath/internal/node/cleanup"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
 )
 
@@ -230,4 +234,40 @@ func newTuningCmd(kube *genericclioptions.ConfigFlags, stdout io.Writer) *cobra.
 			return report.WriteTuningReport(stdout, n.Status.Tuning, t.Objective)
 		},
 	}
+}
+
+// newCleanupCmd switches the agent DaemonSet to --cleanup and waits until
+// every node is clean (internal/node/cleanup.SwitchDaemonSet): the uninstall
+// step of a kustomize install, which has no Helm hook
+// (docs/operations.md#uninstalling). Delete the install afterwards.
+func newCleanupCmd(kube *genericclioptions.ConfigFlags, stdout io.Writer) *cobra.Command {
+	var daemonSet string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "cleanup [-n fastpath-system] [--daemonset fastpath-agent]",
+		Short: "Remove Fastpath's bridges, links, port security rules and plugin files from every node, before an uninstall",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := newClient(kube)
+			if err != nil {
+				return err
+			}
+			ns := "fastpath-system"
+			if kube.Namespace != nil && *kube.Namespace != "" {
+				ns = *kube.Namespace
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			key := client.ObjectKey{Namespace: ns, Name: daemonSet}
+			log := funcr.New(func(prefix, args string) { fmt.Fprintln(stdout, prefix, args) }, funcr.Options{})
+			if err := cleanup.SwitchDaemonSet(ctx, c, key, 2*time.Second, log); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "Every node of DaemonSet %s is clean: now delete the install (kubectl delete -f config/default/fastpath.yaml)\n", key)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&daemonSet, "daemonset", "fastpath-agent", "the agent DaemonSet")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for every node")
+	return cmd
 }

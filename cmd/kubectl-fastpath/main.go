@@ -74,7 +74,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec fun
 	root.SetOut(stderr)
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newDemoCmd(exec), newStatusCmd(kube, stdout), newBenchCmd(kube, stdout, stderr, exec), newTuningCmd(kube, stdout))
+	root.AddCommand(newDemoCmd(exec), newStatusCmd(kube, stdout), newBenchCmd(kube, stdout, stderr, exec), newTuningCmd(kube, stdout), newCleanupCmd(kube, stdout))
 	started := false
 	var markStarted func(*cobra.Command)
 	markStarted = func(c *cobra.Command) {

@@ -36,6 +36,7 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"bench", "report"}, 2, "needs one FastPathBenchmark name"},
 		{[]string{"status", "extra"}, 2, "status takes no arguments"},
 		{[]string{"status", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"cleanup", "extra"}, 2, `unknown command "extra" for "kubectl fastpath cleanup"`},
 	} {
 		g := gomega.NewWithT(t)
 		var out, errb bytes.Buffer
