@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -24,6 +25,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
+	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
 )
 
 // The chart's ValidatingAdmissionPolicies, rendered by helm and enforced by a
@@ -183,6 +185,89 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantRB), got)).To(Succeed())
 		g.Expect(got.Subjects).To(Equal(tenantRB.Subjects), "nothing refused was written")
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantPod), &corev1.Pod{})).To(Succeed())
+	})
+
+	t.Run("the operator changes only its two binding plugin entries of the KubeVirt CR", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}})).To(Succeed())
+		for _, doc := range strings.Split(helm(t, "template", "fp", ".", "--namespace", "fastpath-system", "--show-only", "templates/bindingplugin.yaml"), "\n---") {
+			obj := &unstructured.Unstructured{}
+			g.Expect(yaml.Unmarshal([]byte(doc), &obj.Object)).To(Succeed())
+			if k := obj.GetKind(); k == "ClusterRole" || k == "ClusterRoleBinding" {
+				g.Expect(env.Client.Create(ctx, obj)).To(Succeed(), obj.GetName())
+			}
+		}
+		kv := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+			"metadata": map[string]any{"namespace": "kubevirt", "name": "kubevirt", "labels": map[string]any{"team": "virt"}},
+			"spec": map[string]any{
+				"imageRegistry": "quay.io/kubevirt",
+				"configuration": map[string]any{
+					"developerConfiguration": map[string]any{"featureGates": []any{"Snapshot"}},
+					"network":                map[string]any{"binding": map[string]any{"passt": map[string]any{"sidecarImage": "passt:1"}}},
+				},
+			},
+		}}
+		g.Expect(env.Client.Create(ctx, kv)).To(Succeed())
+		key := client.ObjectKeyFromObject(kv)
+		before := kv.DeepCopy()
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		merge := func(patch string) error {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
+			obj.SetNamespace(key.Namespace)
+			obj.SetName(key.Name)
+			return operator.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+		}
+		only := "fastpath-operator may change only spec.configuration.network.binding.fastpath and spec.configuration.network.binding.fastpath-macvtap of KubeVirt kubevirt, not "
+		// The policy takes effect asynchronously after creation.
+		g.Eventually(func() error {
+			return merge(`{"spec":{"configuration":{"developerConfiguration":{"featureGates":["Snapshot","Sidecar"]}}}}`)
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring(only + "spec.configuration.developerConfiguration")))
+		for patch, field := range map[string]string{
+			`{"spec":{"imageRegistry":"evil.example.com"}}`:                                                          "spec.imageRegistry",
+			`{"spec":{"customizeComponents":{"patches":[]}}}`:                                                        "spec.customizeComponents",
+			`{"spec":{"configuration":{"network":{"binding":{"passt":{"sidecarImage":"evil:1"}}}}}}`:                 "spec.configuration.network.binding.passt",
+			`{"spec":{"configuration":{"network":{"binding":{"passt":null}}}}}`:                                      "spec.configuration.network.binding.passt",
+			`{"spec":{"configuration":{"network":{"permitBridgeInterfaceOnPodNetwork":true}}}}`:                      "spec.configuration.network.permitBridgeInterfaceOnPodNetwork",
+			`{"metadata":{"labels":{"team":"fastpath"}}}`:                                                            "metadata.labels",
+			`{"metadata":{"annotations":{"kubevirt.io/x":"y"}}}`:                                                     "metadata.annotations",
+			`{"spec":{"configuration":{"network":{"binding":{"fastpath":{"sidecarImage":"h:1"}}}},"imageTag":"v9"}}`: "spec.imageTag",
+		} {
+			g.Expect(merge(patch)).To(MatchError(ContainSubstring(only+field)), patch)
+		}
+		// RBAC already refuses a delete; the policy refuses it on its own too.
+		g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "vap-kubevirt-delete"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"kubevirt.io"}, Resources: []string{"kubevirts"}, Verbs: []string{"delete"}}}})).To(Succeed())
+		g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vap-kubevirt-delete"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "vap-kubevirt-delete"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"}}})).To(Succeed())
+		g.Eventually(func() error { return operator.Delete(ctx, kv.DeepCopy()) }, 30*time.Second, 200*time.Millisecond).
+			Should(MatchError(ContainSubstring("fastpath-operator may only update KubeVirt kubevirt, not DELETE it")))
+
+		plugins, err := kubevirtcr.Plugins(kubevirtcr.Names{Bridge: "fastpath", Macvtap: "fastpath-macvtap"}, "registry.example.com/fastpath-domain-hook:v1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(kubevirtcr.Register(ctx, operator, key, plugins)).To(Succeed(), "the binding edit is admitted")
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
+		g.Expect(env.Client.Get(ctx, key, got)).To(Succeed())
+		g.Expect(kubevirtcr.Registered(got, plugins)).To(BeTrue())
+		g.Expect(got.GetLabels()).To(Equal(map[string]string{"team": "virt"}), "nothing refused was written")
+		gates, _, _ := unstructured.NestedStringSlice(got.Object, "spec", "configuration", "developerConfiguration", "featureGates")
+		g.Expect(gates).To(Equal([]string{"Snapshot"}))
+		g.Expect(kubevirtcr.Unregister(ctx, operator, key, "fastpath", "fastpath-macvtap")).To(Succeed(), "and so is its removal")
+		g.Expect(env.Client.Get(ctx, key, got)).To(Succeed())
+		g.Expect(got.Object["spec"]).To(Equal(before.Object["spec"]))
+
+		// Unregister drops the maps it leaves empty: that is admitted too.
+		bare := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+			"metadata": map[string]any{"namespace": "kubevirt", "name": "kubevirt"}, "spec": map[string]any{"imageRegistry": "quay.io/kubevirt"}}}
+		g.Expect(env.Client.Delete(ctx, kv)).To(Succeed())
+		g.Expect(env.Client.Create(ctx, bare)).To(Succeed())
+		g.Expect(kubevirtcr.Register(ctx, operator, key, plugins)).To(Succeed())
+		g.Expect(kubevirtcr.Unregister(ctx, operator, key, "fastpath", "fastpath-macvtap")).To(Succeed())
+		g.Expect(env.Client.Get(ctx, key, got)).To(Succeed())
+		g.Expect(got.Object["spec"]).To(Equal(map[string]any{"imageRegistry": "quay.io/kubevirt"}))
 	})
 
 	t.Run("only the operator writes fastpath NADs, each controlled by a FastPathAttachment", func(t *testing.T) {
