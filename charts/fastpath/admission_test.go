@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
@@ -177,7 +181,9 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(operator.Create(ctx, made)).To(Succeed())
 		made.Data = map[string]string{"result": "1"}
 		g.Expect(operator.Update(ctx, made)).To(Succeed())
-		runner := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner", Labels: mine}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		no := false
+		runner := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner", Labels: mine}, Spec: corev1.PodSpec{AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "c", Image: "ghcr.io/fastpath-io/fastpath-bench:0.1.0", Command: []string{"netserver", "-D", "-p", "12865"}}}}}
 		g.Expect(operator.Create(ctx, runner)).To(Succeed())
 		g.Expect(operator.Delete(ctx, runner)).To(Succeed())
 
@@ -185,6 +191,73 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantRB), got)).To(Succeed())
 		g.Expect(got.Subjects).To(Equal(tenantRB.Subjects), "nothing refused was written")
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenantPod), &corev1.Pod{})).To(Succeed())
+	})
+
+	t.Run("the operator's benchmark pods run only the runner image, its command and its ServiceAccount", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-runner")
+		g.Expect(err).NotTo(HaveOccurred())
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		chart := map[string]any{}
+		data, err := os.ReadFile("Chart.yaml")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(yaml.Unmarshal(data, &chart)).To(Succeed())
+		image := "ghcr.io/fastpath-io/fastpath-bench:" + chart["appVersion"].(string)
+		bench := &fastpathv1alpha1.FastPathBenchmark{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quick"},
+			Spec: fastpathv1alpha1.DefaultBenchmarkSpec(fastpathv1alpha1.FastPathBenchmarkSpec{
+				AttachmentRef: fastpathv1alpha1.LocalObjectReference{Name: "db-link"}, Mode: fastpathv1alpha1.BenchmarkModeVM,
+				Client: fastpathv1alpha1.BenchmarkEndpoint{VM: "db-1"}, Server: fastpathv1alpha1.BenchmarkEndpoint{VM: "db-0"},
+				SSHKeySecretRef: &fastpathv1alpha1.LocalObjectReference{Name: "bench-ssh"}, SSHUser: "cloud",
+			})}
+		g.Expect(env.Client.Create(ctx, bench)).To(Succeed())
+		p := benchjob.Params{Name: bench.Name, Namespace: ns, Generation: 1, Spec: bench.Spec, Image: image, NetworkAttachment: ns + "/db-link"}
+		job, err := benchjob.RunnerJob(p, benchjob.Endpoints{FastPath: []string{"10.250.0.3"}, Baseline: []string{"10.244.0.7"}, SSHClients: []string{"10.244.0.8"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(controllerutil.SetControllerReference(bench, job, env.Scheme)).To(Succeed())
+		podSpec := bench.Spec.DeepCopy()
+		podSpec.Mode, podSpec.SSHKeySecretRef = fastpathv1alpha1.BenchmarkModePod, nil
+		pp := p
+		pp.Spec = fastpathv1alpha1.DefaultBenchmarkSpec(*podSpec)
+		pods, err := benchjob.ServerPods(pp)
+		g.Expect(err).NotTo(HaveOccurred())
+		server := pods[0]
+		g.Expect(controllerutil.SetControllerReference(bench, server, env.Scheme)).To(Succeed())
+
+		refused := func(mutate func(*batchv1.Job), want string) {
+			j := job.DeepCopy()
+			mutate(j)
+			g.Expect(operator.Create(ctx, j, client.DryRunAll)).To(MatchError(ContainSubstring(want)), want)
+		}
+		// The policy takes effect asynchronously after creation.
+		g.Eventually(func() error {
+			j := job.DeepCopy()
+			j.Spec.Template.Spec.Containers[0].Image = "evil.example.com/shell:1"
+			return operator.Create(ctx, j, client.DryRunAll)
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("fastpath-operator runs only the runner image " + image + " in jobs, not runner: evil.example.com/shell:1")))
+		refused(func(j *batchv1.Job) {
+			j.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", Command: []string{"fastpath-bench"}}}
+		}, "not init: busybox")
+		refused(func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "cat /ssh/*"} }, "fastpath-operator runs only fastpath-bench in jobs, not runner: sh -c cat /ssh/*")
+		refused(func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Command = nil }, "not runner: (the image entrypoint)")
+		refused(func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "tenant-admin" },
+			"only as its benchmark's ServiceAccount <benchmark>-runner, with the FastPathBenchmark as its controller, not ServiceAccount tenant-admin")
+		refused(func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "" }, "not the default ServiceAccount")
+		refused(func(j *batchv1.Job) { j.OwnerReferences = nil }, "with the FastPathBenchmark as its controller")
+		refused(func(j *batchv1.Job) { j.Spec.Template.Spec.HostNetwork = true }, "no host namespace")
+		refused(func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Volumes = append(j.Spec.Template.Spec.Volumes, corev1.Volume{Name: "root",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}, "only secret and projected volumes")
+		g.Expect(operator.Create(ctx, job.DeepCopy(), client.DryRunAll)).To(Succeed(), "the runner Job as api/benchjob renders it")
+
+		g.Expect(operator.Create(ctx, server.DeepCopy(), client.DryRunAll)).To(Succeed(), "the netserver Pod as api/benchjob renders it")
+		evil := server.DeepCopy()
+		evil.Spec.ServiceAccountName, evil.Spec.AutomountServiceAccountToken = "quick-runner", nil
+		g.Expect(operator.Create(ctx, evil, client.DryRunAll)).To(MatchError(ContainSubstring("runs a netserver Pod without a ServiceAccount token")))
+		evil = server.DeepCopy()
+		evil.Spec.Containers[0].Command = []string{"netserver", "-D", "-p", "22"}
+		g.Expect(operator.Create(ctx, evil, client.DryRunAll)).To(MatchError(ContainSubstring("runs only netserver -D -p 12865 in pods")))
+		g.Expect(server.Spec.Containers[0].Command).To(Equal([]string{"netserver", "-D", "-p", strconv.Itoa(benchjob.NetserverPort)}), "the chart's command is api/benchjob's")
 	})
 
 	t.Run("the operator changes only its two binding plugin entries of the KubeVirt CR", func(t *testing.T) {
