@@ -140,3 +140,56 @@ func TestSupervisorRestartsAKilledBackend(t *testing.T) {
 	g.Expect(s.Status()).To(BeEmpty())
 	g.Expect(filepath.Join(dir, "3.vhost")).NotTo(BeAnExistingFile())
 }
+
+// TestSupervisorDropsPrivileges runs the real vhost-device-vsock as an
+// unprivileged user: the process has that UID and GID, no supplementary
+// group and no capability left (permitted, effective, inheritable, ambient),
+// and still serves its sockets. Root: it switches users.
+func TestSupervisorDropsPrivileges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SETUID, CAP_SETGID)")
+	}
+	bin := binary(t)
+	g := NewWithT(t)
+	const uid, gid = 64123, 64124
+	dir := t.TempDir()
+	sockets := filepath.Join(dir, "sockets")
+	g.Expect(os.Mkdir(sockets, 0o700)).To(Succeed())
+	g.Expect(os.Chown(sockets, uid, gid)).To(Succeed())
+	// The sockets must be reachable for the user: t.TempDir's directories are 0700.
+	g.Expect(os.Chmod(dir, 0o711)).To(Succeed())
+	g.Expect(os.Chmod(filepath.Dir(dir), 0o711)).To(Succeed())
+	s := &Supervisor{Binary: bin, MinBackoff: 50 * time.Millisecond, Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	defer s.Stop()
+	grp := group(sockets, 3, 4)
+	g.Expect(s.Sync([]Group{grp})).To(Succeed())
+	var pid int
+	g.Eventually(func() bool {
+		st := s.Status()
+		if len(st) == 1 && st[0].Running {
+			pid = st[0].PID
+			return true
+		}
+		return false
+	}, 15*time.Second, 50*time.Millisecond).Should(BeTrue(), "%+v", s.Status())
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	g.Expect(err).NotTo(HaveOccurred())
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	g.Expect(fields).To(HaveKeyWithValue("Uid", "64123 64123 64123 64123"))
+	g.Expect(fields).To(HaveKeyWithValue("Gid", "64124 64124 64124 64124"))
+	g.Expect(fields).To(HaveKeyWithValue("Groups", ""))
+	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+		g.Expect(fields).To(HaveKeyWithValue(set, "0000000000000000"), set)
+	}
+	for _, vm := range grp.VMs {
+		st, err := os.Stat(vm.Socket)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Sys().(*syscall.Stat_t).Uid).To(Equal(uint32(uid)), "the backend made %s", vm.Socket)
+	}
+}

@@ -60,6 +60,15 @@ type Supervisor struct {
 	// OnChange, when set, is called (on its own goroutine) after a process
 	// started, exited or was replaced, so the caller can publish the status.
 	OnChange func()
+	// Credential, when set, is the user and group every process runs as,
+	// with no supplementary groups. A process that is not user 0 keeps no
+	// capability across execve (capabilities(7): without file capabilities
+	// its permitted and effective sets are cleared), so the guest-facing
+	// backend holds neither the caller's UID 0 nor its capabilities (the
+	// agent's NET_ADMIN and NET_RAW). Starting it needs CAP_SETUID and
+	// CAP_SETGID in the caller; the caller gives that user write access to
+	// the sockets' directories.
+	Credential *syscall.Credential
 
 	mu     sync.Mutex
 	groups map[string]*supervised
@@ -275,6 +284,11 @@ func (s *Supervisor) spawn(g Group) (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command(s.Binary, Args(g)...)
 	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c := s.Credential; c != nil {
+		// Groups empty (not nil): setgroups(0), so no group of the caller's
+		// stays with the process.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.Uid, Gid: c.Gid, Groups: []uint32{}}
+	}
 	if s.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(s.LogDir, g.Name()+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
