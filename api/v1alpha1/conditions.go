@@ -20,6 +20,11 @@ const (
 	VSOCKReadyCondition = "VSOCKReady"
 	// NodesReadyCondition: the FastPathNode of every node running a selected VM is Ready.
 	NodesReadyCondition = "NodesReady"
+	// SidecarGateOffCondition: no KubeVirt CR enables KubeVirt's Sidecar
+	// feature gate, with which any VM author runs any image in their
+	// virt-launcher Pod. Fastpath does not need the gate; a warning only,
+	// Ready does not summarise it.
+	SidecarGateOffCondition = "SidecarGateOff"
 )
 
 // FastPathAttachment condition reasons.
@@ -105,6 +110,12 @@ const (
 	// removed by hand) and the operator removed it, or replaced it with the
 	// wiring of an attachment that selects the VM now.
 	ReasonOrphanUnwired = "OrphanUnwired"
+	// ReasonSidecarGateOff: no KubeVirt CR lists the Sidecar feature gate.
+	ReasonSidecarGateOff = "SidecarGateOff"
+	// ReasonSidecarGateOn (SidecarGateOff=False and a Warning Event): a
+	// KubeVirt CR lists the Sidecar feature gate in
+	// spec.configuration.developerConfiguration.featureGates.
+	ReasonSidecarGateOn = "SidecarGateOn"
 	// ReasonRevoked (an Event on a VirtualMachine): the attachment's network
 	// stopped admitting its namespace (spec.namespaceSelector); the operator
 	// unwired the VM and restarted its running VMI, which carried the

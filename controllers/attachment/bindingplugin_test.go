@@ -81,6 +81,37 @@ var _ = Describe("The network binding plugin", Serial, func() {
 		Expect(specJSON(ns, "db-0")).To(Equal(original))
 	})
 
+	It("warns while the KubeVirt CR enables the Sidecar feature gate", func() {
+		ns := newNamespace()
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "db-link", v1alpha1.SidecarGateOffCondition)).Should(Equal("True/" + v1alpha1.ReasonSidecarGateOff))
+
+		gates := func(gates ...any) {
+			GinkgoHelper()
+			kv := &unstructured.Unstructured{}
+			kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
+			Expect(env.Client.Get(ctx, kubevirtCR, kv)).To(Succeed())
+			if gates == nil {
+				unstructured.RemoveNestedField(kv.Object, "spec", "configuration", "developerConfiguration")
+			} else {
+				Expect(unstructured.SetNestedSlice(kv.Object, gates, "spec", "configuration", "developerConfiguration", "featureGates")).To(Succeed())
+			}
+			Expect(env.Client.Update(ctx, kv)).To(Succeed())
+		}
+		gates("Snapshot", kubevirtcr.SidecarFeatureGate)
+		DeferCleanup(func() { gates() })
+		Eventually(conditionOf(ns, "db-link", v1alpha1.SidecarGateOffCondition)).Should(Equal("False/" + v1alpha1.ReasonSidecarGateOn))
+		Expect(conditionMessage(ns, "db-link", v1alpha1.SidecarGateOffCondition)).To(HavePrefix(
+			"KubeVirt kubevirt/kubevirt lists the feature gate Sidecar in spec.configuration.developerConfiguration.featureGates: " +
+				"any user who may create a VirtualMachine may run any image as a sidecar in its virt-launcher Pod"))
+		Eventually(eventReasons(ns, "db-link")).Should(ContainElement("Warning/" + v1alpha1.ReasonSidecarGateOn))
+		Expect(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)()).To(Equal("True/"+v1alpha1.ReasonNADCreated),
+			"a warning only: nothing else waits for it")
+
+		gates("Snapshot")
+		Eventually(conditionOf(ns, "db-link", v1alpha1.SidecarGateOffCondition)).Should(Equal("True/" + v1alpha1.ReasonSidecarGateOff))
+	})
+
 	It("asks for a restart of a VMI still running an earlier Fastpath's bridge binding", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})

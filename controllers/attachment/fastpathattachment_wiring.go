@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,8 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 	// Without its binding plugin KubeVirt refuses the VM ("couldn't find
 	// configuration for network binding"), or the interface would lack the
 	// domain hook: wire nothing, release what was released.
-	unregistered := r.checkBinding(ctx, s)
+	sidecarGate, unregistered := r.checkBinding(ctx, s)
+	r.setSidecarGate(s, sidecarGate)
 	var jobs []func(context.Context)
 	for _, st := range s.vms {
 		if st.conflict != "" || unregistered != nil {
@@ -149,18 +151,50 @@ func bindingNote(d wiring.Desired) string {
 	return fmt.Sprintf(" through the network binding plugin %q", d.Network.Binding)
 }
 
-// checkBinding reports, when the attachment wires a fast-path interface,
-// whether the KubeVirt CR registers its binding plugin; nil otherwise.
-func (r *Reconciler) checkBinding(ctx context.Context, s *scope) error {
-	if s.desired.Network == nil || r.KubeVirtAbsent {
-		return nil
+// checkBinding reports which KubeVirt CRs enable the Sidecar feature gate
+// (nil when the list failed or KubeVirt is absent: unknown) and, when the
+// attachment wires a fast-path interface, whether the KubeVirt CR registers
+// its binding plugin (nil otherwise).
+func (r *Reconciler) checkBinding(ctx context.Context, s *scope) (sidecarGate []string, unregistered error) {
+	if r.KubeVirtAbsent {
+		return nil, nil
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(kubevirtcr.KubeVirtGVK.GroupVersion().WithKind(kubevirtcr.KubeVirtGVK.Kind + "List"))
 	if err := r.Cache.List(ctx, list); err != nil {
-		return fmt.Errorf("failed to list KubeVirt CRs: %w", err)
+		err = fmt.Errorf("failed to list KubeVirt CRs: %w", err)
+		if s.desired.Network == nil {
+			err = nil
+		}
+		return nil, err
 	}
-	return kubevirtcr.Check(list.Items, r.Bindings, s.desired.Network.Binding)
+	sidecarGate = append([]string{}, kubevirtcr.SidecarGateOn(list.Items)...)
+	if s.desired.Network == nil {
+		return sidecarGate, nil
+	}
+	return sidecarGate, kubevirtcr.Check(list.Items, r.Bindings, s.desired.Network.Binding)
+}
+
+// setSidecarGate sets SidecarGateOff from the KubeVirt CRs that enable the
+// Sidecar feature gate (on: their names; nil: unknown, the condition is
+// removed), with a Warning Event when it turns False. Ready does not
+// summarise it: the gate is the admin's choice, and Fastpath works either way.
+func (r *Reconciler) setSidecarGate(s *scope, on []string) {
+	switch {
+	case on == nil:
+		meta.RemoveStatusCondition(&s.att.Status.Conditions, v1alpha1.SidecarGateOffCondition)
+	case len(on) == 0:
+		s.setCondition(v1alpha1.SidecarGateOffCondition, metav1.ConditionTrue, v1alpha1.ReasonSidecarGateOff,
+			fmt.Sprintf("no KubeVirt CR lists the feature gate %s", kubevirtcr.SidecarFeatureGate))
+	default:
+		msg := fmt.Sprintf("KubeVirt %s lists the feature gate %s in %s: any user who may create a VirtualMachine may run any image "+
+			"as a sidecar in its virt-launcher Pod (hooks.kubevirt.io/hookSidecars); Fastpath does not need it: remove it unless something else does (docs/security.md)",
+			strings.Join(on, ", "), kubevirtcr.SidecarFeatureGate, kubevirtcr.FeatureGatesField)
+		if c := meta.FindStatusCondition(s.att.Status.Conditions, v1alpha1.SidecarGateOffCondition); c == nil || c.Reason != v1alpha1.ReasonSidecarGateOn {
+			r.Recorder.Event(s.att, corev1.EventTypeWarning, v1alpha1.ReasonSidecarGateOn, msg)
+		}
+		s.setCondition(v1alpha1.SidecarGateOffCondition, metav1.ConditionFalse, v1alpha1.ReasonSidecarGateOn, msg)
+	}
 }
 
 // unwireVM removes attachment's wiring from a VM if the VM still carries it.

@@ -249,3 +249,31 @@ func SortedNames(plugins map[string]kubevirtv1.InterfaceBindingPlugin) []string 
 	sort.Strings(names)
 	return names
 }
+
+// SidecarFeatureGate is KubeVirt's feature gate for the
+// hooks.kubevirt.io/hookSidecars annotation: with it any user who may create
+// a VirtualMachine runs any image as a sidecar in its virt-launcher Pod.
+const SidecarFeatureGate = "Sidecar"
+
+// featureGatesPath is where a KubeVirt CR lists its feature gates.
+var featureGatesPath = []string{"spec", "configuration", "developerConfiguration", "featureGates"}
+
+// FeatureGatesField names the feature gate list, for messages.
+var FeatureGatesField = strings.Join(featureGatesPath, ".")
+
+// SidecarGateOn returns "<namespace>/<name>" of each of kubevirts that lists
+// SidecarFeatureGate, sorted; none when no CR does.
+func SidecarGateOn(kubevirts []unstructured.Unstructured) []string {
+	var on []string
+	for i := range kubevirts {
+		gates, _, _ := unstructured.NestedStringSlice(kubevirts[i].Object, featureGatesPath...)
+		for _, g := range gates {
+			if g == SidecarFeatureGate {
+				on = append(on, kubevirts[i].GetNamespace()+"/"+kubevirts[i].GetName())
+				break
+			}
+		}
+	}
+	sort.Strings(on)
+	return on
+}

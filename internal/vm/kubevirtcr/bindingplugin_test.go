@@ -263,3 +263,19 @@ func withoutMetadata(t *testing.T, patch []byte) []byte {
 	}
 	return out
 }
+
+func TestSidecarGateOn(t *testing.T) {
+	g := gomega.NewWithT(t)
+	kv := func(name string, gates ...any) unstructured.Unstructured {
+		u := unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt"}}
+		u.SetNamespace("kubevirt")
+		u.SetName(name)
+		if gates != nil {
+			g.Expect(unstructured.SetNestedSlice(u.Object, gates, "spec", "configuration", "developerConfiguration", "featureGates")).To(gomega.Succeed())
+		}
+		return u
+	}
+	g.Expect(SidecarGateOn(nil)).To(gomega.BeEmpty())
+	g.Expect(SidecarGateOn([]unstructured.Unstructured{kv("a"), kv("b", "Snapshot", "SidecarX")})).To(gomega.BeEmpty(), "a gate is matched whole")
+	g.Expect(SidecarGateOn([]unstructured.Unstructured{kv("z", "Snapshot", "Sidecar"), kv("a", "Sidecar")})).To(gomega.Equal([]string{"kubevirt/a", "kubevirt/z"}))
+}
