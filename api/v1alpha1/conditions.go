@@ -117,9 +117,12 @@ const (
 	// spec.configuration.developerConfiguration.featureGates.
 	ReasonSidecarGateOn = "SidecarGateOn"
 	// ReasonRevoked (an Event on a VirtualMachine): the attachment's network
-	// stopped admitting its namespace (spec.namespaceSelector); the operator
-	// unwired the VM and restarted its running VMI, which carried the
-	// fast-path interface.
+	// stopped admitting its namespace (spec.namespaceSelector) or was
+	// deleted, and the operator unwired the VM and restarted its running
+	// VMI, which carried the fast-path interface; or the attachment moved to
+	// another bridge (the network's spec.bridge or the attachment's
+	// spec.networkRef changed) and the operator restarted the running VMI
+	// still on the old one.
 	ReasonRevoked = "Revoked"
 )
 

@@ -268,6 +268,18 @@ type FastPathAttachmentStatus struct {
 	// +optional
 	NetworkAttachmentDefinition string `json:"networkAttachmentDefinition,omitempty"`
 
+	// network is the FastPathNetwork the attachment's NetworkAttachmentDefinition
+	// was last rendered on; empty when it is on none.
+	// +optional
+	Network string `json:"network,omitempty"`
+
+	// bridge is that network's spec.bridge (the node bridge, or lower device
+	// on datapath Macvtap) the running VMs were wired to. When the network is
+	// deleted, or its bridge or the attachment's network changes, the
+	// operator restarts the running VMIs still on this one.
+	// +optional
+	Bridge string `json:"bridge,omitempty"`
+
 	// datapath is the effective datapath after defaulting (for printing).
 	// +optional
 	Datapath Datapath `json:"datapath,omitempty"`

@@ -55,6 +55,17 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 		if resolved, err = v1alpha1.ResolveNetwork(spec, ns.Labels, net); err == nil {
 			s.network = net.Name
 			s.portSecurity = v1alpha1.DefaultNetworkSpec(net.Spec).PortSecurity
+			if st := &s.att.Status; st.Bridge != "" && (st.Network != net.Name || st.Bridge != net.Spec.Bridge) {
+				// Running VMs are still on the old bridge: restart them onto
+				// the new one (they stay wired, the NAD follows the network).
+				msg := fmt.Sprintf("FastPathAttachment %s moved from bridge %s of FastPathNetwork %s to bridge %s of FastPathNetwork %s "+
+					"(the network's spec.bridge or the attachment's spec.networkRef changed), so the running instance still on %s was stopped",
+					s.att.Name, st.Bridge, st.Network, net.Spec.Bridge, net.Name, st.Bridge)
+				if rerr := r.revoke(ctx, s, false, msg); rerr != nil {
+					return spec, rerr // retried: the revocation must complete
+				}
+			}
+			s.att.Status.Network, s.att.Status.Bridge = net.Name, net.Spec.Bridge
 			return resolved, nil
 		}
 	}
@@ -67,11 +78,27 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 	}
 	s.setCondition(v1alpha1.NetworkAttachmentReadyCondition, metav1.ConditionFalse, v1alpha1.ReasonNetworkRefused, err.Error())
 	var notAdmitted *v1alpha1.NamespaceNotAdmittedError
-	if errors.As(err, &notAdmitted) {
-		if rerr := r.revoke(ctx, s, notAdmitted); rerr != nil {
+	switch {
+	case errors.As(err, &notAdmitted):
+		if rerr := r.revoke(ctx, s, true, fmt.Sprintf("FastPathNetwork %s no longer admits namespace %s (its spec.namespaceSelector %s), "+
+			"so FastPathAttachment %s's interface was removed from the VM and its running instance stopped",
+			notAdmitted.Network, s.att.Namespace, notAdmitted.Selector, s.att.Name)); rerr != nil {
 			return spec, rerr // retried: the revocation must complete
 		}
+		s.att.Status.Network, s.att.Status.Bridge = "", ""
+	case errors.As(err, &ref) && s.att.Status.Bridge != "":
+		// The network the VMs were wired to is gone (deleted, or no longer
+		// the default): its bridge is nobody's to admit them any more.
+		if rerr := r.revoke(ctx, s, true, fmt.Sprintf("the FastPathNetwork %s of FastPathAttachment %s is gone (%v), "+
+			"so its interface was removed from the VM and its running instance, still on bridge %s, stopped",
+			s.att.Status.Network, s.att.Name, err, s.att.Status.Bridge)); rerr != nil {
+			return spec, rerr
+		}
+		s.att.Status.Network, s.att.Status.Bridge = "", ""
 	}
+	// A refusal the tenant caused (the spec outside the network's bounds)
+	// keeps status.network and status.bridge: running VMs keep their port
+	// until restarted, and a later change of the bridge still finds them.
 	return spec, s.invalidSpec("%s", err.Error())
 }
 
@@ -98,15 +125,18 @@ var tunedDefaultChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=delete
 
 // revoke takes the fast path away from the VMs of an attachment whose
-// network no longer admits its namespace: deleting the NAD stops new
-// launchers, but running VMs would keep their port on the node's bridge. It
-// unwires every VM the attachment wired (their specs come back byte for
-// byte) and deletes each running VMI whose spec carries the attachment's
-// network, with a Revoked Event on the VM: KubeVirt restarts a VM of
-// runStrategy Always or RerunOnFailure without the fast-path interface; a
-// Manual one stays stopped. The VMI is deleted with its UID as a
-// precondition, so a VMI started meanwhile (already unwired) is left alone.
-func (r *Reconciler) revoke(ctx context.Context, s *scope, why *v1alpha1.NamespaceNotAdmittedError) error {
+// network no longer admits its namespace or is gone (unwire), or moves
+// them off a bridge the attachment no longer renders (!unwire): deleting or
+// changing the NAD stops new launchers, but running VMs would keep their
+// port on the node's old bridge. With unwire it unwires every VM the
+// attachment wired (their specs come back byte for byte); either way it
+// deletes each running VMI of those VMs whose spec carries the attachment's
+// network, with a Revoked Warning Event on the VM saying why (message):
+// KubeVirt restarts a VM of runStrategy Always or RerunOnFailure (without
+// the fast-path interface, or on the new bridge); a Manual one stays
+// stopped. The VMI is deleted with its UID as a precondition, so a VMI
+// started meanwhile is left alone.
+func (r *Reconciler) revoke(ctx context.Context, s *scope, unwire bool, message string) error {
 	vms, err := r.listVMs(ctx, r.APIReader, s.att.Namespace)
 	if err != nil {
 		return err
@@ -118,9 +148,11 @@ func (r *Reconciler) revoke(ctx context.Context, s *scope, why *v1alpha1.Namespa
 		if wiring.Owner(vm.Object) != s.att.Name {
 			continue
 		}
-		if _, err := r.unwireVM(ctx, vm, s.att.Name); err != nil {
-			errs = append(errs, err)
-			continue
+		if unwire {
+			if _, err := r.unwireVM(ctx, vm, s.att.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.att.Namespace, Name: vm.GetName()}, vmi); err != nil {
@@ -136,9 +168,7 @@ func (r *Reconciler) revoke(ctx context.Context, s *scope, why *v1alpha1.Namespa
 			errs = append(errs, fmt.Errorf("failed to restart VirtualMachineInstance %s/%s to revoke its fast path: %w", s.att.Namespace, vm.GetName(), err))
 			continue
 		}
-		r.Recorder.Eventf(vm, corev1.EventTypeWarning, v1alpha1.ReasonRevoked,
-			"Restarted: FastPathNetwork %s no longer admits namespace %s (its spec.namespaceSelector %s), so FastPathAttachment %s's interface was removed from the VM and its running instance stopped",
-			why.Network, s.att.Namespace, why.Selector, s.att.Name)
+		r.Recorder.Eventf(vm, corev1.EventTypeWarning, v1alpha1.ReasonRevoked, "Restarted: %s", message)
 	}
 	return errors.Join(errs...)
 }

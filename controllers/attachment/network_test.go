@@ -280,6 +280,41 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 	})
 
+	It("restarts running VMs still on a network's old bridge, and revokes them when the network is deleted", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
+		original := specJSON(ns, "db-0")
+		net := createNetwork("move-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-old"})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
+		Eventually(func() string { return getAttachment(ns, "link").Status.Bridge }).Should(Equal("fp-old"))
+		Expect(getAttachment(ns, "link").Status.Network).To(Equal(net))
+		createVMI(ns, vmi{name: "db-0", node: "node-move", wired: true, attachment: "link"})
+
+		By("the admin moving the network to another bridge")
+		setBridge(net, "fp-new")
+		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
+			"the running VMI on the old bridge is stopped")
+		Eventually(objectEventReasons(ns, "VirtualMachine", "db-0")).Should(ContainElement("Warning/" + v1alpha1.ReasonRevoked))
+		Expect(vmOwner(ns, "db-0")()).To(Equal("link"), "the VM stays wired: it restarts onto the new bridge")
+		Eventually(func() string { return getAttachment(ns, "link").Status.Bridge }).Should(Equal("fp-new"))
+		Eventually(func() (string, error) { n, err := getNAD(ns, "link"); return n.Spec.Config, err }).Should(ContainSubstring(`"bridge":"fp-new"`))
+
+		By("a VMI that starts on the new bridge is left alone")
+		createVMI(ns, vmi{name: "db-0", node: "node-move", wired: true, attachment: "link"})
+		Consistently(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}}), 2*time.Second).Should(BeFalse())
+
+		By("the admin deleting the network")
+		Expect(env.Client.Delete(ctx, &v1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: net}})).To(Succeed())
+		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
+			"the running VMI on the deleted network's bridge is stopped")
+		Eventually(func() string { return specJSON(ns, "db-0") }).Should(Equal(original), "the VM is unwired byte for byte")
+		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonNetworkRefused))
+		Expect(getAttachment(ns, "link").Status.Bridge).To(BeEmpty())
+		Eventually(isGone(&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "link"}})).Should(BeTrue())
+	})
+
 	It("refuses an attachment on a network outside its namespace's reach, naming the field, and follows the admin's changes", func() {
 		ns := newNamespace()
 		tenant, _ := tenantClient(ns)
@@ -343,3 +378,16 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		}).Should(ContainSubstring("spec.networkRef.name: FastPathNetwork no-such-network does not exist"))
 	})
 })
+
+// setBridge changes a FastPathNetwork's spec.bridge as an admin would.
+func setBridge(name, bridge string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		net := &v1alpha1.FastPathNetwork{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, net); err != nil {
+			return err
+		}
+		net.Spec.Bridge = bridge
+		return env.Client.Update(ctx, net)
+	}).Should(Succeed())
+}
