@@ -136,6 +136,12 @@ type FastPathNetworkStatus struct {
 	// tuning is the result of the network's sweeps.
 	// +optional
 	Tuning *NetworkTuningStatus `json:"tuning,omitempty"`
+	// inUse is true while a FastPathAttachment's status.network names this
+	// network (fastpath-operator keeps it, writing only when it turns). While
+	// it is true, spec.bridge cannot change: the running VMs of those
+	// attachments are on the bridge.
+	// +optional
+	InUse bool `json:"inUse,omitempty"`
 	// conditions of the network.
 	// +optional
 	// +listType=map
@@ -152,7 +158,9 @@ type FastPathNetworkStatus struct {
 // +kubebuilder:printcolumn:name="MaxMTU",type=integer,JSONPath=`.spec.mtu.max`
 // +kubebuilder:printcolumn:name="Tuning",type=string,JSONPath=`.spec.tuning.mode`
 // +kubebuilder:printcolumn:name="TuningReady",type=string,JSONPath=`.status.conditions[?(@.type=="TuningReady")].reason`
+// +kubebuilder:printcolumn:name="InUse",type=boolean,JSONPath=`.status.inUse`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.inUse) || !oldSelf.status.inUse || self.spec.bridge == oldSelf.spec.bridge",message="spec.bridge cannot change while FastPathAttachments use the network (status.inUse): their running VMs are on the old bridge; delete those attachments first, or create another network"
 
 // FastPathNetwork is a cluster-scoped, admin-owned node-local network that
 // FastPathAttachments name in spec.networkRef. Only cluster admins write it

@@ -174,7 +174,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	if err != nil {
 		return fmt.Errorf("failed to set up the %s controller: %w", ControllerName, err)
 	}
-	return nil
+	return setupNetworkUsage(mgr, r.Client, r.Cache, options)
 }
 
 // Reconcile brings one FastPathAttachment's NAD, VM wiring and status in line

@@ -280,33 +280,44 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 	})
 
-	It("restarts running VMs still on a network's old bridge, and revokes them when the network is deleted", func() {
+	It("keeps a used network's bridge, restarts running VMs still on an old bridge, and revokes them when the network is deleted", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
 		original := specJSON(ns, "db-0")
-		net := createNetwork("move-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-old"})
+		old := createNetwork("old-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-old"})
+		moved := createNetwork("new-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-new"})
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: old}, Network: network("10.250.0.0/24")})
 		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
 		Eventually(func() string { return getAttachment(ns, "link").Status.Bridge }).Should(Equal("fp-old"))
-		Expect(getAttachment(ns, "link").Status.Network).To(Equal(net))
+		Expect(getAttachment(ns, "link").Status.Network).To(Equal(old))
+		Eventually(inUse(old)).Should(BeTrue())
 		createVMI(ns, vmi{name: "db-0", node: "node-move", wired: true, attachment: "link"})
 
-		By("the admin moving the network to another bridge")
-		setBridge(net, "fp-new")
+		By("the admin changing the bridge of the network in use: refused")
+		Expect(setBridge(old, "fp-other")).To(MatchError(ContainSubstring(
+			"spec.bridge cannot change while FastPathAttachments use the network (status.inUse)")))
+
+		By("the attachment moving to another network: the running VMI on the old bridge restarts, still wired")
+		att := getAttachment(ns, "link")
+		att.Spec.NetworkRef.Name = moved
+		Expect(env.Client.Update(ctx, att)).To(Succeed())
 		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
 			"the running VMI on the old bridge is stopped")
 		Eventually(objectEventReasons(ns, "VirtualMachine", "db-0")).Should(ContainElement("Warning/" + v1alpha1.ReasonRevoked))
 		Expect(vmOwner(ns, "db-0")()).To(Equal("link"), "the VM stays wired: it restarts onto the new bridge")
 		Eventually(func() string { return getAttachment(ns, "link").Status.Bridge }).Should(Equal("fp-new"))
 		Eventually(func() (string, error) { n, err := getNAD(ns, "link"); return n.Spec.Config, err }).Should(ContainSubstring(`"bridge":"fp-new"`))
+		Eventually(inUse(old)).Should(BeFalse())
+		Eventually(inUse(moved)).Should(BeTrue())
+		Expect(setBridge(old, "fp-other")).To(Succeed(), "an unused network's bridge may change")
 
 		By("a VMI that starts on the new bridge is left alone")
 		createVMI(ns, vmi{name: "db-0", node: "node-move", wired: true, attachment: "link"})
 		Consistently(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}}), 2*time.Second).Should(BeFalse())
 
 		By("the admin deleting the network")
-		Expect(env.Client.Delete(ctx, &v1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: net}})).To(Succeed())
+		Expect(env.Client.Delete(ctx, &v1alpha1.FastPathNetwork{ObjectMeta: metav1.ObjectMeta{Name: moved}})).To(Succeed())
 		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
 			"the running VMI on the deleted network's bridge is stopped")
 		Eventually(func() string { return specJSON(ns, "db-0") }).Should(Equal(original), "the VM is unwired byte for byte")
@@ -380,14 +391,24 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 })
 
 // setBridge changes a FastPathNetwork's spec.bridge as an admin would.
-func setBridge(name, bridge string) {
-	GinkgoHelper()
-	Eventually(func() error {
+func setBridge(name, bridge string) error {
+	for {
 		net := &v1alpha1.FastPathNetwork{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, net); err != nil {
 			return err
 		}
 		net.Spec.Bridge = bridge
-		return env.Client.Update(ctx, net)
-	}).Should(Succeed())
+		if err := env.Client.Update(ctx, net); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+// inUse returns a network's status.inUse.
+func inUse(name string) func() bool {
+	return func() bool {
+		net := &v1alpha1.FastPathNetwork{}
+		Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, net)).To(Succeed())
+		return net.Status.InUse
+	}
 }
