@@ -165,14 +165,24 @@ var _ = Describe("Bridges", func() {
 		Eventually(func(g Gomega) *fastpathv1alpha1.BridgeStatus { return bridgeStatus(a.fpn(g), brL) }).
 			Should(HaveField("MTU", int32(9216)))
 
-		By("leaving a bridge in place when its network is gone")
+		By("leaving a bridge in place while a port uses it when its network is gone")
+		a.bridges.setPorts(brL, "fp0123456789abc")
 		Expect(env.Client.Delete(ctx, netL)).To(Succeed())
 		Eventually(func(g Gomega) {
 			b := bridgeStatus(a.fpn(g), brL)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Attachments).To(BeEmpty())
 			g.Expect(b.Ready).To(BeTrue())
-			g.Expect(b.Message).To(HavePrefix("no FastPathNetwork names this bridge any more; left in place"))
+			g.Expect(b.Message).To(Equal("no FastPathNetwork names this bridge any more; left in place while 1 ports use it (fp0123456789abc), removed once none does"))
+		}).Should(Succeed())
+
+		By("removing it once no port uses it")
+		a.bridges.setPorts(brL)
+		Expect(env.Client.Delete(ctx, netO)).To(Succeed()) // an API event; the agent would also look again within 30 s
+		Eventually(func(g Gomega) {
+			fpn := a.fpn(g)
+			g.Expect(bridgeStatus(fpn, brL)).To(BeNil())
+			g.Expect(bridgeStatus(fpn, brO)).To(BeNil())
 		}).Should(Succeed())
 	})
 

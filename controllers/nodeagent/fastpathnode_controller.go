@@ -43,6 +43,9 @@ type BridgeManager interface {
 	Ensure(ctx context.Context, spec bridge.Spec) (bridge.State, error)
 	// Managed lists the bridges the agent created (carrying its marker).
 	Managed(ctx context.Context) ([]bridge.State, error)
+	// RemoveUnused deletes a bridge the agent created when it has no port
+	// (LinuxBridge and OVS only).
+	RemoveUnused(ctx context.Context, name string, datapath fastpathv1alpha1.Datapath) error
 }
 
 // RelayProgrammer is the vsock sibling relay; *relay.Relay is the real one.

@@ -127,21 +127,49 @@ func (r *Reconciler) ensureBridges(ctx context.Context, s *scope) (ctrl.Result, 
 	if err != nil && !(errors.Is(err, bridge.ErrOVSUnreachable) && !wantsOVS(s.desired)) {
 		log.Error(err, "Failed to list the agent's bridges")
 	}
+	leftover := false
 	for _, m := range managed {
 		if listed[m.Name] {
 			continue
 		}
 		listed[m.Name] = true
+		// A bridge of ours that no network names is removed once no port
+		// uses it (the operator restarts the VMs still on it): left in
+		// place, the NAD policy, which knows only the networks, would admit
+		// a tenant's plain bridge NAD on it (issue 39, item 6).
+		msg := ""
+		switch {
+		case m.Datapath == fastpathv1alpha1.DatapathMacvtap:
+			msg = "no FastPathNetwork names this bridge any more; left in place (the agent cannot see the macvtaps on a lower device: delete it by hand once it is idle)"
+		case len(m.Ports) > 0:
+			leftover = true
+			msg = fmt.Sprintf("no FastPathNetwork names this bridge any more; left in place while %d ports use it (%s), removed once none does", len(m.Ports), strings.Join(m.Ports, ", "))
+		default:
+			err := r.Bridges.RemoveUnused(ctx, m.Name, m.Datapath)
+			if err == nil {
+				log.Info("Removed a bridge no FastPathNetwork names and no port uses", "bridge", m.Name, "datapath", m.Datapath)
+				continue
+			}
+			leftover = true
+			msg = fmt.Sprintf("no FastPathNetwork names this bridge any more; not removed yet: %v", err)
+		}
 		s.bridges = append(s.bridges, fastpathv1alpha1.BridgeStatus{
-			Name: m.Name, Datapath: m.Datapath, MTU: int32(m.MTU), Ready: m.Exists && m.Up,
-			Message: fmt.Sprintf("no FastPathNetwork names this bridge any more; left in place with %d ports (delete it by hand once it is idle)", len(m.Ports)),
+			Name: m.Name, Datapath: m.Datapath, MTU: int32(m.MTU), Ready: m.Exists && m.Up, Message: msg,
 		})
 	}
 	if len(s.bridgeErrs) > 0 {
 		return r.retry(), nil
 	}
+	if leftover {
+		// Ports go without an API event (the CNI plugin's DEL): look again.
+		return ctrl.Result{RequeueAfter: leftoverBridgeRecheck}, nil
+	}
 	return ctrl.Result{}, nil
 }
+
+// leftoverBridgeRecheck is how often the agent looks again at a bridge no
+// network names that still has ports.
+const leftoverBridgeRecheck = 30 * time.Second
 
 // syncDevicePlugins runs the macvtap device plugin of every desired Macvtap
 // bridge (healthy while the bridge is ready) and the sibling device plugin

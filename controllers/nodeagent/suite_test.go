@@ -2,6 +2,7 @@ package nodeagent_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -89,6 +90,26 @@ func (f *fakeBridges) Managed(context.Context) ([]bridge.State, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// RemoveUnused forgets a port-less bridge, as the real manager deletes it.
+func (f *fakeBridges) RemoveUnused(_ context.Context, name string, _ fastpathv1alpha1.Datapath) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.created[name]; ok && len(st.Ports) > 0 {
+		return fmt.Errorf("failed to remove bridge %s: %w", name, bridge.ErrInUse)
+	}
+	delete(f.created, name)
+	return nil
+}
+
+// setPorts gives the "created" bridge name ports.
+func (f *fakeBridges) setPorts(name string, ports ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.created[name]
+	st.Ports = ports
+	f.created[name] = st
 }
 
 func (f *fakeBridges) setErr(name string, err error) {

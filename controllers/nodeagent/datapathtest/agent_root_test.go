@@ -351,3 +351,57 @@ func TestABridgeTheAgentDidNotMakeIsLeftAlone(t *testing.T) {
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(c.Message).To(ContainSubstring(br))
 }
+
+// TestABridgeNoNetworkNamesIsRemovedOnceNoPortUsesIt: when its network is
+// deleted, a Linux and an OVS bridge the agent made stay while a port uses
+// them and are deleted once none does; an unmarked bridge no network names
+// is never touched (issue 39, item 6).
+func TestABridgeNoNetworkNamesIsRemovedOnceNoPortUsesIt(t *testing.T) {
+	g := NewWithT(t)
+	n := newNode(t)
+	ns := namespace(t)
+	brL, brO, foreign := testutil.UniqueName("fpag"), testutil.UniqueName("fpag"), testutil.UniqueName("fpag")
+	portL, peerL, portO := testutil.UniqueName("fpag"), testutil.UniqueName("fpag"), testutil.UniqueName("fpag")
+	deleteLinuxBridgeAtCleanup(t, brL)
+	deleteLinuxBridgeAtCleanup(t, foreign)
+	deleteLinuxBridgeAtCleanup(t, portL) // the veth pair
+	deleteOVSBridgeAtCleanup(t, n.socket, brO)
+	netL := network(t, fastpathv1alpha1.DatapathLinuxBridge, brL, 9000)
+	netO := network(t, fastpathv1alpha1.DatapathOVS, brO, 9000)
+	attach(t, ns, "lb", netL.Name)
+	attach(t, ns, "ovs", netO.Name)
+	g.Expect(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: foreign}})).To(Succeed())
+	r := n.newInstance()
+	reconcile(t, r)
+
+	t.Log("A port on each bridge, as a running VM's")
+	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: portL, MasterIndex: link(t, brL).Attrs().Index}, PeerName: peerL})).To(Succeed())
+	vsctl(t, n.socket, "add-port", brO, portO, "--", "set", "Interface", portO, "type=internal")
+
+	t.Log("The admin deletes both networks: the bridges stay while their ports do")
+	g.Expect(env.Client.Delete(context.Background(), netL)).To(Succeed())
+	g.Expect(env.Client.Delete(context.Background(), netO)).To(Succeed())
+	reconcile(t, r)
+	g.Expect(link(t, brL).Type()).To(Equal("bridge"))
+	g.Expect(vsctl(t, n.socket, "list-br")).To(ContainSubstring(brO))
+	fpn := n.fpn()
+	g.Expect(bridgeStatus(fpn, brL).Message).To(Equal(fmt.Sprintf("no FastPathNetwork names this bridge any more; left in place while 1 ports use it (%s), removed once none does", portL)))
+	g.Expect(bridgeStatus(fpn, brO).Message).To(Equal(fmt.Sprintf("no FastPathNetwork names this bridge any more; left in place while 1 ports use it (%s), removed once none does", portO)))
+
+	t.Log("The ports go (the VMs restarted): the bridges go too")
+	g.Expect(netlink.LinkDel(link(t, portL))).To(Succeed())
+	vsctl(t, n.socket, "del-port", brO, portO)
+	reconcile(t, r)
+	_, err := netlink.LinkByName(brL)
+	g.Expect(err).To(BeAssignableToTypeOf(netlink.LinkNotFoundError{}), "Linux bridge %s deleted", brL)
+	g.Expect(strings.Fields(vsctl(t, n.socket, "list-br"))).NotTo(ContainElement(brO))
+	fpn = n.fpn()
+	g.Expect(bridgeStatus(fpn, brL).Name).To(BeEmpty())
+	g.Expect(bridgeStatus(fpn, brO).Name).To(BeEmpty())
+	g.Expect(link(t, foreign).Type()).To(Equal("bridge"), "a bridge without the agent's mark is never removed")
+
+	t.Log("The manager never removes an unmarked bridge, nor one with a port, when asked directly")
+	m := &bridge.Manager{Marker: n.marker, Log: testr.New(t)}
+	g.Expect(m.RemoveUnused(context.Background(), foreign, fastpathv1alpha1.DatapathLinuxBridge)).To(MatchError(bridge.ErrNotMarked))
+	g.Expect(link(t, foreign).Type()).To(Equal("bridge"))
+}

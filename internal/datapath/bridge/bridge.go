@@ -223,3 +223,24 @@ func (m *Manager) RemoveManaged(ctx context.Context) (Removed, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// ErrInUse is wrapped by RemoveUnused when the bridge still has ports.
+var ErrInUse = errors.New("bridge has ports")
+
+// RemoveUnused deletes bridge name of datapath LinuxBridge or OVS when it
+// carries the agent's marker and has no port (the state is read again
+// here, not taken from an earlier Managed). A bridge without the marker is
+// never touched (ErrNotMarked), one with a port neither (ErrInUse), and a
+// macvtap lower device is not removed: its macvtaps live in the pods'
+// network namespaces, which the host's cannot list. A missing bridge is not
+// an error.
+func (m *Manager) RemoveUnused(ctx context.Context, name string, datapath fastpathv1alpha1.Datapath) error {
+	switch datapath {
+	case fastpathv1alpha1.DatapathLinuxBridge:
+		return m.removeLinux(name)
+	case fastpathv1alpha1.DatapathOVS:
+		return m.removeOVS(ctx, name)
+	default:
+		return fmt.Errorf("failed to remove bridge %s: datapath %q is not removed by the agent", name, datapath)
+	}
+}

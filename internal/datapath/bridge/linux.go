@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -159,4 +160,30 @@ func (m *Manager) managedLinux() ([]State, error) {
 func isLinkNotFound(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf)
+}
+
+// removeLinux deletes the marked, port-less Linux bridge name.
+func (m *Manager) removeLinux(name string) error {
+	link, err := netlink.LinkByName(name)
+	if isLinkNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to look up Linux bridge %s: %w", name, err)
+	}
+	if link.Type() != linkTypeBridge || link.Attrs().Alias != m.linuxAlias() {
+		return fmt.Errorf("failed to remove Linux bridge %s: %w", name, ErrNotMarked)
+	}
+	st, err := m.inspectLinux(link)
+	if err != nil {
+		return err
+	}
+	if len(st.Ports) > 0 {
+		return fmt.Errorf("failed to remove Linux bridge %s: %w (%s)", name, ErrInUse, strings.Join(st.Ports, ", "))
+	}
+	if err := netlink.LinkDel(link); err != nil && !isLinkNotFound(err) {
+		return fmt.Errorf("failed to delete Linux bridge %s: %w", name, err)
+	}
+	m.Log.Info("Deleted a Linux bridge no FastPathNetwork names and no port uses", "bridge", name)
+	return nil
 }

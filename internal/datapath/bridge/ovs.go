@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -207,4 +208,27 @@ func (m *Manager) removeManagedOVS(ctx context.Context) ([]string, error) {
 		out = append(out, b.Name)
 	}
 	return out, errors.Join(errs...)
+}
+
+// removeOVS deletes the marked, port-less OVS bridge name.
+func (m *Manager) removeOVS(ctx context.Context, name string) error {
+	c, err := m.ovsClient(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to remove OVS bridge %s: %w", name, err)
+	}
+	st, err := m.inspectOVS(ctx, c, name)
+	if err != nil || !st.Exists {
+		return err
+	}
+	if !st.Managed {
+		return fmt.Errorf("failed to remove OVS bridge %s: %w", name, ErrNotMarked)
+	}
+	if len(st.Ports) > 0 {
+		return fmt.Errorf("failed to remove OVS bridge %s: %w (%s)", name, ErrInUse, strings.Join(st.Ports, ", "))
+	}
+	if err := c.DeleteBridge(ctx, name); err != nil {
+		return fmt.Errorf("failed to delete OVS bridge %s: %w", name, err)
+	}
+	m.Log.Info("Deleted an OVS bridge no FastPathNetwork names and no port uses", "bridge", name)
+	return nil
 }
