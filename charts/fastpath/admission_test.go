@@ -30,6 +30,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/vm/kubevirtcr"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // The chart's ValidatingAdmissionPolicies, rendered by helm and enforced by a
@@ -147,6 +148,76 @@ func TestChartAdmissionPoliciesEnforce(t *testing.T) {
 			To(MatchError(ContainSubstring("not system:serviceaccount:kube-system:replicaset-controller")), "a workload controller acting for a tenant")
 		g.Expect(tenant.Create(ctx, pod("plain", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}, false))).To(Succeed(), "other pods are not ours to police")
 		g.Expect(as("system:serviceaccount:kubevirt:kubevirt-controller", nil).Create(ctx, pod("launcher", sibling, false))).To(Succeed())
+	})
+
+	t.Run("VMs request the agent's devices only as the operator wired them", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := env.NewNamespace(ctx, "vap-vm-dev")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "tenant"}}})).To(Succeed())
+		g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vap-vm-dev-operator"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fastpath-system", Name: "fastpath-operator"},
+				{Kind: rbacv1.UserKind, Name: "system:serviceaccount:kubevirt:kubevirt-controller"}}})).To(Succeed())
+		tenant := as("tenant", nil)
+		operator := as("system:serviceaccount:fastpath-system:fastpath-operator", nil)
+		vm := func(name string, limits map[string]any) *unstructured.Unstructured {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+				"metadata": map[string]any{"namespace": ns, "name": name},
+				"spec": map[string]any{"runStrategy": "Always", "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "db"}},
+					"spec": map[string]any{"domain": map[string]any{"devices": map[string]any{}, "memory": map[string]any{"guest": "1Gi"}}}}}}}
+			if limits != nil {
+				g.Expect(unstructured.SetNestedMap(u.Object, limits, "spec", "template", "spec", "domain", "resources", "limits")).To(Succeed())
+			}
+			return u
+		}
+		macvtap := fastpathv1alpha1.MacvtapResourceName("fplow0")
+		refusedMacvtap := ContainSubstring("spec.template.spec.domain.resources names " + macvtap + ": a VirtualMachine never requests macvtap.fastpath.io devices itself")
+		refusedSibling := ContainSubstring("only fastpath-operator requests vsock.fastpath.io devices for a VirtualMachine")
+		// The policy takes effect asynchronously after creation.
+		g.Eventually(func() error {
+			return tenant.Create(ctx, vm("all-macvtaps", map[string]any{macvtap: "128"}), client.DryRunAll)
+		},
+			30*time.Second, 200*time.Millisecond).Should(MatchError(refusedMacvtap))
+		g.Expect(operator.Create(ctx, vm("op-macvtaps", map[string]any{macvtap: "1"}), client.DryRunAll)).To(MatchError(refusedMacvtap), "not even the operator's")
+		g.Expect(tenant.Create(ctx, vm("sibling", map[string]any{fastpathv1alpha1.SiblingResourceName: "64"}), client.DryRunAll)).To(MatchError(refusedSibling))
+		forged := vm("forged", map[string]any{fastpathv1alpha1.SiblingResourceName: "1"})
+		forged.SetAnnotations(map[string]string{wiring.RecordAnnotation: `{"attachment":"x","added":["siblingResource"]}`})
+		g.Expect(tenant.Create(ctx, forged, client.DryRunAll)).To(MatchError(refusedSibling), "a tenant may write the record annotation too")
+		g.Expect(as("system:serviceaccount:kubevirt:kubevirt-controller", nil).Create(ctx,
+			&unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+				"metadata": map[string]any{"namespace": ns, "name": "vc"},
+				"spec":     map[string]any{"domain": map[string]any{"devices": map[string]any{}, "resources": map[string]any{"limits": map[string]any{fastpathv1alpha1.SiblingResourceName: "1"}}}}}},
+			client.DryRunAll)).To(Succeed(), "virt-controller makes a wired VM's VMI")
+		g.Expect(tenant.Create(ctx,
+			&unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+				"metadata": map[string]any{"namespace": ns, "name": "own"},
+				"spec":     map[string]any{"domain": map[string]any{"devices": map[string]any{}, "resources": map[string]any{"limits": map[string]any{macvtap: "128"}}}}}},
+			client.DryRunAll)).To(MatchError(ContainSubstring("only KubeVirt's virt-controller (system:serviceaccount:kubevirt:kubevirt-controller) creates VirtualMachineInstances that request")))
+
+		By := func(s string) { t.Log(s) }
+		By("the operator wiring a Sibling VM: its limit and record are admitted, and the tenant may keep them")
+		plain := vm("db-0", nil)
+		g.Expect(tenant.Create(ctx, plain)).To(Succeed(), "a VM without our devices is not ours to police")
+		wired := plain.DeepCopy()
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(plain), wired)).To(Succeed())
+		changed, err := wiring.Wire(wired.Object, wiring.Desired{Attachment: "link", SiblingVSOCK: true})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(changed).To(BeTrue())
+		g.Expect(operator.Update(ctx, wired)).To(Succeed())
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(plain), wired)).To(Succeed())
+		g.Expect(unstructured.SetNestedField(wired.Object, "2Gi", "spec", "template", "spec", "domain", "memory", "guest")).To(Succeed())
+		g.Expect(tenant.Update(ctx, wired)).To(Succeed(), "the tenant changes its VM and keeps what the operator wrote")
+		more := wired.DeepCopy()
+		g.Expect(unstructured.SetNestedField(more.Object, "64", "spec", "template", "spec", "domain", "resources", "limits", fastpathv1alpha1.SiblingResourceName)).To(Succeed())
+		g.Expect(tenant.Update(ctx, more)).To(MatchError(refusedSibling), "but takes no more devices")
+		noRecord := wired.DeepCopy()
+		unstructured.RemoveNestedField(noRecord.Object, "metadata", "annotations", wiring.RecordAnnotation)
+		g.Expect(tenant.Update(ctx, noRecord)).To(MatchError(refusedSibling), "nor keeps the devices without the operator's record")
+		g.Expect(wiring.Unwire(wired.Object)).To(BeTrue())
+		g.Expect(tenant.Update(ctx, wired)).To(Succeed(), "removing them is always allowed")
 	})
 
 	t.Run("the operator writes outside its namespace only the objects it made", func(t *testing.T) {
