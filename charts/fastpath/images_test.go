@@ -64,6 +64,7 @@ const (
 var imageUses = map[string]string{
 	"Deployment/fastpath-operator/operator":              "operator",
 	"Job/fastpath-unregister-binding-plugins/unregister": "operator",
+	"Job/fastpath-node-cleanup/cleanup":                  "operator",
 	"DaemonSet/fastpath-agent/install-cni":               "agent",
 	"DaemonSet/fastpath-agent/agent":                     "agent",
 	"operator/--runner-image":                            "bench",
