@@ -176,7 +176,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 	bash hack/demo-check.sh qemu
 	@date -u +'test: %T stage e2e on real QEMU guests'
 	$(IN_HARNESS) FASTPATH_GUESTS=qemu go test $(GO_TEST_FLAGS) ./e2e/...
-	@# The same suite on a real single-node cluster: kubelet, containerd, Multus and
+	@# The same suite on a real two-node cluster: kubelets, containerds, Multus and
 	@# KubeVirt built from source (make setup-kubevirt, cached in bin/kubevirt/), its
 	@# VMs booting the real guest under QEMU (TCG where KVM cannot boot a guest).
 	@date -u +'test: %T stage e2e on a real cluster with KubeVirt'
@@ -213,9 +213,10 @@ KUBEVIRT ?= 1
 KUBEVIRT_VERSION = $(shell awk '$$1 == "require" && $$2 == "kubevirt.io/kubevirt" { print $$3 }' $(ROOT)/hack/tools/kubevirt/go.mod)
 CLUSTER_KUBEVIRT = $(if $(filter 1,$(KUBEVIRT)),--kubevirt --kubevirt-dir $(BIN)/kubevirt/$(KUBEVIRT_VERSION),)
 # NODES=2 (or 3): each node in network, mount, UTS and PID namespaces of its
-# own, on the bridge fpnodes0; 1 (the default): the node is this host.
-NODES ?= 1
-CLUSTER_UP = $(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(NODES)
+# own, on the bridge fpnodes0; 1: the node is this host. make cluster defaults
+# to 1, make e2e-cluster to 2 (its two-node specs need them).
+NODES ?=
+CLUSTER_UP = $(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(or $(NODES),1)
 
 .PHONY: cluster
 cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## Start a real cluster (kubelet, containerd, Multus, KubeVirt built from source: kubelet root /var/lib/kubelet, shared mounts; NODES=2 or 3: each node in its own namespaces) under _out/cluster and wait until KubeVirt is Available; KUBECONFIG=_out/cluster/kubeconfig. KUBEVIRT=0: without KubeVirt.
@@ -231,11 +232,11 @@ cluster-install: build ## helm install Fastpath on the cluster with the local im
 	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
 .PHONY: e2e-cluster
-e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster: make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
+e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster of two nodes (NODES=1..3): make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
 	@# "|| rc=": under the shell's -e a failure at the end of the && list would
 	@# exit the recipe before the cluster is taken down.
 	@start=$$(date +%s); rc=0; \
-	$(CLUSTER_UP) && $(CLUSTER) install && \
+	$(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(or $(NODES),2) && $(CLUSTER) install && \
 	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
