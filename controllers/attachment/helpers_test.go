@@ -150,6 +150,21 @@ func updateAttachment(ns, name string, change func(*v1alpha1.FastPathAttachment)
 	}).Should(Succeed())
 }
 
+// updateNetwork applies change to the current FastPathNetwork and writes it
+// back, again on a conflict: the operator writes the network's status
+// (status.inUse) while a test edits its spec.
+func updateNetwork(name string, change func(*v1alpha1.FastPathNetwork)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		n := &v1alpha1.FastPathNetwork{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
+			return err
+		}
+		change(n)
+		return env.Client.Update(ctx, n)
+	}).Should(Succeed())
+}
+
 // conditionOf returns "Status/Reason" of a condition, or "" when absent.
 func conditionOf(ns, name, conditionType string) func() string {
 	return func() string {

@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
@@ -69,10 +68,7 @@ var _ = Describe("Datapath Macvtap", func() {
 			`{"bridge":{},"macAddress":"02:00:00:00:00:01","name":"storage"}`), "the user's interfaces stay")
 
 		By("the admin moving the network to LinuxBridge: the NAD loses the resource, the VMs get the fastpath binding plugin")
-		n := &v1alpha1.FastPathNetwork{}
-		Expect(env.Client.Get(ctx, client.ObjectKey{Name: net}, n)).To(Succeed())
-		n.Spec.Datapath = v1alpha1.DatapathLinuxBridge
-		Expect(env.Client.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.Datapath = v1alpha1.DatapathLinuxBridge })
 		Eventually(func() map[string]string {
 			nad, err := getNAD(ns, "db-link")
 			Expect(err).NotTo(HaveOccurred())

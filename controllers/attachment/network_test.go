@@ -182,10 +182,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		Eventually(nadConfig).Should(ContainSubstring(`"portSecurity":false`))
 
 		By("the admin enabling it")
-		n := &v1alpha1.FastPathNetwork{}
-		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
-		n.Spec.PortSecurity = v1alpha1.PortSecurityEnabled
-		Expect(env.Client.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.PortSecurity = v1alpha1.PortSecurityEnabled })
 		Eventually(nadConfig).Should(And(ContainSubstring(`"bridge":"fp-ps"`), Not(ContainSubstring(`portSecurity`))))
 	})
 
@@ -199,12 +196,16 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		})
 		// The status the tuning controller leaves (it does not run in this
 		// suite): applied a minute ago, so the attachment below is new.
-		n := &v1alpha1.FastPathNetwork{}
-		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
 		at := metav1.NewTime(time.Now().Add(-time.Minute))
-		n.Status.Tuning = &v1alpha1.NetworkTuningStatus{AppliedAt: &at, Applied: &v1alpha1.TuningSetting{MTU: 65520,
-			Offloads: &v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOff, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}}}
-		Expect(env.Client.Status().Update(ctx, n)).To(Succeed())
+		Eventually(func() error { // again on a conflict with the operator's status.inUse
+			n := &v1alpha1.FastPathNetwork{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Name: net}, n); err != nil {
+				return err
+			}
+			n.Status.Tuning = &v1alpha1.NetworkTuningStatus{AppliedAt: &at, Applied: &v1alpha1.TuningSetting{MTU: 65520,
+				Offloads: &v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOff, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}}}
+			return env.Client.Status().Update(ctx, n)
+		}).Should(Succeed())
 		spec := network("10.250.0.0/24")
 		spec.Offloads = &v1alpha1.Offloads{GRO: v1alpha1.OffloadOn}
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: spec})
@@ -224,9 +225,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"Off\",\"gro\":\"On\",\"txChecksum\":\"On\",\"rxChecksum\":\"On\"}`)))
 
 		By("the admin setting tuning mode Off")
-		Expect(env.Client.Get(ctx, types.NamespacedName{Name: net}, n)).To(Succeed())
-		n.Spec.Tuning.Mode = v1alpha1.TuningOff
-		Expect(env.Client.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.Tuning.Mode = v1alpha1.TuningOff })
 		Eventually(nadConfig).Should(And(ContainSubstring(`"mtu":9000`), ContainSubstring(`"offloads":{"tso":true,"gso":true,"gro":true,"txChecksum":true,"rxChecksum":true}`)))
 		Eventually(tuning).Should(And(ContainSubstring(`\"mtu\":9000`),
 			ContainSubstring(`\"offloads\":{\"tso\":\"On\",\"gso\":\"On\",\"gro\":\"On\",\"txChecksum\":\"On\",\"rxChecksum\":\"On\"}`)))
@@ -299,9 +298,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			"spec.bridge cannot change while FastPathAttachments use the network (status.inUse)")))
 
 		By("the attachment moving to another network: the running VMI on the old bridge restarts, still wired")
-		att := getAttachment(ns, "link")
-		att.Spec.NetworkRef.Name = moved
-		Expect(env.Client.Update(ctx, att)).To(Succeed())
+		updateAttachment(ns, "link", func(att *v1alpha1.FastPathAttachment) { att.Spec.NetworkRef.Name = moved })
 		Eventually(isGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-0"}})).Should(BeTrue(),
 			"the running VMI on the old bridge is stopped")
 		Eventually(objectEventReasons(ns, "VirtualMachine", "db-0")).Should(ContainElement("Warning/" + v1alpha1.ReasonRevoked))
