@@ -40,13 +40,11 @@ func (s *scope) setCondition(conditionType string, status metav1.ConditionStatus
 	})
 }
 
-// setColocated compares the nodes of the running member VMs.
+// setColocated compares the nodes of the running member VMs. Placement None
+// asks for no co-location, and VMs apart are then reported all the same
+// (only VMs on one node share the fast path), but Ready does not count it
+// (setReady).
 func (s *scope) setColocated() {
-	if s.spec.Placement == v1alpha1.PlacementNone {
-		s.setCondition(v1alpha1.ColocatedCondition, metav1.ConditionTrue, v1alpha1.ReasonPlacementNone,
-			"spec.placement is None: co-location is not checked")
-		return
-	}
 	byNode := map[string][]string{}
 	for _, st := range s.vms {
 		if st.member() && st.status.Node != "" {
@@ -54,10 +52,13 @@ func (s *scope) setColocated() {
 		}
 	}
 	nodes := sortedKeys(byNode)
-	switch len(nodes) {
-	case 0:
+	switch {
+	case s.spec.Placement == v1alpha1.PlacementNone && len(nodes) <= 1:
+		s.setCondition(v1alpha1.ColocatedCondition, metav1.ConditionTrue, v1alpha1.ReasonPlacementNone,
+			fmt.Sprintf("spec.placement is None: co-location is not asked for; running VMs on %d node(s)", len(nodes)))
+	case len(nodes) == 0:
 		s.setCondition(v1alpha1.ColocatedCondition, metav1.ConditionTrue, v1alpha1.ReasonNoRunningVMs, "no selected VM is running")
-	case 1:
+	case len(nodes) == 1:
 		s.setCondition(v1alpha1.ColocatedCondition, metav1.ConditionTrue, v1alpha1.ReasonColocated,
 			fmt.Sprintf("%d running VMs on node %s", len(byNode[nodes[0]]), nodes[0]))
 	default:
@@ -93,6 +94,9 @@ func (s *scope) setReady() {
 	}
 	var problems []string
 	for _, t := range summarizedConditions {
+		if t == v1alpha1.ColocatedCondition && s.spec.Placement == v1alpha1.PlacementNone {
+			continue // None asks for no co-location: VMs apart are reported, not a fault
+		}
 		c := meta.FindStatusCondition(s.att.Status.Conditions, t)
 		switch {
 		case c == nil:

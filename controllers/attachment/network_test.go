@@ -118,6 +118,23 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		SetDefaultEventuallyPollingInterval(interval)
 	})
 
+	It("reports the VMs of a placement None attachment apart Colocated=False with both nodes, without counting it against Ready", func() {
+		ns := newNamespace()
+		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
+		createVM(ns, "db-1", busyVM, map[string]string{"app": "db"})
+		net := createNetwork("none-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-none"})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Placement: v1alpha1.PlacementNone,
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
+		Eventually(vmOwner(ns, "db-1")).Should(Equal("link"))
+		createVMI(ns, vmi{name: "db-0", node: "node-a", wired: true, attachment: "link"})
+		Eventually(conditionOf(ns, "link", v1alpha1.ColocatedCondition)).Should(Equal("True/" + v1alpha1.ReasonPlacementNone))
+		createVMI(ns, vmi{name: "db-1", node: "node-b", wired: true, attachment: "link"})
+		Eventually(conditionOf(ns, "link", v1alpha1.ColocatedCondition)).Should(Equal("False/" + v1alpha1.ReasonNotColocated))
+		Expect(conditionMessage(ns, "link", v1alpha1.ColocatedCondition)).To(And(ContainSubstring("db-0 on node-a"), ContainSubstring("db-1 on node-b")))
+		Consistently(func() string { return conditionMessage(ns, "link", v1alpha1.ReadyCondition) }, "2s").ShouldNot(ContainSubstring(v1alpha1.ColocatedCondition))
+	})
+
 	It("lets a tenant with the namespace's edit role manage attachments, never networks, nodes or status", func() {
 		ns := newNamespace()
 		tenant, user := tenantClient(ns)
