@@ -196,14 +196,7 @@ func (d *downer) run(ctx context.Context) {
 		d.step("remove the kubelet's iptables chains (and the tables it made)", func() error { return removeKubeletIPTables(d.st.NFTables) })
 	}
 	d.step("remove shim sockets and /var/log/containers links", d.removeHostFiles)
-	if len(d.st.Sysctls) > 0 {
-		d.step("restore the kernel settings the kubelet changed", func() error {
-			if failed := restoreSysctls(d.st.Sysctls); len(failed) > 0 {
-				return fmt.Errorf("not restored: %s", strings.Join(failed, "; "))
-			}
-			return nil
-		})
-	}
+	d.restoreKernelSettings()
 	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
 	if len(d.st.KubeVirtDirs) > 0 {
 		d.step("remove "+strings.Join(d.st.KubeVirtDirs, ", ")+" (made for KubeVirt)", d.removeKubeVirtDirs)
@@ -217,6 +210,20 @@ func (d *downer) run(ctx context.Context) {
 			return nil
 		})
 	}
+}
+
+// restoreKernelSettings is Down's step that writes back the kernel settings
+// the kubelets changed (recorded by Up in the run state), when there are any.
+func (d *downer) restoreKernelSettings() {
+	if len(d.st.Sysctls) == 0 {
+		return
+	}
+	d.step("restore the kernel settings the kubelets changed", func() error {
+		if failed := restoreSysctls(d.st.Sysctls); len(failed) > 0 {
+			return fmt.Errorf("not restored: %s", strings.Join(failed, "; "))
+		}
+		return nil
+	})
 }
 
 // agentBridges returns the Linux bridges FastPathNode nodeName reports as the

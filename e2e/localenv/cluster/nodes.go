@@ -101,8 +101,8 @@ func (o Options) nodeOptions(n nodeState) Options {
 	return no
 }
 
-// nodeDirs are the directories of a node (under its directory) bound over
-// the node's paths: its own /var/lib (the kubelet's root, libcni's cache,
+// nodeBinds are the [source, target] pairs of node n's directories (under
+// <Dir>/nodes/<name>) bound over the node's paths: its own /var/lib (the kubelet's root, libcni's cache,
 // host-local's addresses, KubeVirt's state), /var/log and the cluster's CNI
 // directory.
 func (o Options) nodeBinds(n nodeState) [][2]string {
@@ -501,13 +501,6 @@ func (d *downer) runNodes(ctx context.Context) {
 		}
 		return errors.Join(errs...)
 	})
-	if len(d.st.Sysctls) > 0 {
-		d.step("restore the kernel settings the kubelets changed", func() error {
-			if failed := restoreSysctls(d.st.Sysctls); len(failed) > 0 {
-				return fmt.Errorf("not restored: %s", strings.Join(failed, "; "))
-			}
-			return nil
-		})
-	}
+	d.restoreKernelSettings()
 	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
 }
