@@ -3,6 +3,8 @@ package images
 import (
 	"context"
 	"fmt"
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
 	"io"
 	"os"
 	"os/exec"
@@ -77,26 +79,7 @@ func tagDigests(ctx context.Context, address string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("failed to list the images of containerd %s: %w", address, err)
 	}
-	have := map[string]bool{}
-	var tags [][2]string
-	for _, line := range strings.Split(string(ls), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 3 || !strings.HasPrefix(f[2], "sha256:") {
-			continue
-		}
-		have[f[0]] = true
-		// <repository>:<tag>, the tag after the last path element's colon
-		// (a registry's host:port has one too).
-		i := strings.LastIndex(f[0], ":")
-		if strings.Contains(f[0], "@") || i < 0 || strings.Contains(f[0][i:], "/") {
-			continue
-		}
-		tags = append(tags, [2]string{f[0], f[0][:i] + "@" + f[2]})
-	}
-	for _, t := range tags {
-		if have[t[1]] {
-			continue
-		}
+	for _, t := range digestNames(string(ls)) {
 		cmd := exec.CommandContext(ctx, "ctr", "--address", address, "-n", CRINamespace, "images", "tag", t[0], t[1])
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Run(); err != nil {
@@ -104,6 +87,51 @@ func tagDigests(ctx context.Context, address string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// digestNames reads `ctr images ls` (columns REF TYPE DIGEST ...) and
+// returns, for each tagged image without its digest name yet, the pair
+// [<repository>:<tag>, <repository>@<manifest digest>]. Names are parsed
+// with distribution's reference package; what is not a tagged name (a
+// digest name, a bare sha256 ID) is skipped.
+func digestNames(ls string) [][2]string {
+	type row struct{ ref, digest string }
+	var rows []row
+	have := map[string]bool{}
+	for _, line := range strings.Split(ls, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[2], "sha256:") {
+			continue
+		}
+		have[f[0]] = true
+		rows = append(rows, row{f[0], f[2]})
+	}
+	var out [][2]string
+	for _, r := range rows {
+		if _, err := digest.Parse(r.ref); err == nil {
+			continue // an image ID (sha256:<config digest>), which the CRI lists as a ref
+		}
+		named, err := reference.ParseNormalizedNamed(r.ref)
+		if err != nil {
+			continue
+		}
+		if _, tagged := named.(reference.Tagged); !tagged {
+			continue
+		}
+		d, err := digest.Parse(r.digest)
+		if err != nil {
+			continue
+		}
+		canonical, err := reference.WithDigest(reference.TrimNamed(named), d)
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSuffix(r.ref, ":"+named.(reference.Tagged).Tag()) + "@" + canonical.Digest().String()
+		if !have[name] {
+			out = append(out, [2]string{r.ref, name})
+		}
+	}
+	return out
 }
 
 // PrintResults writes a table of Build's results: image, ref, size, and
