@@ -227,25 +227,97 @@ func (u *upper) startInNode(n nodeState, name string, argv, env []string) error 
 	return runstate.Save(u.l.state, u.state)
 }
 
+// nodesBridgeOwner is the key of NodesBridge's alias: the alias is
+// nodesBridgeOwner=<state file of the cluster that made it>.
+const nodesBridgeOwner = "fastpath-dev-cluster"
+
 // nodesBridge makes NodesBridge with the host's address (recorded first, so
-// Down removes it after a failure).
+// Down removes it after a failure), its alias naming this cluster's state
+// file. A NodesBridge left by a cluster that is gone (every process of its
+// state file dead, or the file itself gone: a killed run, a restarted
+// machine) is removed first, with its ports; a live cluster's, or one not
+// made by a cluster, is refused.
 func (u *upper) nodesBridge() error {
-	if _, err := netlink.LinkByName(NodesBridge); err == nil {
-		return fmt.Errorf("link %s exists (another cluster's, or one not brought down?): make cluster-down", NodesBridge)
+	if err := clearStaleBridge(u.o.Out, NodesBridge); err != nil {
+		return err
 	}
 	u.state.NodesBridge = NodesBridge
 	if err := runstate.Save(u.l.state, u.state); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(u.l.state)
+	if err != nil {
 		return err
 	}
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: NodesBridge}}
 	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("failed to create bridge %s: %w", NodesBridge, err)
 	}
+	if err := netlink.LinkSetAlias(br, nodesBridgeOwner+"="+abs); err != nil {
+		return fmt.Errorf("failed to mark %s as this cluster's: %w", NodesBridge, err)
+	}
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: hostAddr().AsSlice(), Mask: net.CIDRMask(NodesCIDR.Bits(), 32)}}
 	if err := netlink.AddrAdd(br, addr); err != nil {
 		return fmt.Errorf("failed to address %s: %w", NodesBridge, err)
 	}
 	return netlink.LinkSetUp(br)
+}
+
+// clearStaleBridge removes bridge name (and its veth ports) when a cluster
+// that no longer runs left it, saying so on out; it is an error when the
+// bridge belongs to a live cluster or was not made by a cluster (no
+// nodesBridgeOwner alias): never remove what another made.
+func clearStaleBridge(out io.Writer, name string) error {
+	old, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	owner, ok := strings.CutPrefix(old.Attrs().Alias, nodesBridgeOwner+"=")
+	if !ok || clusterAlive(owner) {
+		return fmt.Errorf("link %s exists (another cluster's, or one not brought down?): make cluster-down", name)
+	}
+	if err := removeBridgeWithPorts(old); err != nil {
+		return fmt.Errorf("failed to remove %s, left by the cluster of %s (no longer running): %w", name, owner, err)
+	}
+	fmt.Fprintf(out, "cluster: removed %s, left by the cluster of %s (no longer running)\n", name, owner)
+	return nil
+}
+
+// clusterAlive reports whether the cluster whose state file is at path
+// still runs: a process it recorded (a daemon or a node's init) is alive.
+// A missing or unreadable file is a cluster that is gone.
+func clusterAlive(path string) bool {
+	st, err := runstate.Load[runState](path)
+	if err != nil {
+		return false
+	}
+	for _, p := range st.Processes {
+		if p.Alive() {
+			return true
+		}
+	}
+	for _, n := range st.Nodes {
+		if n.Init.Alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// removeBridgeWithPorts deletes bridge br and the veths enslaved to it.
+func removeBridgeWithPorts(br netlink.Link) error {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.Attrs().MasterIndex == br.Attrs().Index && l.Type() == "veth" {
+			if err := netlink.LinkDel(l); err != nil {
+				return fmt.Errorf("failed to delete port %s: %w", l.Attrs().Name, err)
+			}
+		}
+	}
+	return netlink.LinkDel(br)
 }
 
 // wireNode gives node n its uplink: a veth pair, the host end a port of

@@ -1,13 +1,20 @@
 package cluster
 
 import (
+	"io"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
 )
 
 func TestNodePlanGivesEachNodeItsAddressAndPodCIDR(t *testing.T) {
@@ -99,4 +106,67 @@ func TestNodeLayoutKeepsTheCNIPathsOfTheClusterAndTheRestApart(t *testing.T) {
 		g.Expect(c.TLSCertFile).To(HavePrefix(filepath.Join("/tmp/fpc/nodes", n.Name) + "/"))
 	}
 	g.Expect(o.nodeOptions(plan[0]).plannedNodes()).To(HaveLen(2), "a node's Options still know the plan")
+}
+
+// TestClearStaleBridgeRemovesOnlyADeadClustersBridge: a nodes bridge left by
+// a cluster that no longer runs (its state file gone, or every process in it
+// dead) goes, with its ports; a live cluster's, or an unmarked one, stays and
+// is an error. Needs root (netlink); uses bridges of its own names.
+func TestClearStaleBridgeRemovesOnlyADeadClustersBridge(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	self, ok := runstate.Record("test", os.Getpid())
+	g.Expect(ok).To(BeTrue())
+	live := filepath.Join(dir, "live.json")
+	g.Expect(runstate.Save(live, runState{Processes: []runstate.Process{self}})).To(Succeed())
+	dead := filepath.Join(dir, "dead.json")
+	g.Expect(runstate.Save(dead, runState{Processes: []runstate.Process{{Name: "kubelet", PID: self.PID, Exe: self.Exe, Start: self.Start + 1}}})).To(Succeed())
+
+	suffix := strconv.Itoa(os.Getpid() % 100000)
+	mk := func(name, alias string) {
+		t.Helper()
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+		g.Expect(netlink.LinkAdd(br)).To(Succeed())
+		t.Cleanup(func() {
+			if l, err := netlink.LinkByName(name); err == nil {
+				_ = netlink.LinkDel(l)
+			}
+		})
+		if alias != "" {
+			g.Expect(netlink.LinkSetAlias(br, alias)).To(Succeed())
+		}
+	}
+	exists := func(name string) bool { _, err := netlink.LinkByName(name); return err == nil }
+
+	for _, c := range []struct {
+		name, alias string
+		removed     bool
+	}{
+		{"fpt-gone" + suffix, nodesBridgeOwner + "=" + filepath.Join(dir, "missing.json"), true},
+		{"fpt-dead" + suffix, nodesBridgeOwner + "=" + dead, true},
+		{"fpt-live" + suffix, nodesBridgeOwner + "=" + live, false},
+		{"fpt-other" + suffix, "", false},
+	} {
+		mk(c.name, c.alias)
+		port := "fptp" + suffix + c.name[4:5]
+		br, err := netlink.LinkByName(c.name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port, MasterIndex: br.Attrs().Index}, PeerName: port + "p"})).To(Succeed())
+		t.Cleanup(func() {
+			if l, err := netlink.LinkByName(port); err == nil {
+				_ = netlink.LinkDel(l)
+			}
+		})
+		var out strings.Builder
+		err = clearStaleBridge(&out, c.name)
+		if c.removed {
+			g.Expect(err).NotTo(HaveOccurred(), c.name)
+			g.Expect(out.String()).To(ContainSubstring("removed " + c.name))
+		} else {
+			g.Expect(err).To(MatchError(ContainSubstring("link "+c.name+" exists")), c.name)
+		}
+		g.Expect(exists(c.name)).To(Equal(!c.removed), c.name)
+		g.Expect(exists(port)).To(Equal(!c.removed), c.name+"'s port")
+	}
+	g.Expect(clearStaleBridge(io.Discard, "fpt-none"+suffix)).To(Succeed(), "no bridge: nothing to do")
 }
