@@ -25,10 +25,32 @@ const (
 	// virt-launcher Pod. Fastpath does not need the gate; a warning only,
 	// Ready does not summarise it.
 	SidecarGateOffCondition = "SidecarGateOff"
+	// MovedTogetherCondition (spec.eviction MigrateTogether): True while the
+	// member VMs are where their moves left them (reason Moved, or Idle when
+	// none had to leave its node); False while a group move runs (Moving) or
+	// when one cannot run (NoTargetNode, MoveFailed). The fast path is down
+	// for the VMs of a running move; Ready does not summarise it (the VMs
+	// run, and a drain waiting for room is the admin's to resolve).
+	MovedTogetherCondition = "MovedTogether"
 )
 
 // FastPathAttachment condition reasons.
 const (
+	// ReasonIdle: no member VM has had to leave its node (MovedTogether).
+	ReasonIdle = "Idle"
+	// ReasonMoving: a group move runs; the message names the VMs and nodes.
+	ReasonMoving = "Moving"
+	// ReasonMoved: the last group move ended with every VM on its new node.
+	ReasonMoved = "Moved"
+	// ReasonNoTargetNode: member VMs must leave a node but no other node can
+	// take them all; the message names each node tried and why not.
+	ReasonNoTargetNode = "NoTargetNode"
+	// ReasonMoveFailed: a migration of the move failed MaxMoveAttempts
+	// times; the move is retried after a pause.
+	ReasonMoveFailed = "MoveFailed"
+	// ReasonMigrationReplaced (Event): a migration of one member that the
+	// operator did not start was deleted and replaced by a move of the group.
+	ReasonMigrationReplaced = "MigrationReplaced"
 	// ReasonReady: everything is in place.
 	ReasonReady = "Ready"
 	// ReasonNotReady: a summarised condition is False; the message names it.

@@ -44,6 +44,19 @@ var (
 	DefaultSessions = []int32{1, 5}
 )
 
+// DefaultEviction is spec.eviction's default for a placement: MigrateTogether
+// where the VMs share a node (Required, Preferred), MigrateAlone for None.
+func DefaultEviction(p Placement) Eviction {
+	if p == PlacementNone {
+		return EvictionMigrateAlone
+	}
+	return EvictionMigrateTogether
+}
+
+// MaxMoveAttempts is how many migrations the operator creates for one VM of
+// a move (MoveStatus) before it gives the move up as failed.
+const MaxMoveAttempts = 3
+
 // DefaultAttachmentSpec returns a copy of spec with every unset field set to its
 // default. A nil network or vsock stays nil (they are not defaulted into
 // existence). It never fails and never mutates its argument.
@@ -51,6 +64,9 @@ func DefaultAttachmentSpec(spec FastPathAttachmentSpec) FastPathAttachmentSpec {
 	out := *spec.DeepCopy()
 	if out.Placement == "" {
 		out.Placement = DefaultPlacement
+	}
+	if out.Eviction == "" {
+		out.Eviction = DefaultEviction(out.Placement)
 	}
 	if v := out.VSOCK; v != nil && v.Mode == "" {
 		v.Mode = DefaultVSOCKMode

@@ -20,6 +20,26 @@ const (
 	PlacementNone Placement = "None"
 )
 
+// Eviction says what the operator does when a member VM must leave its node:
+// a drain's eviction, KubeVirt's workload updater or a user's
+// VirtualMachineInstanceMigration.
+// +kubebuilder:validation:Enum=MigrateTogether;MigrateAlone
+type Eviction string
+
+const (
+	// EvictionMigrateTogether moves every member VM on the node being left to
+	// one other node, live, so the fast path works again there: the VMs get
+	// KubeVirt's evictionStrategy External (KubeVirt denies the eviction and
+	// marks the VMI, the operator migrates the group) and a migration of one
+	// member that the operator did not start is replaced by a move of the
+	// group. When no node can take them all, nothing moves and the drain
+	// waits; the attachment's MovedTogether condition and an Event say why.
+	EvictionMigrateTogether Eviction = "MigrateTogether"
+	// EvictionMigrateAlone leaves each VM to KubeVirt: the cluster's eviction
+	// strategy applies and a VM may end up on a node without its peers.
+	EvictionMigrateAlone Eviction = "MigrateAlone"
+)
+
 // Datapath is the node-local switch that carries the fast virtio-net path.
 // +kubebuilder:validation:Enum=LinuxBridge;OVS;Macvtap
 type Datapath string
@@ -50,6 +70,7 @@ const (
 
 // FastPathAttachmentSpec declares the fast paths of a set of VMs.
 // +kubebuilder:validation:XValidation:rule="has(self.network) || has(self.vsock)",message="at least one of spec.network or spec.vsock must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.eviction) || self.eviction != 'MigrateTogether' || !has(self.placement) || self.placement != 'None'",message="spec.eviction MigrateTogether needs spec.placement Required or Preferred: VMs placed apart have no group to move",fieldPath=".eviction"
 // +kubebuilder:validation:XValidation:rule="has(self.network) || !has(self.vsock) || !has(self.vsock.mode) || self.vsock.mode != 'Sibling'",message="spec.vsock.mode Sibling needs spec.network: the domain hook that adds the vhost-user-vsock device runs as the sidecar of Fastpath's network binding plugin, which KubeVirt starts only for a VM with an interface of that binding",fieldPath=".vsock.mode"
 type FastPathAttachmentSpec struct {
 	// vmSelector selects KubeVirt VirtualMachines in the attachment's namespace by
@@ -61,6 +82,13 @@ type FastPathAttachmentSpec struct {
 	// Default Required (DefaultPlacement).
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
+
+	// eviction says what happens when a member VM must leave its node (a
+	// drain, KubeVirt's workload updater, a VirtualMachineInstanceMigration):
+	// MigrateTogether | MigrateAlone. Default: MigrateTogether for placement
+	// Required and Preferred, MigrateAlone for None (DefaultEviction).
+	// +optional
+	Eviction Eviction `json:"eviction,omitempty"`
 
 	// networkRef names the cluster-scoped FastPathNetwork (made by a cluster
 	// admin) that spec.network attaches to: its datapath and bridge, and the
@@ -303,6 +331,13 @@ type FastPathAttachmentStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	VMs []VMStatus `json:"vms,omitempty"`
 
+	// move is the group move in progress (spec.eviction MigrateTogether):
+	// the member VMs that were on node from, migrating together to node to.
+	// Unset when no move runs; the MovedTogether condition tells the last
+	// one's outcome.
+	// +optional
+	Move *MoveStatus `json:"move,omitempty"`
+
 	// vsockServices are the relay routes: one per declared service.
 	// +optional
 	// +listType=map
@@ -366,6 +401,38 @@ type VMStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// MoveStatus is one move of a group of member VMs to another node.
+type MoveStatus struct {
+	// from is the node the VMs leave.
+	From string `json:"from"`
+	// to is the node the operator chose for all of them: schedulable, its
+	// FastPathNode Ready for the attachment's network, with room for every VM
+	// (the requests of their virt-launcher pods).
+	To string `json:"to"`
+	// vms are the VMs that move, by name.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	VMs []string `json:"vms"`
+	// cause is what started the move: Eviction (a VMI marked for evacuation,
+	// as a drain does) or Migration (a VirtualMachineInstanceMigration of a
+	// member that the operator did not create, such as KubeVirt's workload
+	// updater's or a user's).
+	// +kubebuilder:validation:Enum=Eviction;Migration
+	Cause string `json:"cause"`
+	// startTime is when the operator started the move.
+	StartTime metav1.Time `json:"startTime"`
+	// attempts counts the migrations the operator created for the move,
+	// retries included (at most MaxMoveAttempts per VM).
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+}
+
+// Causes of a move (MoveStatus.Cause).
+const (
+	MoveCauseEviction  = "Eviction"
+	MoveCauseMigration = "Migration"
+)
+
 // RelayPort maps a service name to the host relay port a guest dials at CID 2.
 type RelayPort struct {
 	// service name from spec.vsock.services.
@@ -415,6 +482,7 @@ type VSOCKServiceStatus struct {
 // +kubebuilder:printcolumn:name="Datapath",type=string,JSONPath=`.status.datapath`
 // +kubebuilder:printcolumn:name="MTU",type=integer,JSONPath=`.status.mtu`
 // +kubebuilder:printcolumn:name="VSOCK",type=string,JSONPath=`.spec.vsock.mode`,priority=1
+// +kubebuilder:printcolumn:name="Eviction",type=string,JSONPath=`.spec.eviction`,priority=1
 // +kubebuilder:printcolumn:name="VMs",type=integer,JSONPath=`.status.wiredVMs`
 // +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.selectedVMs`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1

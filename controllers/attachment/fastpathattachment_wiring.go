@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -35,6 +36,28 @@ var vmPatchBackoff = func() wait.Backoff {
 	return b
 }()
 
+// desiredFor is the wiring of one VM (its object as about to be patched):
+// the attachment's, with the pod affinity term left out while the VM is in
+// a group move (MoveStatus), and without the eviction strategy on a VM whose
+// running VMI lacks it and whose record does not hold it yet. KubeVirt
+// applies no change of evictionStrategy to a running VMI and marks the VM
+// RestartRequired, which stops its live updates of affinity as well, so a
+// VM wired before the field existed gets it at its next start instead.
+func (r *Reconciler) desiredFor(ctx context.Context, s *scope, name string, vm map[string]any) wiring.Desired {
+	d := s.desired
+	if mv := s.att.Status.Move; mv != nil && slices.Contains(mv.VMs, name) {
+		d.SuspendPlacement = true
+	}
+	if d.EvictionStrategy != "" && !wiring.SetsEvictionStrategy(vm) {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: s.att.Namespace, Name: name}, vmi)
+		if err == nil && vmi.DeletionTimestamp.IsZero() && (vmi.Spec.EvictionStrategy == nil || string(*vmi.Spec.EvictionStrategy) != d.EvictionStrategy) {
+			d.EvictionStrategy = ""
+		}
+	}
+	return d
+}
+
 // reconcileWiring wires the VMs this attachment owns and unwires the ones it
 // released.
 func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -63,7 +86,7 @@ func (r *Reconciler) reconcileWiring(ctx context.Context, s *scope) (ctrl.Result
 					}
 				}
 				tookOver = unwired
-				wired, err := wiring.Wire(obj, s.desired)
+				wired, err := wiring.Wire(obj, r.desiredFor(ctx, s, st.name, obj))
 				return unwired || wired, err
 			})
 			switch {

@@ -31,8 +31,8 @@ type entry struct {
 
 type wants struct {
 	entries []entry
-	// scalars maps dotted paths to the wanted value (always true today).
-	scalars map[string]bool
+	// scalars maps dotted paths to the wanted value (a bool or a string).
+	scalars map[string]any
 }
 
 func wanted(d Desired) (wants, error) {
@@ -49,7 +49,7 @@ func wanted(d Desired) (wants, error) {
 	equalTo := func(v any) func(any) bool {
 		return func(e any) bool { return jsonEqual(e, v) }
 	}
-	w := wants{scalars: map[string]bool{}}
+	w := wants{scalars: map[string]any{}}
 	iface := entry{item: ItemInterface, path: pathInterfaces, match: byName, byName: true}
 	network := entry{item: ItemNetwork, path: pathNetworks, match: byName, byName: true}
 	tuningAnn := entry{item: ItemTuning, path: pathAnnotations, key: v1alpha1.TuningAnnotation}
@@ -82,10 +82,14 @@ func wanted(d Desired) (wants, error) {
 	label := entry{item: ItemLabel, path: pathLabels, key: v1alpha1.AttachmentLabel, value: d.Attachment}
 	req := entry{item: ItemRequiredAffinity, path: pathRequired, match: equalTo(term)}
 	pref := entry{item: ItemPreferredAffinity, path: pathPreferred, match: equalTo(preferred)}
-	switch d.Placement {
-	case v1alpha1.PlacementRequired:
+	if d.EvictionStrategy != "" {
+		w.scalars[strings.Join(pathEviction, ".")] = d.EvictionStrategy
+	}
+	switch {
+	case d.SuspendPlacement:
+	case d.Placement == v1alpha1.PlacementRequired:
 		req.value = term
-	case v1alpha1.PlacementPreferred:
+	case d.Placement == v1alpha1.PlacementPreferred:
 		pref.value = preferred
 	}
 	w.entries = []entry{network, iface, label, tuningAnn, modeAnn, siblingNode, siblingRes, req, pref}
@@ -259,7 +263,7 @@ func (w *editor) mapEntry(e entry) error {
 	return nil
 }
 
-func (w *editor) scalars(want map[string]bool) error {
+func (w *editor) scalars(want map[string]any) error {
 	// Restore what is no longer wanted.
 	kept := w.rec.Scalars[:0:0]
 	for _, s := range w.rec.Scalars {

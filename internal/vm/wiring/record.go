@@ -3,6 +3,8 @@ package wiring
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -131,4 +133,15 @@ func removeRecord(vm map[string]any) {
 		// The API server drops an empty metadata.annotations map anyway.
 		delete(meta, "annotations")
 	}
+}
+
+// SetsEvictionStrategy reports whether the Record on the VM says the
+// operator set spec.template.spec.evictionStrategy (Desired.EvictionStrategy).
+func SetsEvictionStrategy(vm map[string]any) bool {
+	rec, err := ReadRecord(vm)
+	if err != nil || rec == nil {
+		return false
+	}
+	f := strings.Join(pathEviction, ".")
+	return slices.ContainsFunc(rec.Scalars, func(s Scalar) bool { return s.Field == f })
 }

@@ -65,6 +65,7 @@ var (
 	pathAnnotations = []string{"metadata", "annotations"}
 	pathNodeSel     = []string{"spec", "nodeSelector"}
 	pathLimits      = []string{"spec", "domain", "resources", "limits"}
+	pathEviction    = []string{"spec", "evictionStrategy"}
 	pathRequired    = []string{"spec", "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}
 	pathPreferred   = []string{"spec", "affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"}
 )
@@ -98,7 +99,27 @@ type Desired struct {
 	SiblingVSOCK bool
 	// Placement selects the pod affinity term: Required, Preferred or None ("" is None).
 	Placement v1alpha1.Placement
+	// SuspendPlacement leaves the pod affinity term out while a group move
+	// runs (v1alpha1.MoveStatus): a required term would make every migration
+	// target unschedulable (the peers it asks for are all on the node being
+	// left). KubeVirt applies affinity changes to the running VMI live
+	// (rollout strategy LiveUpdate); the migrations then name the target
+	// node in addedNodeSelector, and the term comes back when all arrived.
+	SuspendPlacement bool
+	// EvictionStrategy sets spec.evictionStrategy (KubeVirt's
+	// EvictionStrategyExternal, "External", for eviction MigrateTogether: an
+	// eviction marks the VMI and is denied, and the operator moves the group);
+	// "" leaves the field alone. A value the user had is recorded and comes
+	// back on Unwire. KubeVirt does not apply it to a running VMI live: it
+	// takes effect at the VM's next start, as the interface does.
+	EvictionStrategy string
 }
+
+// EvictionStrategyExternal is KubeVirt's evictionStrategy value with which
+// virt-api denies a launcher pod's eviction and sets the VMI's
+// status.evacuationNodeName, leaving the migration to another controller
+// (kubevirt.io/api core/v1 EvictionStrategyExternal).
+const EvictionStrategyExternal = "External"
 
 // Network is the network part of a Desired wiring.
 type Network struct {
@@ -125,6 +146,9 @@ type Network struct {
 func ForAttachment(att *v1alpha1.FastPathAttachment) Desired {
 	spec := v1alpha1.DefaultAttachmentSpec(att.Spec)
 	d := Desired{Attachment: att.Name, AttachmentUID: string(att.UID), Placement: spec.Placement}
+	if spec.Eviction == v1alpha1.EvictionMigrateTogether {
+		d.EvictionStrategy = EvictionStrategyExternal
+	}
 	if spec.Network != nil {
 		d.Network = &Network{NetworkAttachmentDefinition: att.Name, Binding: DefaultBinding, Tuning: domaintuning.FromNetworkSpec(*spec.Network)}
 		if spec.Network.Datapath == v1alpha1.DatapathMacvtap {

@@ -92,6 +92,16 @@ func TestWireUnwireRestoresTheOriginalByteForByte(t *testing.T) {
 		"network, one queue, None": {Attachment: "db-link", Network: &Network{NetworkAttachmentDefinition: "db-link", Tuning: domaintuning.Interface{MTU: 1500, Queues: 1}}, Placement: v1alpha1.PlacementNone},
 		"vsock only, Required":     {Attachment: "db-link", VSOCK: true, Placement: v1alpha1.PlacementRequired},
 		"network+vsock, macvtap":   withBinding(full(v1alpha1.PlacementRequired), DefaultMacvtapBinding),
+		"MigrateTogether, Required": func() Desired {
+			d := full(v1alpha1.PlacementRequired)
+			d.EvictionStrategy = EvictionStrategyExternal
+			return d
+		}(),
+		"MigrateTogether, moving": func() Desired {
+			d := full(v1alpha1.PlacementRequired)
+			d.EvictionStrategy, d.SuspendPlacement = EvictionStrategyExternal, true
+			return d
+		}(),
 	}
 	for vmName, vm := range map[string]string{"minimal": minimalVM, "busy": busyVM, "empty lists": emptyListsVM} {
 		for dName, d := range desires {
@@ -321,8 +331,9 @@ func TestForAttachmentAppliesDefaults(t *testing.T) {
 			MTU: 9000, Queues: 1, RxQueueSize: 1024, TxQueueSize: 256,
 			Offloads: domaintuning.Offloads{TSO: "On", GSO: "On", GRO: "On", TXChecksum: "On", RXChecksum: "On"},
 		}},
-		VSOCK:     true,
-		Placement: v1alpha1.PlacementRequired,
+		VSOCK:            true,
+		Placement:        v1alpha1.PlacementRequired,
+		EvictionStrategy: EvictionStrategyExternal,
 	}))
 	att.Spec.Network = nil
 	att.Spec.Placement = v1alpha1.PlacementNone
@@ -375,4 +386,57 @@ func TestWireKeepsTheAttachmentUID(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(changed).To(gomega.BeTrue(), "the uid is added to a record without one")
 	g.Expect(OwnerUID(roundTrip(t, legacy))).To(gomega.Equal("uid-2"))
+}
+
+// TestMoveSuspendsTheRequiredTermAndEvictionStrategyComesBack: during a
+// group move the required pod affinity term leaves the template and comes
+// back after it, the user's other terms untouched; spec.evictionStrategy is
+// External while wired and the user's own value (LiveMigrate) returns on
+// Unwire.
+func TestMoveSuspendsTheRequiredTermAndEvictionStrategyComesBack(t *testing.T) {
+	g := gomega.NewWithT(t)
+	vm := `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"db-0","namespace":"apps"},
+ "spec":{"template":{"spec":{"evictionStrategy":"LiveMigrate","domain":{},
+  "affinity":{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"topologyKey":"kubernetes.io/hostname"}]}}}}}}`
+	original := canonical(t, decode(t, vm))
+	d := Desired{Attachment: "db-link", Placement: v1alpha1.PlacementRequired, EvictionStrategy: EvictionStrategyExternal}
+	required := func(obj map[string]any) []any {
+		l, _, _ := unstructuredList(obj, "spec", "template", "spec", "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+		return l
+	}
+	obj := decode(t, vm)
+	_, err := Wire(obj, d)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["evictionStrategy"]).To(gomega.Equal("External"))
+	g.Expect(required(obj)).To(gomega.HaveLen(2))
+	g.Expect(SetsEvictionStrategy(obj)).To(gomega.BeTrue())
+
+	moving := d
+	moving.SuspendPlacement = true
+	obj = roundTrip(t, obj)
+	changed, err := Wire(obj, moving)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(changed).To(gomega.BeTrue())
+	g.Expect(required(obj)).To(gomega.HaveLen(1), "only the user's term stays during a move")
+	g.Expect(canonical(t, required(obj)[0])).To(gomega.ContainSubstring(`"app":"cache"`))
+
+	obj = roundTrip(t, obj)
+	_, err = Wire(obj, d)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(required(obj)).To(gomega.HaveLen(2), "the term is back after the move")
+
+	obj = roundTrip(t, obj)
+	_, err = Unwire(obj)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(canonical(t, obj)).To(gomega.Equal(original))
+	g.Expect(SetsEvictionStrategy(obj)).To(gomega.BeFalse())
+}
+
+func unstructuredList(obj map[string]any, path ...string) ([]any, bool, error) {
+	v, found, err := nested(obj, path)
+	if err != nil || !found {
+		return nil, found, err
+	}
+	l, _ := v.([]any)
+	return l, true, nil
 }
