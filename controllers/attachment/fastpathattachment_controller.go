@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -158,13 +160,16 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		b = b.Watches(vm, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVM),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 				predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI))
+			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForVMI)).
+			Watches(&kubevirtv1.VirtualMachineInstanceMigration{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForMigration))
 		kv := &unstructured.Unstructured{}
 		kv.SetGroupVersionKind(kubevirtcr.KubeVirtGVK)
 		b = b.Watches(kv, handler.EnqueueRequestsFromMapFunc(r.allAttachments),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	err := b.Watches(&v1alpha1.FastPathNode{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNode),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeSchedulingChanged})).
 		Watches(&v1alpha1.FastPathNetwork{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNetwork),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, tunedDefaultChanged))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.attachmentsForNamespace),
@@ -214,9 +219,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileNetwork,
 		r.reconcileWiring,
 		r.reconcileObservation,
+		r.reconcileMove,
 		r.reconcileVSOCK,
 		r.reconcileNodes,
 	}...)
+}
+
+// nodeSchedulingChanged passes the Node updates a group move's target
+// choice reads (cordon, taints, labels, readiness, allocatable), not the
+// kubelet's periodic status writes.
+func nodeSchedulingChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	ready := func(n *corev1.Node) corev1.ConditionStatus {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	return o.Spec.Unschedulable != n.Spec.Unschedulable || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) || ready(o) != ready(n) || !equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
 }
 
 func sameName(_ context.Context, obj client.Object) []ctrl.Request {

@@ -145,7 +145,14 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.base.Status, s.att.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, s.att, client.MergeFrom(s.base)); err != nil {
+	patch := client.MergeFrom(s.base)
+	if !equality.Semantic.DeepEqual(s.base.Status.Move, s.att.Status.Move) {
+		// The move is the operator's memory between reconciles: a reconcile
+		// that read the attachment before the last move change (a stale
+		// cache) must not write over it. The conflict retries it.
+		patch = client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, s.att, patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,10 +76,27 @@ func (r *Reconciler) attachmentsForVMI(ctx context.Context, obj client.Object) [
 	return out
 }
 
-// attachmentsForNode maps a FastPathNode to the attachments with VMs on that node.
+// attachmentsForMigration maps a VirtualMachineInstanceMigration to the
+// attachments of the VM it migrates (the VMI and its VM share the name).
+func (r *Reconciler) attachmentsForMigration(ctx context.Context, obj client.Object) []ctrl.Request {
+	m, ok := obj.(*kubevirtv1.VirtualMachineInstanceMigration)
+	if !ok {
+		return nil
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Spec.VMIName}}
+	return r.attachmentsForVMI(ctx, vmi)
+}
+
+// attachmentsForNode maps a FastPathNode or a Node to the attachments with
+// VMs on that node, and to those whose group has nowhere to move (a node
+// that changed may now take it).
 func (r *Reconciler) attachmentsForNode(ctx context.Context, obj client.Object) []ctrl.Request {
 	var out []ctrl.Request
 	for _, a := range r.attachmentsIn(ctx, "") {
+		if c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.MovedTogetherCondition); c != nil && c.Reason == v1alpha1.ReasonNoTargetNode {
+			out = append(out, request(&a))
+			continue
+		}
 		if slices.ContainsFunc(a.Status.VMs, func(v v1alpha1.VMStatus) bool { return v.Node == obj.GetName() }) {
 			out = append(out, request(&a))
 		}

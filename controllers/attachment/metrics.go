@@ -2,6 +2,7 @@ package attachment
 
 import (
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,10 +37,18 @@ var (
 		Name: "fastpath_vm_patches_total",
 		Help: "VirtualMachine template patches sent by the attachment reconciler, by result (success, conflict, error).",
 	}, []string{"result"})
+	// groupMoveSeconds is how long group moves (spec.eviction
+	// MigrateTogether) took, from the start to the last VM's arrival: the
+	// time the moving VMs' fast path was down.
+	groupMoveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fastpath_group_move_duration_seconds",
+		Help:    "Duration of the group moves of MigrateTogether attachments, from the start to the last VM's arrival on the target node (their fast path is down meanwhile).",
+		Buckets: []float64{5, 10, 20, 30, 60, 120, 300, 600, 1200},
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(attachmentsByCondition, vmsWired, vmsSelected, vmPatches)
+	metrics.Registry.MustRegister(attachmentsByCondition, vmsWired, vmsSelected, vmPatches, groupMoveSeconds)
 }
 
 var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
@@ -67,6 +76,11 @@ func (m *metricsRecorder) observe(att *v1alpha1.FastPathAttachment) {
 	defer m.mu.Unlock()
 	m.conds[key] = conds
 	m.publish()
+}
+
+// observeMove records the duration of one finished group move.
+func (m *metricsRecorder) observeMove(_ types.NamespacedName, took time.Duration) {
+	groupMoveSeconds.Observe(took.Seconds())
 }
 
 func (m *metricsRecorder) forget(key types.NamespacedName) {

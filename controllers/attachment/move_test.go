@@ -1,0 +1,184 @@
+package attachment_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/controllers/attachment"
+)
+
+// createNode writes a Ready Node with room, and its FastPathNode Ready
+// with the suite's default network's bridge, as the agent would.
+func createNode(name string) {
+	GinkgoHelper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+	Expect(env.Client.Create(ctx, n)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(ctx, n))).To(Succeed()) })
+	// The API server's TaintNodesByCondition admission taints a new Node
+	// not-ready; the node lifecycle controller, absent here, would lift it.
+	n.Spec.Taints = nil
+	Expect(env.Client.Update(ctx, n)).To(Succeed())
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Capacity = n.Status.Allocatable
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+	Expect(env.Client.Status().Update(ctx, n)).To(Succeed())
+	createFastPathNode(name, metav1.ConditionTrue)
+	fpn := &v1alpha1.FastPathNode{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Name: name}, fpn)).To(Succeed())
+	fpn.Status.Bridges = []v1alpha1.BridgeStatus{{Name: "fastpath0", Network: defaultNetwork, Ready: true, MTU: 9000}}
+	Expect(env.Client.Status().Update(ctx, fpn)).To(Succeed())
+}
+
+// moveMigrations lists the migrations the operator created for a move.
+func moveMigrations(ns string) func() []kubevirtv1.VirtualMachineInstanceMigration {
+	return func() []kubevirtv1.VirtualMachineInstanceMigration {
+		l := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+		Expect(env.Client.List(ctx, l, client.InNamespace(ns), client.HasLabels{attachment.MoveLabel})).To(Succeed())
+		return l.Items
+	}
+}
+
+// setVMIStatus changes a VMI's status as virt-controller would.
+func setVMIStatus(ns, name string, change func(*kubevirtv1.VirtualMachineInstanceStatus)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		v := &kubevirtv1.VirtualMachineInstance{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, v); err != nil {
+			return err
+		}
+		change(&v.Status)
+		return env.Client.Status().Update(ctx, v)
+	}).Should(Succeed())
+}
+
+var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
+	It("moves the VMs of a drained node together to a node that can take them all, and puts the placement back", func() {
+		ns := newNamespace()
+		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
+		createNode(nodeA)
+		createNode(nodeB)
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
+		}
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		Expect(templatePart(ns, "db-0", "spec", "evictionStrategy")).To(Equal(`"External"`), "MigrateTogether is the default of placement Required")
+		Expect(templatePart(ns, "db-0", "spec", "affinity")).To(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"))
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
+		}
+		Eventually(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)).Should(Equal("True/" + v1alpha1.ReasonIdle))
+
+		By("a drain's eviction marks one VMI for evacuation")
+		setVMIStatus(ns, "db-0", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = nodeA })
+		Eventually(func() *v1alpha1.MoveStatus { return getAttachment(ns, "link").Status.Move }).Should(And(
+			Not(BeNil()), HaveField("From", nodeA), HaveField("To", nodeB), HaveField("VMs", ConsistOf("db-0", "db-1")), HaveField("Cause", v1alpha1.MoveCauseEviction)))
+		Expect(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)()).To(Equal("False/" + v1alpha1.ReasonMoving))
+		Eventually(func() string { return templatePart(ns, "db-0", "spec", "affinity") }).ShouldNot(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"),
+			"the required term would make the migration target unschedulable")
+		Expect(templatePart(ns, "db-0", "spec", "evictionStrategy")).To(Equal(`"External"`))
+
+		By("one migration per VM, each naming the target node")
+		Eventually(moveMigrations(ns)).Should(HaveLen(2))
+		for _, m := range moveMigrations(ns)() {
+			Expect(m.Spec.AddedNodeSelector).To(Equal(map[string]string{corev1.LabelHostname: nodeB}))
+			Expect(m.Spec.VMIName).To(BeElementOf("db-0", "db-1"))
+		}
+		Consistently(moveMigrations(ns)).Should(HaveLen(2), "no second migration while the first is on its way")
+
+		By("both arrive")
+		for _, m := range moveMigrations(ns)() {
+			m.Status.Phase = kubevirtv1.MigrationSucceeded
+			Expect(env.Client.Status().Update(ctx, &m)).To(Succeed())
+		}
+		Consistently(moveMigrations(ns)).Should(HaveLen(2), "a migration that succeeded is not repeated while the VMI does not yet show its new node")
+		for _, m := range moveMigrations(ns)() {
+			setVMIStatus(ns, m.Spec.VMIName, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.NodeName, s.EvacuationNodeName = nodeB, "" })
+		}
+		Eventually(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)).Should(Equal("True/"+v1alpha1.ReasonMoved),
+			func() string { return conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition) })
+		Expect(getAttachment(ns, "link").Status.Move).To(BeNil())
+		Expect(conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition)).To(ContainSubstring("from node " + nodeA + " to node " + nodeB))
+		Eventually(func() string { return templatePart(ns, "db-0", "spec", "affinity") }).Should(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"),
+			"the placement is back once the group is together again")
+		Eventually(eventReasons(ns, "link")).Should(ContainElements("Normal/"+v1alpha1.ReasonMoving, "Normal/"+v1alpha1.ReasonMoved))
+		Expect(conditionOf(ns, "link", v1alpha1.ColocatedCondition)()).To(Equal("True/" + v1alpha1.ReasonColocated))
+	})
+
+	It("replaces a migration of one member that it did not start with a move of the group", func() {
+		ns := newNamespace()
+		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
+		createNode(nodeA)
+		createNode(nodeB)
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
+		}
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
+		}
+		users := &kubevirtv1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users-migration"},
+			Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "db-1"},
+		}
+		Expect(env.Client.Create(ctx, users)).To(Succeed())
+		Eventually(isGone(users)).Should(BeTrue())
+		Eventually(func() *v1alpha1.MoveStatus { return getAttachment(ns, "link").Status.Move }).Should(And(
+			Not(BeNil()), HaveField("To", nodeB), HaveField("VMs", ConsistOf("db-0", "db-1")), HaveField("Cause", v1alpha1.MoveCauseMigration)))
+		Eventually(eventReasons(ns, "link")).Should(ContainElement("Normal/" + v1alpha1.ReasonMigrationReplaced))
+		Eventually(moveMigrations(ns)).Should(HaveLen(2))
+	})
+
+	It("moves nothing when no node can take the whole group, says why, and moves once one can", func() {
+		ns := newNamespace()
+		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
+		createNode(nodeA)
+		createNode(nodeB)
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
+		}
+		Eventually(func() error {
+			n := &corev1.Node{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Name: nodeB}, n); err != nil {
+				return err
+			}
+			n.Spec.Unschedulable = true
+			return env.Client.Update(ctx, n)
+		}).Should(Succeed())
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
+		}
+		setVMIStatus(ns, "db-1", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = nodeA })
+		Eventually(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)).Should(Equal("False/" + v1alpha1.ReasonNoTargetNode))
+		Expect(conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition)).To(And(
+			ContainSubstring("must leave node "+nodeA), ContainSubstring(nodeB+": cordoned")))
+		Eventually(eventReasons(ns, "link")).Should(ContainElement("Warning/" + v1alpha1.ReasonNoTargetNode))
+		Consistently(moveMigrations(ns)).Should(BeEmpty())
+		Expect(getAttachment(ns, "link").Status.Move).To(BeNil())
+		Expect(templatePart(ns, "db-0", "spec", "affinity")).To(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"), "nothing moves, nothing changes")
+
+		By("the node is uncordoned")
+		Eventually(func() error {
+			n := &corev1.Node{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Name: nodeB}, n); err != nil {
+				return err
+			}
+			n.Spec.Unschedulable = false
+			return env.Client.Update(ctx, n)
+		}).Should(Succeed())
+		Eventually(func() *v1alpha1.MoveStatus { return getAttachment(ns, "link").Status.Move }).Should(And(Not(BeNil()), HaveField("To", nodeB)))
+		c := meta.FindStatusCondition(getAttachment(ns, "link").Status.Conditions, v1alpha1.MovedTogetherCondition)
+		Expect(c.Reason).To(Equal(v1alpha1.ReasonMoving))
+	})
+})
