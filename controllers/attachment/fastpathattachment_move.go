@@ -21,7 +21,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
-// Group moves (spec.eviction MigrateTogether; docs/design.md §3.6).
+// Group moves (spec.eviction MigrateTogether; docs/design.md §3.2).
 //
 // A member VM must leave its node when KubeVirt marks its VMI for
 // evacuation (status.evacuationNodeName: a drain's eviction of the launcher
