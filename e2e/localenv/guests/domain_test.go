@@ -146,6 +146,15 @@ func TestParseConsole(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("insmod virtio_net.ko")))
 	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu x rx 1 tx 1 queues 1 tso on ip none\n", "db-0")
 	g.Expect(err).To(MatchError(ContainSubstring(`malformed mtu "x"`)))
+	// A line still being written (no newline yet) is not read, not an error.
+	partial := "FPGUEST db-0 eth0 mac m mtu 1 rx 1 tx 1 queues 1 tso on ip none\nFPGUEST-FEATURES db-0 eth0 rx-checksumming=on loopback=off r"
+	_, _, ready, err = ParseConsole(partial, "db-0")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ready).To(BeFalse())
+	nics, _, ready, err = ParseConsole(partial+"x-gro-hw=off\nFPGUEST-READY db-0 1.5\n", "db-0")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ready).To(BeTrue())
+	g.Expect(nics[0].Features).To(Equal(map[string]string{"rx-checksumming": "on", "loopback": "off", "rx-gro-hw": "off"}))
 	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu 1 rx 1 tx 1 queues 1 tso on ip none\nFPGUEST-FEATURES db-0 eth0 rx-checksumming:on\n", "db-0")
 	g.Expect(err).To(MatchError(ContainSubstring(`malformed feature "rx-checksumming:on"`)))
 	_, _, _, err = ParseConsole("FPGUEST db-0 eth0 mac m mtu 1 rx 1 tx 1 queues 1 tso on ip none\nFPGUEST-VIRTIO db-0 eth0 10x1\n", "db-0")

@@ -335,6 +335,14 @@ func (g *Guest) waitReady(ctx context.Context, consoleLog string, offset int64, 
 // seconds>". ready is false until the ready
 // line is there; an "FPGUEST-ERROR" line is an error.
 func ParseConsole(console, vm string) (nics []NIC, uptime time.Duration, ready bool, err error) {
+	// The console is read while QEMU writes it: a last line without its
+	// newline is still being written (a long FPGUEST-FEATURES line was once
+	// read cut after "loopback=off r") and waits for the next read.
+	if i := strings.LastIndexByte(console, '\n'); i >= 0 {
+		console = console[:i+1]
+	} else {
+		console = ""
+	}
 	for _, line := range strings.Split(console, "\n") {
 		line = strings.TrimSpace(strings.TrimRight(line, "\r"))
 		f := strings.Fields(line)
