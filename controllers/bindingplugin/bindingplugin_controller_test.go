@@ -156,8 +156,8 @@ var _ = Describe("The binding plugin registrar", func() {
 		Eventually(registered(key)).Should(BeTrue())
 		Expect(specJSON(key)()).To(MatchJSON(`{"configuration":{"network":{"binding":{
 			"passt":{"sidecarImage":"quay.io/kubevirt/network-passt-binding:v1.5.0"},
-			"fastpath":{"sidecarImage":"` + hookImage + `","domainAttachmentType":"managedTap","computeResourceOverhead":{"requests":{"memory":"40Mi"}},"migration":{"method":"link-refresh"}},
-			"fastpath-macvtap":{"sidecarImage":"` + hookImage + `","domainAttachmentType":"tap","computeResourceOverhead":{"requests":{"memory":"40Mi"}},"migration":{"method":"link-refresh"}}}}}}`))
+			"fastpath":{"sidecarImage":"` + hookImage + `","domainAttachmentType":"managedTap","computeResourceOverhead":{"requests":{"memory":"40Mi"}}},
+			"fastpath-macvtap":{"sidecarImage":"` + hookImage + `","domainAttachmentType":"tap","computeResourceOverhead":{"requests":{"memory":"40Mi"}}}}}}}`))
 		Eventually(eventReasons(key)).Should(ConsistOf("Normal/" + bindingplugin.ReasonRegistered))
 	})
 

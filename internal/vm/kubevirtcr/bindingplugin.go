@@ -63,18 +63,9 @@ func Plugins(names Names, sidecarImage string) (map[string]kubevirtv1.InterfaceB
 		return nil, fmt.Errorf("failed to build the binding plugins: names %q and %q must be two different non-empty names", names.Bridge, names.Macvtap)
 	}
 	overhead := &kubevirtv1.ResourceRequirementsWithoutClaims{Requests: corev1.ResourceList{corev1.ResourceMemory: SidecarMemoryOverhead}}
-	// link-refresh: after a live migration virt-launcher sets the
-	// interface's link down and up (KubeVirt v1.7
-	// pkg/virt-launcher/virtwrap/live-migration-target.go
-	// reconnectGuestNics), so the guest asks DHCP again and gets the address
-	// the target node's IPAM gave the new launcher pod (host-local is per
-	// node; docs/design.md §3.2).
-	refresh := func() *kubevirtv1.InterfaceBindingMigration {
-		return &kubevirtv1.InterfaceBindingMigration{Method: kubevirtv1.LinkRefresh}
-	}
 	return map[string]kubevirtv1.InterfaceBindingPlugin{
-		names.Bridge:  {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.ManagedTap, ComputeResourceOverhead: overhead, Migration: refresh()},
-		names.Macvtap: {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.Tap, ComputeResourceOverhead: overhead.DeepCopy(), Migration: refresh()},
+		names.Bridge:  {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.ManagedTap, ComputeResourceOverhead: overhead},
+		names.Macvtap: {SidecarImage: sidecarImage, DomainAttachmentType: kubevirtv1.Tap, ComputeResourceOverhead: overhead.DeepCopy()},
 	}, nil
 }
 

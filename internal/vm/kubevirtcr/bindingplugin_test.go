@@ -36,11 +36,10 @@ func TestPlugins(t *testing.T) {
 	for _, n := range []string{"fastpath", "fastpath-macvtap"} {
 		g.Expect(p[n].SidecarImage).To(gomega.Equal("registry.example.com/fastpath-domain-hook:1"))
 		g.Expect(p[n].ComputeResourceOverhead.Requests.Memory().String()).To(gomega.Equal("40Mi"))
-		g.Expect(p[n].Migration).To(gomega.Equal(&kubevirtv1.InterfaceBindingMigration{Method: kubevirtv1.LinkRefresh}), "the guest asks DHCP again on the target node")
 	}
 	b, err := json.Marshal(p["fastpath"])
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(string(b)).To(gomega.Equal(`{"sidecarImage":"registry.example.com/fastpath-domain-hook:1","domainAttachmentType":"managedTap","migration":{"method":"link-refresh"},"computeResourceOverhead":{"requests":{"memory":"40Mi"}}}`))
+	g.Expect(string(b)).To(gomega.Equal(`{"sidecarImage":"registry.example.com/fastpath-domain-hook:1","domainAttachmentType":"managedTap","computeResourceOverhead":{"requests":{"memory":"40Mi"}}}`))
 
 	_, err = Plugins(names, "")
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("--domain-hook-image")))
