@@ -92,7 +92,6 @@ func running(st *vmState) *kubevirtv1.VirtualMachineInstance {
 // group's move.
 func (r *Reconciler) startMove(ctx context.Context, s *scope, migrations []kubevirtv1.VirtualMachineInstanceMigration) (ctrl.Result, error) {
 	from, cause := "", ""
-	var foreign []*kubevirtv1.VirtualMachineInstanceMigration
 	for _, st := range s.vms {
 		vmi := running(st)
 		if vmi == nil {
@@ -104,7 +103,6 @@ func (r *Reconciler) startMove(ctx context.Context, s *scope, migrations []kubev
 		for i := range migrations {
 			m := &migrations[i]
 			if m.Spec.VMIName == st.name && activeMigration(m) && !s.ours(m) {
-				foreign = append(foreign, m)
 				if from == "" {
 					from, cause = vmi.Status.NodeName, v1alpha1.MoveCauseMigration
 				}
@@ -161,13 +159,10 @@ func (r *Reconciler) startMove(ctx context.Context, s *scope, migrations []kubev
 		s.setCondition(v1alpha1.MovedTogetherCondition, metav1.ConditionFalse, v1alpha1.ReasonNoTargetNode, msg)
 		return ctrl.Result{RequeueAfter: noTargetRequeue}, nil
 	}
-	for _, m := range foreign {
-		if err := r.Client.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to delete VirtualMachineInstanceMigration %s/%s: %w", m.Namespace, m.Name, err)
-		}
-		r.Recorder.Eventf(s.att, corev1.EventTypeNormal, v1alpha1.ReasonMigrationReplaced,
-			"Deleted VirtualMachineInstanceMigration %s of VM %s: the VMs on node %s move together, to node %s", m.Name, m.Spec.VMIName, from, to)
-	}
+	// The foreign migrations that started this move are deleted by
+	// advanceMove, once status.move is written: deleted first, a status
+	// write that loses its optimistic lock would forget the move and its
+	// cause together.
 	s.att.Status.Move = &v1alpha1.MoveStatus{From: from, To: to, VMs: names, Cause: cause, StartTime: metav1.Now()}
 	msg := fmt.Sprintf("moving VMs %s from node %s to node %s together (%s); their fast path is down until all arrived", joinNames(names), from, to, strings.ToLower(cause))
 	r.Recorder.Event(s.att, corev1.EventTypeNormal, v1alpha1.ReasonMoving, msg)
@@ -281,13 +276,13 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 			}
 			switch {
 			case !s.ours(m) && activeMigration(m):
-				// Started since the move began: the group moves instead.
+				// It started the move, or started since: the group moves instead.
 				if err := r.Client.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
 					return ctrl.Result{}, fmt.Errorf("failed to delete VirtualMachineInstanceMigration %s/%s: %w", m.Namespace, m.Name, err)
 				}
 				r.Recorder.Eventf(s.att, corev1.EventTypeNormal, v1alpha1.ReasonMigrationReplaced,
 					"Deleted VirtualMachineInstanceMigration %s of VM %s: it is moving with its group to node %s", m.Name, name, mv.To)
-			case s.ours(m) && m.CreationTimestamp.Time.Before(mv.StartTime.Time.Add(-time.Second)):
+			case s.ours(m) && !strings.HasPrefix(m.Name, movePrefix(name, mv)):
 				// A migration of an earlier move.
 			case s.ours(m):
 				mine = append(mine, m)
@@ -318,7 +313,7 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 			// A name per move and attempt: a reconcile whose cache does not
 			// show the migration yet gets AlreadyExists, not a second one.
 			m := &kubevirtv1.VirtualMachineInstanceMigration{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.att.Namespace, Name: fmt.Sprintf("%s-fpmove-%d-%d", name, mv.StartTime.Unix(), len(mine)+1),
+				ObjectMeta: metav1.ObjectMeta{Namespace: s.att.Namespace, Name: fmt.Sprintf("%s%d", movePrefix(name, mv), len(mine)+1),
 					Labels: map[string]string{MoveLabel: s.att.Name}},
 				Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{
 					VMIName:           name,
@@ -343,13 +338,19 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 		}
 		r.Recorder.Event(s.att, corev1.EventTypeNormal, v1alpha1.ReasonMoved, msg)
 		s.setCondition(v1alpha1.MovedTogetherCondition, metav1.ConditionTrue, v1alpha1.ReasonMoved, msg)
-		r.metrics.observeMove(client.ObjectKeyFromObject(s.att), took)
+		groupMoveSeconds.Observe(took.Seconds())
 		s.att.Status.Move = nil
 		return ctrl.Result{}, nil
 	}
 	s.setCondition(v1alpha1.MovedTogetherCondition, metav1.ConditionFalse, v1alpha1.ReasonMoving,
 		fmt.Sprintf("moving VMs %s from node %s to node %s together (%s): %d arrived; %s", joinNames(mv.VMs), mv.From, mv.To, strings.ToLower(mv.Cause), len(arrived), summarize(waiting)))
 	return ctrl.Result{RequeueAfter: moveRequeue}, nil
+}
+
+// movePrefix is the name prefix of the migrations of VM vm in move mv:
+// "<vm>-fpmove-<start, Unix seconds>-", followed by the attempt (1-based).
+func movePrefix(vm string, mv *v1alpha1.MoveStatus) string {
+	return fmt.Sprintf("%s-fpmove-%d-", vm, mv.StartTime.Unix())
 }
 
 // failMove gives the running move up: the VMs stay where they are (the
