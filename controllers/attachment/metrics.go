@@ -2,7 +2,6 @@ package attachment
 
 import (
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,11 +75,6 @@ func (m *metricsRecorder) observe(att *v1alpha1.FastPathAttachment) {
 	defer m.mu.Unlock()
 	m.conds[key] = conds
 	m.publish()
-}
-
-// observeMove records the duration of one finished group move.
-func (m *metricsRecorder) observeMove(_ types.NamespacedName, took time.Duration) {
-	groupMoveSeconds.Observe(took.Seconds())
 }
 
 func (m *metricsRecorder) forget(key types.NamespacedName) {
