@@ -59,22 +59,49 @@ func setVMIStatus(ns, name string, change func(*kubevirtv1.VirtualMachineInstanc
 	}).Should(Succeed())
 }
 
-var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
-	It("moves the VMs of a drained node together to a node that can take them all, and puts the placement back", func() {
-		ns := newNamespace()
-		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
-		createNode(nodeA)
-		createNode(nodeB)
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
-		}
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
-		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+// wiredPairOn makes nodes move-a-<ns> and move-b-<ns>, VMs db-0 and db-1
+// wired by attachment "link" (placement and eviction defaulted) in a new
+// namespace, calls between (nil: nothing) and starts both VMIs on node a.
+func wiredPairOn(between func(ns, nodeA, nodeB string)) (ns, nodeA, nodeB string) {
+	GinkgoHelper()
+	ns = newNamespace()
+	nodeA, nodeB = "move-a-"+ns, "move-b-"+ns
+	createNode(nodeA)
+	createNode(nodeB)
+	for _, vm := range []string{"db-0", "db-1"} {
+		createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
+	}
+	if between != nil {
+		between(ns, nodeA, nodeB)
+	}
+	newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+	Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+	if between == nil {
 		Expect(templatePart(ns, "db-0", "spec", "evictionStrategy")).To(Equal(`"External"`), "MigrateTogether is the default of placement Required")
 		Expect(templatePart(ns, "db-0", "spec", "affinity")).To(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"))
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
+	}
+	for _, vm := range []string{"db-0", "db-1"} {
+		createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
+	}
+	return ns, nodeA, nodeB
+}
+
+// setUnschedulable cordons or uncordons a Node.
+func setUnschedulable(name string, cordoned bool) {
+	GinkgoHelper()
+	Eventually(func() error {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
+			return err
 		}
+		n.Spec.Unschedulable = cordoned
+		return env.Client.Update(ctx, n)
+	}).Should(Succeed())
+}
+
+var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
+	It("moves the VMs of a drained node together to a node that can take them all, and puts the placement back", func() {
+		ns, nodeA, nodeB := wiredPairOn(nil)
 		Eventually(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)).Should(Equal("True/" + v1alpha1.ReasonIdle))
 
 		By("a drain's eviction marks one VMI for evacuation")
@@ -114,18 +141,7 @@ var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
 	})
 
 	It("replaces a migration of one member that it did not start with a move of the group", func() {
-		ns := newNamespace()
-		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
-		createNode(nodeA)
-		createNode(nodeB)
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
-		}
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
-		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
-		}
+		ns, _, nodeB := wiredPairOn(nil)
 		users := &kubevirtv1.VirtualMachineInstanceMigration{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users-migration"},
 			Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "db-1"},
@@ -139,26 +155,7 @@ var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
 	})
 
 	It("moves nothing when no node can take the whole group, says why, and moves once one can", func() {
-		ns := newNamespace()
-		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
-		createNode(nodeA)
-		createNode(nodeB)
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
-		}
-		Eventually(func() error {
-			n := &corev1.Node{}
-			if err := env.Client.Get(ctx, types.NamespacedName{Name: nodeB}, n); err != nil {
-				return err
-			}
-			n.Spec.Unschedulable = true
-			return env.Client.Update(ctx, n)
-		}).Should(Succeed())
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
-		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
-		for _, vm := range []string{"db-0", "db-1"} {
-			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "link", mac: "02:00:00:00:00:0" + vm[3:], ip: "10.250.0.1" + vm[3:]})
-		}
+		ns, nodeA, nodeB := wiredPairOn(func(_, _, nodeB string) { setUnschedulable(nodeB, true) })
 		setVMIStatus(ns, "db-1", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = nodeA })
 		Eventually(conditionOf(ns, "link", v1alpha1.MovedTogetherCondition)).Should(Equal("False/" + v1alpha1.ReasonNoTargetNode))
 		Expect(conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition)).To(And(
@@ -169,14 +166,7 @@ var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
 		Expect(templatePart(ns, "db-0", "spec", "affinity")).To(ContainSubstring("requiredDuringSchedulingIgnoredDuringExecution"), "nothing moves, nothing changes")
 
 		By("the node is uncordoned")
-		Eventually(func() error {
-			n := &corev1.Node{}
-			if err := env.Client.Get(ctx, types.NamespacedName{Name: nodeB}, n); err != nil {
-				return err
-			}
-			n.Spec.Unschedulable = false
-			return env.Client.Update(ctx, n)
-		}).Should(Succeed())
+		setUnschedulable(nodeB, false)
 		Eventually(func() *v1alpha1.MoveStatus { return getAttachment(ns, "link").Status.Move }).Should(And(Not(BeNil()), HaveField("To", nodeB)))
 		c := meta.FindStatusCondition(getAttachment(ns, "link").Status.Conditions, v1alpha1.MovedTogetherCondition)
 		Expect(c.Reason).To(Equal(v1alpha1.ReasonMoving))
