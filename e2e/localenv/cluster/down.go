@@ -466,13 +466,7 @@ func (d *downer) removeLinks() error {
 		if name != PodBridge && !strings.HasPrefix(br.Attrs().Alias, wellknown.MarkerKey+"=") {
 			continue // not made by an agent: never touch it
 		}
-		links, _ := netlink.LinkList()
-		for _, l := range links {
-			if l.Attrs().MasterIndex == br.Attrs().Index && l.Type() == "veth" {
-				_ = netlink.LinkDel(l)
-			}
-		}
-		if err := netlink.LinkDel(br); err != nil {
+		if err := removeBridgeWithPorts(br); err != nil {
 			errs = append(errs, fmt.Errorf("failed to delete link %s: %w", name, err))
 			continue
 		}

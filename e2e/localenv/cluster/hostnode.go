@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,11 +75,7 @@ func (u *upper) upHostNode(ctx context.Context) error {
 		if err := createCgroupRoot(CgroupRoot); err != nil {
 			return err
 		}
-		if err := u.start("kubelet", []string{bin("kubelet"),
-			"--config=" + l.kubeletConfig, "--kubeconfig=" + l.kubeconfig("kubelet"),
-			"--root-dir=" + l.kubeletRoot, "--cert-dir=" + filepath.Join(l.kubeletRoot, "pki"),
-			"--hostname-override=" + o.NodeName, "--node-ip=" + o.NodeIP.String(), "--v=1",
-		}, nil); err != nil {
+		if err := u.start("kubelet", kubeletArgs(bin("kubelet"), l, o.NodeName, o.NodeIP), nil); err != nil {
 			return err
 		}
 		return u.waitFor(ctx, "node "+o.NodeName+" Ready", 3*time.Minute, nodeReady(u.c, o.NodeName))
@@ -183,4 +180,16 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return fmt.Errorf("failed to write %s: %w", tmp, err)
 	}
 	return os.Rename(tmp, dst)
+}
+
+// kubeletArgs is the command line of the kubelet binary at kubelet for node
+// name at ip with the files of layout l (its configuration, kubeconfig, root
+// and certificates), for the one-node cluster and for each node of a
+// multi-node one.
+func kubeletArgs(kubelet string, l layout, name string, ip netip.Addr) []string {
+	return []string{kubelet,
+		"--config=" + l.kubeletConfig, "--kubeconfig=" + l.kubeconfig("kubelet"),
+		"--root-dir=" + l.kubeletRoot, "--cert-dir=" + filepath.Join(l.kubeletRoot, "pki"),
+		"--hostname-override=" + name, "--node-ip=" + ip.String(), "--v=1",
+	}
 }

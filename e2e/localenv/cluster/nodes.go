@@ -489,11 +489,7 @@ func (u *upper) upNodes(ctx context.Context) error {
 			if err := createCgroupRoot(nodeCgroupRoot(n.Name)); err != nil {
 				return err
 			}
-			if err := u.startInNode(*n, "kubelet", []string{bin("kubelet"),
-				"--config=" + nl.kubeletConfig, "--kubeconfig=" + nl.kubeconfig("kubelet"),
-				"--root-dir=" + nl.kubeletRoot, "--cert-dir=" + filepath.Join(nl.kubeletRoot, "pki"),
-				"--hostname-override=" + n.Name, "--node-ip=" + n.IP.String(), "--v=1",
-			}, nil); err != nil {
+			if err := u.startInNode(*n, "kubelet", kubeletArgs(bin("kubelet"), nl, n.Name, n.IP), nil); err != nil {
 				return err
 			}
 			return u.waitFor(ctx, "node "+n.Name+" Ready", 3*time.Minute, nodeReady(u.c, n.Name))
