@@ -356,7 +356,7 @@ var _ = Describe("Two nodes", Ordered, func() {
 			Expect([]bool{hasAffinity, hasEviction, hasSelector}).To(Equal([]bool{false, false, false}),
 				"VM %s: nothing of the move is left once the recorded wiring is taken away", vm.Name)
 		}
-		report := fmt.Sprintf("kubectl drain %s exited 0 after %.1fs; VMs %s, %s moved together to %s (%s); fast path answering again %.1fs after the drain started (TCG guests, 256 MiB, MTU %d both ends, port security off); addresses after the move: %s",
+		report := fmt.Sprintf("kubectl drain %s exited 0 after %.1fs; VMs %s, %s moved together to %s (%s); fast path answering again %.1fs after the drain started (EMULATED nodes: namespaces of one host; TCG guests, 256 MiB, MTU %d and default offloads both ends, port security off); addresses after the move: %s",
 			from, drained.Seconds(), vms[0].Name, vms[1].Name, to, moved.Message, back.Sub(start).Seconds(), got.Status.MTU, strings.Join(addrs, "; "))
 		AddReportEntry("drain", report)
 		fmt.Fprintln(GinkgoWriter, "drain: "+report)
