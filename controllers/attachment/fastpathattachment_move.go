@@ -75,6 +75,36 @@ func activeMigration(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
 	return m.DeletionTimestamp.IsZero() && m.Status.Phase != kubevirtv1.MigrationSucceeded && m.Status.Phase != kubevirtv1.MigrationFailed
 }
 
+// finishedMigration reports whether m ended, succeeded or failed (a
+// deleted migration stays listed, unfinished, until KubeVirt removes its
+// finalizer).
+func finishedMigration(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
+	return m.Status.Phase == kubevirtv1.MigrationSucceeded || m.Status.Phase == kubevirtv1.MigrationFailed
+}
+
+// targetPodsLeft names a virt-launcher target pod of the failed migrations
+// that still runs, or "". virt-handler on the target node forgets a VMI's
+// pod addresses (its netstat cache, keyed by VMI UID) only when it sees the
+// failure of the VMI's current migration and signals that pod to end
+// (KubeVirt v1.7 pkg/virt-handler/migration-target.go); a next attempt to
+// the same node started before then finds the old entry and the VMI reports
+// the failed target pod's address for as long as it stays there, which
+// `virtctl ssh` and port-forwards then dial in vain.
+func (r *Reconciler) targetPodsLeft(ctx context.Context, ns string, failed []*kubevirtv1.VirtualMachineInstanceMigration) (string, error) {
+	for _, m := range failed {
+		pods := &corev1.PodList{}
+		if err := r.APIReader.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{kubevirtv1.MigrationJobLabel: string(m.UID)}); err != nil {
+			return "", fmt.Errorf("failed to list the target pods of migration %s/%s: %w", ns, m.Name, err)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				return p.Name, nil
+			}
+		}
+	}
+	return "", nil
+}
+
 // ours reports whether the operator created m for this attachment's moves.
 func (s *scope) ours(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
 	return m.Labels[MoveLabel] == s.att.Name
@@ -265,10 +295,12 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 		if vmi == nil {
 			continue // stopped or no longer selected: nothing to move
 		}
-		var mine []*kubevirtv1.VirtualMachineInstanceMigration
+		var mine, failed []*kubevirtv1.VirtualMachineInstanceMigration
 		// succeeded: the VMI may not show its new node yet (KubeVirt
 		// updates both, the cache sees them in any order).
-		active, succeeded := false, false
+		// replaced: a foreign migration deleted but not yet gone, which
+		// KubeVirt's admission still counts as in flight.
+		active, succeeded, replaced := false, false, false
 		for i := range migrations {
 			m := &migrations[i]
 			if m.Spec.VMIName != name {
@@ -282,6 +314,9 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 				}
 				r.Recorder.Eventf(s.att, corev1.EventTypeNormal, v1alpha1.ReasonMigrationReplaced,
 					"Deleted VirtualMachineInstanceMigration %s of VM %s: it is moving with its group to node %s", m.Name, name, mv.To)
+				replaced = true
+			case !s.ours(m) && !finishedMigration(m):
+				replaced = true // deleted, still finishing
 			case s.ours(m) && !strings.HasPrefix(m.Name, movePrefix(name, mv)):
 				// A migration of an earlier move.
 			case s.ours(m):
@@ -290,6 +325,7 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 				succeeded = succeeded || m.Status.Phase == kubevirtv1.MigrationSucceeded
 				if m.Status.Phase == kubevirtv1.MigrationFailed {
 					failures = append(failures, fmt.Sprintf("VM %s: %s", name, failureOf(vmi, m)))
+					failed = append(failed, m)
 				}
 			}
 		}
@@ -309,7 +345,15 @@ func (r *Reconciler) advanceMove(ctx context.Context, s *scope, migrations []kub
 			waiting = append(waiting, note)
 		case len(mine) >= v1alpha1.MaxMoveAttempts:
 			return r.failMove(s, failures)
+		case replaced:
+			waiting = append(waiting, name+" waiting for the migration it replaced to end")
 		default:
+			if left, err := r.targetPodsLeft(ctx, s.att.Namespace, failed); err != nil {
+				return ctrl.Result{}, err
+			} else if left != "" {
+				waiting = append(waiting, name+" waiting for target pod "+left+" of its failed migration to end before the next attempt")
+				continue
+			}
 			// A name per move and attempt: a reconcile whose cache does not
 			// show the migration yet gets AlreadyExists, not a second one.
 			m := &kubevirtv1.VirtualMachineInstanceMigration{

@@ -140,17 +140,61 @@ var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
 		Expect(conditionOf(ns, "link", v1alpha1.ColocatedCondition)()).To(Equal("True/" + v1alpha1.ReasonColocated))
 	})
 
+	It("tries a failed migration again only once its target pod ended", func() {
+		ns, nodeA, nodeB := wiredPairOn(nil)
+		setVMIStatus(ns, "db-0", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = nodeA })
+		Eventually(moveMigrations(ns)).Should(HaveLen(2))
+		var first kubevirtv1.VirtualMachineInstanceMigration
+		for _, m := range moveMigrations(ns)() {
+			if m.Spec.VMIName == "db-0" {
+				first = m
+			}
+		}
+		By("db-0's migration fails while its target pod still runs")
+		target := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-db-0-target",
+				Labels: map[string]string{kubevirtv1.MigrationJobLabel: string(first.UID)}},
+			Spec: corev1.PodSpec{NodeName: nodeB, Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+		}
+		Expect(env.Client.Create(ctx, target)).To(Succeed())
+		target.Status.Phase = corev1.PodRunning
+		Expect(env.Client.Status().Update(ctx, target)).To(Succeed())
+		first.Status.Phase = kubevirtv1.MigrationFailed
+		Expect(env.Client.Status().Update(ctx, &first)).To(Succeed())
+		Eventually(func() string { return conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition) }).Should(
+			ContainSubstring("db-0 waiting for target pod virt-launcher-db-0-target of its failed migration to end"))
+		Consistently(moveMigrations(ns)).Should(HaveLen(2), "no next attempt while the failed one's target pod runs")
+
+		By("the target pod ends")
+		target.Status.Phase = corev1.PodFailed
+		Expect(env.Client.Status().Update(ctx, target)).To(Succeed())
+		Eventually(moveMigrations(ns)).Should(HaveLen(3))
+		Expect(moveMigrations(ns)()).To(ContainElement(And(HaveField("Spec.VMIName", "db-0"), HaveField("Name", HaveSuffix("-2")))))
+	})
+
 	It("replaces a migration of one member that it did not start with a move of the group", func() {
 		ns, _, nodeB := wiredPairOn(nil)
+		// KubeVirt's finalizer keeps a deleted migration listed until
+		// virt-controller lets go of it; its admission counts it in flight.
+		const finalizer = "kubevirt.io/migrationJobFinalize"
 		users := &kubevirtv1.VirtualMachineInstanceMigration{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users-migration"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users-migration", Finalizers: []string{finalizer}},
 			Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "db-1"},
 		}
 		Expect(env.Client.Create(ctx, users)).To(Succeed())
-		Eventually(isGone(users)).Should(BeTrue())
 		Eventually(func() *v1alpha1.MoveStatus { return getAttachment(ns, "link").Status.Move }).Should(And(
 			Not(BeNil()), HaveField("To", nodeB), HaveField("VMs", ConsistOf("db-0", "db-1")), HaveField("Cause", v1alpha1.MoveCauseMigration)))
 		Eventually(eventReasons(ns, "link")).Should(ContainElement("Normal/" + v1alpha1.ReasonMigrationReplaced))
+		Eventually(moveMigrations(ns)).Should(ConsistOf(HaveField("Spec.VMIName", "db-0")))
+		Consistently(moveMigrations(ns)).Should(HaveLen(1), "db-1 waits while the migration it replaces is still listed")
+		Expect(conditionMessage(ns, "link", v1alpha1.MovedTogetherCondition)).To(ContainSubstring("db-1 waiting for the migration it replaced to end"))
+
+		By("KubeVirt lets go of the deleted migration")
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(users), users)).To(Succeed())
+		Expect(users.DeletionTimestamp).NotTo(BeNil(), "the operator deleted it")
+		users.Finalizers = nil
+		Expect(env.Client.Update(ctx, users)).To(Succeed())
+		Eventually(isGone(users)).Should(BeTrue())
 		Eventually(moveMigrations(ns)).Should(HaveLen(2))
 	})
 
