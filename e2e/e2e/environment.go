@@ -286,7 +286,8 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 		}
 		select {
 		case <-booted.Done():
-			return out, fmt.Errorf("%w (the guest's sshd could not be reached for 3 minutes; the last dial: %s)", err, strings.TrimSpace(out))
+			return out, fmt.Errorf("%w (the guest's sshd could not be reached for 3 minutes; the last dial: %s; %s)",
+				err, strings.TrimSpace(out), c.addresses(ctx, key))
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -302,6 +303,36 @@ func transientDial(out string) bool {
 		}
 	}
 	return false
+}
+
+// addresses says where virtctl ssh dials VMI key (virt-api dials the VMI's
+// first reported interface address) against the launcher pods that exist
+// and their addresses, and the VMI's migration state: a dial that never
+// reaches the guest is explained by a reported address no running pod has.
+func (c *clusterEnv) addresses(ctx context.Context, key types.NamespacedName) string {
+	v := &kubevirtv1.VirtualMachineInstance{}
+	if err := c.c.Get(ctx, key, v); err != nil {
+		return fmt.Sprintf("VMI %s: %v", key, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "VMI %s on node %s, phase %s, interfaces", key, v.Status.NodeName, v.Status.Phase)
+	for _, i := range v.Status.Interfaces {
+		fmt.Fprintf(&b, " [%s %s %v]", i.Name, i.IP, i.IPs)
+	}
+	if m := v.Status.MigrationState; m != nil {
+		fmt.Fprintf(&b, "; migration %s: target pod %s on %s, completed %t, failed %t, reason %q",
+			m.MigrationUID, m.TargetPod, m.TargetNode, m.Completed, m.Failed, m.FailureReason)
+	}
+	pods := &corev1.PodList{}
+	if err := c.c.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(v.UID)}); err != nil {
+		fmt.Fprintf(&b, "; launcher pods: %v", err)
+		return b.String()
+	}
+	b.WriteString("; launcher pods:")
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, " [%s on %s, %s, IP %s]", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
+	}
+	return b.String()
 }
 
 func (c *clusterEnv) guestExecOnce(ctx context.Context, key types.NamespacedName, stdin, command string) (string, error) {
