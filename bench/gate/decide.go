@@ -46,6 +46,23 @@ func (c ExitCode) String() string {
 	return fmt.Sprintf("exit code %d", int(c))
 }
 
+// ExitError ends a command with Code: the mains of kubectl-fastpath and
+// fastpath-bench print it (Err, or "exit <code>" without one) and return
+// Code as the process's exit status.
+type ExitError struct {
+	Code ExitCode
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // State is where a benchmark stands for the gate.
 type State int
 

@@ -32,6 +32,134 @@ type Report struct {
 	Elapsed time.Duration
 }
 
+// Testsuite is one <testsuite> of a JUnit document (RenderJUnit): one run
+// of something, with its testcases. Its tests, failures, errors and skipped
+// counts are counted from Cases.
+type Testsuite struct {
+	// Name identifies the run from run to run (no figures in it), e.g.
+	// "apps/db-link-ci" or "fastpath-bench local".
+	Name string
+	// Timestamp is when the run started; the zero time leaves it out.
+	Timestamp time.Time
+	// Seconds is how long the run took.
+	Seconds float64
+	// Properties are the run's figures; pairs with an empty Value are left
+	// out, and <properties> with them when none is left.
+	Properties []Property
+	Cases      []Testcase
+}
+
+// Testcase is one <testcase>. It passed when Failure, Error and Skipped are
+// all unset; a reader counts it under the first of them that is set.
+type Testcase struct {
+	// Name and Classname identify the testcase from run to run: the figures
+	// go into Properties and messages, never into names.
+	Name, Classname string
+	// Seconds is its time attribute; 0 leaves the attribute out.
+	Seconds float64
+	// Properties are its figures, as Testsuite.Properties.
+	Properties []Property
+	// Failure: it ran and missed what it had to meet. Error: it could not
+	// run or finish.
+	Failure, Error *Problem
+	// Skipped is why it was not judged; not empty marks it <skipped>.
+	Skipped string
+	// SystemOut is shown beside the testcase, e.g. a passed verdict's line.
+	SystemOut string
+}
+
+// Problem is a <failure> or <error>.
+type Problem struct {
+	// Type is the kind of problem, e.g. a condition reason such as
+	// ThresholdNotMet.
+	Type string
+	// Message is the line reporters show; Text the detail under it.
+	Message, Text string
+}
+
+// Property is a name/value pair of <properties>.
+type Property struct{ Name, Value string }
+
+// Props pairs its arguments as name, value, name, value, ...: Props("a",
+// "1", "b", "") is [{a 1} {b }]. A trailing name without a value is
+// dropped.
+func Props(kv ...string) []Property {
+	var ps []Property
+	for i := 0; i+1 < len(kv); i += 2 {
+		ps = append(ps, Property{Name: kv[i], Value: kv[i+1]})
+	}
+	return ps
+}
+
+// RenderJUnit renders suites as a JUnit XML document (<testsuites name=name>)
+// with the counts a reader relies on: tests, failures, errors and skipped
+// per suite and in total, times in seconds with three decimals. The only
+// error is one of encoding/xml.
+func RenderJUnit(name string, suites []Testsuite) ([]byte, error) {
+	doc := junitTestsuites{Name: name}
+	var total float64
+	for _, s := range suites {
+		x := junitTestsuite{Name: s.Name, junitCounts: junitCounts{Time: seconds(s.Seconds)}, Properties: properties(s.Properties)}
+		if !s.Timestamp.IsZero() {
+			x.Timestamp = s.Timestamp.UTC().Format("2006-01-02T15:04:05")
+		}
+		for _, c := range s.Cases {
+			tc := junitTestcase{Name: c.Name, Classname: c.Classname, Properties: properties(c.Properties), SystemOut: c.SystemOut,
+				Failure: problem(c.Failure), Error: problem(c.Error)}
+			if c.Seconds != 0 {
+				tc.Time = seconds(c.Seconds)
+			}
+			if c.Skipped != "" {
+				tc.Skipped = &junitSkipped{Message: c.Skipped}
+			}
+			x.Cases = append(x.Cases, tc)
+			x.Tests++
+			switch {
+			case tc.Failure != nil:
+				x.Failures++
+			case tc.Error != nil:
+				x.Errors++
+			case tc.Skipped != nil:
+				x.Skipped++
+			}
+		}
+		doc.Suites = append(doc.Suites, x)
+		doc.Tests += x.Tests
+		doc.Failures += x.Failures
+		doc.Errors += x.Errors
+		doc.Skipped += x.Skipped
+		total += s.Seconds
+	}
+	doc.Time = seconds(total)
+	out, err := xml.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("failed to render JUnit XML: %w", err)
+	}
+	return append([]byte(xml.Header), append(out, '\n')...), nil
+}
+
+func problem(p *Problem) *junitProblem {
+	if p == nil {
+		return nil
+	}
+	return &junitProblem{Message: p.Message, Type: p.Type, Text: p.Text}
+}
+
+// properties makes <properties> of ps, leaving out empty values; nil when
+// all are.
+func properties(ps []Property) *junitProperties {
+	var out junitProperties
+	for _, p := range ps {
+		if p.Value != "" {
+			out.Property = append(out.Property, junitProperty(p))
+		}
+	}
+	if len(out.Property) == 0 {
+		return nil
+	}
+	return &out
+}
+
 // The JUnit XML document: the element and attribute names of Ant's JUnit
 // report (testsuites > testsuite > properties, testcase > failure | error
 // | skipped, system-out), which GitHub Actions' JUnit reporters, GitLab's
@@ -113,36 +241,24 @@ const JUnitName = "kubectl fastpath bench run"
 // figures are in properties and messages, never in names. A report fails
 // (failures + errors > 0) exactly when its exit code is not 0.
 func JUnit(reports []Report) ([]byte, error) {
-	doc := junitTestsuites{Name: JUnitName}
-	var total float64
+	suites := make([]Testsuite, 0, len(reports))
 	for _, r := range reports {
-		s := testsuite(r)
-		doc.Suites = append(doc.Suites, s)
-		doc.Tests += s.Tests
-		doc.Failures += s.Failures
-		doc.Errors += s.Errors
-		doc.Skipped += s.Skipped
-		total += runSeconds(r)
+		suites = append(suites, testsuite(r))
 	}
-	doc.Time = seconds(total)
-	out, err := xml.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("failed to render JUnit XML: %w", err)
-	}
-	return append([]byte(xml.Header), append(out, '\n')...), nil
+	return RenderJUnit(JUnitName, suites)
 }
 
-func testsuite(r Report) junitTestsuite {
+func testsuite(r Report) Testsuite {
 	b, o := r.Benchmark, r.Outcome
 	id := b.Namespace + "/" + b.Name
-	s := junitTestsuite{Name: id, junitCounts: junitCounts{Time: seconds(runSeconds(r))}}
+	s := Testsuite{Name: id, Seconds: runSeconds(r)}
 	switch {
 	case b.Status.StartTime != nil:
-		s.Timestamp = b.Status.StartTime.UTC().Format("2006-01-02T15:04:05")
+		s.Timestamp = b.Status.StartTime.Time
 	case !b.CreationTimestamp.IsZero():
-		s.Timestamp = b.CreationTimestamp.UTC().Format("2006-01-02T15:04:05")
+		s.Timestamp = b.CreationTimestamp.Time
 	}
-	s.Properties = properties(
+	s.Properties = Props(
 		"exitCode", strconv.Itoa(int(o.Code)), "outcome", o.Code.String(),
 		"phase", string(o.Phase), "reason", o.Reason, "message", o.Message,
 		"bestGbps", b.Status.BestGbps, "speedup", b.Status.Speedup, "cpuRatio", b.Status.CPURatio,
@@ -150,9 +266,9 @@ func testsuite(r Report) junitTestsuite {
 		"generation", strconv.FormatInt(b.Generation, 10), "jobName", b.Status.JobName, "resultsConfigMap", b.Status.ResultsConfigMap,
 		"comparedTo", b.Status.ComparedTo)
 
-	run := junitTestcase{Name: "run", Classname: id + ".benchmark", Time: s.Time, SystemOut: headlineText(o)}
+	run := Testcase{Name: "run", Classname: id + ".benchmark", Seconds: s.Seconds, SystemOut: headlineText(o)}
 	if o.Code == ExitCouldNotRun || o.Code == ExitTimeout {
-		run.Error = &junitProblem{Type: o.Reason, Message: fmt.Sprintf("%s (%s): %s", o.Code, o.Reason, o.Message), Text: o.Message}
+		run.Error = &Problem{Type: o.Reason, Message: fmt.Sprintf("%s (%s): %s", o.Code, o.Reason, o.Message), Text: o.Message}
 		run.SystemOut = ""
 	}
 	s.Cases = append(s.Cases, run)
@@ -163,28 +279,17 @@ func testsuite(r Report) junitTestsuite {
 	for _, p := range b.Status.Comparison {
 		s.Cases = append(s.Cases, comparedCase(id+".comparison", p))
 	}
-	for _, c := range s.Cases {
-		s.Tests++
-		switch {
-		case c.Failure != nil:
-			s.Failures++
-		case c.Error != nil:
-			s.Errors++
-		case c.Skipped != nil:
-			s.Skipped++
-		}
-	}
 	return s
 }
 
 // criteriaCases are the success criteria's testcases.
-func criteriaCases(class string, b *fastpathv1alpha1.FastPathBenchmark, o Outcome, criteria []Criterion) []junitTestcase {
-	var out []junitTestcase
+func criteriaCases(class string, b *fastpathv1alpha1.FastPathBenchmark, o Outcome, criteria []Criterion) []Testcase {
+	var out []Testcase
 	for _, c := range criteria {
-		tc := junitTestcase{Name: c.Name, Classname: class, SystemOut: c.Text,
-			Properties: properties("required", c.Required, "measured", c.Measured, "unit", c.Unit)}
+		tc := Testcase{Name: c.Name, Classname: class, SystemOut: c.Text,
+			Properties: Props("required", c.Required, "measured", c.Measured, "unit", c.Unit)}
 		if !c.Met {
-			tc.Failure = &junitProblem{Type: fastpathv1alpha1.ReasonThresholdNotMet, Message: c.Name + ": " + Compare(c), Text: c.Text}
+			tc.Failure = &Problem{Type: fastpathv1alpha1.ReasonThresholdNotMet, Message: c.Name + ": " + Compare(c), Text: c.Text}
 			tc.SystemOut = ""
 		}
 		out = append(out, tc)
@@ -192,14 +297,14 @@ func criteriaCases(class string, b *fastpathv1alpha1.FastPathBenchmark, o Outcom
 	if criteria != nil || !hasCriteria(b.Spec.SuccessCriteria) {
 		return out
 	}
-	tc := junitTestcase{Name: "all", Classname: class}
+	tc := Testcase{Name: "all", Classname: class}
 	switch o.Code {
 	case ExitSucceeded:
 		tc.SystemOut = o.Message
 	case ExitCriteriaNotMet:
-		tc.Failure = &junitProblem{Type: o.Reason, Message: o.Message, Text: o.Message}
+		tc.Failure = &Problem{Type: o.Reason, Message: o.Message, Text: o.Message}
 	default:
-		tc.Skipped = &junitSkipped{Message: fmt.Sprintf("not judged: the benchmark has no results (%s)", o.Reason)}
+		tc.Skipped = fmt.Sprintf("not judged: the benchmark has no results (%s)", o.Reason)
 	}
 	return append(out, tc)
 }
@@ -238,13 +343,13 @@ func withUnit(v, unit string) string {
 
 // pointCase is one matrix point: named as results.Point names it, its
 // figures under the status field names.
-func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) junitTestcase {
+func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) Testcase {
 	name := results.Point{Test: string(p.Test), SocketBytes: int(p.SocketBytes), MessageBytes: int(p.MessageBytes), Sessions: int(p.Sessions), Pairs: int(p.Pairs)}.String()
 	var perPair []string
 	for _, v := range p.FastPathPerPairMbps {
 		perPair = append(perPair, strconv.FormatInt(v, 10))
 	}
-	return junitTestcase{Name: name, Classname: class, Properties: properties(
+	return Testcase{Name: name, Classname: class, Properties: Props(
 		"fastPathMbps", count(p.FastPathMbps), "fastPathPerPairMbps", strings.Join(perPair, ","), "baselineMbps", count(p.BaselineMbps),
 		"speedupPercent", count(int64(p.SpeedupPercent)),
 		"fastPathLatency", duration(p.FastPathLatency), "baselineLatency", duration(p.BaselineLatency),
@@ -255,26 +360,11 @@ func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) junitTestcase {
 // comparedCase is one path at one matrix point beside the run of
 // spec.compareTo: named "<path> <point>", its figures under the status
 // field names. It always passes: maxRegressionPercent judges them.
-func comparedCase(class string, p fastpathv1alpha1.ComparedPoint) junitTestcase {
+func comparedCase(class string, p fastpathv1alpha1.ComparedPoint) Testcase {
 	name := p.Path + " " + results.Point{Test: string(p.Test), SocketBytes: int(p.SocketBytes), MessageBytes: int(p.MessageBytes), Sessions: int(p.Sessions), Pairs: int(p.Pairs)}.String()
-	return junitTestcase{Name: name, Classname: class, Properties: properties(
+	return Testcase{Name: name, Classname: class, Properties: Props(
 		"mbps", count(p.Mbps), "comparedMbps", count(p.ComparedMbps), "throughputRatio", p.ThroughputRatio, "throughputNoise", string(p.ThroughputNoise),
 		"cpuRatio", p.CPURatio, "cpuNoise", string(p.CPUNoise))}
-}
-
-// properties makes <properties> of name/value pairs, leaving out empty
-// values; nil when all are.
-func properties(kv ...string) *junitProperties {
-	var ps junitProperties
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] != "" {
-			ps.Property = append(ps.Property, junitProperty{Name: kv[i], Value: kv[i+1]})
-		}
-	}
-	if len(ps.Property) == 0 {
-		return nil
-	}
-	return &ps
 }
 
 func count(v int64) string {

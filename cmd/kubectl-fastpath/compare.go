@@ -75,7 +75,7 @@ regressed by more than P percent beyond the noise (throughput down or CPU per by
 				return nil
 			}
 			if worst, percent, what, ok := cmp.Worst(nil); ok && what != "" && percent > maxRegression {
-				return &exitError{code: gate.ExitCriteriaNotMet, err: fmt.Errorf("regression %.1f%% (%s) at %s %s is beyond --max-regression-percent %v", percent, what, worst.Path, worst.Point, maxRegression)}
+				return &gate.ExitError{Code: gate.ExitCriteriaNotMet, Err: fmt.Errorf("regression %.1f%% (%s) at %s %s is beyond --max-regression-percent %v", percent, what, worst.Path, worst.Point, maxRegression)}
 			}
 			return nil
 		},

@@ -27,6 +27,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/fastpath-io/fastpath/bench/gate"
 )
 
 func main() {
@@ -90,9 +92,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec fun
 	if err == nil {
 		return 0
 	}
-	if ee := (*exitError)(nil); errors.As(err, &ee) {
+	if ee := (*gate.ExitError)(nil); errors.As(err, &ee) {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
-		return int(ee.code)
+		return int(ee.Code)
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	if started {

@@ -22,19 +22,6 @@ import (
 	"github.com/fastpath-io/fastpath/controllers/benchmark/summary"
 )
 
-// exitError ends Main with code, after printing err when it is not nil.
-type exitError struct {
-	code gate.ExitCode
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
 // runOptions are the flags of bench run.
 type runOptions struct {
 	file      string
@@ -73,7 +60,7 @@ Exit codes:
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// newBenchRunCmd is `bench run`; its errors end Main with an exitError
+// newBenchRunCmd is `bench run`; its errors end Main with a gate.ExitError
 // (ExitCouldNotRun unless it says otherwise).
 func newBenchRunCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer) *cobra.Command {
 	o := &runOptions{output: gate.FormatText, grace: gate.DefaultGrace}
@@ -84,9 +71,9 @@ func newBenchRunCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Write
 		Args:  func(cmd *cobra.Command, args []string) error { return o.validate(cmd, args) },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := o.run(cmd.Context(), kube, cmd.InOrStdin(), stdout, stderr, args)
-			var ee *exitError
+			var ee *gate.ExitError
 			if err != nil && !errors.As(err, &ee) {
-				err = &exitError{code: gate.ExitCouldNotRun, err: err}
+				err = &gate.ExitError{Code: gate.ExitCouldNotRun, Err: err}
 			}
 			return err
 		},
@@ -176,7 +163,7 @@ func (o *runOptions) run(ctx context.Context, kube *genericclioptions.ConfigFlag
 	if res.Outcome.Code == gate.ExitSucceeded {
 		return nil
 	}
-	return &exitError{code: res.Outcome.Code, err: fmt.Errorf("exit %d, %s: %s: %s", res.Outcome.Code, res.Outcome.Code, res.Outcome.Reason, res.Outcome.Message)}
+	return &gate.ExitError{Code: res.Outcome.Code, Err: fmt.Errorf("exit %d, %s: %s: %s", res.Outcome.Code, res.Outcome.Code, res.Outcome.Reason, res.Outcome.Message)}
 }
 
 // create reads the benchmark of -f and creates it in its namespace.
