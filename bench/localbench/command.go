@@ -35,8 +35,9 @@ type RunOptions struct {
 	// Plugin is the fastpath CNI binary; CNIPath is colon-separated.
 	Plugin, CNIPath string
 	Prefix          string
-	// Strict makes a missed target an error.
-	Strict bool
+	// JUnitFile, when set, is where the run's JUnit XML goes
+	// (Outcome.JUnit), whatever the outcome.
+	JUnitFile string
 	// Nice is the niceness to run at, -20 to 19; 0 leaves it.
 	Nice int
 	// Tests are the netperf tests to run, comma-separated (default
@@ -68,7 +69,11 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Plugin, "plugin", defaultPlugin(), "the fastpath CNI binary (make build: bin/fastpath)")
 	fs.StringVar(&o.CNIPath, "cni-path", DefaultCNIPath, "directories of the host-local IPAM plugin, colon-separated")
 	fs.StringVar(&o.Prefix, "prefix", DefaultPrefix, "start of the names of everything the run makes (at most 5 characters); leftovers of killed runs with it are removed first")
-	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a target is missed")
+	fs.StringVar(&o.JUnitFile, "junit-file", "", "also write the target lines as JUnit XML to this file (a testcase per target: failure when missed, skipped when not measurable here), also when the run fails")
+	// A missed target always exits 1 now; --strict stays so that scripts
+	// that pass it still run.
+	fs.Bool("strict", true, "")
+	_ = fs.MarkDeprecated("strict", "a missed target always exits 1")
 	fs.StringVar(&o.Tests, "tests", strings.Join(QuickTests, ","), "netperf tests to run, comma-separated (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR); every one measures CPU with -c -C")
 	fs.IntVar(&o.Nice, "nice", -20, "niceness of the benchmark, the netperf and netserver processes it starts and ovs-vswitchd while it runs (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
 }
@@ -108,9 +113,44 @@ func (o *RunOptions) Validate() error {
 
 // Run builds, measures and reports (call Validate first): results on
 // stdout, the files written on stderr, progress on log. It needs root.
-// Everything the run made is removed before it returns; an error names
-// what failed, and with Strict a missed target is one.
+// Everything the run made is removed before it returns. It writes the JUnit
+// XML to JUnitFile when set, and returns Outcome.ExitError: nil when every
+// target measured here was met, a *gate.ExitError with code 1 naming the
+// missed targets, or with code 2 and what failed when the benchmark could
+// not run or finish (ExitCodes).
 func (o *RunOptions) Run(ctx context.Context, stdout, stderr io.Writer, log logr.Logger) error {
+	out := Outcome{Started: time.Now()}
+	out.Err = o.run(ctx, stdout, stderr, log, &out)
+	out.Elapsed = time.Since(out.Started)
+	if o.JUnitFile != "" {
+		if err := writeJUnit(o.JUnitFile, out); err != nil {
+			out.Err = errors.Join(out.Err, err)
+		} else {
+			fmt.Fprintln(stderr, "wrote", o.JUnitFile)
+		}
+	}
+	return out.ExitError()
+}
+
+// writeJUnit writes out's JUnit XML to path, creating its directory.
+func writeJUnit(path string, out Outcome) error {
+	x, err := out.JUnit()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("failed to create the directory of %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, x, 0o644); err != nil {
+		return fmt.Errorf("failed to write JUnit XML to %s: %w", path, err)
+	}
+	return nil
+}
+
+// run is Run up to the outcome: it fills out's run ID, machine, targets and
+// figures as it learns them and returns what kept the benchmark from
+// running or finishing.
+func (o *RunOptions) run(ctx context.Context, stdout, stderr io.Writer, log logr.Logger, out *Outcome) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("failed to run the local benchmark: it needs root (network namespaces, links, bridges, Open vSwitch)")
 	}
@@ -141,6 +181,7 @@ func (o *RunOptions) Run(ctx context.Context, stdout, stderr io.Writer, log logr
 	if err != nil {
 		return err
 	}
+	out.RunID = setup.ID
 	loadBefore := loadAverage()
 	doc, runErr := measure(ctx, setup, m)
 	loadAfter := loadAverage()
@@ -151,6 +192,7 @@ func (o *RunOptions) Run(ctx context.Context, stdout, stderr io.Writer, log logr
 	if runErr != nil {
 		return errors.Join(runErr, closeErr)
 	}
+	out.Machine, out.Targets = doc.Machine, CheckTargets(doc.Runs)
 	if err := writeLocal(stdout, stderr, doc, setup, o.Out); err != nil {
 		return errors.Join(err, closeErr)
 	}
@@ -158,24 +200,10 @@ func (o *RunOptions) Run(ctx context.Context, stdout, stderr io.Writer, log logr
 		fmt.Fprintf(stdout, "load average (1, 5, 15 min) before: %s, after: %s on %d CPUs; a load above the CPU count means other processes competed with netperf and the medians are noisy\n",
 			loadBefore, loadAfter, doc.Machine.CPUs)
 	}
-	ts := CheckTargets(doc.Runs)
-	missed := 0
-	for _, t := range ts {
+	for _, t := range out.Targets {
 		fmt.Fprintln(stdout, "target", t)
-		if t.Measured && !t.Pass {
-			missed++
-		}
 	}
-	figMissed, figTargets, err := printFigures(stdout, o.Out)
-	if err != nil {
-		closeErr = errors.Join(closeErr, err)
-	}
-	missed += figMissed
-	if closeErr != nil {
-		return closeErr
-	}
-	if o.Strict && missed > 0 {
-		return fmt.Errorf("%d of %d targets missed", missed, len(ts)+figTargets)
-	}
-	return nil
+	figs, err := printFigures(stdout, o.Out)
+	out.Figures = figs
+	return errors.Join(closeErr, err)
 }

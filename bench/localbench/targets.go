@@ -252,19 +252,42 @@ func scopeNote(scope string) string {
 // CeilingNote says what the ceiling is, in the target lines.
 const CeilingNote = "ceiling = one veth pair between the two namespaces at the same MTU, offloads on (TSO/GSO/GRO/TX csum) as on the fast paths, netperf/netserver unpinned at the same niceness"
 
+// kind is the target's kind, "throughput", "latency" or "cpu", and its
+// bound, ">=" (higher is better) or "<=".
+func (t Target) kind() (kind, op string) {
+	switch {
+	case t.Latency:
+		return "latency", "<="
+	case t.CPU:
+		return "cpu", "<="
+	}
+	return "throughput", ">="
+}
+
+// BestFastPath stands for the path of a best-fast-path target (Target.BestOf)
+// in its name.
+const BestFastPath = "best-fast-path"
+
+// Name identifies the target from run to run, in its JUnit testcase and
+// exit messages: "<kind> <path>/<reference>", e.g. "throughput
+// fastpath-linux-bridge/baseline-untuned" or, for a best-fast-path target
+// whatever path won, "throughput best-fast-path/ceiling".
+func (t Target) Name() string {
+	kind, _ := t.kind()
+	path := t.Path
+	if len(t.BestOf) > 0 {
+		path = BestFastPath
+	}
+	return fmt.Sprintf("%s %s/%s", kind, path, t.Reference)
+}
+
 // String renders the target as one line, e.g.
 //
 //	PASS throughput fastpath-linux-bridge/baseline-untuned 2.93 >= 2.50 (TCP_STREAM ...: median of 5 paired ratios, min-max 2.71-3.10; ...)
 //	FAIL latency fastpath-linux-bridge/baseline-masquerade 1.07 <= 1.00 (...)
 //	PASS cpu fastpath-linux-bridge/baseline-masquerade 0.62 <= 0.80 (min-max 0.55-0.70 over 5 paired repetitions; ...)
 func (t Target) String() string {
-	kind, op := "throughput", ">="
-	switch {
-	case t.Latency:
-		kind, op = "latency", "<="
-	case t.CPU:
-		kind, op = "cpu", "<="
-	}
+	kind, op := t.kind()
 	verdict := "FAIL"
 	switch {
 	case !t.Measured:

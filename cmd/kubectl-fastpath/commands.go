@@ -19,6 +19,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/benchjob"
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/bench/gate"
 	"github.com/fastpath-io/fastpath/bench/report"
 	"github.com/fastpath-io/fastpath/internal/node/cleanup"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
@@ -156,10 +157,15 @@ func newBenchCmd(kube *genericclioptions.ConfigFlags, stdout, stderr io.Writer, 
 	rep.Flags().StringVarP(&out, "out", "o", "", "directory for results.json, results.csv, report.md, report.html and the charts (default ./<name>-report)")
 	local := &cobra.Command{
 		Use:                "local [ARGS]",
-		Short:              "run the local node benchmark (fastpath-bench local ARGS; see fastpath-bench local --help)",
+		Short:              "run the local node benchmark and exit by its targets (fastpath-bench local ARGS; see fastpath-bench local --help)",
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return execSibling(execve, "fastpath-bench", append([]string{"local"}, args...))
+			// fastpath-bench replaces this process and exits by the targets
+			// (0 met, 1 missed, 2 could not run); not found, it could not run.
+			if err := execSibling(execve, "fastpath-bench", append([]string{"local"}, args...)); err != nil {
+				return &gate.ExitError{Code: gate.ExitCouldNotRun, Err: err}
+			}
+			return nil
 		},
 	}
 	cmd.AddCommand(newBenchRunCmd(kube, stdout, stderr), newBenchCompareCmd(kube, stdout), rep, local)

@@ -6,7 +6,7 @@
 //	bench run (-f FILE | NAME)  create or follow a FastPathBenchmark, exit by its outcome (CI gate)
 //	bench compare OLD NEW       two runs point by point: ratio, within or beyond the noise
 //	bench report NAME [-o DIR]  a FastPathBenchmark's results: table, ratios, report.md/html
-//	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS)
+//	bench local [ARGS]          the local node benchmark (runs fastpath-bench local ARGS; exit by its targets)
 //
 // Like every kubectl plugin it takes kubectl's connection flags
 // (k8s.io/cli-runtime genericclioptions: --kubeconfig, --context, -n, ...)
@@ -48,11 +48,13 @@ const overview = `Fastpath: fast same-node networking and vsock for KubeVirt VMs
   bench compare OLD NEW       compare two runs (FastPathBenchmarks or results.json files) point by
                               point: throughput and CPU per byte, ratio, within or beyond the noise
   bench report NAME [-o DIR]  print a FastPathBenchmark's results and write report.md/report.html
-  bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS)`
+  bench local [ARGS]          run the local node benchmark (fastpath-bench local ARGS) and exit by
+                              its targets: 0 met, 1 a target missed, 2 could not run`
 
 // Main runs the command in args and returns the exit status: 0 on success
 // and for --help, 1 when the command failed, 2 when the command line was
-// rejected; bench run returns its own codes (gate.ExitCodes). exec replaces the process with another program (argv[0] first),
+// rejected; bench run returns its own codes (gate.ExitCodes), and bench
+// local fastpath-bench local's (2 when fastpath-bench is not found). exec replaces the process with another program (argv[0] first),
 // for demo and bench local; it returns only on failure.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, exec func(path string, argv []string) error) int {
 	kube := genericclioptions.NewConfigFlags(true)

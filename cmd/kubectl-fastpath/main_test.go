@@ -103,6 +103,10 @@ func TestDemoAndBenchLocalExecTheirPrograms(t *testing.T) {
 	var errb bytes.Buffer
 	g.Expect(Main(context.Background(), []string{"demo"}, &bytes.Buffer{}, &errb, noExec(t))).To(gomega.Equal(1))
 	g.Expect(errb.String()).To(gomega.ContainSubstring("failed to find fastpath-dev next to kubectl-fastpath or on PATH"))
+	errb.Reset()
+	g.Expect(Main(context.Background(), []string{"bench", "local", "--junit-file", "j.xml"}, &bytes.Buffer{}, &errb, noExec(t))).To(gomega.Equal(2),
+		"bench local without fastpath-bench could not run: exit 2 as fastpath-bench local's own")
+	g.Expect(errb.String()).To(gomega.ContainSubstring("failed to find fastpath-bench next to kubectl-fastpath or on PATH"))
 }
 
 func TestWriteStatus(t *testing.T) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,8 +27,9 @@ func TestLocalCommand(t *testing.T) {
 	_, err := benchfig.Write(benchfig.File{Benchmark: "relay", Description: "relay cost", Figures: []benchfig.Figure{{Name: "relay/direct", Value: 0.93, Unit: "ratio"}},
 		Targets: []benchfig.Target{{Kind: "throughput", Name: "relay/direct msg=64KiB", Value: 0.93, Goal: 0.8, Detail: "paired"}}})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	code, stdout, stderr := run("local", "--paths", "baseline-untuned,ceiling", "--duration", "1s", "--repetitions", "1", "--out", out, "--prefix", "fpbc")
-	g.Expect(code).To(gomega.Equal(0), stderr)
+	junit := filepath.Join(out, "junit.xml")
+	code, stdout, stderr := run("local", "--paths", "baseline-untuned,ceiling", "--duration", "1s", "--repetitions", "1", "--out", out, "--prefix", "fpbc", "--junit-file", junit)
+	g.Expect(code).To(gomega.Equal(0), "targets not measurable here do not fail the run: %s", stderr)
 	f, err := os.Open(filepath.Join(out, "results.json"))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	defer f.Close()
@@ -52,13 +55,56 @@ func TestLocalCommand(t *testing.T) {
 	g.Expect(stdout).To(gomega.ContainSubstring("target PASS throughput relay/direct msg=64KiB 0.93 >= 0.80 (paired)\n"))
 	g.Expect(stdout).To(gomega.ContainSubstring("figures relay: relay cost\n  relay relay/direct 0.93 ratio\n"))
 	g.Expect(stderr).To(gomega.ContainSubstring("Removed everything the run made"))
+	x := readJUnit(t, junit)
+	g.Expect([]int{x.Tests, x.Failures, x.Errors, x.Skipped}).To(gomega.Equal([]int{9, 0, 0, 7}), "the run, 7 targets skipped, the relay target passed")
 	left, err := localbench.FindLeftovers("fpbc", func(string) bool { return false })
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(left.Empty()).To(gomega.BeTrue(), left.String())
+}
 
-	code, _, stderr = run("local", "--paths", "fastpath-linux-bridge", "--plugin", "/nonexistent/fastpath", "--prefix", "fpbc")
-	g.Expect(code).To(gomega.Equal(1))
-	g.Expect(stderr).To(gomega.ContainSubstring("failed to find the fastpath CNI binary /nonexistent/fastpath (run make build"))
+// A run that cannot start exits 2 and still writes its JUnit XML: the run
+// an <error>, every target skipped as not judged. Without root it fails for
+// want of root, as root for want of the CNI binary; either way before it
+// builds anything.
+func TestLocalCouldNotRun(t *testing.T) {
+	g := gomega.NewWithT(t)
+	junit := filepath.Join(t.TempDir(), "reports", "junit.xml")
+	code, _, stderr := run("local", "--paths", "fastpath-linux-bridge", "--plugin", "/nonexistent/fastpath", "--prefix", "fpbc", "--nice", "0", "--out", t.TempDir(), "--junit-file", junit)
+	g.Expect(code).To(gomega.Equal(2), stderr)
+	want := "failed to find the fastpath CNI binary /nonexistent/fastpath (run make build"
+	if os.Geteuid() != 0 {
+		want = "failed to run the local benchmark: it needs root"
+	}
+	g.Expect(stderr).To(gomega.ContainSubstring("fastpath-bench local: " + want))
+	x := readJUnit(t, junit)
+	g.Expect([]int{x.Tests, x.Failures, x.Errors, x.Skipped}).To(gomega.Equal([]int{8, 0, 1, 7}))
+	g.Expect(x.Suites[0].Cases[0].Error.Message).To(gomega.ContainSubstring(want))
+}
+
+// junitCounts is what a CI reader counts in a JUnit document.
+type junitCounts struct {
+	Tests    int `xml:"tests,attr"`
+	Failures int `xml:"failures,attr"`
+	Errors   int `xml:"errors,attr"`
+	Skipped  int `xml:"skipped,attr"`
+	Suites   []struct {
+		Cases []struct {
+			Error *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+func readJUnit(t *testing.T, path string) junitCounts {
+	t.Helper()
+	g := gomega.NewWithT(t)
+	raw, err := os.ReadFile(path)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var x junitCounts
+	g.Expect(xml.Unmarshal(raw, &x)).To(gomega.Succeed())
+	g.Expect(x.Suites).To(gomega.HaveLen(1))
+	return x
 }
 
 func TestLocalRejectsBadFlags(t *testing.T) {
@@ -79,6 +125,13 @@ func TestLocalRejectsBadFlags(t *testing.T) {
 			g.Expect(stderr).To(gomega.ContainSubstring(tc.want))
 		})
 	}
-	code, _, _ := run("local", "--help")
-	gomega.NewWithT(t).Expect(code).To(gomega.Equal(0), "make bench probes `local --help`")
+	g := gomega.NewWithT(t)
+	code, _, stderr := run("local", "--help")
+	g.Expect(code).To(gomega.Equal(0), "make bench probes `local --help`")
+	for _, e := range localbench.ExitCodes {
+		g.Expect(stderr).To(gomega.ContainSubstring(fmt.Sprintf("\n  %d  %s: %s\n", e.Code, e.Code, e.When)), "the help lists exit code %d", e.Code)
+	}
+	code, _, stderr = run("local", "--strict", "--help")
+	g.Expect(code).To(gomega.Equal(0), "--strict is still accepted")
+	g.Expect(stderr).To(gomega.ContainSubstring("a missed target always exits 1"))
 }

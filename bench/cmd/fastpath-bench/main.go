@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
+
+	"github.com/fastpath-io/fastpath/bench/gate"
 )
 
 func main() {
@@ -22,7 +25,8 @@ func main() {
 // Main runs the subcommand named by args[0] and returns the exit status:
 // 0 on success (and for --help), 1 when the command failed, 2 when the
 // command line was rejected (flags, arguments or their validation, before
-// the command started its work).
+// the command started its work). local returns its own codes
+// (localbench.ExitCodes: 1 a target missed, 2 could not run).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "fastpath-bench",
@@ -54,6 +58,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	if ee := (*gate.ExitError)(nil); errors.As(err, &ee) {
+		return int(ee.Code)
+	}
 	if started {
 		return 1
 	}
