@@ -14,7 +14,10 @@
 //     one testsuite per benchmark, a testcase for the run, one per success
 //     criterion and one per matrix point of status), the shape GitHub
 //     Actions' reporters, GitLab and Jenkins read; Write (output.go) renders
-//     text, JSON, YAML or JUnit.
+//     text, JSON, YAML or JUnit. RenderJUnit, under it, renders any
+//     Testsuite: the local benchmark (bench/localbench) renders its target
+//     lines with it, and exits with the same ExitCode values through
+//     ExitError.
 //   - DecodeBenchmark and Namespace (file.go) read the benchmark of -f.
 //
 // The criteria verdicts come from the operator's own judgement

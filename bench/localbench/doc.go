@@ -42,5 +42,8 @@
 //
 // RunOptions is `fastpath-bench local`: build, measure, write results.json
 // and the report, print the medians, ratios, targets and other benchmarks'
-// figures (command.go, output.go).
+// figures (command.go, output.go). Outcome (gate.go) turns the target lines
+// into the CI gate's exit code (bench/gate's codes: 0 met, 1 a target
+// missed, 2 could not run; a target not measurable here counts neither
+// way) and JUnit XML (--junit-file).
 package localbench
