@@ -440,9 +440,15 @@ func TestChartAgentDevicePlugin(t *testing.T) {
 	g.Expect(ds).To(ContainSubstring("- --device-plugin-dir=/var/lib/kubelet/device-plugins"))
 	g.Expect(ds).To(ContainSubstring("- --macvtap-devices=128"))
 	g.Expect(ds).To(ContainSubstring("{name: device-plugins, mountPath: /var/lib/kubelet/device-plugins}"))
+	// The macvtap device plugin asks kubelet's PodResources API whose
+	// container holds a device before kubelet starts it.
+	g.Expect(ds).To(ContainSubstring("- --pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"))
+	g.Expect(ds).To(ContainSubstring("{name: pod-resources, mountPath: /var/lib/kubelet/pod-resources}"))
+	g.Expect(ds).To(ContainSubstring("{name: pod-resources, hostPath: {path: /var/lib/kubelet/pod-resources, type: Directory}}"))
 	ds = agentDaemonSet(t, "agent.devicePlugin.enabled=false")
 	g.Expect(ds).To(ContainSubstring("- --device-plugin-dir=\n"))
 	g.Expect(ds).NotTo(ContainSubstring("device-plugins, mountPath"))
+	g.Expect(ds).NotTo(ContainSubstring("pod-resources"))
 }
 
 // TestChartAgentSibling: vsock mode Sibling is opt-in; on, the agent gets
@@ -454,7 +460,6 @@ func TestChartAgentSibling(t *testing.T) {
 	g := NewWithT(t)
 	ds := agentDaemonSet(t)
 	g.Expect(ds).NotTo(ContainSubstring("--vhost-device-vsock"))
-	g.Expect(ds).NotTo(ContainSubstring("pod-resources"))
 	ds = agentDaemonSet(t, "agent.sibling.enabled=true")
 	for _, s := range []string{
 		"- --vhost-device-vsock=/usr/local/bin/vhost-device-vsock",
@@ -470,6 +475,9 @@ func TestChartAgentSibling(t *testing.T) {
 	} {
 		g.Expect(ds).To(ContainSubstring(s))
 	}
+	// The earlier key of kubelet's PodResources directory still counts.
+	ds = agentDaemonSet(t, "agent.sibling.enabled=true", "agent.sibling.podResourcesDir=/srv/kubelet/pod-resources")
+	g.Expect(ds).To(ContainSubstring("{name: pod-resources, hostPath: {path: /srv/kubelet/pod-resources, type: Directory}}"))
 	ds = agentDaemonSet(t, "agent.sibling.enabled=true", "agent.sibling.maxGroups=5", "agent.sibling.maxGroupsPerNamespace=2")
 	g.Expect(ds).To(And(ContainSubstring("- --sibling-max-groups=5\n"), ContainSubstring("- --sibling-max-groups-per-namespace=2\n")))
 	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.sibling.enabled=true", "--set", "agent.devicePlugin.enabled=false").CombinedOutput()

@@ -63,7 +63,7 @@ func run(o Options) error {
 	if o.DevicePlugins.Dir != "" {
 		dp := newDevicePlugins(o.DevicePlugins.Dir)
 		defer dp.Stop()
-		r.DevicePlugins = dp
+		r.DevicePlugins, r.MacvtapLaunchers = dp, newMacvtapLaunchers(mgr, o)
 	}
 	if o.Sibling.VhostDeviceVsock != "" {
 		sup, err := newSiblings(o, r)

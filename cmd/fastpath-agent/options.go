@@ -257,7 +257,7 @@ func (o *DevicePluginOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Dir, "device-plugin-dir", o.Dir, "kubelet's device plugin directory (with kubelet.sock): the agent offers macvtap.fastpath.io/<lower> there for every Macvtap network, whose devices are the /dev/tapN of VM macvtaps; \"\" disables the device plugin.")
 	fs.IntVar(&o.MacvtapDevices, "macvtap-devices", o.MacvtapDevices, fmt.Sprintf("Devices (VM macvtap interfaces) each Macvtap network offers on this node, 1-%d.", maxMacvtapDevices))
 	fs.IntVar(&o.SiblingDevices, "sibling-devices", o.SiblingDevices, fmt.Sprintf("Devices of vsock.fastpath.io/sibling (Sibling VM launchers at once on this node), 1-%d; offered only with --vhost-device-vsock and --device-plugin-dir.", deviceplugin.MaxSiblingDevices))
-	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "kubelet's PodResources API socket: the sibling device plugin asks it which pod holds a device.")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "kubelet's PodResources API socket: the device plugins ask it which pod holds a device.")
 }
 
 func (o *DHCPOptions) addFlags(fs *flag.FlagSet) {

@@ -220,6 +220,13 @@ func newSiblings(o Options, r *agent.Reconciler) (*backend.Supervisor, error) {
 	return sup, nil
 }
 
+// newMacvtapLaunchers returns the check that gives a macvtap device only to
+// the launcher of a VM the operator wired for its network.
+func newMacvtapLaunchers(mgr ctrl.Manager, o Options) *deviceplugin.MacvtapLaunchers {
+	return &deviceplugin.MacvtapLaunchers{NodeName: o.NodeName, PodResources: deviceplugin.KubeletPodResources{Socket: o.DevicePlugins.PodResourcesSocket},
+		Reader: mgr.GetAPIReader(), Log: ctrl.Log.WithName("macvtap-launchers")}
+}
+
 // offerSiblingDevices offers vsock.fastpath.io/sibling through r's device
 // plugins and links each launcher's socket directory (SiblingMounts, run by
 // mgr); without --device-plugin-dir it only says so.

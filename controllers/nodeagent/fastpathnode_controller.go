@@ -92,10 +92,13 @@ type CNIInstaller interface {
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// The sibling device plugin (deviceplugin.SiblingMounts) checks whose
-// container holds a device: the pod, and its VMI's status.activePods.
+// The device plugins (deviceplugin.SiblingMounts, MacvtapLaunchers) check
+// whose container holds a device: the pod, its VMI's status.activePods, the
+// VMI's VirtualMachine (its wiring record, read as metadata) and the
+// FastPathAttachment the record names.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get
 
 // Reconciler prepares one node and publishes its FastPathNode. Fill in
 // NodeName, Prober, Bridges and Relay (required) and what the defaults do not
@@ -148,6 +151,11 @@ type Reconciler struct {
 	// which brings a Sibling VM's vhost-user socket into its compute
 	// container. Its registration error shows in SiblingBackendsReady.
 	SiblingDevicePlugin *deviceplugin.Resource
+	// MacvtapLaunchers, when set, checks before every start of a container
+	// holding a macvtap device that it is the launcher of a VM the operator
+	// wired for that network (deviceplugin.MacvtapLaunchers); nil: the
+	// devices go to any pod kubelet assigns them (tests without a kubelet).
+	MacvtapLaunchers *deviceplugin.MacvtapLaunchers
 	// MacvtapCapacity is how many devices each macvtap resource offers; 0
 	// means deviceplugin.DefaultMacvtapCapacity.
 	MacvtapCapacity int

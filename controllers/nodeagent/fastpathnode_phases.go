@@ -190,6 +190,9 @@ func (r *Reconciler) syncDevicePlugins(ctx context.Context, s *scope) {
 			continue
 		}
 		res := deviceplugin.MacvtapResource(bs.Name, capacity)
+		if r.MacvtapLaunchers != nil {
+			res = r.MacvtapLaunchers.Resource(bs.Name, capacity)
+		}
 		want = append(want, deviceplugin.Want{Resource: res, Healthy: bs.Ready})
 		at[res.Name] = i
 	}

@@ -18,14 +18,17 @@ import (
 // to run and fails the resources in fail.
 type recordingPlugins struct {
 	wanted []string
-	fail   map[string]error
+	// preStart: by resource name, whether it has a PreStart (the check).
+	preStart map[string]bool
+	fail     map[string]error
 }
 
 func (p *recordingPlugins) Sync(want []deviceplugin.Want) map[string]error {
-	p.wanted = nil
+	p.wanted, p.preStart = nil, map[string]bool{}
 	out := map[string]error{}
 	for _, w := range want {
 		p.wanted = append(p.wanted, w.Resource.Name)
+		p.preStart[w.Resource.Name] = w.Resource.PreStart != nil
 		out[w.Resource.Name] = p.fail[w.Resource.Name]
 	}
 	return out
@@ -68,4 +71,20 @@ func TestSiblingDevicePluginRunsWithTheBackendAndReportsInSiblingBackendsReady(t
 	s.bridges = []fastpathv1alpha1.BridgeStatus{mac}
 	r.syncDevicePlugins(context.Background(), s)
 	g.Expect(plugins.wanted).To(ConsistOf("macvtap.fastpath.io/fp0"))
+}
+
+// TestMacvtapDevicePluginChecksTheLauncherWhenTheAgentCan: with
+// MacvtapLaunchers (the agent sets it whenever it serves device plugins)
+// every macvtap resource is served with the PreStartContainer check.
+func TestMacvtapDevicePluginChecksTheLauncherWhenTheAgentCan(t *testing.T) {
+	g := NewWithT(t)
+	plugins := &recordingPlugins{}
+	r := &Reconciler{DevicePlugins: plugins, MacvtapLaunchers: &deviceplugin.MacvtapLaunchers{NodeName: "node-1"}}
+	s := &scope{}
+	s.bridges = []fastpathv1alpha1.BridgeStatus{
+		{Name: "fp0", Datapath: fastpathv1alpha1.DatapathMacvtap, Ready: true},
+		{Name: "fp1", Datapath: fastpathv1alpha1.DatapathMacvtap, Ready: true},
+		{Name: "br0", Datapath: fastpathv1alpha1.DatapathLinuxBridge, Ready: true}}
+	r.syncDevicePlugins(context.Background(), s)
+	g.Expect(plugins.preStart).To(Equal(map[string]bool{"macvtap.fastpath.io/fp0": true, "macvtap.fastpath.io/fp1": true}))
 }

@@ -47,8 +47,9 @@ type InstallOptions struct {
 // directories (the plugin's state directory too), its pod network, no
 // KubeVirt node selector (without KubeVirt no node carries
 // kubevirt.io/schedulable), and vsock mode Sibling's backend, with its
-// sockets under the cluster's run directory and the kubelet's PodResources
-// socket under its root: the only vsock mode whose VMs start on a kernel
+// sockets under the cluster's run directory, and the kubelet's PodResources
+// socket under its root (the device plugins ask it which pod holds a
+// device): the only vsock mode whose VMs start on a kernel
 // without vhost_vsock.
 func HelmValues(dir string, kubevirt bool) []string {
 	bin, conf := CNIDirs(dir)
@@ -60,7 +61,7 @@ func HelmValues(dir string, kubevirt bool) []string {
 		"agent.nodeSelector=null",
 		"agent.sibling.enabled=true",
 		"agent.sibling.socketDir=" + filepath.Join(l.run, "sibling"),
-		"agent.sibling.podResourcesDir=" + filepath.Join(l.kubeletRoot, "pod-resources"),
+		"agent.devicePlugin.podResourcesDir=" + filepath.Join(l.kubeletRoot, "pod-resources"),
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 // TestSiblingDevicePluginOnARealKubelet (root) runs the sibling device
@@ -33,7 +35,10 @@ import (
 // "launcher" pod (controlled by a VirtualMachineInstance that lists it in
 // status.activePods; the VMI CRD is a stand-in, there is no KubeVirt) finds
 // exactly its VM's socket at /var/run/fastpath/vsock and reaches the host's
-// listener through it; a pod of no VMI finds the directory empty.
+// listener through it; a pod of no VMI finds the directory empty. The VMI's
+// VirtualMachine carries the operator's wiring record and a
+// FastPathAttachment lists it as wired in mode Sibling (the VM CRD is a
+// stand-in too; the attachment CRD is Fastpath's).
 func TestSiblingDevicePluginOnARealKubelet(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
@@ -95,22 +100,57 @@ func TestSiblingDevicePluginOnARealKubelet(t *testing.T) {
 		g.Expect(q.Value()).To(BeEquivalentTo(4))
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	// A stand-in for KubeVirt's VMI CRD, with its status subresource.
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "virtualmachineinstances.kubevirt.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "virtualmachineinstances", Singular: "virtualmachineinstance", Kind: "VirtualMachineInstance", ListKind: "VirtualMachineInstanceList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}}},
+	// Stand-ins for KubeVirt's VM and VMI CRDs, with their status
+	// subresource, and Fastpath's FastPathAttachment CRD.
+	standIn := func(kind, plural string) *apiextensionsv1.CustomResourceDefinition {
+		return &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + ".kubevirt.io"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+					Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}}},
+		}
 	}
-	g.Expect(cl.Create(ctx, crd)).To(Succeed())
+	crds := []*apiextensionsv1.CustomResourceDefinition{standIn("VirtualMachineInstance", "virtualmachineinstances"), standIn("VirtualMachine", "virtualmachines")}
+	all, err := testenv.CRDs()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, c := range all {
+		if c.Name == "fastpathattachments.fastpath.io" {
+			crds = append(crds, c)
+		}
+	}
+	g.Expect(crds).To(HaveLen(3))
+	for _, c := range crds {
+		g.Expect(cl.Create(ctx, c)).To(Succeed())
+		t.Cleanup(func() { _ = cl.Delete(context.Background(), c) })
+	}
+	// What the operator leaves when it wires db-0 in vsock mode Sibling:
+	// the VM's wiring record and the attachment's status listing it. The
+	// device plugin gives the socket only to the launcher of such a VM.
+	att := &fastpathv1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec: fastpathv1alpha1.FastPathAttachmentSpec{VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Network: &fastpathv1alpha1.NetworkSpec{IPAM: fastpathv1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}}
+	g.Eventually(func() error { return cl.Create(ctx, att) }).WithTimeout(30 * time.Second).Should(Succeed())
+	att.Status.VMs = []fastpathv1alpha1.VMStatus{{Name: "db-0", Wired: true, VSOCKMode: fastpathv1alpha1.VSOCKModeSibling}}
+	g.Expect(cl.Status().Update(ctx, att)).To(Succeed())
+	rec, err := json.Marshal(wiring.Record{Attachment: att.Name, AttachmentUID: string(att.UID),
+		Added: []wiring.Item{wiring.ItemLabel, wiring.ItemVSOCKMode, wiring.ItemSiblingNode, wiring.ItemSiblingResource}})
+	g.Expect(err).NotTo(HaveOccurred())
+	vm := &unstructured.Unstructured{}
+	vm.SetAPIVersion("kubevirt.io/v1")
+	vm.SetKind("VirtualMachine")
+	vm.SetNamespace("default")
+	vm.SetName("db-0")
+	vm.SetAnnotations(map[string]string{wiring.RecordAnnotation: string(rec)})
+	g.Eventually(func() error { return cl.Create(ctx, vm) }).WithTimeout(30 * time.Second).Should(Succeed())
 	vmi := &unstructured.Unstructured{}
 	vmi.SetAPIVersion("kubevirt.io/v1")
 	vmi.SetKind("VirtualMachineInstance")
 	vmi.SetNamespace("default")
 	vmi.SetName("db-0")
 	vmi.SetAnnotations(map[string]string{fastpathv1alpha1.VSOCKModeAnnotation: string(fastpathv1alpha1.VSOCKModeSibling)})
+	vmi.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "db-0", UID: vm.GetUID(), Controller: ptr.To(true)}})
 	g.Eventually(func() error { return cl.Create(ctx, vmi) }).WithTimeout(30 * time.Second).Should(Succeed())
 
 	pod := func(name string, owner *metav1.OwnerReference) *corev1.Pod {
@@ -158,7 +198,6 @@ func TestSiblingDevicePluginOnARealKubelet(t *testing.T) {
 	for _, p := range []*corev1.Pod{launcher, curious} {
 		g.Expect(cl.Delete(ctx, p)).To(Succeed())
 	}
-	_ = cl.Delete(ctx, crd)
 }
 
 // containerPID returns a process of pod p whose root has

@@ -24,4 +24,13 @@
 // socket of that pod's VM, after checking through kubelet's PodResources
 // API and the VMI's status.activePods whose container it is
 // (docs/vsock-sibling.md).
+//
+// Both resources are only for launchers of VMs the operator wired for them
+// (issue 39): kubelet's Allocate names device IDs, never the pod, so the
+// check runs where the pod is known, in PreStartContainer (and, for the
+// sibling sockets, in every Sync): the pod holding the device (kubelet's
+// PodResources API), its VMI's status.activePods, the VMI's VirtualMachine,
+// the VM's wiring record (internal/vm/wiring) and the status of the
+// FastPathAttachment it names (verifyLauncher). MacvtapLaunchers makes a
+// macvtap resource that fails the container's start otherwise.
 package deviceplugin

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,14 +14,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/clock"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -122,7 +119,8 @@ func (k KubeletPodResources) List(ctx context.Context) ([]*podresourcesapi.PodRe
 // (kubelet calls it with the container's device IDs after Allocate, before
 // the container starts) asks kubelet's PodResources API which pod holds the
 // device, checks through the API server that the pod is the virt-launcher
-// pod of a VirtualMachineInstance in vsock mode Sibling on this node (see
+// pod of a VirtualMachineInstance in vsock mode Sibling on this node whose
+// VirtualMachine a FastPathAttachment wired for this resource (see
 // verify), and hard-links that VM's <SocketDir>/<h>.vhost
 // (v1alpha1.SiblingSocketPath) into the directory; any other pod gets the
 // empty directory. The hybrid-vsock host socket <h>.vsock and the other
@@ -150,8 +148,9 @@ type SiblingMounts struct {
 	Devices int
 	// PodResources finds the pod that holds a device.
 	PodResources PodResourcesLister
-	// Reader reads Pods and VirtualMachineInstances (uncached: the API
-	// reader, so the agent keeps no cache of every pod).
+	// Reader reads Pods, VirtualMachineInstances, VirtualMachines (their
+	// metadata) and FastPathAttachments (uncached: the API reader, so the
+	// agent keeps no cache of every pod).
 	Reader client.Reader
 	// Recorder, when set, gets an event on the pod when its link is made or
 	// cannot be made (on transitions only).
@@ -371,24 +370,7 @@ func (m *SiblingMounts) NeedLeaderElection() bool { return false }
 
 // holders returns, by device ID of the resource, the pod kubelet assigned it to.
 func (m *SiblingMounts) holders(ctx context.Context) (map[string]types.NamespacedName, error) {
-	pods, err := m.PodResources.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]types.NamespacedName{}
-	for _, p := range pods {
-		for _, c := range p.GetContainers() {
-			for _, d := range c.GetDevices() {
-				if d.GetResourceName() != fastpathv1alpha1.SiblingResourceName {
-					continue
-				}
-				for _, id := range d.GetDeviceIds() {
-					out[id] = types.NamespacedName{Namespace: p.GetNamespace(), Name: p.GetName()}
-				}
-			}
-		}
-	}
-	return out, nil
+	return holdersOf(ctx, m.PodResources, fastpathv1alpha1.SiblingResourceName)
 }
 
 // ensure brings device id's directory to what pod should have. strict
@@ -461,55 +443,27 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 }
 
 // verify decides whether pod is the virt-launcher pod, on this node, of a
-// VirtualMachineInstance in vsock mode Sibling, and returns the VMI's name
-// (the VM's: KubeVirt names a VM's VMI after it). vm "" with a reason: it
-// is not, and never will be (its VMI does not change that). err: it cannot
-// be decided now (API errors; the pod not yet in the VMI's
-// status.activePods, which virt-controller fills once the pod exists).
+// VirtualMachineInstance in vsock mode Sibling whose VirtualMachine the
+// operator wired for v1alpha1.SiblingResourceName, and returns the VM's
+// name (whose socket it gets). vm "" with a
+// reason: it is not, and never will be. err: it cannot be decided now (API
+// errors; the pod not yet in the VMI's status.activePods, which
+// virt-controller fills once the pod exists; the attachment's status not
+// yet listing the VM as wired in mode Sibling).
 //
-// The proof is the VMI's status.activePods, which only KubeVirt writes
-// (status is a subresource tenants are not granted), and the pod's
-// controller reference naming that VMI's UID: virt-controller lists in
-// activePods exactly the pods the VMI controls (pkg/virt-controller/watch/vmi
-// lifecycle.go setActivePods, KubeVirt v1.6). Pod and VMI share the
-// namespace, so a pod can only ever get a socket of a VM of its own
-// namespace.
+// The proof is verifyLauncher's chain (pod, VMI status.activePods, VM,
+// wiring record, attachment status) and wiredForSibling. Pod, VMI, VM and
+// attachment share the namespace, so a pod can only ever get a socket of a
+// VM of its own namespace.
 func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (obj *corev1.Pod, vm, reason string, err error) {
-	pod := &corev1.Pod{}
-	if err := m.Reader.Get(ctx, key, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, "", fmt.Sprintf("pod %s does not exist", key), nil
-		}
-		return nil, "", "", fmt.Errorf("failed to read pod %s: %w", key, err)
+	w, obj, reason, err := verifyLauncher(ctx, m.Reader, m.NodeName, key)
+	if err != nil || reason != "" {
+		return obj, "", reason, err
 	}
-	if pod.Spec.NodeName != m.NodeName {
-		return pod, "", fmt.Sprintf("pod %s is bound to node %q, not %s", key, pod.Spec.NodeName, m.NodeName), nil
+	if reason, err := w.wiredForSibling(); err != nil || reason != "" {
+		return obj, "", reason, err
 	}
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.Kind != vmiKind || !strings.HasPrefix(owner.APIVersion, kubevirtv1.SchemeGroupVersion.Group+"/") {
-		return pod, "", fmt.Sprintf("pod %s is not controlled by a %s (not a virt-launcher pod)", key, vmiKind), nil
-	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := m.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: owner.Name}, vmi); err != nil {
-		if apierrors.IsNotFound(err) {
-			return pod, "", fmt.Sprintf("the %s %s/%s controlling pod %s does not exist", vmiKind, key.Namespace, owner.Name, key), nil
-		}
-		return pod, "", "", fmt.Errorf("failed to read %s %s/%s: %w", vmiKind, key.Namespace, owner.Name, err)
-	}
-	if vmi.UID != owner.UID {
-		return pod, "", fmt.Sprintf("pod %s names %s %s/%s uid %s as its controller, but that VMI has uid %s", key, vmiKind, key.Namespace, owner.Name, owner.UID, vmi.UID), nil
-	}
-	if mode := vmi.Annotations[fastpathv1alpha1.VSOCKModeAnnotation]; mode != string(fastpathv1alpha1.VSOCKModeSibling) {
-		return pod, "", fmt.Sprintf("%s %s/%s is not in vsock mode Sibling (annotation %s is %q)", vmiKind, key.Namespace, vmi.Name, fastpathv1alpha1.VSOCKModeAnnotation, mode), nil
-	}
-	node, active := vmi.Status.ActivePods[pod.UID]
-	if !active {
-		return pod, "", "", fmt.Errorf("pod %s (uid %s) is not in status.activePods of %s %s/%s yet", key, pod.UID, vmiKind, key.Namespace, vmi.Name)
-	}
-	if node != m.NodeName {
-		return pod, "", fmt.Sprintf("status.activePods of %s %s/%s places pod %s on node %q, not %s", vmiKind, key.Namespace, vmi.Name, key, node, m.NodeName), nil
-	}
-	return pod, vmi.Name, "", nil
+	return obj, w.vm.Name, "", nil
 }
 
 // link hard-links the vhost-user socket of VM ns/vm into device id's

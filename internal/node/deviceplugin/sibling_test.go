@@ -2,6 +2,7 @@ package deviceplugin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -31,6 +32,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	fpscheme "github.com/fastpath-io/fastpath/internal/platform/scheme"
+	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 )
 
 const testNode = "node-1"
@@ -203,7 +205,11 @@ func TestSiblingMountsGiveEachLauncherOnlyItsOwnSocket(t *testing.T) {
 	delete(relay.Annotations, fastpathv1alpha1.VSOCKModeAnnotation)
 	lw := launcher("tenant-a", "virt-launcher-web-0-q", "uid-pod-w", "web-0", "uid-vmi-w", testNode)
 
-	e := newSiblingEnv(t, db0, l0, db1, l1, dbB, lB, plain, forger, wrongUID, relay, lw)
+	vm0, att0 := siblingWiring("tenant-a", "db-0")
+	vm1, att1 := siblingWiring("tenant-a", "db-1")
+	vmB, attB := siblingWiring("tenant-b", "db-0")
+	vmW, attW := wiredVM("tenant-a", "web-0", fastpathv1alpha1.VMStatus{Name: "web-0", Wired: true, VSOCKMode: fastpathv1alpha1.VSOCKModeRelay}, wiring.ItemLabel)
+	e := newSiblingEnv(t, db0, l0, db1, l1, dbB, lB, plain, forger, wrongUID, relay, lw, vm0, att0, vm1, att1, vmB, attB, vmW, attW)
 	g.Expect(e.kubelet.registrations()).To(HaveLen(1))
 	reg := e.kubelet.registrations()[0]
 	g.Expect(reg.ResourceName).To(Equal("vsock.fastpath.io/sibling"))
@@ -295,8 +301,9 @@ func TestSiblingMountsGiveEachLauncherOnlyItsOwnSocket(t *testing.T) {
 // socket exists, kubelet's retry succeeds.
 func TestSiblingPreStartFailsWithoutTheSocket(t *testing.T) {
 	g := NewWithT(t)
+	vm, att := siblingWiring("tenant-a", "db-0")
 	e := newSiblingEnv(t, siblingVMI("tenant-a", "db-0", "uid-vmi-0", "uid-pod-0"),
-		launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode))
+		launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode), vm, att)
 	e.allocate("vsock0")
 	e.res.set(map[string]string{"vsock0": "tenant-a/virt-launcher-db-0-abcde"})
 	g.Expect(e.preStart("vsock0")).To(MatchError(And(ContainSubstring("VM tenant-a/db-0"), ContainSubstring("pod tenant-a/virt-launcher-db-0-abcde"),
@@ -332,7 +339,8 @@ func TestSiblingLauncherOnAnotherNode(t *testing.T) {
 	g := NewWithT(t)
 	vmi := siblingVMI("tenant-a", "db-0", "uid-vmi-0", "uid-pod-0")
 	vmi.Status.ActivePods["uid-pod-0"] = "node-2"
-	e := newSiblingEnv(t, vmi, launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode))
+	vm, att := siblingWiring("tenant-a", "db-0")
+	e := newSiblingEnv(t, vmi, launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode), vm, att)
 	e.serve("tenant-a", "db-0")
 	e.allocate("vsock0")
 	e.res.set(map[string]string{"vsock0": "tenant-a/virt-launcher-db-0-abcde"})
@@ -355,12 +363,47 @@ func TestSiblingAllocateTakesOneDevicePerContainer(t *testing.T) {
 	g.Expect(e.entries("vsock3")).To(BeEmpty())
 }
 
+// siblingVMI is the VMI, in vsock mode Sibling, of VM ns/name (uid
+// "uid-vm-<name>"), with the pod podUID in status.activePods on testNode.
 func siblingVMI(ns, name, uid, podUID string) *kubevirtv1.VirtualMachineInstance {
+	yes := true
 	return &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid),
-			Annotations: map[string]string{fastpathv1alpha1.VSOCKModeAnnotation: string(fastpathv1alpha1.VSOCKModeSibling)}},
+			Annotations:     map[string]string{fastpathv1alpha1.VSOCKModeAnnotation: string(fastpathv1alpha1.VSOCKModeSibling)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: name, UID: types.UID("uid-vm-" + name), Controller: &yes}}},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{ActivePods: map[types.UID]string{types.UID(podUID): testNode}},
 	}
+}
+
+// siblingWiring is what the operator leaves when FastPathAttachment
+// "att-<vm>" wires VM ns/vm in vsock mode Sibling: the VM (uid
+// "uid-vm-<vm>") with its wiring record and the attachment listing it as
+// wired in mode Sibling.
+func siblingWiring(ns, vm string) (*kubevirtv1.VirtualMachine, *fastpathv1alpha1.FastPathAttachment) {
+	return wiredVM(ns, vm, fastpathv1alpha1.VMStatus{Name: vm, Wired: true, VSOCKMode: fastpathv1alpha1.VSOCKModeSibling},
+		wiring.ItemLabel, wiring.ItemVSOCKMode, wiring.ItemSiblingNode, wiring.ItemSiblingResource)
+}
+
+// wiredVM is VM ns/vm (uid "uid-vm-<vm>") whose wiring record names
+// FastPathAttachment "att-<vm>" (uid "uid-att-<vm>") with items added, and
+// that attachment with entry in status.vms.
+func wiredVM(ns, vm string, entry fastpathv1alpha1.VMStatus, added ...wiring.Item) (*kubevirtv1.VirtualMachine, *fastpathv1alpha1.FastPathAttachment) {
+	att := &fastpathv1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "att-" + vm, UID: types.UID("uid-att-" + vm)},
+		Status: fastpathv1alpha1.FastPathAttachmentStatus{VMs: []fastpathv1alpha1.VMStatus{entry}}}
+	rec, err := json.Marshal(wiring.Record{Attachment: att.Name, AttachmentUID: string(att.UID), Added: added})
+	if err != nil {
+		panic(err)
+	}
+	return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vm, UID: types.UID("uid-vm-" + vm),
+		Annotations: map[string]string{wiring.RecordAnnotation: string(rec)}}}, att
+}
+
+// siblingLauncher is a Sibling VM ns/vm the operator wired, running on
+// testNode in pod (uid "uid-pod-<vm>"): the VM, its attachment, the VMI
+// and the pod.
+func siblingLauncher(ns, vm, pod string) []client.Object {
+	v, att := siblingWiring(ns, vm)
+	return []client.Object{v, att, siblingVMI(ns, vm, "uid-vmi-"+vm, "uid-pod-"+vm), launcher(ns, pod, "uid-pod-"+vm, vm, "uid-vmi-"+vm, testNode)}
 }
 
 func launcher(ns, name, uid, vmi, vmiUID, node string) *corev1.Pod {
@@ -446,7 +489,8 @@ func TestSiblingUndecidedPodBacksOffAndGivesUp(t *testing.T) {
 	g := NewWithT(t)
 	db0, l0 := siblingVMI("tenant-a", "db-0", "uid-vmi-0", "uid-pod-0"), launcher("tenant-a", "virt-launcher-db-0-abcde", "uid-pod-0", "db-0", "uid-vmi-0", testNode)
 	forger := launcher("tenant-a", "forger", "uid-forger", "db-0", "uid-vmi-0", testNode)
-	e := newSiblingEnv(t, db0, l0, forger)
+	vm0, att0 := siblingWiring("tenant-a", "db-0")
+	e := newSiblingEnv(t, db0, l0, forger, vm0, att0)
 	reads := &countingReader{Reader: e.mounts.Reader}
 	e.mounts.Reader = reads
 	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)

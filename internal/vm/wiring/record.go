@@ -96,11 +96,22 @@ func Stale(vm map[string]any, attachment, uid string) bool {
 
 // OwnerFromAnnotations is Owner for a VM's metadata.annotations.
 func OwnerFromAnnotations(annotations map[string]string) string {
-	raw, ok := annotations[RecordAnnotation]
-	if !ok {
+	rec, err := RecordFromAnnotations(annotations)
+	if err != nil || rec == nil {
 		return ""
 	}
-	return Owner(map[string]any{"metadata": map[string]any{"annotations": map[string]any{RecordAnnotation: raw}}})
+	return rec.Attachment
+}
+
+// RecordFromAnnotations is ReadRecord for a VM's metadata.annotations (what
+// a metadata-only read returns): nil when there is no record, an error
+// naming the annotation when it is malformed.
+func RecordFromAnnotations(annotations map[string]string) (*Record, error) {
+	raw, ok := annotations[RecordAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	return ReadRecord(map[string]any{"metadata": map[string]any{"annotations": map[string]any{RecordAnnotation: raw}}})
 }
 
 func writeRecord(vm map[string]any, rec *Record) error {
