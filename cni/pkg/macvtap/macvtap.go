@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
@@ -51,7 +52,9 @@ type Spec struct {
 	Alias string
 	// DeviceOwner, when set with Index, is given /dev/tap<Index> on the node
 	// (the kernel makes it root's, mode 0600): the container runtime copies
-	// the node's ownership into the container it hands the device to.
+	// the node's ownership into the container it hands the device to. Only
+	// a macvtap character device is given, never through a symbolic link
+	// (GiveDevice).
 	DeviceOwner *Owner
 }
 
@@ -61,6 +64,67 @@ type Owner struct{ UID, GID int }
 // DevDir is where the node's character devices are (devtmpfs): the kernel
 // makes /dev/tap<index> there before RTM_NEWLINK returns.
 var DevDir = "/dev"
+
+// ProcDevices is the kernel's list of device majors.
+var ProcDevices = "/proc/devices"
+
+// TapMajor returns the major number of macvtap character devices: the one
+// the kernel registered as "macvtap" in ProcDevices' "Character devices:"
+// section when the macvtap module loaded (drivers/net/macvtap.c,
+// tap_create_cdev). Errors: the file unreadable, no such entry.
+func TapMajor() (uint32, error) {
+	b, err := os.ReadFile(ProcDevices)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read the device majors: %w", err)
+	}
+	char := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch f := strings.Fields(line); {
+		case line == "Character devices:":
+			char = true
+		case strings.HasSuffix(line, "devices:"):
+			char = false
+		case char && len(f) == 2 && f[1] == "macvtap":
+			n, err := strconv.ParseUint(f[0], 10, 32)
+			if err != nil {
+				return 0, fmt.Errorf("failed to parse the macvtap major %q in %s: %w", f[0], ProcDevices, err)
+			}
+			return uint32(n), nil
+		}
+	}
+	return 0, fmt.Errorf("no macvtap character device major in %s (is the macvtap module loaded?)", ProcDevices)
+}
+
+// GiveDevice gives the character device at path to owner, never following
+// a symbolic link: it opens path itself (O_PATH|O_NOFOLLOW: a symbolic link
+// is opened as the link), checks that the inode is a character device of
+// major, and changes that inode's owner (fchownat with AT_EMPTY_PATH on the
+// open descriptor), so what was checked is what changes, whatever is
+// renamed meanwhile. The mode stays as it is. Errors name path and say what
+// it is instead.
+func GiveDevice(path string, major uint32, owner Owner) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("failed to open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("failed to stat %s: %w", path, err)
+	}
+	switch t := st.Mode & unix.S_IFMT; {
+	case t == unix.S_IFLNK:
+		return fmt.Errorf("refusing to change the owner of %s: it is a symbolic link, not the macvtap's character device", path)
+	case t != unix.S_IFCHR:
+		return fmt.Errorf("refusing to change the owner of %s: it is not a character device (mode %#o)", path, st.Mode)
+	case unix.Major(st.Rdev) != major:
+		return fmt.Errorf("refusing to change the owner of %s: character device %d:%d is not a macvtap's (major %d)", path, unix.Major(st.Rdev), unix.Minor(st.Rdev), major)
+	}
+	if err := unix.Fchownat(fd, "", owner.UID, owner.GID, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("failed to change the owner of %s to %d:%d: %w", path, owner.UID, owner.GID, err)
+	}
+	return nil
+}
 
 // Create makes s as a bridge-mode macvtap on lower directly in netns (one
 // RTM_NEWLINK with IFLA_NET_NS_FD: the link never exists in the host
@@ -93,7 +157,11 @@ func Create(netns ns.NetNS, lower netlink.Link, s Spec) (netlink.Link, error) {
 	}
 	if s.Index != 0 && s.DeviceOwner != nil {
 		dev := filepath.Join(DevDir, fmt.Sprintf("tap%d", s.Index))
-		if err := os.Chown(dev, s.DeviceOwner.UID, s.DeviceOwner.GID); err != nil {
+		major, err := TapMajor()
+		if err == nil {
+			err = GiveDevice(dev, major, *s.DeviceOwner)
+		}
+		if err != nil {
 			_ = netns.Do(func(ns.NetNS) error { return netlink.LinkDel(mv) })
 			return nil, fmt.Errorf("failed to give the character device of macvtap %s to %d:%d (its consumer, QEMU in virt-launcher, runs as that user): %w",
 				s.Name, s.DeviceOwner.UID, s.DeviceOwner.GID, err)

@@ -1,6 +1,9 @@
 package macvtap
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -49,6 +52,9 @@ func TestCreateVerifyDelete(t *testing.T) {
 		var st unix.Stat_t
 		g.Expect(unix.Stat("/dev/tap1073741831", &st)).To(Succeed(), "the kernel's node for the macvtap")
 		g.Expect([]uint32{st.Uid, st.Gid, st.Mode & 0o777}).To(Equal([]uint32{107, 108, 0o600}), "given to its consumer, still 0600")
+		major, err := TapMajor()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(unix.Major(st.Rdev)).To(Equal(major), "the macvtap major of /proc/devices")
 
 		// Where the device cannot be given, no macvtap is left behind.
 		DevDir = t.TempDir()
@@ -86,4 +92,61 @@ func TestCreateVerifyDelete(t *testing.T) {
 		g.Expect(ok).To(BeFalse())
 		return nil
 	})).To(Succeed())
+}
+
+// TestGiveDeviceFollowsNoSymlink (root): in a directory of its own, the
+// owner of a character device of the given major changes; a symbolic link
+// to a file (as one at /dev/tap<N> would be), a regular file, a directory
+// and a character device of another major are refused, naming the path,
+// and nothing they name changes owner.
+func TestGiveDeviceFollowsNoSymlink(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	// GiveDevice takes the major to check; TapMajor's is tested below and,
+	// on a real macvtap, by TestCreateVerifyDelete.
+	const major = 240
+	dir := t.TempDir()
+	owner := Owner{UID: 107, GID: 108}
+	ownerOf := func(path string) []uint32 {
+		var st unix.Stat_t
+		g.Expect(unix.Lstat(path, &st)).To(Succeed())
+		return []uint32{st.Uid, st.Gid}
+	}
+
+	tap := filepath.Join(dir, "tap1073741900")
+	g.Expect(unix.Mknod(tap, unix.S_IFCHR|0o600, int(unix.Mkdev(major, 0)))).To(Succeed())
+	g.Expect(GiveDevice(tap, major, owner)).To(Succeed())
+	g.Expect(ownerOf(tap)).To(Equal([]uint32{107, 108}))
+
+	secret := filepath.Join(dir, "shadow")
+	g.Expect(os.WriteFile(secret, []byte("root only"), 0o600)).To(Succeed())
+	link := filepath.Join(dir, "tap1073741901")
+	g.Expect(os.Symlink(secret, link)).To(Succeed())
+	linkToTap := filepath.Join(dir, "tap1073741902")
+	other := filepath.Join(dir, "tap1073741903")
+	g.Expect(unix.Mknod(other, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3)))).To(Succeed()) // /dev/null's numbers
+	g.Expect(os.Symlink(other, linkToTap)).To(Succeed())
+	sub := filepath.Join(dir, "tap1073741904")
+	g.Expect(os.Mkdir(sub, 0o700)).To(Succeed())
+	for path, want := range map[string]string{
+		link:      "it is a symbolic link",
+		linkToTap: "it is a symbolic link",
+		secret:    "it is not a character device",
+		sub:       "it is not a character device",
+		other:     fmt.Sprintf("character device 1:3 is not a macvtap's (major %d)", major),
+	} {
+		g.Expect(GiveDevice(path, major, owner)).To(MatchError(And(ContainSubstring(path), ContainSubstring(want))), path)
+	}
+	for _, p := range []string{secret, link, other, linkToTap, sub} {
+		g.Expect(ownerOf(p)).To(Equal([]uint32{0, 0}), p)
+	}
+	g.Expect(GiveDevice(filepath.Join(dir, "tap1"), major, owner)).To(MatchError(ContainSubstring("no such file")))
+
+	ProcDevices = filepath.Join(dir, "devices")
+	defer func() { ProcDevices = "/proc/devices" }()
+	g.Expect(os.WriteFile(ProcDevices, []byte("Character devices:\n  1 mem\n 10 misc\n\nBlock devices:\n240 macvtap\n"), 0o600)).To(Succeed())
+	_, err := TapMajor()
+	g.Expect(err).To(MatchError(ContainSubstring("no macvtap character device major")), "a block major of that name is not it")
+	g.Expect(os.WriteFile(ProcDevices, []byte("Character devices:\n  1 mem\n238 macvtap\n\nBlock devices:\n  8 sd\n"), 0o600)).To(Succeed())
+	g.Expect(TapMajor()).To(Equal(uint32(238)))
 }
