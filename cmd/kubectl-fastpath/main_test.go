@@ -144,6 +144,55 @@ func TestWriteStatus(t *testing.T) {
 	g.Expect(out).To(gomega.MatchRegexp(`bridge fastpath0\s+LinuxBridge\s+MTU 9000\s+ready=true`))
 }
 
+// TestWriteStatusEscapesGuestStrings: what a guest reports (its interface
+// name, addresses, MAC) and messages that embed it reach the terminal
+// escaped: an ANSI escape sequence, a line break, a carriage return, a tab
+// or a bidirectional override come out as Go escapes inside quotes, so
+// they neither drive the terminal nor forge a row; plain values stay as
+// they are.
+func TestWriteStatusEscapesGuestStrings(t *testing.T) {
+	g := gomega.NewWithT(t)
+	const ansi, forged = "\x1b[2J\x1b[H", "\nFASTPATHNODE n9 True Ready"
+	fpa := fastpathv1alpha1.FastPathAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-link", Namespace: "apps"},
+		Status: fastpathv1alpha1.FastPathAttachmentStatus{
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NotReady", Message: "address 10.0.0.1" + forged}},
+			VMs: []fastpathv1alpha1.VMStatus{{Name: "db-0", Wired: true, Node: "n1", Interface: "eth1" + ansi, MAC: "02:00:00:00:00:01\r",
+				IPs: []string{"10.250.0.3", "10.250.0.4\tfake"}, Message: "guest says \u202egnp.exe" + forged}},
+		},
+	}
+	fpn := fastpathv1alpha1.FastPathNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: fastpathv1alpha1.FastPathNodeStatus{
+			Capabilities: fastpathv1alpha1.NodeCapabilities{Kernel: "6.1.0" + ansi},
+			Bridges:      []fastpathv1alpha1.BridgeStatus{{Name: "fastpath0", Datapath: "LinuxBridge", Message: "port of 10.0.0.1" + forged}},
+			Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NotReady", Message: "bridge" + ansi}},
+		},
+	}
+	var buf bytes.Buffer
+	g.Expect(writeStatus(&buf, []fastpathv1alpha1.FastPathAttachment{fpa}, []fastpathv1alpha1.FastPathNode{fpn})).To(gomega.Succeed())
+	out := buf.String()
+	g.Expect(out).NotTo(gomega.ContainSubstring("\x1b"), "no raw escape character")
+	g.Expect(out).NotTo(gomega.ContainSubstring("\r"))
+	g.Expect(out).NotTo(gomega.ContainSubstring("\u202e"))
+	g.Expect(out).NotTo(gomega.MatchRegexp(`(?m)^FASTPATHNODE n9`), "no forged row")
+	for _, want := range []string{
+		`"eth1\x1b[2J\x1b[H"`, `"02:00:00:00:00:01\r"`, `10.250.0.3,"10.250.0.4\tfake"`, `"guest says \u202egnp.exe\nFASTPATHNODE n9 True Ready"`,
+		`Ready=False ("address 10.0.0.1\nFASTPATHNODE n9 True Ready")`, `"6.1.0\x1b[2J\x1b[H"`, `"port of 10.0.0.1\nFASTPATHNODE n9 True Ready"`,
+		`Ready=False: "bridge\x1b[2J\x1b[H"`,
+	} {
+		g.Expect(out).To(gomega.ContainSubstring(want))
+	}
+	g.Expect(out).To(gomega.MatchRegexp(`db-0\s+true\s+n1\s+"eth1`), "plain values unquoted")
+
+	b := &fastpathv1alpha1.FastPathBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "apps"}}
+	b.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "RunFailed", Message: "netperf said" + ansi + forged}}
+	buf.Reset()
+	writeBenchmarkHeader(&buf, b)
+	g.Expect(buf.String()).To(gomega.ContainSubstring(`Failed=True (RunFailed) "netperf said\x1b[2J\x1b[H\nFASTPATHNODE n9 True Ready"`))
+	g.Expect(buf.String()).NotTo(gomega.ContainSubstring("\x1b"))
+}
+
 // A finished benchmark shows how it ended; a Pending one why it waits.
 func TestWriteBenchmarkHeader(t *testing.T) {
 	g := gomega.NewWithT(t)
