@@ -28,7 +28,7 @@ const (
 	// MovedTogetherCondition (spec.eviction MigrateTogether): True while the
 	// member VMs are where their moves left them (reason Moved, or Idle when
 	// none had to leave its node); False while a group move runs (Moving) or
-	// when one cannot run (NoTargetNode, MoveFailed). The fast path is down
+	// when one cannot run (NoTargetNode, NotMigratable, MoveFailed). The fast path is down
 	// for the VMs of a running move; Ready does not summarise it (the VMs
 	// run, and a drain waiting for room is the admin's to resolve).
 	MovedTogetherCondition = "MovedTogether"
@@ -45,6 +45,11 @@ const (
 	// ReasonNoTargetNode: member VMs must leave a node but no other node can
 	// take them all; the message names each node tried and why not.
 	ReasonNoTargetNode = "NoTargetNode"
+	// ReasonNotMigratable: member VMs must leave a node but cannot be
+	// live-migrated: vsock mode Sibling gives them QEMU's vhost-user-vsock
+	// device, which QEMU marks unmigratable (hw/virtio/vhost-user-vsock.c).
+	// Nothing moves; a drain waits until each is restarted or stopped.
+	ReasonNotMigratable = "NotMigratable"
 	// ReasonMoveFailed: a migration of the move failed MaxMoveAttempts
 	// times; the move is retried after a pause.
 	ReasonMoveFailed = "MoveFailed"

@@ -110,6 +110,20 @@ func (s *scope) ours(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
 	return m.Labels[MoveLabel] == s.att.Name
 }
 
+// siblingMembers names the VMs of group whose VMI runs in vsock mode
+// Sibling (the domain hook gave it a vhost-user-vsock device): QEMU
+// refuses to migrate a domain with one ("non-migratable device"), so a
+// migration of them could only fail.
+func siblingMembers(group []*vmState) []string {
+	var out []string
+	for _, st := range group {
+		if st.vmi.Annotations[v1alpha1.VSOCKModeAnnotation] == string(v1alpha1.VSOCKModeSibling) {
+			out = append(out, st.name)
+		}
+	}
+	return out
+}
+
 // running is the member VM's VMI when it runs on a node.
 func running(st *vmState) *kubevirtv1.VirtualMachineInstance {
 	if !st.member() || st.vmi == nil || st.vmi.Status.NodeName == "" || st.vmi.Status.Phase != kubevirtv1.Running || !st.vmi.DeletionTimestamp.IsZero() {
@@ -141,7 +155,7 @@ func (r *Reconciler) startMove(ctx context.Context, s *scope, migrations []kubev
 	}
 	cond := meta.FindStatusCondition(s.att.Status.Conditions, v1alpha1.MovedTogetherCondition)
 	if from == "" {
-		if cond == nil || cond.Reason == v1alpha1.ReasonNoTargetNode {
+		if cond == nil || cond.Reason == v1alpha1.ReasonNoTargetNode || cond.Reason == v1alpha1.ReasonNotMigratable {
 			s.setCondition(v1alpha1.MovedTogetherCondition, metav1.ConditionTrue, v1alpha1.ReasonIdle, "no member VM has to leave its node")
 		}
 		return ctrl.Result{}, nil
@@ -158,6 +172,16 @@ func (r *Reconciler) startMove(ctx context.Context, s *scope, migrations []kubev
 			group = append(group, st)
 			g.constraints = append(g.constraints, placementOf(vmi))
 		}
+	}
+	if sib := siblingMembers(group); len(sib) > 0 {
+		msg := fmt.Sprintf("VMs %s must leave node %s (%s) but cannot be live-migrated: vsock mode Sibling gives them QEMU's vhost-user-vsock device, which QEMU does not migrate; "+
+			"nothing moves, and a drain waits, until each is restarted (virtctl restart: placement %s starts them on another node together) or stopped; their Sibling vsock connections end then",
+			joinNames(sib), from, strings.ToLower(cause), s.spec.Placement)
+		if cond == nil || cond.Message != msg {
+			r.Recorder.Event(s.att, corev1.EventTypeWarning, v1alpha1.ReasonNotMigratable, msg)
+		}
+		s.setCondition(v1alpha1.MovedTogetherCondition, metav1.ConditionFalse, v1alpha1.ReasonNotMigratable, msg)
+		return ctrl.Result{}, nil
 	}
 	for _, st := range group {
 		pod, err := r.launcherPod(ctx, st.vmi)

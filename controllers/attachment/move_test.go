@@ -172,6 +172,35 @@ var _ = Describe("Group moves (spec.eviction MigrateTogether)", func() {
 		Expect(moveMigrations(ns)()).To(ContainElement(And(HaveField("Spec.VMIName", "db-0"), HaveField("Name", HaveSuffix("-2")))))
 	})
 
+	It("moves no VM of vsock mode Sibling, which QEMU cannot migrate, and says what would let a drain finish", func() {
+		ns := newNamespace()
+		nodeA, nodeB := "move-a-"+ns, "move-b-"+ns
+		createNode(nodeA)
+		createNode(nodeB)
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVM(ns, vm, minimalVM, map[string]string{"app": "db"})
+		}
+		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
+			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
+		})
+		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
+		for _, vm := range []string{"db-0", "db-1"} {
+			createVMI(ns, vmi{name: vm, node: nodeA, wired: true, attachment: "sib"})
+		}
+		setVMIStatus(ns, "db-0", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = nodeA })
+		Eventually(conditionOf(ns, "sib", v1alpha1.MovedTogetherCondition)).Should(Equal("False/" + v1alpha1.ReasonNotMigratable))
+		Expect(conditionMessage(ns, "sib", v1alpha1.MovedTogetherCondition)).To(And(
+			ContainSubstring("VMs db-0, db-1 must leave node "+nodeA), ContainSubstring("vhost-user-vsock"), ContainSubstring("virtctl restart")))
+		Eventually(eventReasons(ns, "sib")).Should(ContainElement("Warning/" + v1alpha1.ReasonNotMigratable))
+		Consistently(moveMigrations(ns)).Should(BeEmpty(), "a migration could only fail")
+		Expect(getAttachment(ns, "sib").Status.Move).To(BeNil())
+
+		By("the VM restarted elsewhere: nothing has to leave any more")
+		setVMIStatus(ns, "db-0", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName, s.NodeName = "", nodeB })
+		Eventually(conditionOf(ns, "sib", v1alpha1.MovedTogetherCondition)).Should(Equal("True/" + v1alpha1.ReasonIdle))
+	})
+
 	It("replaces a migration of one member that it did not start with a move of the group", func() {
 		ns, _, nodeB := wiredPairOn(nil)
 		// KubeVirt's finalizer keeps a deleted migration listed until
