@@ -64,13 +64,19 @@ func BenchmarkRelayThroughput(b *testing.B) {
 // production. AF_VSOCK itself is never opened (on a development machine
 // /dev/vsock is the machine's own channel to its hypervisor). The direct
 // stream is the same UNIX stream without a relay; runs alternate as in
-// BenchmarkRelayThroughput. It judges relay-copy/direct msg=64KiB >= 0.8.
+// BenchmarkRelayThroughput, with a third relay running the loop bufferCopy
+// replaced (legacy_* figures) in the rotation. It judges
+// relay-copy/direct msg=64KiB >= 0.8.
 // With FASTPATH_BENCH_DIR set it writes relay-copy.json.
 func BenchmarkRelayCopyPath(b *testing.B) {
+	copyPath := func(t vsock.Transport) vsock.Transport { return copyPathTransport{t} }
 	runRelayBenchmark(b, relayBenchmark{
 		file: "relay-copy",
-		relays: []benchRelayPath{{prefix: "relay", port: benchRelay,
-			transport: func(t vsock.Transport) vsock.Transport { return copyPathTransport{t} }}},
+		relays: []benchRelayPath{
+			{prefix: "relay", port: benchRelay, transport: copyPath},
+			// The loop before issue 41, in the same run: what the change bought.
+			{prefix: "legacy", port: benchRelay + 1, transport: copyPath, setup: relay.UseLegacyCopyLoop},
+		},
 		target: "relay-copy/direct msg=64KiB",
 		how:    "VSOCK_STREAM over the UNIX-socket vsock emulation, the relay's AF_VSOCK copy loop (no splice)",
 		description: fmt.Sprintf("vsock relay's AF_VSOCK copy path (bufferCopy) vs direct, over UNIX stream sockets standing in "+

@@ -48,8 +48,15 @@ type env struct {
 
 func newEnv(t *testing.T, opts relay.Options) *env {
 	t.Helper()
+	return newEnvOver(t, opts, func(tr vsock.Transport) vsock.Transport { return tr })
+}
+
+// newEnvOver is newEnv with the relay's transport wrapped by wrap, e.g. in
+// copyPathTransport to take the copy path real AF_VSOCK takes.
+func newEnvOver(t *testing.T, opts relay.Options, wrap func(vsock.Transport) vsock.Transport) *env {
+	t.Helper()
 	e := &env{t: t, root: t.TempDir(), reg: prometheus.NewRegistry(), logs: &logSink{}}
-	opts.Transport = vsock.NewUnixTransport(e.root, vsock.HostCID)
+	opts.Transport = wrap(vsock.NewUnixTransport(e.root, vsock.HostCID))
 	opts.Registerer = e.reg
 	opts.Logger = e.logs.logger(t)
 	r, err := relay.New(opts)

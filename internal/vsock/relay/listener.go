@@ -291,7 +291,7 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 	}
 	ok, rerr, werr := spliceCopy(dst, src, p.l.relay.opts.BufferSize, moved)
 	if !ok {
-		rerr, werr = p.bufferCopy(dst, src, moved)
+		rerr, werr = p.l.relay.copyLoop(p, dst, src, moved)
 	}
 	switch {
 	case werr != nil:
@@ -306,19 +306,33 @@ func (p *pipe) copy(dst, src net.Conn, bytes counter) {
 }
 
 // bufferCopy copies src to dst until either fails; rerr is src's error
-// (io.EOF at its end), werr dst's. A quiet direction reads into its own
-// SmallBufferSize buffer; after a read fills it, the direction borrows a
-// BufferSize buffer from the relay (when its budget has one left) and gives
-// it back when a read returns less than half of it or no bytes come for
-// lendQuiet, so idle connections do not pin 64 KiB buffers and busy ones
-// together hold at most Options.BufferBudget.
+// (io.EOF at its end), werr dst's. A quiet direction waits for bytes in its
+// own SmallBufferSize buffer. Once a read fills it, the direction borrows a
+// BufferSize buffer from the relay (when its budget has one left; else it
+// stays small, slower, never blocked) and copies every read through that one
+// buffer until the stream ends or goes quiet: no bytes for lendQuiet (between
+// lendQuiet/2 and lendQuiet, see below), or shortReadsToGiveBack reads in a
+// row that the small buffer would have held. Then it gives the buffer back
+// and waits on the small one again, so idle and trickling connections do not
+// pin 64 KiB buffers and busy ones together hold at most
+// Options.BufferBudget.
+//
+// Quiet is noticed by a read deadline, but a busy direction does not pay a
+// deadline per read: the deadline is moved to lendQuiet ahead only when the
+// one set last is more than lendQuiet/2 old, checked (a monotonic clock read)
+// before each read. A read therefore starts with at least lendQuiet/2 left.
+// The relay's idle timeout is idleWatch's, not this deadline's.
 func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error) {
 	small := make([]byte, SmallBufferSize)
+	quiet := p.l.relay.lendQuiet
 	var big *[]byte
+	var deadlineSet time.Time // when the read deadline was last moved; zero: none set
+	shortReads := 0
 	giveBack := func() {
 		p.l.relay.giveBack(big)
 		big = nil
 		_ = src.SetReadDeadline(time.Time{})
+		deadlineSet = time.Time{}
 	}
 	defer func() {
 		if big != nil {
@@ -329,7 +343,10 @@ func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error)
 		buf := small
 		if big != nil {
 			buf = *big
-			_ = src.SetReadDeadline(time.Now().Add(lendQuiet))
+			if now := time.Now(); now.Sub(deadlineSet) >= quiet/2 {
+				_ = src.SetReadDeadline(now.Add(quiet))
+				deadlineSet = now
+			}
 		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
@@ -341,15 +358,26 @@ func (p *pipe) bufferCopy(dst, src net.Conn, moved func(int)) (rerr, werr error)
 		}
 		switch {
 		case big != nil && errors.Is(rerr, os.ErrDeadlineExceeded):
-			giveBack() // quiet for lendQuiet: wait on the small buffer
+			giveBack() // quiet: wait on the small buffer
 			continue
 		case big == nil && n == len(small):
 			big = p.l.relay.borrow() // nil when the budget is spent: stay small
-		case big != nil && n < len(*big)/2:
-			giveBack()
+			shortReads = 0
+		case big != nil && n <= len(small):
+			if shortReads++; shortReads >= shortReadsToGiveBack {
+				giveBack() // a trickle: the small buffer holds it
+			}
+		case big != nil:
+			shortReads = 0
 		}
 		if rerr != nil {
 			return rerr, nil
 		}
 	}
 }
+
+// shortReadsToGiveBack is how many reads in a row of at most SmallBufferSize
+// bytes make a direction give its lent buffer back: a trickle of small
+// messages does not need 64 KiB, and another connection's stream may. One
+// short read does not (a stream's reads vary in size with the peer's pace).
+const shortReadsToGiveBack = 8

@@ -93,8 +93,10 @@ func BudgetsForMemory(limit int64) Budgets {
 }
 
 // lendQuiet is how long a direction holding a lent buffer waits for bytes
-// before it gives the buffer back and waits on its small one: far above the
-// gaps of a busy stream, far below the idle timeout.
+// before it gives the buffer back and waits on its small one (at least half
+// of it, at most all of it: bufferCopy moves its deadline only every
+// lendQuiet/2): far above the gaps of a busy stream, far below the idle
+// timeout.
 const lendQuiet = 100 * time.Millisecond
 
 // The denial log lines: at most denyLogBurst at once and denyLogRate per
@@ -172,6 +174,12 @@ type Relay struct {
 	// since the last one written. MetricDenials counts every denial.
 	denyLog    *rate.Limiter
 	suppressed atomic.Int64
+	// copyLoop copies a direction that cannot splice: (*pipe).bufferCopy;
+	// the benchmark swaps in the loop it replaced, to compare them in one run.
+	copyLoop func(p *pipe, dst, src net.Conn, moved func(int)) (rerr, werr error)
+	// lendQuiet is the const lendQuiet; the copy loop's tests shorten or
+	// lengthen it.
+	lendQuiet time.Duration
 
 	mu        sync.Mutex // serialises Update and Close; guards listeners and closed
 	listeners map[uint32]*listener
@@ -326,6 +334,8 @@ func New(opts Options) (*Relay, error) {
 		perNS:     map[string]int{},
 		lendable:  max(opts.BufferBudget, 0) / int64(opts.BufferSize),
 		denyLog:   rate.NewLimiter(denyLogRate, denyLogBurst),
+		copyLoop:  (*pipe).bufferCopy,
+		lendQuiet: lendQuiet,
 	}
 	r.bufs.New = func() any { b := make([]byte, opts.BufferSize); return &b }
 	return r, nil

@@ -22,8 +22,19 @@ import (
 const streamSize = 1 << 30
 
 func TestRelayBitExactBothDirections(t *testing.T) {
+	testRelayBitExactBothDirections(t, newEnv(t, relay.Options{}))
+}
+
+// The same streams on the copy path real AF_VSOCK takes (bufferCopy, no
+// splice); every buffer lent for them is given back.
+func TestRelayBitExactBothDirectionsOnTheCopyPath(t *testing.T) {
+	e := newEnvOver(t, relay.Options{}, func(tr vsock.Transport) vsock.Transport { return copyPathTransport{tr} })
+	testRelayBitExactBothDirections(t, e)
+	NewWithT(t).Eventually(func() float64 { return e.metric(relay.MetricBufferBytesLent, nil) }, 5*time.Second).Should(BeZero())
+}
+
+func testRelayBitExactBothDirections(t *testing.T, e *env) {
 	g := NewWithT(t)
-	e := newEnv(t, relay.Options{})
 
 	type result struct {
 		n    int64
