@@ -18,6 +18,9 @@ func TestParseTransport(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(tr).To(Equal(vsock.AFVSockTransport{}))
 	g.Expect(root).To(BeEmpty())
+	tr, _, err = RelayOptions{Transport: "vsock", VsockBufferSize: 1 << 20}.transport()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tr).To(Equal(vsock.AFVSockTransport{BufferSize: 1 << 20}), "--relay-vsock-buffer-size")
 
 	dir := t.TempDir()
 	tr, root, err = parseTransport("unix:" + dir)

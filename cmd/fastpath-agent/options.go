@@ -99,6 +99,10 @@ type DatapathOptions struct {
 type RelayOptions struct {
 	// Transport is "vsock" or "unix:<dir>" (--vsock-transport).
 	Transport string
+	// VsockBufferSize is the receive buffer of the relay's AF_VSOCK
+	// connections, bytes (--relay-vsock-buffer-size;
+	// vsock.AFVSockTransport.BufferSize); 0 keeps the kernel's 256 KiB.
+	VsockBufferSize uint64
 	// Limits are the relay's limits from the --relay-* flags; 0 in
 	// MaxTotalConns, MaxConnsPerNamespace and BufferBudget means "from
 	// --memory-limit" (relayOptions).
@@ -243,6 +247,7 @@ func (o *RelayOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.DefaultMaxConns, "relay-max-conns-per-route", l.DefaultMaxConns, "vsock relay: one route's connections.")
 	fs.DurationVar(&l.IdleTimeout, "relay-idle-timeout", l.IdleTimeout, "vsock relay: close a connection without payload for this long (negative: never).")
 	fs.DurationVar(&l.HalfCloseTimeout, "relay-half-close-timeout", l.HalfCloseTimeout, "vsock relay: close a connection this long after one direction ended (negative: never).")
+	fs.Uint64Var(&o.VsockBufferSize, "relay-vsock-buffer-size", o.VsockBufferSize, "vsock relay: receive buffer of its AF_VSOCK connections in bytes, the window a guest may send before the relay reads (0: the kernel's, 256 KiB); also what the kernel may hold per connection and direction when a target stops reading. Not for --vsock-transport unix:<dir>.")
 	fs.StringVar(&o.Transport, "vsock-transport", o.Transport, "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
 }
 
@@ -318,7 +323,12 @@ func (o DHCPOptions) serverID() (netip.Addr, error) {
 
 // transport turns --vsock-transport into a transport (parseTransport).
 func (o RelayOptions) transport() (t vsock.Transport, emulatedRoot string, err error) {
-	return parseTransport(o.Transport)
+	t, emulatedRoot, err = parseTransport(o.Transport)
+	if af, ok := t.(vsock.AFVSockTransport); ok {
+		af.BufferSize = o.VsockBufferSize
+		t = af
+	}
+	return t, emulatedRoot, err
 }
 
 // parseTransport turns --vsock-transport into a transport: "vsock" is

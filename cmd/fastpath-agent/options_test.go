@@ -47,7 +47,7 @@ var agentFlags = []string{
 	"install-cni", "macvtap-devices", "memory-limit", "metrics-bind-address", "metrics-cert-dir",
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
 	"relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
-	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route",
+	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route", "relay-vsock-buffer-size",
 	"resync-period", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
 	"sibling-socket-dir", "tune-sysctls", "vhost-device-vsock", "vsock-transport",
 }
