@@ -22,7 +22,11 @@
 // Between two AF_UNIX ends (the emulation, a vhost-user vsock backend's host
 // side) each direction moves bytes with splice(2) through a pipe, without
 // copying them into the relay (splice.go); elsewhere (AF_VSOCK) it copies
-// through a buffer of Options.BufferSize lent from the budget. CPU profiles of the relay benchmark
+// through a buffer of Options.BufferSize lent from the budget, which a busy
+// direction keeps until it goes quiet, with no read deadline per read
+// (bufferCopy; BenchmarkRelayCopyPath times that loop over UNIX sockets
+// standing in for AF_VSOCK, docs/benchmarks.md §5). CPU profiles of the
+// splice relay benchmark
 // (4, 64 and 256 KiB): before the change 92 % of samples in read/write
 // syscalls and the relay's copy goroutines 32 % of all; after, 20 %.
 package relay
