@@ -72,6 +72,9 @@ func Version(ctx context.Context, ex Executor, binary string) (string, error) {
 	if err != nil {
 		if d := Diagnose(stdout, stderr, err); d != nil {
 			err = d
+		} else if e := excerpt(string(stderr)); e != "" {
+			// ssh's own failures (exit 255) say why only on stderr.
+			err = fmt.Errorf("%w: %s", err, e)
 		}
 		return "", fmt.Errorf("failed to get netperf version via %s (%s): %w", ex, strings.Join(argv, " "), err)
 	}

@@ -282,6 +282,16 @@ func TestVersion(t *testing.T) {
 	g.Expect(err).To(gomega.MatchError(netperf.ErrNetperfMissing))
 }
 
+// An ssh that cannot reach the guest exits 255 and says why on stderr only:
+// the error carries it.
+func TestVersionSaysWhySSHFailed(t *testing.T) {
+	g := gomega.NewWithT(t)
+	ssh := filepath.Join(t.TempDir(), "ssh")
+	g.Expect(os.WriteFile(ssh, []byte("#!/bin/sh\necho 'ssh: connect to host 10.85.1.31 port 22: Connection refused' >&2\nexit 255\n"), 0o755)).To(gomega.Succeed())
+	_, err := netperf.Version(context.Background(), netperf.Local{}, ssh)
+	g.Expect(err).To(gomega.MatchError(gomega.And(gomega.ContainSubstring("exit status 255"), gomega.ContainSubstring("port 22: Connection refused"))))
+}
+
 func TestStartNetserverReportsBusyPort(t *testing.T) {
 	g := gomega.NewWithT(t)
 	first := startNetserver(t, "")
