@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // Machine describes this machine for results.Document.Machine: hostname,
@@ -57,19 +59,19 @@ func Document(ctx context.Context, r *Runner, emulated string) (results.Document
 	return doc, nil
 }
 
-// LocalMTU returns the MTU of the interface this machine would use to reach
+// LocalInterface returns the interface this machine would use to reach
 // host (found by connecting a UDP socket, which sends nothing, and matching
 // its source address to an interface).
-func LocalMTU(host string) (int, error) {
+func LocalInterface(host string) (net.Interface, error) {
 	c, err := net.Dial("udp", net.JoinHostPort(host, strconv.Itoa(netperf.DefaultControlPort)))
 	if err != nil {
-		return 0, fmt.Errorf("failed to find a route to %s: %w", host, err)
+		return net.Interface{}, fmt.Errorf("failed to find a route to %s: %w", host, err)
 	}
 	src := c.LocalAddr().(*net.UDPAddr).IP
 	c.Close()
 	ifaces, err := net.Interfaces()
 	if err != nil {
-		return 0, fmt.Errorf("failed to list interfaces: %w", err)
+		return net.Interface{}, fmt.Errorf("failed to list interfaces: %w", err)
 	}
 	for _, ifc := range ifaces {
 		addrs, err := ifc.Addrs()
@@ -78,9 +80,30 @@ func LocalMTU(host string) (int, error) {
 		}
 		for _, a := range addrs {
 			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(src) {
-				return ifc.MTU, nil
+				return ifc, nil
 			}
 		}
 	}
-	return 0, fmt.Errorf("failed to find the interface with address %s (route to %s)", src, host)
+	return net.Interface{}, fmt.Errorf("failed to find the interface with address %s (route to %s)", src, host)
+}
+
+// LocalOffloads returns what interface ifName of this machine negotiated:
+// each offload name of wellknown.Offloads to "on" or "off", as
+// internal/datapath/offload.Read judges a feature group (on when every
+// changeable feature of it is active and at least one is). It reads with
+// ETHTOOL_GFEATURES, which needs no capability, so a runner pod that drops
+// them all can read its own interface.
+func LocalOffloads(ifName string) (map[string]string, error) {
+	on, err := offload.Read(ifName)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the offloads of %s: %w", ifName, err)
+	}
+	out := make(map[string]string, len(wellknown.Offloads))
+	for _, row := range wellknown.Offloads {
+		out[row.Name] = "off"
+		if on[row.Name] {
+			out[row.Name] = "on"
+		}
+	}
+	return out, nil
 }

@@ -174,24 +174,32 @@ func (c RunConfig) Runner() *Runner {
 	return r
 }
 
-// Run measures the matrix and returns the results document. The MTU of a
-// path without one is that of the local interface towards its first server
-// (not in VM mode); machine.emulated joins $FASTPATH_EMULATED, Emulated and
-// the vsock transport's note. In VM mode with vsock tests the guests are
-// provisioned first (ProvisionGuests) and cleaned up after.
+// Run measures the matrix and returns the results document. Each path's
+// client interface (not in VM mode, not on a vsock path) is the local one
+// towards its first server: the run records its name and the offloads it
+// negotiated (LocalOffloads), and its MTU unless --mtu gave one;
+// machine.emulated joins $FASTPATH_EMULATED, Emulated and the vsock
+// transport's note. In VM mode with vsock tests the guests are provisioned
+// first (ProvisionGuests) and cleaned up after.
 func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, error) {
 	r := c.Runner()
 	for i := range r.Paths {
 		p := &r.Paths[i]
-		if c.MTUGiven[p.Name] || c.VMMode() || c.VSockOnly() {
+		if c.VMMode() || c.VSockOnly() || p.VSock {
 			continue
 		}
-		mtu, err := LocalMTU(p.Endpoints[0].Host)
+		ifc, err := LocalInterface(p.Endpoints[0].Host)
 		if err != nil {
-			log.Info("Unknown MTU", "path", p.Name, "error", err.Error())
+			log.Info("Unknown client interface: no MTU or offloads recorded", "path", p.Name, "error", err.Error())
 			continue
 		}
-		p.MTU = mtu
+		p.Interface = ifc.Name
+		if !c.MTUGiven[p.Name] {
+			p.MTU = ifc.MTU
+		}
+		if p.Offloads, err = LocalOffloads(ifc.Name); err != nil {
+			log.Info("Unknown offloads", "path", p.Name, "interface", ifc.Name, "error", err.Error())
+		}
 	}
 	// What the starter of this process says is emulated (the demo's emulated
 	// kubelet), then --emulated, then the vsock transport.

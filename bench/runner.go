@@ -41,6 +41,11 @@ type Path struct {
 	Name string
 	// MTU of the client's interface on this path in bytes; 0 when unknown.
 	MTU int
+	// Interface and Offloads are the client's interface on this path and
+	// the offloads it negotiated (results.Run.Interface, Offloads); empty
+	// when unknown.
+	Interface string
+	Offloads  map[string]string
 	// Endpoints[i] is pair i+1; a matrix with Pairs {1, 4} needs 4.
 	Endpoints []Endpoint
 	// VSock marks a vsock path: its endpoints are "cid" hosts with vsock
@@ -189,7 +194,8 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 		}
 		runs := make([]results.Run, len(paths))
 		for i, p := range paths {
-			runs[i] = results.Run{Path: p.Name, Test: pt.Test, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, Sessions: pt.Sessions, Pairs: pt.Pairs, MTU: p.MTU}
+			runs[i] = results.Run{Path: p.Name, Test: pt.Test, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, Sessions: pt.Sessions, Pairs: pt.Pairs, MTU: p.MTU,
+				Interface: p.Interface, Offloads: p.Offloads}
 		}
 		for rep := 1; rep <= r.Matrix.Repetitions; rep++ {
 			for j := range paths {

@@ -12,8 +12,10 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/bench"
 	"github.com/fastpath-io/fastpath/bench/netperf"
+	"github.com/fastpath-io/fastpath/internal/datapath/offload"
 )
 
 // toolFunc adapts a function to bench.Tool.
@@ -192,7 +194,8 @@ func TestDocumentOverLoopback(t *testing.T) {
 	r := &bench.Runner{
 		Matrix: bench.Matrix{Tests: []string{results.TCPStream, results.TCPRR}, SocketSizes: []int{65536}, MessageSizes: []int{4096}, RRSizes: []int{1},
 			Sessions: []int{2}, Pairs: []int{1}, Duration: time.Second, Repetitions: 2},
-		Paths: []bench.Path{{Name: "baseline-lo", MTU: 65536, Endpoints: []bench.Endpoint{a}}, {Name: "fastpath-lo", Endpoints: []bench.Endpoint{b}}},
+		Paths: []bench.Path{{Name: "baseline-lo", MTU: 65536, Endpoints: []bench.Endpoint{a}},
+			{Name: "fastpath-lo", Interface: "lo", Offloads: map[string]string{"tso": "on", "gro": "off"}, Endpoints: []bench.Endpoint{b}}},
 	}
 	doc, err := bench.Document(context.Background(), r, "both paths are the loopback interface")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -229,6 +232,9 @@ func TestDocumentOverLoopback(t *testing.T) {
 		}
 	}
 	g.Expect(doc.Runs[0].MTU).To(gomega.Equal(65536))
+	g.Expect(doc.Runs[0].Offloads).To(gomega.BeNil())
+	g.Expect(doc.Runs[1].Interface).To(gomega.Equal("lo"))
+	g.Expect(doc.Runs[1].Offloads).To(gomega.Equal(map[string]string{"tso": "on", "gro": "off"}), "each run carries its path's negotiated offloads")
 }
 
 func TestDocumentFailsWhenNetserverIsGone(t *testing.T) {
@@ -246,11 +252,28 @@ func TestDocumentFailsWhenNetserverIsGone(t *testing.T) {
 	g.Expect(err.Error()).To(gomega.ContainSubstring(fmt.Sprintf("failed to run netperf against 127.0.0.1:%d via local", port)))
 }
 
-func TestLocalMTU(t *testing.T) {
+func TestLocalInterfaceAndOffloads(t *testing.T) {
 	g := gomega.NewWithT(t)
 	lo, err := net.InterfaceByName("lo")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	mtu, err := bench.LocalMTU("127.0.0.1")
+	ifc, err := bench.LocalInterface("127.0.0.1")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(mtu).To(gomega.Equal(lo.MTU))
+	g.Expect(ifc.Name).To(gomega.Equal("lo"))
+	g.Expect(ifc.MTU).To(gomega.Equal(lo.MTU))
+
+	// Every offload of the table is reported, as the kernel has it.
+	got, err := bench.LocalOffloads("lo")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	on, err := offload.Read("lo")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(got).To(gomega.HaveLen(len(wellknown.Offloads)))
+	for _, name := range wellknown.OffloadNames() {
+		want := "off"
+		if on[name] {
+			want = "on"
+		}
+		g.Expect(got).To(gomega.HaveKeyWithValue(name, want))
+	}
+	_, err = bench.LocalOffloads("fpnosuchif0")
+	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("failed to read the offloads of fpnosuchif0")))
 }

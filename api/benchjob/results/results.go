@@ -191,6 +191,17 @@ type Run struct {
 	Pairs int `json:"pairs"`
 	// MTU of the client's interface on this path in bytes; 0 when unknown.
 	MTU int `json:"mtu,omitempty"`
+	// Interface is the client's interface on this path, e.g. "net1"; empty
+	// when unknown.
+	Interface string `json:"interface,omitempty"`
+	// Offloads are what the client's interface on this path negotiated,
+	// read on the client before the run as `ethtool -k` reads them: each
+	// offload name of api/wellknown.Offloads ("tso", "gso", "gro",
+	// "txChecksum", "rxChecksum") to "on" or "off". Empty when they were not
+	// read (VM mode, vsock paths, or the read failed: the runner logs why).
+	// The tuning sweep compares them with the offloads its candidate asked
+	// for (docs/design.md §5.5).
+	Offloads map[string]string `json:"offloads,omitempty"`
 
 	// ThroughputMbps is the median over repetitions of the aggregate
 	// throughput of all sessions of all pairs, in 10^6 bit/s.
