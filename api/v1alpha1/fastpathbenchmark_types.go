@@ -410,6 +410,16 @@ type PathSummary struct {
 	// meanLatency is the best TCP_RR mean round-trip latency.
 	// +optional
 	MeanLatency *metav1.Duration `json:"meanLatency,omitempty"`
+	// interface is the client's interface on this path, e.g. "net1".
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	Interface string `json:"interface,omitempty"`
+	// offloads are what the client's interface on this path negotiated,
+	// each On | Off, read by the runner before it measured (as `ethtool -k`
+	// reads them; results.json run.offloads). Absent when the runner did not
+	// read them: VM mode, the vsock path, or a read that failed.
+	// +optional
+	Offloads *Offloads `json:"offloads,omitempty"`
 }
 
 // BenchmarkPoint is one matrix point, fast path beside baseline.

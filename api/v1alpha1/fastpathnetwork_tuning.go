@@ -142,6 +142,19 @@ type TuningEvidence struct {
 	// runner error); a failed candidate is never recommended.
 	// +optional
 	Failed string `json:"failed,omitempty"`
+	// negotiatedOffloads are the offloads the candidate's path negotiated,
+	// as the benchmark runner read them on the client's interface before
+	// each repetition (status.paths[].offloads of its FastPathBenchmark):
+	// the first repetition's, or the first that differs from offloads.
+	// +optional
+	NegotiatedOffloads *Offloads `json:"negotiatedOffloads,omitempty"`
+	// offloadMismatch says why the candidate's path did not have the
+	// offloads it asked for, naming each offload, asked and negotiated
+	// ("repetition 1: gro asked On, negotiated Off"), or that the runner
+	// reported none. Such a candidate measured another setting than its
+	// own, so it is never recommended.
+	// +optional
+	OffloadMismatch string `json:"offloadMismatch,omitempty"`
 }
 
 // NodeTuning is the answer of one node's sweep.
@@ -158,8 +171,24 @@ type NodeTuning struct {
 	Evidence []TuningEvidence `json:"evidence,omitempty"`
 	// marginPercent is how much better the winner is than the runner-up by
 	// the objective, in percent, as a decimal string ("" with one candidate).
+	// With mtuCurve WithinNoise it is how far the recommended (smallest) MTU's
+	// median lies from the fastest candidate's, in percent of the fastest's
+	// (0 or negative).
 	// +optional
 	MarginPercent string `json:"marginPercent,omitempty"`
+	// mtuCurve says whether throughput changes with the MTU beyond the
+	// noise (objective Throughput, two or more MTUs measured with the
+	// winner's offloads): WithinNoise when the min-max ranges of their
+	// repetitions all overlap, and then the smallest of those MTUs is
+	// recommended (the same speed, less memory per ring); BeyondNoise
+	// otherwise. Absent when not judged.
+	// +optional
+	MTUCurve NoiseVerdict `json:"mtuCurve,omitempty"`
+	// message explains the recommendation: the flat MTU curve and the MTU
+	// chosen within it, the candidates left out for their offloads.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
 	// measuredAt is when the sweep of this node finished.
 	// +optional
 	MeasuredAt *metav1.Time `json:"measuredAt,omitempty"`

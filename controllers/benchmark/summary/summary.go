@@ -12,6 +12,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/benchjob"
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
 )
 
 // Status list bounds, from the FastPathBenchmark CRD (MaxItems of status.points,
@@ -147,7 +148,9 @@ func Summarize(doc results.Document) Summary {
 		if len(s.Paths) == MaxPaths {
 			break
 		}
-		s.Paths = append(s.Paths, pathSummary(name, best[name]))
+		ps := pathSummary(name, best[name])
+		ps.Interface, ps.Offloads = negotiated(doc.Runs, name)
+		s.Paths = append(s.Paths, ps)
 	}
 	return s
 }
@@ -218,6 +221,29 @@ func pathSummary(name string, runs map[results.Point]results.Run) fastpathv1alph
 		ps.MeanLatency = latency(bestLat)
 	}
 	return ps
+}
+
+// negotiated returns the client interface of path and the offloads it
+// negotiated, from the first of runs on path that reports them: each
+// offload of wellknown.Offloads On or Off ("on" or "off" in results.json),
+// unset when the run does not name it. nil offloads when no run reports any.
+func negotiated(runs []results.Run, path string) (string, *fastpathv1alpha1.Offloads) {
+	for _, r := range runs {
+		if r.Path != path || len(r.Offloads) == 0 {
+			continue
+		}
+		var o fastpathv1alpha1.Offloads
+		for _, row := range wellknown.Offloads {
+			switch r.Offloads[row.Name] {
+			case "on":
+				*o.Offload(row.Name) = fastpathv1alpha1.OffloadOn
+			case "off":
+				*o.Offload(row.Name) = fastpathv1alpha1.OffloadOff
+			}
+		}
+		return r.Interface, &o
+	}
+	return "", nil
 }
 
 func mbps(v float64) int64 { return int64(math.Round(v)) }

@@ -375,3 +375,21 @@ func TestJudgeRegression(t *testing.T) {
 	g.Expect(points[0]).To(gomega.Equal(fastpathv1alpha1.ComparedPoint{Path: "fastpath", Test: fastpathv1alpha1.TestTCPStream, SocketBytes: 65536, MessageBytes: 16384, Sessions: 1, Pairs: 1,
 		Mbps: 5322, ComparedMbps: 7603, ThroughputRatio: "0.70", ThroughputNoise: fastpathv1alpha1.BeyondNoise}))
 }
+
+// Each path's summary carries the offloads the runner read on its client
+// interface, from the first run that reports them; a path whose runs report
+// none has none, and an offload a run does not name stays unset.
+func TestSummarizeNegotiatedOffloads(t *testing.T) {
+	g := gomega.NewWithT(t)
+	fast := stream("fastpath", 262144, 65536, 1, 9000)
+	fast.Interface, fast.Offloads = "net1", map[string]string{"tso": "on", "gso": "on", "gro": "off", "txChecksum": "on"}
+	later := stream("fastpath", 262144, 16384, 1, 8000)
+	later.Interface, later.Offloads = "net1", map[string]string{"tso": "off", "gso": "off", "gro": "off", "txChecksum": "off", "rxChecksum": "off"}
+	s := summary.Summarize(results.Document{Runs: []results.Run{stream("baseline", 262144, 65536, 1, 3000), fast, later}})
+	g.Expect(s.Paths).To(gomega.HaveLen(2))
+	g.Expect(s.Paths[0].Path).To(gomega.Equal("baseline"))
+	g.Expect(s.Paths[0].Offloads).To(gomega.BeNil())
+	g.Expect(s.Paths[1].Interface).To(gomega.Equal("net1"))
+	g.Expect(s.Paths[1].Offloads).To(gomega.Equal(&fastpathv1alpha1.Offloads{TSO: fastpathv1alpha1.OffloadOn, GSO: fastpathv1alpha1.OffloadOn,
+		GRO: fastpathv1alpha1.OffloadOff, TXChecksum: fastpathv1alpha1.OffloadOn}))
+}
