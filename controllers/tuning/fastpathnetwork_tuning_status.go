@@ -165,21 +165,30 @@ func (s *scope) summarise(serving int) {
 		return
 	}
 	st := s.net.Status.Tuning
-	var failed []string
+	var failed, flat []string
 	for _, n := range st.Nodes {
-		if n.Recommended == nil {
+		switch {
+		case n.Recommended == nil:
 			failed = append(failed, n.Node)
+		case n.MTUCurve == v1alpha1.WithinNoise:
+			flat = append(flat, fmt.Sprintf("%s (MTU %d)", n.Node, n.Recommended.MTU))
 		}
+	}
+	// A flat MTU curve changed the answer from the fastest candidate to
+	// the smallest MTU: the condition says so, the node's message says why.
+	var flatNote string
+	if len(flat) > 0 {
+		flatNote = fmt.Sprintf("; the MTU curve is flat within noise on node(s) %s, so the smallest MTU within the noise is recommended there (status.tuning.nodes[].message)", strings.Join(flat, ", "))
 	}
 	switch {
 	case len(failed) > 0:
-		s.set(metav1.ConditionFalse, v1alpha1.ReasonAllCandidatesFailed, fmt.Sprintf("no candidate succeeded on node(s) %s: see status.tuning.nodes[].evidence[].failed", strings.Join(failed, ", ")))
+		s.set(metav1.ConditionFalse, v1alpha1.ReasonAllCandidatesFailed, fmt.Sprintf("no candidate succeeded with the offloads it asked for on node(s) %s: see status.tuning.nodes[].evidence[].failed and .offloadMismatch", strings.Join(failed, ", ")))
 	case len(st.Nodes) < serving:
 		s.set(metav1.ConditionFalse, v1alpha1.ReasonSweeping, fmt.Sprintf("%d of %d nodes measured", len(st.Nodes), serving))
 	case st.Applied != nil:
-		s.set(metav1.ConditionTrue, v1alpha1.ReasonApplied, fmt.Sprintf("every node is measured; new attachments default to %s (%d existing differ)", s.appliedDefaults(), len(st.Differing)))
+		s.set(metav1.ConditionTrue, v1alpha1.ReasonApplied, fmt.Sprintf("every node is measured; new attachments default to %s (%d existing differ)%s", s.appliedDefaults(), len(st.Differing), flatNote))
 	default:
-		s.set(metav1.ConditionTrue, v1alpha1.ReasonRecommended, fmt.Sprintf("every node (%d) has a recommendation by %s", len(st.Nodes), s.tuning.Objective))
+		s.set(metav1.ConditionTrue, v1alpha1.ReasonRecommended, fmt.Sprintf("every node (%d) has a recommendation by %s%s", len(st.Nodes), s.tuning.Objective, flatNote))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fastpath-io/fastpath/api/benchjob"
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/tuning/sweep"
 )
@@ -111,13 +112,13 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 	for i, c := range cands {
 		entry.Evidence = append(entry.Evidence, sweep.Evidence(c, reps[i]))
 	}
-	if best, margin, ok := sweep.Choose(entry.Evidence, s.tuning.Objective, *s.spec.MTU.Min, *s.spec.MTU.Max); ok {
-		entry.Recommended = cands[best].DeepCopy()
-		entry.MarginPercent = margin
-		r.Recorder.Eventf(s.net, corev1.EventTypeNormal, "SweepFinished", "Node %s: MTU %d wins by %s (margin %s%% over the runner-up)",
-			node.Name, cands[best].MTU, s.tuning.Objective, margin)
+	if rec, ok := sweep.Recommend(entry.Evidence, s.tuning.Objective, *s.spec.MTU.Min, *s.spec.MTU.Max); ok {
+		entry.Recommended = cands[rec.Best].DeepCopy()
+		entry.MarginPercent, entry.MTUCurve, entry.Message = rec.MarginPercent, rec.Curve, truncate(rec.Message, maxNodeMessage)
+		r.Recorder.Eventf(s.net, corev1.EventTypeNormal, "SweepFinished", "Node %s: MTU %d recommended: %s", node.Name, cands[rec.Best].MTU, rec.Message)
 	} else {
-		r.Recorder.Eventf(s.net, corev1.EventTypeWarning, v1alpha1.ReasonAllCandidatesFailed, "Node %s: no candidate succeeded; nothing is recommended there", node.Name)
+		entry.Message = "no candidate succeeded with the offloads it asked for: see evidence[].failed and evidence[].offloadMismatch"
+		r.Recorder.Eventf(s.net, corev1.EventTypeWarning, v1alpha1.ReasonAllCandidatesFailed, "Node %s: %s; nothing is recommended there", node.Name, entry.Message)
 	}
 	if i := slices.IndexFunc(st.Nodes, func(n v1alpha1.NodeTuning) bool { return n.Node == node.Name }); i >= 0 {
 		st.Nodes[i] = entry
@@ -192,7 +193,20 @@ func (r *Reconciler) benchmark(s *scope, node, name string, i int, tests []v1alp
 	return b
 }
 
-// repOf reads a finished benchmark's figures; done is false while it runs.
+// maxNodeMessage is status.tuning.nodes[].message's CRD MaxLength.
+const maxNodeMessage = 2048
+
+// truncate cuts s to at most n bytes, ending in "..." when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// repOf reads a finished benchmark's figures and the offloads its fast
+// path's client interface negotiated (status.paths[], nil when the runner
+// did not report them); done is false while it runs.
 func repOf(b *v1alpha1.FastPathBenchmark) (sweep.Rep, bool) {
 	switch b.Status.Phase {
 	case v1alpha1.BenchmarkSucceeded:
@@ -206,6 +220,11 @@ func repOf(b *v1alpha1.FastPathBenchmark) (sweep.Rep, bool) {
 		return sweep.Rep{}, false
 	}
 	var rep sweep.Rep
+	for _, p := range b.Status.Paths {
+		if p.Path == benchjob.PathFastPath {
+			rep.Negotiated = p.Offloads.DeepCopy()
+		}
+	}
 	for _, p := range b.Status.Points {
 		switch p.Test {
 		case v1alpha1.TestTCPStream:

@@ -65,10 +65,15 @@ func tuningReason(name string) func() string {
 }
 
 // outcome is what the test's stand-in runner reports for one benchmark.
+// The fast path's negotiated offloads (status.paths[]) are the candidate's
+// attachment's, as a path that works has them, unless negotiated says
+// otherwise or unreported leaves them out.
 type outcome struct {
-	mbps int64
-	sd   string
-	fail string
+	mbps       int64
+	sd         string
+	fail       string
+	negotiated *v1alpha1.Offloads
+	unreported bool
 }
 
 // runSweep plays the benchmark controller for network net until node has
@@ -131,6 +136,14 @@ func runSweepSettings(net, node string, measure func(c v1alpha1.TuningSetting, n
 			} else {
 				b.Status.Points = []v1alpha1.BenchmarkPoint{{Test: v1alpha1.TestTCPStream, SocketBytes: 262144, MessageBytes: 65536,
 					Sessions: 1, Pairs: 1, FastPathMbps: o.mbps, FastPathServiceDemandUsPerKB: o.sd}}
+				path := v1alpha1.PathSummary{Path: "fastpath", BestThroughputMbps: o.mbps, Interface: "net1", Offloads: c.Offloads.DeepCopy()}
+				if o.negotiated != nil {
+					path.Offloads = o.negotiated.DeepCopy()
+				}
+				if o.unreported {
+					path.Interface, path.Offloads = "", nil
+				}
+				b.Status.Paths = []v1alpha1.PathSummary{path}
 			}
 			Expect(k8s.Status().Update(ctx, &b)).To(Succeed())
 			finished[b.Name] = true
@@ -189,6 +202,11 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		}
 		Expect(st.Nodes[0].MarginPercent).To(Equal(fmt.Sprintf("%.1f", float64(15100-13100)/13100*100)))
 		Expect(st.Nodes[0].Kernel).To(Equal("6.18.0"))
+		Expect(st.Nodes[0].MTUCurve).To(Equal(v1alpha1.BeyondNoise), "the ranges do not overlap")
+		for _, ev := range st.Nodes[0].Evidence {
+			Expect(ev.NegotiatedOffloads).To(Equal(ptr(v1alpha1.AllOffloads(v1alpha1.OffloadOn))), "the evidence lists what each candidate's path negotiated")
+			Expect(ev.OffloadMismatch).To(BeEmpty())
+		}
 		Expect(st.Applied).To(BeNil(), "Recommend applies nothing")
 		Eventually(sweepObjects(net)).Should(BeZero(), "the sweep deletes what it made")
 	})
@@ -204,6 +222,60 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		st := getNetwork(net).Status.Tuning
 		Expect(st.Nodes[0].Recommended.MTU).To(Equal(int32(9000)))
 		Expect(st.Nodes[0].Evidence[2].Failed).To(And(ContainSubstring("repetition 2"), ContainSubstring("lost the connection")))
+	})
+
+	It("never recommends a candidate whose path has an offload silently off, however fast; the evidence names the offload, asked and negotiated", func() {
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningRecommend, Candidates: candidates})
+		groOff := v1alpha1.AllOffloads(v1alpha1.OffloadOn)
+		groOff.GRO = v1alpha1.OffloadOff
+		runSweep(net, node, func(mtu int32, n int) outcome {
+			o := outcome{mbps: map[int32]int64{1500: 10000, 9000: 12000, 65520: 30000}[mtu] + int64(n)*10, sd: "0.3"}
+			if mtu == 65520 && n == 1 {
+				// Asked for every offload On, the path came up without GRO
+				// in the second repetition: the fastest figure of the sweep.
+				o.negotiated = &groOff
+			}
+			return o
+		})
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonRecommended))
+		st := getNetwork(net).Status.Tuning
+		Expect(st.Nodes[0].Recommended.MTU).To(Equal(int32(9000)))
+		ev := st.Nodes[0].Evidence
+		Expect(ev[2].MTU).To(Equal(int32(65520)))
+		Expect(ev[2].OffloadMismatch).To(Equal("repetition 2: gro asked On, negotiated Off"))
+		Expect(ev[2].NegotiatedOffloads).To(Equal(&groOff))
+		Expect(ev[2].Failed).To(BeEmpty())
+		Expect(ev[2].MedianMbps).To(Equal(int64(30010)), "its figures stay in the evidence")
+		Expect(ev[0].NegotiatedOffloads).To(Equal(ptr(v1alpha1.AllOffloads(v1alpha1.OffloadOn))))
+		Expect(st.Nodes[0].Message).To(ContainSubstring("1 candidate(s) left out: their path negotiated other offloads"))
+	})
+
+	It("recommends nothing where the benchmarks report no negotiated offloads: an unverified path is not a recommendation", func() {
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningRecommend, Candidates: &v1alpha1.TuningCandidates{MTUs: []int32{9000}}})
+		runSweep(net, node, func(int32, int) outcome { return outcome{mbps: 12000, sd: "0.3", unreported: true} })
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonAllCandidatesFailed))
+		st := getNetwork(net).Status.Tuning
+		Expect(st.Nodes[0].Recommended).To(BeNil())
+		Expect(st.Nodes[0].Evidence[0].OffloadMismatch).To(ContainSubstring("reported no negotiated offloads"))
+		c := meta.FindStatusCondition(getNetwork(net).Status.Conditions, v1alpha1.TuningReadyCondition)
+		Expect(c.Message).To(ContainSubstring("offloadMismatch"))
+	})
+
+	It("says when the MTU curve is flat within noise and then recommends the smallest MTU", func() {
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningRecommend, Candidates: candidates})
+		// Each MTU's three repetitions spread over ±300 Mbit/s around
+		// medians 200 apart: every range overlaps every other.
+		runSweep(net, node, func(mtu int32, n int) outcome {
+			return outcome{mbps: map[int32]int64{1500: 14000, 9000: 14200, 65520: 14100}[mtu] + int64(n-1)*300, sd: "0.3"}
+		})
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonRecommended))
+		st := getNetwork(net).Status.Tuning
+		Expect(st.Nodes[0].Recommended.MTU).To(Equal(int32(1500)), "the smallest MTU, not the fastest median (9000)")
+		Expect(st.Nodes[0].MTUCurve).To(Equal(v1alpha1.WithinNoise))
+		Expect(st.Nodes[0].MarginPercent).To(Equal(fmt.Sprintf("%.1f", float64(14000-14200)/14200*100)))
+		Expect(st.Nodes[0].Message).To(And(ContainSubstring("MTU curve flat within noise"), ContainSubstring("the smallest, MTU 1500, is recommended"), ContainSubstring("less memory per ring")))
+		c := meta.FindStatusCondition(getNetwork(net).Status.Conditions, v1alpha1.TuningReadyCondition)
+		Expect(c.Message).To(ContainSubstring("the MTU curve is flat within noise on node(s) " + node + " (MTU 1500)"))
 	})
 
 	It("Apply: new attachments default to the winner's MTU, existing ones are listed as differing, and Off restores the default", func() {

@@ -111,15 +111,20 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 		for _, node := range st.Nodes {
 			var rows []string
 			for _, ev := range node.Evidence {
-				rows = append(rows, fmt.Sprintf("mtu %d: %d reps, median %d [%d-%d] Mbit/s, %s us/KiB %s", ev.MTU, ev.Repetitions, ev.MedianMbps, ev.MinMbps, ev.MaxMbps, ev.ServiceDemandUsPerKB, ev.Failed))
+				negotiated := "not reported"
+				if ev.NegotiatedOffloads != nil {
+					negotiated = ev.NegotiatedOffloads.Format(" ", ", ")
+				}
+				rows = append(rows, fmt.Sprintf("mtu %d: %d reps, median %d [%d-%d] Mbit/s, %s us/KiB, negotiated %s %s%s", ev.MTU, ev.Repetitions, ev.MedianMbps, ev.MinMbps, ev.MaxMbps, ev.ServiceDemandUsPerKB, negotiated, ev.Failed, ev.OffloadMismatch))
 				Expect(ev.Failed).To(BeEmpty(), "mtu %d", ev.MTU)
 				Expect(ev.Repetitions).To(BeNumerically(">=", 3), "mtu %d", ev.MTU)
+				Expect(ev.NegotiatedOffloads).NotTo(BeNil(), "mtu %d: the evidence lists what the path negotiated", ev.MTU)
 			}
 			Expect(node.Recommended).NotTo(BeNil())
-			best, _, ok := sweep.Choose(node.Evidence, fastpathv1alpha1.ObjectiveThroughput, 1280, 65520)
+			rec, ok := sweep.Recommend(node.Evidence, fastpathv1alpha1.ObjectiveThroughput, 1280, 65520)
 			Expect(ok).To(BeTrue())
-			Expect(node.Recommended.MTU).To(Equal(node.Evidence[best].MTU), "the choice is the best by its own objective in its evidence")
-			AddReportEntry("Tuning sweep", fmt.Sprintf("node %s, %s: recommended MTU %d (margin %s%%)\n%s", node.Node, took.Round(time.Second), node.Recommended.MTU, node.MarginPercent, strings.Join(rows, "\n")))
+			Expect(node.Recommended.MTU).To(Equal(node.Evidence[rec.Best].MTU), "the choice is the recommendation by its own objective in its evidence")
+			AddReportEntry("Tuning sweep", fmt.Sprintf("node %s, %s: recommended MTU %d (margin %s%%, MTU curve %s): %s\n%s", node.Node, took.Round(time.Second), node.Recommended.MTU, node.MarginPercent, node.MTUCurve, node.Message, strings.Join(rows, "\n")))
 		}
 	}, SpecTimeout(11*time.Minute))
 
