@@ -14,12 +14,15 @@ import (
 const tuningBarWidth = 40
 
 // WriteTuningReport prints a FastPathNetwork's status.tuning (issue 27):
-// per node a table with one row per candidate (MTU, offloads, repetitions,
-// median throughput in Gbit/s with min-max, service demand in µs/KiB, mean
-// TCP_RR latency in µs, and why it failed), the recommendation and its
-// margin, then a text chart of the median throughput per candidate with its
-// min-max range, in the units and order of WriteResultsTable. A failed
-// candidate has no bar. It fails only when w does.
+// per node a table with one row per candidate (MTU, offloads asked, the
+// offloads its path negotiated: "as asked", the negotiated set where it
+// differs, "-" when not reported; repetitions, median throughput in Gbit/s
+// with min-max, service demand in µs/KiB, mean TCP_RR latency in µs, and why
+// it failed or was left out for its offloads), the recommendation with its
+// margin and the node's message (a flat MTU curve), then a text chart of the
+// median throughput per candidate with its min-max range, in the units and
+// order of WriteResultsTable. A failed candidate has no bar. It fails only
+// when w does.
 func WriteTuningReport(w io.Writer, st *v1alpha1.NetworkTuningStatus, objective v1alpha1.TuningObjective) error {
 	if st == nil || len(st.Nodes) == 0 {
 		_, err := fmt.Fprintln(w, "No node measured yet.")
@@ -32,27 +35,41 @@ func WriteTuningReport(w io.Writer, st *v1alpha1.NetworkTuningStatus, objective 
 		}
 		fmt.Fprintf(w, "Node %s (kernel %s, datapath %s), measured %s, objective %s\n", n.Node, orDash(n.Kernel), orDash(n.Datapath), when, objective)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "MTU\tOFFLOADS\tREPS\tGBIT/S (MIN-MAX)\tCPU µs/KiB\tMEAN LATENCY µs\tFAILED\t")
+		fmt.Fprintln(tw, "MTU\tOFFLOADS\tNEGOTIATED\tREPS\tGBIT/S (MIN-MAX)\tCPU µs/KiB\tMEAN LATENCY µs\tFAILED\t")
 		for _, ev := range n.Evidence {
 			mark := ""
 			if n.Recommended != nil && n.Recommended.MTU == ev.MTU && offloadsString(n.Recommended.Offloads) == offloadsString(ev.Offloads) {
 				mark = " *"
 			}
-			fmt.Fprintf(tw, "%d%s\t%s\t%d\t%.2f (%.2f-%.2f)\t%s\t%s\t%s\t\n", ev.MTU, mark, offloadsString(ev.Offloads), ev.Repetitions,
+			negotiated := offloadsString(ev.NegotiatedOffloads)
+			if ev.NegotiatedOffloads != nil && negotiated == offloadsString(ev.Offloads) {
+				negotiated = "as asked"
+			}
+			why := ev.Failed
+			if why == "" && ev.OffloadMismatch != "" {
+				why = "offloads: " + ev.OffloadMismatch
+			}
+			fmt.Fprintf(tw, "%d%s\t%s\t%s\t%d\t%.2f (%.2f-%.2f)\t%s\t%s\t%s\t\n", ev.MTU, mark, offloadsString(ev.Offloads), negotiated, ev.Repetitions,
 				float64(ev.MedianMbps)/1000, float64(ev.MinMbps)/1000, float64(ev.MaxMbps)/1000,
-				orDash(ev.ServiceDemandUsPerKB), orDash(ev.MeanLatencyUs), orDash(ev.Failed))
+				orDash(ev.ServiceDemandUsPerKB), orDash(ev.MeanLatencyUs), orDash(why))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		if n.Recommended != nil {
 			margin := "no runner-up"
-			if n.MarginPercent != "" {
+			switch {
+			case n.MTUCurve == v1alpha1.WithinNoise:
+				margin = "MTU curve flat within noise: " + n.MarginPercent + "% from the fastest"
+			case n.MarginPercent != "":
 				margin = n.MarginPercent + "% over the runner-up"
 			}
 			fmt.Fprintf(w, "Recommended: * MTU %d, offloads %s (%s)\n", n.Recommended.MTU, offloadsString(n.Recommended.Offloads), margin)
 		} else {
-			fmt.Fprintln(w, "Recommended: none (every candidate failed)")
+			fmt.Fprintln(w, "Recommended: none (every candidate failed or had other offloads than it asked for)")
+		}
+		if n.Message != "" {
+			fmt.Fprintf(w, "Why: %s\n", n.Message)
 		}
 		writeTuningChart(w, n.Evidence)
 		fmt.Fprintln(w)

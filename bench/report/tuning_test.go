@@ -32,6 +32,23 @@ func TestWriteTuningReport(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("    1500  #################|##--"))
 	g.Expect(out).To(ContainSubstring(" 65520  (failed)"))
 
+	g.Expect(out).To(ContainSubstring("NEGOTIATED"))
+
+	// The negotiated offloads: as asked, others (the candidate left out and
+	// why), or not reported; a flat curve's recommendation says so.
+	groOff := &v1alpha1.Offloads{TSO: "On", GSO: "On", GRO: "Off", TXChecksum: "On", RXChecksum: "On"}
+	n := &st.Nodes[0]
+	n.Evidence[0].NegotiatedOffloads = on
+	n.Evidence[1].NegotiatedOffloads, n.Evidence[1].OffloadMismatch = groOff, "repetition 2: gro asked On, negotiated Off"
+	n.Recommended, n.MTUCurve, n.MarginPercent, n.Message = &v1alpha1.TuningSetting{MTU: 1500, Offloads: on}, v1alpha1.WithinNoise, "-2.8", "MTU curve flat within noise: ..."
+	b.Reset()
+	g.Expect(WriteTuningReport(&b, st, v1alpha1.ObjectiveThroughput)).To(Succeed())
+	out = b.String()
+	g.Expect(out).To(MatchRegexp(`1500 \* +tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=On +as asked +3 `))
+	g.Expect(out).To(MatchRegexp(`9000 +tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=On +tso=On,gso=On,gro=Off,txChecksum=On,rxChecksum=On +3 .*offloads: repetition 2: gro asked On, negotiated Off`))
+	g.Expect(out).To(MatchRegexp(`65520 +tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=On +- +2 `))
+	g.Expect(out).To(ContainSubstring("Recommended: * MTU 1500, offloads tso=On,gso=On,gro=On,txChecksum=On,rxChecksum=On (MTU curve flat within noise: -2.8% from the fastest)\nWhy: MTU curve flat within noise: ...\n"))
+
 	b.Reset()
 	off := &v1alpha1.Offloads{TSO: "On", GSO: "Off", GRO: "Off", TXChecksum: "On", RXChecksum: "Off"}
 	st.Applied = &v1alpha1.TuningSetting{MTU: 9000, Offloads: off}
