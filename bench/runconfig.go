@@ -175,9 +175,11 @@ func (c RunConfig) Runner() *Runner {
 }
 
 // Run measures the matrix and returns the results document. Each path's
-// client interface (not in VM mode, not on a vsock path) is the local one
-// towards its first server: the run records its name and the offloads it
-// negotiated (LocalOffloads), and its MTU unless --mtu gave one;
+// client interface (not on a vsock path) is the local one towards its first
+// server, or in VM mode pair 1's client guest's: the run records its name
+// and the offloads it negotiated (LocalOffloads; GuestOffloads over SSH in
+// VM mode, once the guests answer), and, outside VM mode, its MTU unless
+// --mtu gave one;
 // machine.emulated joins $FASTPATH_EMULATED, Emulated and the vsock
 // transport's note. In VM mode with vsock tests the guests are provisioned
 // first (ProvisionGuests) and cleaned up after.
@@ -211,6 +213,20 @@ func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, 
 	if c.VMMode() {
 		if err := c.WaitForGuests(ctx, log); err != nil {
 			return results.Document{}, err
+		}
+		// The client guest's own view of each path: pair 1's client,
+		// towards its first server.
+		for i := range r.Paths {
+			p := &r.Paths[i]
+			if p.VSock || c.VSockOnly() {
+				continue
+			}
+			ifName, offloads, err := GuestOffloads(ctx, c.SSH(c.SSHClients[0]), p.Endpoints[0].Host)
+			if err != nil {
+				log.Info("Unknown offloads", "path", p.Name, "guest", c.SSHClients[0].String(), "error", err.Error())
+				continue
+			}
+			p.Interface, p.Offloads = ifName, offloads
 		}
 	}
 	if c.VMMode() && c.HasVSock() {

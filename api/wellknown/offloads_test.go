@@ -19,6 +19,7 @@ func TestOffloadTableRowsAreComplete(t *testing.T) {
 		g.Expect(seen).NotTo(HaveKey(row.Name), "offload %s twice", row.Name)
 		seen[row.Name] = true
 		g.Expect(row.Ethtool).NotTo(BeEmpty(), "offload %s switches no ethtool feature", row.Name)
+		g.Expect(row.EthtoolGroup).To(MatchRegexp(`^[a-z-]+$`), "offload %s has no ethtool -k line", row.Name)
 		g.Expect(len(row.Host)+len(row.Guest)).To(BeNumerically(">", 0), "offload %s sets no libvirt attribute", row.Name)
 		g.Expect(row.Summary).NotTo(BeEmpty())
 	}
@@ -26,7 +27,7 @@ func TestOffloadTableRowsAreComplete(t *testing.T) {
 	// rows switching it would fight over it.
 	owner := map[string]string{}
 	for _, row := range wellknown.Offloads {
-		for kind, names := range map[string][]string{"host": row.Host, "guest": row.Guest, "ethtool": row.Ethtool} {
+		for kind, names := range map[string][]string{"host": row.Host, "guest": row.Guest, "ethtool": row.Ethtool, "ethtool -k line": {row.EthtoolGroup}} {
 			for _, n := range names {
 				key := kind + " " + n
 				g.Expect(owner).NotTo(HaveKey(key), "%s is switched by %s and %s", key, owner[key], row.Name)

@@ -104,6 +104,11 @@ type Offload struct {
 	// interface, grouped as ethtool(8)'s off_flag_def table groups them. Names
 	// a kernel does not know are skipped.
 	Ethtool []string
+	// EthtoolGroup is the top-level line `ethtool -k` prints for the group
+	// (ethtool(8) off_flag_def's long name, e.g. "tcp-segmentation-offload"):
+	// what the benchmark runner reads in a VM-mode guest, where it has only
+	// the guest's ethtool over SSH.
+	EthtoolGroup string
 	// Host and Guest are the attributes of libvirt's <driver><host/> and
 	// <driver><guest/> that the domain hook sets to on or off for it
 	// (libvirt formatdomain "Setting NIC driver-specific options"; QEMU turns
@@ -123,19 +128,19 @@ type Offload struct {
 // partial checksum, the guest's transmit side), guest csum is GUEST_CSUM (the
 // guest takes such packets, its receive side).
 var Offloads = []Offload{
-	{Name: OffloadTSO, Summary: "TCP segmentation offload",
+	{Name: OffloadTSO, EthtoolGroup: "tcp-segmentation-offload", Summary: "TCP segmentation offload",
 		Ethtool: []string{"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"},
 		Host:    []string{"tso4", "tso6", "ecn"}},
-	{Name: OffloadGSO, Summary: "generic segmentation offload",
+	{Name: OffloadGSO, EthtoolGroup: "generic-segmentation-offload", Summary: "generic segmentation offload",
 		Ethtool: []string{"tx-generic-segmentation"},
 		Host:    []string{"gso"}},
-	{Name: OffloadGRO, Summary: "generic receive offload",
+	{Name: OffloadGRO, EthtoolGroup: "generic-receive-offload", Summary: "generic receive offload",
 		Ethtool: []string{"rx-gro"},
 		Guest:   []string{"tso4", "tso6", "ecn"}},
-	{Name: OffloadTXChecksum, Summary: "transmit checksum offload",
+	{Name: OffloadTXChecksum, EthtoolGroup: "tx-checksumming", Summary: "transmit checksum offload",
 		Ethtool: []string{"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
 		Host:    []string{"csum"}},
-	{Name: OffloadRXChecksum, Summary: "receive checksum offload",
+	{Name: OffloadRXChecksum, EthtoolGroup: "rx-checksumming", Summary: "receive checksum offload",
 		Ethtool: []string{"rx-checksum"},
 		Guest:   []string{"csum"}},
 }
