@@ -17,7 +17,11 @@
 // RunConfig is one run of `fastpath-bench run` (parsed by
 // bench/jobrunner): it wires the Runner and, in VM mode with vsock
 // tests, provisions the guests over SSH (guest.go: the runner copies itself
-// into the client and server VMs and starts vsock-server there).
+// into the client and server VMs and starts vsock-server there). Before it
+// measures it records each path's client interface and the offloads that
+// interface negotiated (machine.go: its own interface in Pod mode;
+// guestoffloads.go: the client guest's `ethtool -k` over SSH in VM mode),
+// which the tuning sweep checks against what its candidate asked for.
 // VSockServerOptions and VSockClientOptions are the vsock-server and
 // vsock-client commands; TransportOptions select real AF_VSOCK or its
 // UNIX-socket emulation.
