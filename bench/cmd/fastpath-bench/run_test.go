@@ -93,13 +93,14 @@ func TestRunVMModeRunsEachPairOnItsClientVM(t *testing.T) {
 	g.Expect(eps).To(gomega.Equal([]string{"1=" + a.Endpoint(), "2=" + b.Endpoint()}))
 	logged, err := os.ReadFile(sshLog)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	// Each client VM's SSH readiness probe (WaitForGuests), netperf -V,
-	// then pair 1 alone, then pairs 1 and 2 at once.
+	// Each client VM's SSH readiness probe (WaitForGuests), then on client
+	// VM 1 netperf -V and the read of its negotiated offloads
+	// (GuestOffloads), then pair 1 alone, then pairs 1 and 2 at once.
 	lines := strings.Fields(string(logged))
-	g.Expect(lines).To(gomega.HaveLen(6))
+	g.Expect(lines).To(gomega.HaveLen(7))
 	g.Expect(lines[:2]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.2"))
-	g.Expect(lines[2]).To(gomega.Equal("fedora@192.0.2.1"))
-	g.Expect(lines[3:]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.1", "fedora@192.0.2.2"))
+	g.Expect(lines[2:4]).To(gomega.Equal([]string{"fedora@192.0.2.1", "fedora@192.0.2.1"}))
+	g.Expect(lines[4:]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.1", "fedora@192.0.2.2"))
 
 	// A server VM without netserver: the error says so, naming the client
 	// VM, the server and the command.
