@@ -304,9 +304,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		Eventually(nadMTU(ns, "new")).Should(Equal(65520))
 		Consistently(nadMTU(ns, "old"), "300ms").Should(Equal(9000), "an existing attachment is left alone")
 
-		n := getNetwork(net)
-		n.Spec.Tuning.Mode = v1alpha1.TuningOff
-		Expect(k8s.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.Tuning.Mode = v1alpha1.TuningOff })
 		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonTuningOff))
 		Eventually(nadMTU(ns, "new")).Should(Equal(9000), "Off brings the previous default back")
 		Expect(getNetwork(net).Status.Tuning.Applied).To(BeNil())
@@ -361,9 +359,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 			"the attachment's own tso and gro stay; gso, which it leaves unset, is the winner's")
 		Consistently(nadOffloads(ns, "old"), "300ms").Should(Equal(allOn), "an existing attachment is left alone")
 
-		n := getNetwork(net)
-		n.Spec.Tuning.Mode = v1alpha1.TuningOff
-		Expect(k8s.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.Tuning.Mode = v1alpha1.TuningOff })
 		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonTuningOff))
 		Eventually(nadOffloads(ns, "new")).Should(Equal(allOn), "Off brings spec.offloads back")
 		Eventually(nadOffloads(ns, "own")).Should(Equal(nadOffloadsOf(false, true, true, true, true)))
@@ -384,9 +380,7 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		// Fixed since the sweep: the admin turns GRO back on. The applied set
 		// (GRO Off) is no longer allowed, so it must not reach attachments,
 		// nor make them differ.
-		n := getNetwork(net)
-		n.Spec.Offloads = nil
-		Expect(k8s.Update(ctx, n)).To(Succeed())
+		updateNetwork(net, func(n *v1alpha1.FastPathNetwork) { n.Spec.Offloads = nil })
 		ns := "tenant-" + rand.String(5)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Eventually(func() bool { return time.Now().After(st.AppliedAt.Time) }, "3s").Should(BeTrue())
@@ -432,4 +426,16 @@ func nadOffloads(ns, name string) func() map[string]bool {
 
 func nadOffloadsOf(tso, gso, gro, txChecksum, rxChecksum bool) map[string]bool {
 	return map[string]bool{"tso": tso, "gso": gso, "gro": gro, "txChecksum": txChecksum, "rxChecksum": rxChecksum}
+}
+
+// updateNetwork changes FastPathNetwork name's spec as an admin would:
+// read, change, write, again on a conflict (the controller may still be
+// writing the status, and each write is a new resourceVersion).
+func updateNetwork(name string, change func(*v1alpha1.FastPathNetwork)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		n := getNetwork(name)
+		change(n)
+		return k8s.Update(ctx, n)
+	}).Should(Succeed())
 }
