@@ -74,6 +74,12 @@ const (
 	// does not admit the namespace, or the spec is outside its bounds; the
 	// message names the field.
 	ReasonNetworkRefused = "NetworkRefused"
+	// ReasonSubnetConflict: spec.network.ipam.subnet overlaps the subnet of
+	// another attachment on the same FastPathNetwork (in any namespace: the
+	// network is one L2 segment) that came first (oldest creationTimestamp,
+	// then name, then namespace); the message names it and both subnets. The
+	// NAD is deleted, as for NetworkRefused (issue 39, item 4).
+	ReasonSubnetConflict = "SubnetConflict"
 	// ReasonNADConflict: a NetworkAttachmentDefinition of that name exists and is not ours.
 	ReasonNADConflict = "NetworkAttachmentDefinitionConflict"
 	// ReasonNoVMsSelected: the selector matches no VirtualMachine.

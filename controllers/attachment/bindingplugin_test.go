@@ -43,7 +43,7 @@ var _ = Describe("The network binding plugin", Serial, func() {
 		vm := createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
 		original := specJSON(ns, "db-0")
 		rv := resourceVersions(vm)
-		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonBindingNotRegistered))
 		Expect(conditionMessage(ns, "db-link", v1alpha1.VMsWiredCondition)).To(Equal(
@@ -83,7 +83,7 @@ var _ = Describe("The network binding plugin", Serial, func() {
 
 	It("warns while the KubeVirt CR enables the Sidecar feature gate", func() {
 		ns := newNamespace()
-		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		Eventually(conditionOf(ns, "db-link", v1alpha1.SidecarGateOffCondition)).Should(Equal("True/" + v1alpha1.ReasonSidecarGateOff))
 
 		gates := func(gates ...any) {
@@ -115,7 +115,7 @@ var _ = Describe("The network binding plugin", Serial, func() {
 	It("asks for a restart of a VMI still running an earlier Fastpath's bridge binding", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", busyVM, map[string]string{"app": "db"})
-		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		createVMI(ns, vmi{name: "db-0", node: "node-u-" + ns, wired: true, bridgeBinding: true, attachment: "db-link", mac: "02:fa:00:00:00:07", ip: "10.250.0.7"})
 		Eventually(func() string { return vmStatus(ns, "db-link", "db-0")().Message }).Should(Equal(

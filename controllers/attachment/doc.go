@@ -15,7 +15,9 @@
 // watch brings the attachment back (a NAD of its name it does not own):
 //
 //	spec       defaults, checks what the CRD cannot (subnet vs --pod-network-cidr,
-//	           tso without txChecksum, range order): InvalidSpec, TerminalError
+//	           tso without txChecksum, range order, a subnet overlapping an
+//	           earlier attachment's on the same network: SubnetConflict):
+//	           InvalidSpec, TerminalError
 //	selection  VMs the selector matches, VMs still carrying our wiring, and the
 //	           owner of each VM when attachments overlap; a vsock target that
 //	           exists must be selected (InvalidSpec), one that does not exist

@@ -153,6 +153,8 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		For(&v1alpha1.FastPathAttachment{}).
 		Watches(&v1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.siblingAttachments),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.FastPathAttachment{}, handler.EnqueueRequestsFromMapFunc(r.overlappingAttachments),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(sameName))
 	if !r.KubeVirtAbsent {
 		vm := &unstructured.Unstructured{}

@@ -91,7 +91,7 @@ var _ = Describe("FastPathAttachment", func() {
 		att := newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{
 			VMSelector: selector("db"),
 			Placement:  v1alpha1.PlacementRequired,
-			Network:    &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}},
+			Network:    &v1alpha1.NetworkSpec{Queues: ptr(int32(4)), IPAM: v1alpha1.IPAMSpec{Subnet: uniqueSubnet()}},
 			VSOCK:      vsock(v1alpha1.VSOCKService{Name: "db", VM: "db-0", Port: 5432}),
 		})
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
@@ -157,7 +157,7 @@ var _ = Describe("FastPathAttachment", func() {
 			original[n] = specJSON(ns, n)
 		}
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Placement: v1alpha1.PlacementPreferred, Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Placement: v1alpha1.PlacementPreferred, Network: network(uniqueSubnet()),
 		})
 		Eventually(func() int32 { return getAttachment(ns, "link").Status.WiredVMs }).Should(Equal(int32(2)))
 		Expect(templatePart(ns, "vm-a", "spec", "affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution")).To(Equal(
@@ -196,7 +196,7 @@ var _ = Describe("FastPathAttachment", func() {
 			createVM(ns, n, minimalVM, map[string]string{"app": "db"})
 		}
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Network: network(uniqueSubnet()),
 			VSOCK: vsock(v1alpha1.VSOCKService{Name: "db", VM: "db-0", Port: 5432}, v1alpha1.VSOCKService{Name: "cache", VM: "db-1", Port: 6379}),
 		})
 		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
@@ -289,7 +289,7 @@ var _ = Describe("FastPathAttachment", func() {
 		ns := newNamespace()
 		createVM(ns, "shared", busyVM, map[string]string{"app": "db"})
 		original := specJSON(ns, "shared")
-		zOld := newAttachment(ns, "z-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("none-yet"), Network: network("10.250.0.0/24")})
+		zOld := newAttachment(ns, "z-old", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("none-yet"), Network: network(uniqueSubnet())})
 		// creationTimestamp has one-second resolution. The older attachment has
 		// the later name, so the test fails if the name rather than the
 		// timestamp decides. The embedded API server stamps with this host's
@@ -347,7 +347,7 @@ var _ = Describe("FastPathAttachment", func() {
 		vm.SetNamespace(ns)
 		Expect(env.Client.Create(ctx, vm)).To(Succeed())
 
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		Eventually(vmOwner(ns, "orphan")).Should(Equal("link"))
 		// Either the orphan cleanup or the takeover removed the old wiring; both say so.
 		Eventually(objectEventReasons(ns, "VirtualMachine", "orphan")).Should(ContainElement("Normal/" + v1alpha1.ReasonOrphanUnwired))
@@ -393,7 +393,7 @@ var _ = Describe("FastPathAttachment", func() {
 		vm.SetNamespace(ns)
 		Expect(env.Client.Create(ctx, vm)).To(Succeed())
 
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		uid := string(getAttachment(ns, "link").UID)
 		Eventually(func() string { return wiring.OwnerUID(getVM(ns, "again").Object) }).Should(Equal(uid))
 		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
@@ -414,7 +414,7 @@ var _ = Describe("FastPathAttachment", func() {
 		left.Spec.Config = `{"cniVersion":"1.0.0","name":"old","type":"fastpath"}`
 		Expect(env.Client.Create(ctx, left)).To(Succeed())
 
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 		nad, err := getNAD(ns, "link")
 		Expect(err).NotTo(HaveOccurred())
@@ -432,7 +432,7 @@ var _ = Describe("FastPathAttachment", func() {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "link", UID: "uid-of-a-configmap", Controller: ptr(true)}}}}
 		other.Spec.Config = `{"cniVersion":"1.0.0","name":"theirs","type":"bridge"}`
 		Expect(env.Client.Create(ctx, other)).To(Succeed())
-		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 		Eventually(conditionOf(ns, "link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonNADConflict))
 		nad, err := getNAD(ns, "link")
 		Expect(err).NotTo(HaveOccurred())
@@ -525,7 +525,7 @@ var _ = Describe("An operator restart", Serial, func() {
 		createVM(ns, "vm-2", busyVM, map[string]string{"app": "db"})
 		original2 := specJSON(ns, "vm-2")
 		att := newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Network: network(uniqueSubnet()),
 			VSOCK: vsock(v1alpha1.VSOCKService{Name: "db", VM: "vm-0", Port: 5432}),
 		})
 		createVMI(ns, vmi{name: "vm-0", node: "node-r", cid: ptr(uint32(7)), wired: true, attachment: "link", mac: "02:fa:00:00:00:07", ip: "10.250.0.7"})

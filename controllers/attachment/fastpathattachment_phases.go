@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,24 +125,9 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	st.Datapath, st.MTU = n.Datapath, *n.MTU
-	subnet, err := netip.ParsePrefix(n.IPAM.Subnet)
+	subnet, err := r.checkNetworkSpec(n)
 	if err != nil {
-		return ctrl.Result{}, s.invalidSpec("spec.network.ipam.subnet %q is not a CIDR: %v", n.IPAM.Subnet, err)
-	}
-	for _, pod := range r.PodNetworkCIDRs {
-		if subnet.Masked().Overlaps(pod) {
-			return ctrl.Result{}, s.invalidSpec("spec.network.ipam.subnet %s overlaps the pod network %s (--pod-network-cidr): choose a range the cluster does not route", n.IPAM.Subnet, pod)
-		}
-	}
-	if n.IPAM.RangeStart != "" && n.IPAM.RangeEnd != "" {
-		start, err1 := netip.ParseAddr(n.IPAM.RangeStart)
-		end, err2 := netip.ParseAddr(n.IPAM.RangeEnd)
-		if err1 == nil && err2 == nil && start.Compare(end) > 0 {
-			return ctrl.Result{}, s.invalidSpec("spec.network.ipam.rangeStart %s is after spec.network.ipam.rangeEnd %s", start, end)
-		}
-	}
-	if n.Offloads.TSO.On() && !n.Offloads.TXChecksum.On() {
-		return ctrl.Result{}, s.invalidSpec("spec.network.offloads.tso On requires spec.network.offloads.txChecksum On: the kernel turns TSO off without TX checksum offload")
+		return ctrl.Result{}, s.invalidSpec("%s", err.Error())
 	}
 	conf, err := RenderNetConf(s.effective(), s.renderOptions())
 	if err != nil {
@@ -152,7 +136,7 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, s *scope) (ctrl.Result, 
 	if _, _, err := netconf.LoadNetConf([]byte(conf)); err != nil {
 		return ctrl.Result{}, s.invalidSpec("spec.network renders a netconf the fastpath plugin rejects: %v", err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.checkSubnet(ctx, s, subnet)
 }
 
 // reconcileDelete removes the wiring from every VM that carries this

@@ -258,12 +258,15 @@ func (r *Reconciler) attachmentsForNetwork(ctx context.Context, obj client.Objec
 }
 
 // attachmentsForNamespace maps a Namespace (its labels decide which networks
-// admit it) to its attachments with spec.network.
+// admit it) to its attachments with spec.network, and to the attachments
+// whose subnets overlap theirs (an attachment the network no longer admits
+// holds no subnet).
 func (r *Reconciler) attachmentsForNamespace(ctx context.Context, obj client.Object) []ctrl.Request {
 	var out []ctrl.Request
 	for _, a := range r.attachmentsIn(ctx, obj.GetName()) {
 		if a.Spec.Network != nil {
 			out = append(out, request(&a))
+			out = append(out, r.overlappingAttachments(ctx, &a)...)
 		}
 	}
 	return out

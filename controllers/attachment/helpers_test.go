@@ -423,6 +423,18 @@ func selector(app string) metav1.LabelSelector {
 	return metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
 }
 
+// subnets counts the subnets uniqueSubnet handed out.
+var subnets atomic.Int32
+
+// uniqueSubnet returns a /24 no other caller in the suite gets, inside
+// 10.128.0.0/10 (outside the suite's pod network podNetwork): the
+// attachments of all specs stay in the API server, most of them on the
+// default network, where overlapping subnets are refused (SubnetConflict).
+func uniqueSubnet() string {
+	n := subnets.Add(1)
+	return fmt.Sprintf("10.%d.%d.0/24", 128+n/256, n%256)
+}
+
 func network(subnet string) *v1alpha1.NetworkSpec {
 	return &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: subnet}}
 }

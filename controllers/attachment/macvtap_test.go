@@ -44,7 +44,7 @@ var _ = Describe("Datapath Macvtap", func() {
 			NamespaceSelector: metav1.LabelSelector{},
 		})
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(uniqueSubnet())})
 
 		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 		Expect(conditionMessage(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).To(And(
@@ -83,7 +83,7 @@ var _ = Describe("Datapath Macvtap", func() {
 		net := createNetwork("macvtap-off-"+ns, v1alpha1.FastPathNetworkSpec{
 			Datapath: v1alpha1.DatapathMacvtap, Bridge: "fpmv1", NamespaceSelector: metav1.LabelSelector{},
 		})
-		spec := network("10.250.0.0/24")
+		spec := network(uniqueSubnet())
 		spec.Offloads = &v1alpha1.Offloads{TSO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOff}
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
 			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: spec})

@@ -74,7 +74,7 @@ func wiredPairOn(between func(ns, nodeA, nodeB string)) (ns, nodeA, nodeB string
 	if between != nil {
 		between(ns, nodeA, nodeB)
 	}
-	newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+	newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 	Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 	if between == nil {
 		Expect(templatePart(ns, "db-0", "spec", "evictionStrategy")).To(Equal(`"External"`), "MigrateTogether is the default of placement Required")

@@ -124,7 +124,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		createVM(ns, "db-1", busyVM, map[string]string{"app": "db"})
 		net := createNetwork("none-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-none"})
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Placement: v1alpha1.PlacementNone,
-			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(uniqueSubnet())})
 		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
 		Eventually(vmOwner(ns, "db-1")).Should(Equal("link"))
 		createVMI(ns, vmi{name: "db-0", node: "node-a", wired: true, attachment: "link"})
@@ -144,7 +144,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		Eventually(func() error {
 			return tenant.Create(ctx, &v1alpha1.FastPathAttachment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-link"},
-				Spec:       v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")},
+				Spec:       v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())},
 			})
 		}).Should(Succeed())
 		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
@@ -188,7 +188,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 		})
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(uniqueSubnet())})
 		nadConfig := func() string {
 			nad, err := getNAD(ns, "db-link")
 			if err != nil {
@@ -223,7 +223,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 				Offloads: &v1alpha1.Offloads{TSO: v1alpha1.OffloadOn, GSO: v1alpha1.OffloadOff, GRO: v1alpha1.OffloadOff, TXChecksum: v1alpha1.OffloadOn}}}
 			return env.Client.Status().Update(ctx, n)
 		}).Should(Succeed())
-		spec := network("10.250.0.0/24")
+		spec := network(uniqueSubnet())
 		spec.Offloads = &v1alpha1.Offloads{GRO: v1alpha1.OffloadOn}
 		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: spec})
 		nadConfig := func() string {
@@ -261,7 +261,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			Bridge: "fp-rev", NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": ns}},
 		})
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(uniqueSubnet())})
 		Eventually(conditionOf(ns, "link", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
 		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
 		Eventually(vmOwner(ns, "db-1")).Should(Equal("link"))
@@ -303,7 +303,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		old := createNetwork("old-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-old"})
 		moved := createNetwork("new-"+ns, v1alpha1.FastPathNetworkSpec{Bridge: "fp-new"})
 		newAttachment(ns, "link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-			NetworkRef: &v1alpha1.NetworkReference{Name: old}, Network: network("10.250.0.0/24")})
+			NetworkRef: &v1alpha1.NetworkReference{Name: old}, Network: network(uniqueSubnet())})
 		Eventually(vmOwner(ns, "db-0")).Should(Equal("link"))
 		Eventually(func() string { return getAttachment(ns, "link").Status.Bridge }).Should(Equal("fp-old"))
 		Expect(getAttachment(ns, "link").Status.Network).To(Equal(old))
@@ -352,7 +352,7 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			return tenant.Create(ctx, &v1alpha1.FastPathAttachment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-link"},
 				Spec: v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"),
-					NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network("10.250.0.0/24")},
+					NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(uniqueSubnet())},
 			})
 		}).Should(Succeed())
 
@@ -401,6 +401,57 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 			}
 			return ""
 		}).Should(ContainSubstring("spec.networkRef.name: FastPathNetwork no-such-network does not exist"))
+	})
+	It("refuses a subnet overlapping an earlier attachment's on the same network, in any namespace, naming it, until that one goes", func() {
+		first, second, outsider := newNamespace(), newNamespace(), newNamespace()
+		label := "subnets-" + first
+		for _, ns := range []string{first, second} {
+			nsObj := &corev1.Namespace{}
+			Expect(env.Client.Get(ctx, types.NamespacedName{Name: ns}, nsObj)).To(Succeed())
+			nsObj.Labels[label] = "yes"
+			Expect(env.Client.Update(ctx, nsObj)).To(Succeed())
+		}
+		net := createNetwork(label, v1alpha1.FastPathNetworkSpec{
+			Bridge: "fp-subnets", NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}},
+		})
+		on := func(subnet string) v1alpha1.FastPathAttachmentSpec {
+			return v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), NetworkRef: &v1alpha1.NetworkReference{Name: net}, Network: network(subnet)}
+		}
+
+		By("a namespace the network does not admit holds no subnet, even first")
+		newAttachment(outsider, "squat", on("10.30.0.0/16"))
+		Eventually(conditionOf(outsider, "squat", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonNetworkRefused))
+
+		By("the first attachment keeps its subnet")
+		old := newAttachment(first, "z-old", on("10.30.0.0/24"))
+		Eventually(conditionOf(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		// creationTimestamp has one-second resolution and the later
+		// attachment has the earlier name: wait until the API server's
+		// second (this host's clock) has moved past z-old's, so that the
+		// test fails if the name rather than the age decides.
+		Eventually(func() time.Time { return time.Now().Truncate(time.Second) }).Should(BeTemporally(">", old.CreationTimestamp.Time))
+
+		By("a later attachment in another namespace, overlapping it, is refused naming both")
+		newAttachment(second, "a-new", on("10.30.0.128/25"))
+		Eventually(conditionOf(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonSubnetConflict))
+		Expect(conditionOf(second, "a-new", v1alpha1.ReadyCondition)()).To(Equal("False/" + v1alpha1.ReasonInvalidSpec))
+		Expect(conditionMessage(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition)).To(And(
+			ContainSubstring("spec.network.ipam.subnet 10.30.0.128/25"), ContainSubstring("subnet 10.30.0.0/24"),
+			ContainSubstring("FastPathAttachment "+first+"/z-old"), ContainSubstring("FastPathNetwork "+net)))
+		Eventually(eventReasons(second, "a-new")).Should(ContainElement("Warning/" + v1alpha1.ReasonSubnetConflict))
+		_, err := getNAD(second, "a-new")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused attachment has no NAD: %v", err)
+		Expect(conditionOf(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition)()).To(Equal("True/" + v1alpha1.ReasonNADCreated))
+
+		By("a disjoint subnet on the network, and the same subnet on another network, are accepted")
+		newAttachment(second, "disjoint", on("10.30.1.0/24"))
+		Eventually(conditionOf(second, "disjoint", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		newAttachment(second, "elsewhere", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.30.0.0/24")})
+		Eventually(conditionOf(second, "elsewhere", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+
+		By("the first attachment going: the later one gets the subnet")
+		Expect(env.Client.Delete(ctx, old)).To(Succeed())
+		Eventually(conditionOf(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 	})
 })
 

@@ -31,7 +31,7 @@ var _ = Describe("An operator on a cluster without KubeVirt", Serial, func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
 		before := specJSON(ns, "db-0")
-		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.250.0.0/24")})
+		newAttachment(ns, "db-link", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network(uniqueSubnet())})
 
 		Eventually(conditionOf(ns, "db-link", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 		Eventually(conditionOf(ns, "db-link", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonNoVMsSelected))

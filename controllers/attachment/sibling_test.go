@@ -32,7 +32,7 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 			createVM(ns, n, minimalVM, map[string]string{"app": "db"})
 		}
 		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Network: network(uniqueSubnet()),
 			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{
 				{Name: "db", VM: "db-0", Port: 5432}, {Name: "cache", VM: "db-1", Port: 6379}}},
 		})
@@ -93,7 +93,7 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
 		ns := newNamespace()
 		createVM(ns, "db-0", minimalVM, map[string]string{"app": "db"})
 		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Network: network(uniqueSubnet()),
 			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
 		})
 		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("True/" + v1alpha1.ReasonWired))
@@ -111,7 +111,7 @@ var _ = Describe("FastPathAttachment in vsock mode Sibling", func() {
  "metadata":{"name":"%[1]s","labels":%[2]s},
  "spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"resources":{"requests":{"memory":"1Gi"},"limits":{"vsock.fastpath.io/sibling":"2"}}}}}}}`, map[string]string{"app": "db"})
 		newAttachment(ns, "sib", v1alpha1.FastPathAttachmentSpec{
-			VMSelector: selector("db"), Network: network("10.250.0.0/24"),
+			VMSelector: selector("db"), Network: network(uniqueSubnet()),
 			VSOCK: &v1alpha1.VSOCKSpec{Mode: v1alpha1.VSOCKModeSibling, Services: []v1alpha1.VSOCKService{{Name: "db", VM: "db-0", Port: 5432}}},
 		})
 		Eventually(conditionOf(ns, "sib", v1alpha1.VMsWiredCondition)).Should(Equal("False/" + v1alpha1.ReasonVMConflict))

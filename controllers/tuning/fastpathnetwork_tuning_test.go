@@ -282,10 +282,13 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningApply, Candidates: candidates, Objective: v1alpha1.ObjectiveCPUPerByte})
 		ns := "tenant-" + rand.String(5)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		subnets := 0
 		attach := func(name string) {
+			// One subnet each: overlapping subnets on one network are refused.
+			subnets++
 			Expect(k8s.Create(ctx, &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.FastPathAttachmentSpec{
 				VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
-				Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
+				Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: fmt.Sprintf("10.250.%d.0/24", subnets)}}}})).To(Succeed())
 		}
 		attach("old")
 		Eventually(nadMTU(ns, "old")).Should(Equal(9000))
@@ -319,10 +322,13 @@ var _ = Describe("FastPathNetwork tuning", func() {
 			MTUs: []int32{9000, 65520}, Offloads: []v1alpha1.Offloads{{TSO: on}, noGSOGRORX}}})
 		ns := "tenant-" + rand.String(5)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		subnets := 0
 		attach := func(name string, o *v1alpha1.Offloads) {
+			// One subnet each: overlapping subnets on one network are refused.
+			subnets++
 			Expect(k8s.Create(ctx, &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.FastPathAttachmentSpec{
 				VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, NetworkRef: &v1alpha1.NetworkReference{Name: net},
-				Network: &v1alpha1.NetworkSpec{Offloads: o, IPAM: v1alpha1.IPAMSpec{Subnet: "10.250.0.0/24"}}}})).To(Succeed())
+				Network: &v1alpha1.NetworkSpec{Offloads: o, IPAM: v1alpha1.IPAMSpec{Subnet: fmt.Sprintf("10.250.%d.0/24", subnets)}}}})).To(Succeed())
 		}
 		allOn := nadOffloadsOf(true, true, true, true, true)
 		attach("old", nil)
