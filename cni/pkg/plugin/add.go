@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,6 +152,9 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
+	if err = refuseRecordedMAC(store, att); err != nil {
+		return err
+	}
 	var ifaces []*current.Interface
 	ifaces, undo, err = dp.Create(ctx, netns, att, conf, pod)
 	if err != nil {
@@ -187,6 +191,40 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	result.Interfaces = ifaces
 	return completeAdd(netns, store, att, result, len(ifaces)-1, cniVersion)
+}
+
+// refuseRecordedMAC refuses, on datapath LinuxBridge, a requested MAC
+// (att.MAC, from CNI_ARGS or runtimeConfig) that another attachment on the
+// same bridge has in its record (issue 39, item 4): the bridge's forwarding
+// database knows a port's MAC only while its guest talks, so a quiet VM's
+// MAC is found here. Each ADD saves its record before it looks, so of two
+// ADDs racing for one MAC at least one sees the other. A MAC the kernel
+// chooses is recorded once the ADD completes; linuxBridge.Attach checks it
+// against the bridge itself.
+func refuseRecordedMAC(store *state.Store, att *state.Attachment) error {
+	if att.Datapath != netconf.DatapathLinuxBridge || att.MAC == "" {
+		return nil
+	}
+	mac, err := net.ParseMAC(att.MAC)
+	if err != nil {
+		return fmt.Errorf("failed to parse MAC %q of %s: %w", att.MAC, att.IfName, err)
+	}
+	records, err := store.List()
+	if err != nil {
+		// Unreadable records are skipped: they name no port Attach would
+		// not find on the bridge.
+		logger.Printf("Reading attachment records for the MAC check error=%q", err)
+	}
+	for _, other := range records {
+		if (other.ContainerID == att.ContainerID && other.IfName == att.IfName) ||
+			other.Datapath != netconf.DatapathLinuxBridge || other.Bridge != att.Bridge || other.MAC == "" {
+			continue
+		}
+		if m, err := net.ParseMAC(other.MAC); err == nil && bytes.Equal(m, mac) {
+			return macTakenError(mac, att.Bridge, fmt.Sprintf("%s, of attachment %s/%s", other.HostIfName, other.ContainerID, other.IfName))
+		}
+	}
+	return nil
 }
 
 // resultIPs returns the addresses of result.

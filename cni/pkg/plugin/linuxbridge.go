@@ -57,16 +57,40 @@ func (d *linuxBridge) BridgeMTU(context.Context) (int, error) {
 func (d *linuxBridge) Preflight(context.Context, map[string]bool) error { return nil }
 
 // Attach enslaves host to the bridge, sets its alias and sets it up in one
-// netlink request.
-func (d *linuxBridge) Attach(_ context.Context, _ *state.Attachment, host datapath.HostEnd, _ string) error {
+// netlink request. It first refuses a pod interface MAC (a.MAC, which the
+// guest of a managedTap binding takes too) that a port of the bridge, the
+// bridge or the bridge's forwarding database already has (issue 39, item
+// 4): two ports with one MAC steal each other's frames, and port security
+// would pin both to the same identity. The caller's rollback removes the
+// veth.
+func (d *linuxBridge) Attach(_ context.Context, a *state.Attachment, host datapath.HostEnd, _ string) error {
 	br, err := d.lookup()
 	if err != nil {
 		return err
+	}
+	mac, err := net.ParseMAC(a.MAC)
+	if err != nil {
+		return fmt.Errorf("failed to parse MAC %q of %s: %w", a.MAC, a.IfName, err)
+	}
+	holder, err := linuxbridge.MACHolder(br, mac)
+	if err != nil {
+		return err
+	}
+	if holder != "" {
+		return macTakenError(mac, d.bridge, holder)
 	}
 	if err := host.SetLink(br.Index, true); err != nil {
 		return fmt.Errorf("failed to attach %s to bridge %s: %w", host.Name, d.bridge, err)
 	}
 	return nil
+}
+
+// macTakenError refuses a pod interface MAC that holder (a port of bridge,
+// or the bridge) already has.
+func macTakenError(mac net.HardwareAddr, bridge, holder string) error {
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+		"MAC %s is already on bridge %s (port %s): refusing to give it to a second port, where it would take the first one's frames; "+
+			"give the VM interface another macAddress, or none", mac, bridge, holder), "")
 }
 
 // Detach is a no-op: deleting the veth takes it off the bridge.
