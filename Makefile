@@ -232,7 +232,7 @@ cluster-down: ## Stop the cluster and remove everything it made (containers, shi
 	$(CLUSTER) down
 
 .PHONY: cluster-install
-cluster-install: build ## helm install Fastpath on the cluster with the local images (KUSTOMIZE=1: kubectl apply -k config/default).
+cluster-install: build ## Push the images and the chart to the cluster's registry and helm install Fastpath from it by digest, as docs/install.md tells a user (KUSTOMIZE=1: kubectl apply -k config/default with the imported images).
 	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
 .PHONY: e2e-cluster

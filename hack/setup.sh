@@ -144,6 +144,11 @@ go_install() {
 }
 # crictl: the module proxy serves cri-tools v1.34.0 and v1.37.0, nothing older.
 go_install crictl sigs.k8s.io/cri-tools/cmd/crictl v1.34.0 "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0"
+# The cluster's OCI registry (make cluster runs it; make cluster-install pushes Fastpath's
+# images and chart there and installs from it, as a user installs from theirs):
+# distribution's registry, the same release the harness's push tests serve
+# (e2e/go.mod; cluster.RegistryVersion).
+go_install registry github.com/distribution/distribution/v3/cmd/registry v3.0.0 "-s -w"
 
 # Multus's thin plugin, pinned in the module hack/multus (its own requirements; `go
 # install @version` fails there: the proxy refuses the module's version list). The

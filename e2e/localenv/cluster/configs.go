@@ -21,7 +21,9 @@ import (
 // CAP_SYS_RESOURCE: runc cannot lower a container's oom_score_adj below its
 // own) and the cluster's CNI directories. Plugins that would write outside
 // those directories (opt: /opt/containerd) or that this machine lacks
-// (btrfs, zfs, devmapper, aufs) are disabled.
+// (btrfs, zfs, devmapper, aufs) are disabled. Registries are configured in
+// the cluster registry's hosts.d (registryHostsFile): the cluster's own,
+// over plain HTTP.
 func (o Options) containerdConfig() string {
 	l := o.layout()
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -59,6 +61,8 @@ func (o Options) containerdConfig() string {
 		`    bin_dir = ` + q(l.cniBin),
 		`    conf_dir = ` + q(l.cniConf),
 		`    max_conf_num = 1`,
+		`  [plugins."io.containerd.grpc.v1.cri".registry]`,
+		`    config_path = ` + q(l.registryHosts()),
 		``,
 	}, "\n")
 }
@@ -213,4 +217,39 @@ func (o Options) writeFiles(root string) error {
 		}
 	}
 	return nil
+}
+
+// registryConfigFile renders the registry's configuration (distribution's
+// YAML, version 0.1): filesystem storage under the cluster directory,
+// plain HTTP on host, deletes allowed (a pushed tag can be replaced), a
+// fixed HTTP secret (one instance, so only for upload state), warnings
+// only in its log.
+func (l layout) registryConfigFile(host string) string {
+	return strings.Join([]string{
+		`version: 0.1`,
+		`log:`,
+		`  level: warn`,
+		`storage:`,
+		`  filesystem:`,
+		`    rootdirectory: ` + l.registryData(),
+		`  delete:`,
+		`    enabled: true`,
+		`http:`,
+		`  addr: ` + host,
+		`  secret: fastpath-local-cluster`,
+		``,
+	}, "\n")
+}
+
+// registryHostsFile renders containerd's hosts.toml for the cluster's
+// registry at host: pulls and resolves over plain HTTP (containerd 1.6
+// config_path, docs/hosts.md of containerd).
+func registryHostsFile(host string) string {
+	return strings.Join([]string{
+		`server = "http://` + host + `"`,
+		``,
+		`[host."http://` + host + `"]`,
+		`  capabilities = ["pull", "resolve"]`,
+		``,
+	}, "\n")
 }

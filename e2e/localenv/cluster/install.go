@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/e2e/localenv/images"
 	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 )
@@ -41,21 +44,20 @@ type InstallOptions struct {
 	Timeout time.Duration
 }
 
-// HelmValues are the chart values for this cluster (kubevirt: it runs
-// KubeVirt, so its kubelet root is KubeVirtKubeletRoot): the images make
-// images built (localhost/fastpath-*:local, never pulled), the cluster's CNI
-// directories (the plugin's state directory too), its pod network, no
-// KubeVirt node selector (without KubeVirt no node carries
+// HelmValues are the chart values for this cluster besides its images
+// (kubevirt: it runs KubeVirt, so its kubelet root is KubeVirtKubeletRoot):
+// the cluster's CNI directories (the plugin's state directory too), its pod
+// network, no KubeVirt node selector (without KubeVirt no node carries
 // kubevirt.io/schedulable), and vsock mode Sibling's backend, with its
 // sockets under the cluster's run directory, and the kubelet's PodResources
 // socket under its root (the device plugins ask it which pod holds a
 // device): the only vsock mode whose VMs start on a kernel
-// without vhost_vsock.
+// without vhost_vsock. The images come from the cluster's registry by
+// digest (Publish's values file).
 func HelmValues(dir string, kubevirt bool) []string {
 	bin, conf := CNIDirs(dir)
 	l := Options{Dir: dir, KubeVirt: kubevirt}.layout()
 	return []string{
-		"image.registry=localhost", "image.tag=local", "image.pullPolicy=Never",
 		"agent.cniBinDir=" + bin, "agent.cniConfDir=" + conf, "agent.cniStateDir=" + CNIStateDir(dir),
 		"operator.podNetworkCIDRs=" + DefaultPodCIDR.String(),
 		"agent.nodeSelector=null",
@@ -65,11 +67,60 @@ func HelmValues(dir string, kubevirt bool) []string {
 	}
 }
 
+// Published is where Publish put Fastpath: the chart's OCI reference
+// (oci://<registry>/charts/fastpath) and version, and the values file that
+// names each image by digest in the registry.
+type Published struct {
+	Chart, Version, Values string
+}
+
+// ChartImages are the make images archives the chart runs (the operator,
+// the agent, the benchmark runner, the domain hook sidecar).
+var ChartImages = []string{"operator", "agent", "bench", "domain-hook"}
+
+// Publish does what a release does, to the cluster's registry at host
+// (plain HTTP): pushes ChartImages from imagesDir to <host>/fastpath/<repository>:local
+// (writing imagesDir's values-digests.yaml) and the chart, packaged, to
+// oci://<host>/charts, with bin/helm. Errors: an archive missing (make
+// images), the registry refusing a push, helm failing.
+func Publish(ctx context.Context, binDir, repoRoot, imagesDir, host string, log io.Writer) (Published, error) {
+	targets, err := images.Select(repoRoot, ChartImages...)
+	if err != nil {
+		return Published{}, err
+	}
+	p := &images.Push{Out: imagesDir, Registry: host + "/fastpath", Tag: "local", Insecure: true, Log: log}
+	if _, err := p.Push(ctx, targets); err != nil {
+		return Published{}, err
+	}
+	tmp, err := os.MkdirTemp("", "fastpath-chart-")
+	if err != nil {
+		return Published{}, err
+	}
+	defer os.RemoveAll(tmp)
+	helm := filepath.Join(binDir, "helm")
+	out, err := exec.CommandContext(ctx, helm, "package", filepath.Join(repoRoot, "charts", "fastpath"), "--destination", tmp).CombinedOutput()
+	if err != nil {
+		return Published{}, fmt.Errorf("helm package: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	pkgs, err := filepath.Glob(filepath.Join(tmp, "fastpath-*.tgz"))
+	if err != nil || len(pkgs) != 1 {
+		return Published{}, fmt.Errorf("helm package wrote %v into %s, want one fastpath-<version>.tgz: %s", pkgs, tmp, strings.TrimSpace(string(out)))
+	}
+	version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pkgs[0]), "fastpath-"), ".tgz")
+	out, err = exec.CommandContext(ctx, helm, "push", pkgs[0], "oci://"+host+"/charts", "--plain-http").CombinedOutput()
+	fmt.Fprintf(log, "%s", out)
+	if err != nil {
+		return Published{}, fmt.Errorf("helm push: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return Published{Chart: "oci://" + host + "/charts/fastpath", Version: version, Values: filepath.Join(imagesDir, images.ValuesFile)}, nil
+}
+
 // HelmInstallCommand returns the helm command line Install runs (helm from
-// binDir), the one docs/install.md shows.
-func HelmInstallCommand(binDir, repoRoot, dir string, kubevirt bool) []string {
-	argv := []string{filepath.Join(binDir, "helm"), "install", Release, filepath.Join(repoRoot, "charts", "fastpath"),
-		"-n", Namespace, "--create-namespace"}
+// binDir): the README's `helm install` from an OCI registry, with the
+// published chart, its images by digest and this cluster's HelmValues.
+func HelmInstallCommand(binDir string, pub Published, dir string, kubevirt bool) []string {
+	argv := []string{filepath.Join(binDir, "helm"), "install", Release, pub.Chart, "--version", pub.Version, "--plain-http",
+		"-n", Namespace, "--create-namespace", "-f", pub.Values}
 	for _, v := range HelmValues(dir, kubevirt) {
 		argv = append(argv, "--set", v)
 	}
@@ -123,7 +174,20 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 		}
 		argv = []string{filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", Kubeconfig(o.Dir), "apply", "--server-side", "-k", overlay}
 	} else {
-		argv = HelmInstallCommand(o.BinDir, io.RepoRoot, o.Dir, o.KubeVirt)
+		if st.Registry == "" {
+			return fmt.Errorf("the cluster in %s runs no registry (brought up by an older make cluster): make cluster-down, then make cluster", o.Dir)
+		}
+		var pub Published
+		if err := u.step("push the images and the chart to the cluster's registry "+st.Registry, func() error {
+			var log bytes.Buffer
+			var err error
+			pub, err = Publish(ctx, o.BinDir, io.RepoRoot, o.ImagesDir, st.Registry, &log)
+			_ = os.WriteFile(filepath.Join(o.layout().logs, "publish.log"), log.Bytes(), 0o644)
+			return err
+		}); err != nil {
+			return err
+		}
+		argv = HelmInstallCommand(o.BinDir, pub, o.Dir, o.KubeVirt)
 	}
 	fmt.Fprintf(o.Out, "cluster: %s\n", strings.Join(argv, " "))
 	if err := u.step("install Fastpath ("+filepath.Base(argv[0])+")", func() error {

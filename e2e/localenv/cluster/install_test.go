@@ -30,7 +30,7 @@ func TestInstall(t *testing.T) {
 	defer cancel()
 	imgs := filepath.Join(root, "_out", "images")
 	var log strings.Builder
-	_, err = (&images.Builder{Root: root, Out: imgs, Log: &log}).Build(ctx, "pause", "operator", "agent", "bench")
+	_, err = (&images.Builder{Root: root, Out: imgs, Log: &log}).Build(ctx, append([]string{"pause"}, ChartImages...)...)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred(), log.String())
 
 	for _, kustomize := range []bool{false, true} {
@@ -51,10 +51,29 @@ func TestInstall(t *testing.T) {
 				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
 				for _, c := range p.Spec.Containers {
 					images[c.Image] = true
-					g.Expect(c.ImagePullPolicy).To(Equal(corev1.PullNever), "%s/%s", p.Name, c.Name)
+					if kustomize {
+						g.Expect(c.ImagePullPolicy).To(Equal(corev1.PullNever), "%s/%s", p.Name, c.Name)
+					}
+				}
+				if !kustomize {
+					// Pulled by digest from the cluster's registry, as a user's
+					// cluster pulls from theirs: containerd reports the digest
+					// the pod names.
+					for _, c := range p.Spec.Containers {
+						_, digest, ok := strings.Cut(c.Image, "@")
+						g.Expect(ok).To(BeTrue(), "%s/%s image %s by digest", p.Name, c.Name, c.Image)
+						g.Expect(p.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", c.Name), HaveField("ImageID", HaveSuffix(digest)))), "%s/%s", p.Name, c.Name)
+					}
 				}
 			}
-			g.Expect(images).To(Equal(map[string]bool{"localhost/fastpath-operator:local": true, "localhost/fastpath-agent:local": true}))
+			if kustomize {
+				g.Expect(images).To(Equal(map[string]bool{"localhost/fastpath-operator:local": true, "localhost/fastpath-agent:local": true}))
+			} else {
+				g.Expect(images).To(HaveLen(2))
+				for ref := range images {
+					g.Expect(ref).To(MatchRegexp(`^127\.0\.0\.1:%d/fastpath/fastpath-(operator|agent)@sha256:[0-9a-f]{64}$`, RegistryPort))
+				}
+			}
 		})
 	}
 }

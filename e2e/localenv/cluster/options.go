@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,13 @@ const (
 	// ProxyHealthzPort and ProxyMetricsPort are kube-proxy's on 127.0.0.1.
 	ProxyHealthzPort = 10256
 	ProxyMetricsPort = 10249
+	// RegistryPort is the cluster's OCI registry's plain-HTTP port
+	// (RegistryHost says on which address).
+	RegistryPort = 15000
+	// RegistryVersion is the distribution release bin/registry is built
+	// from (hack/setup.sh: go install
+	// github.com/distribution/distribution/v3/cmd/registry@RegistryVersion).
+	RegistryVersion = "v3.0.0"
 
 	// CgroupRoot is the cgroup (in every v1 hierarchy) the kubelet puts all pods
 	// under: <controller>/fastpath-cluster/kubepods/...
@@ -235,6 +243,28 @@ type layout struct {
 	cniIPAM, multusCache  string
 	adminKubeconfig       string
 	kubeconfigs           string
+	// registry is the cluster's OCI registry's directory (its storage,
+	// configuration and the nodes' containerd hosts.d), one per cluster.
+	registry string
+}
+
+// registryConfig, registryData and registryHosts are the registry's
+// configuration file, storage and containerd's config_path directory
+// (<host:port>/hosts.toml) that every node's containerd reads.
+func (l layout) registryConfig() string { return filepath.Join(l.registry, "config.yml") }
+func (l layout) registryData() string   { return filepath.Join(l.registry, "data") }
+func (l layout) registryHosts() string  { return filepath.Join(l.registry, "hosts.d") }
+
+// RegistryHost is host:port of the cluster's OCI registry, where every
+// node's containerd and this host reach it: 127.0.0.1 for one node (its
+// containerd is in this host's network namespace), the host's address on
+// the nodes bridge for more (each node has its own network namespace).
+func (o Options) RegistryHost() string {
+	addr := netip.MustParseAddr("127.0.0.1")
+	if o.clusterDir != "" || o.Nodes > 1 {
+		addr = hostAddr()
+	}
+	return netip.AddrPortFrom(addr, RegistryPort).String()
 }
 
 func (o Options) layout() layout {
@@ -273,6 +303,7 @@ func (o Options) layout() layout {
 		multusCache:      filepath.Join(cni, "multus"),
 		adminKubeconfig:  filepath.Join(d, "kubeconfig"),
 		kubeconfigs:      filepath.Join(d, "kubeconfigs"),
+		registry:         filepath.Join(cmp.Or(o.clusterDir, d), "registry"),
 	}
 }
 

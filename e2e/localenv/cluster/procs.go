@@ -33,6 +33,9 @@ type runState struct {
 	// its parents up to /var/lib) that did not exist before the kubelet
 	// started, deepest first: Down removes them.
 	DevicePluginDirs []string `json:"devicePluginDirs,omitempty"`
+	// Registry is host:port of the cluster's OCI registry (RegistryHost),
+	// where Install pushes Fastpath's images and chart.
+	Registry string `json:"registry,omitempty"`
 	// KubeVirt: Up laid the node out for KubeVirt (Options.KubeVirt).
 	KubeVirt bool `json:"kubevirt,omitempty"`
 	// KubeVirtDirs are the directories Up made for KubeVirt (resolved

@@ -214,6 +214,11 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := u.step(fmt.Sprintf("OCI registry (distribution %s) at %s, the nodes' containerd pulls from it", RegistryVersion, o.RegistryHost()), func() error {
+		return u.startRegistry(ctx)
+	}); err != nil {
+		return nil, err
+	}
 	if o.Nodes > 1 {
 		if err := u.upNodes(ctx); err != nil {
 			return nil, err
@@ -249,6 +254,35 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 		CNIBinDir: l.cniBin, CNIConfDir: l.cniConf, PodCIDR: o.PodCIDR.Masked().String(),
 		Versions: versions(o.BinDir), Nodes: names,
 	}, nil
+}
+
+// startRegistry starts the cluster's OCI registry (bin/registry, a
+// distribution release) on RegistryHost with its storage under the cluster
+// directory, writes the hosts.d every node's containerd reads (plain HTTP to
+// it), records its address for Install and waits until it serves /v2/.
+func (u *upper) startRegistry(ctx context.Context) error {
+	l, host := u.l, u.o.RegistryHost()
+	hosts := filepath.Join(l.registryHosts(), host)
+	for _, d := range []string{l.registryData(), hosts} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for file, text := range map[string]string{l.registryConfig(): l.registryConfigFile(host), filepath.Join(hosts, "hosts.toml"): registryHostsFile(host)} {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("failed to write %s: %w", file, err)
+		}
+	}
+	// OTEL_TRACES_EXPORTER=none: distribution v3 exports traces to a
+	// collector on localhost:4318 otherwise, and logs each failure.
+	if err := u.start("registry", []string{filepath.Join(u.o.BinDir, "registry"), "serve", l.registryConfig()}, []string{"OTEL_TRACES_EXPORTER=none"}); err != nil {
+		return err
+	}
+	u.state.Registry = host
+	if err := runstate.Save(l.state, u.state); err != nil {
+		return err
+	}
+	return u.waitFor(ctx, "the registry's /v2/", time.Minute, httpOK("http://"+host+"/v2/"))
 }
 
 func (o Options) apiserverArgs(exe string) []string {
@@ -385,7 +419,7 @@ func (o Options) preflight() error {
 		}
 	}
 	var missing []string
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "crictl", "multus"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "crictl", "multus", "registry"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			missing = append(missing, filepath.Join(o.BinDir, b)+" (make setup)")
 		}
