@@ -50,6 +50,11 @@ func FuzzLoadNetConf(f *testing.F) {
 		}
 		g.Expect(json.Unmarshal(conf.IPAMConf, &ipamIn)).To(Succeed())
 		g.Expect(ipamIn.IPAM).To(HaveKeyWithValue("dataDir", IPAMDataDir(conf.StateDir)))
+		var named struct {
+			Name string `json:"name"`
+		}
+		g.Expect(json.Unmarshal(conf.IPAMConf, &named)).To(Succeed())
+		g.Expect(named.Name).To(Equal(IPAMNetworkName(conf.Bridge)), "one allocator per bridge")
 		for k := range ipamIn.IPAM {
 			g.Expect(append([]string{"dataDir"}, IPAMKeys...)).To(ContainElement(k))
 		}

@@ -26,6 +26,18 @@ const IPAMDataDirName = "ipam"
 // <stateDir>/ipam. host-local keeps one directory per network name in it.
 func IPAMDataDir(stateDir string) string { return filepath.Join(stateDir, IPAMDataDirName) }
 
+// IPAMNetworkName returns the network name the IPAM plugin gets for every
+// netconf on device bridge (the bridge, OVS bridge or Macvtap lower device
+// of one FastPathNetwork on this node): "fpnet-<bridge>". host-local keeps
+// its allocations in <dataDir>/<name>, so all attachments of a network on a
+// node allocate from one directory and can never hand out one address
+// twice, whatever their ranges (issue 39, item 4); each attachment's own
+// CNI network name ("fp-<namespace>.<attachment>") would give each its own.
+// A bridge name is 1-15 characters of [a-zA-Z0-9_.-], not "." or "..", so
+// the result is one path component; CNI network names of attachments start
+// with "fp-" and never equal it.
+func IPAMNetworkName(bridge string) string { return "fpnet-" + bridge }
+
 // validateIPAMKeys refuses an "ipam" key outside IPAMKeys, naming the first
 // such key in sorted order.
 func (c *NetConf) validateIPAMKeys() error {
@@ -48,9 +60,10 @@ func (c *NetConf) validateIPAMKeys() error {
 }
 
 // ipamConf returns stdin with its "ipam" object replaced by c.IPAM (whose
-// keys validateIPAMKeys checked) plus "dataDir": IPAMDataDir(c.StateDir): the
-// network configuration the IPAM plugin gets. Every other top-level key
-// (name, cniVersion, prevResult, cni.dev/valid-attachments, runtimeConfig, ...)
+// keys validateIPAMKeys checked) plus "dataDir": IPAMDataDir(c.StateDir),
+// and its "name" replaced by IPAMNetworkName(c.Bridge): the network
+// configuration the IPAM plugin gets. Every other top-level key
+// (cniVersion, prevResult, cni.dev/valid-attachments, runtimeConfig, ...)
 // is passed as it is.
 func (c *NetConf) ipamConf(stdin []byte) ([]byte, error) {
 	var top map[string]json.RawMessage
@@ -67,6 +80,9 @@ func (c *NetConf) ipamConf(stdin []byte) ([]byte, error) {
 		return nil, fmt.Errorf("failed to encode ipam configuration: %w", err)
 	}
 	top["ipam"] = raw
+	if top["name"], err = json.Marshal(IPAMNetworkName(c.Bridge)); err != nil {
+		return nil, fmt.Errorf("failed to encode IPAM network name: %w", err)
+	}
 	out, err := json.Marshal(top)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode IPAM network configuration: %w", err)

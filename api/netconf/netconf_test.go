@@ -218,7 +218,8 @@ func TestRequireNamespace(t *testing.T) {
 }
 
 // TestIPAMConf: the IPAM plugin gets the netconf with "ipam" holding the
-// accepted keys plus the node's data directory, and every other key as it was.
+// accepted keys plus the node's data directory, "name" naming the bridge's
+// one allocator (IPAMNetworkName), and every other key as it was.
 func TestIPAMConf(t *testing.T) {
 	g := NewWithT(t)
 	nodeConfig(t, NodeConfig{StateDir: "/run/fpstate"})
@@ -229,7 +230,7 @@ func TestIPAMConf(t *testing.T) {
 		"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": "net1"}]}`))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(IPAMDataDir(conf.StateDir)).To(Equal("/run/fpstate/ipam"))
-	g.Expect(conf.IPAMConf).To(MatchJSON(`{"cniVersion": "1.1.0", "name": "fp-a.db", "type": "fastpath", "namespace": "a",
+	g.Expect(conf.IPAMConf).To(MatchJSON(`{"cniVersion": "1.1.0", "name": "fpnet-fastpath0", "type": "fastpath", "namespace": "a",
 		"ipam": {"type": "host-local", "subnet": "10.250.0.0/24", "rangeStart": "10.250.0.10", "rangeEnd": "10.250.0.20",
 			"gateway": "10.250.0.1", "routes": [{"dst": "10.9.0.0/16"}], "dataDir": "/run/fpstate/ipam"},
 		"runtimeConfig": {"mac": "02:00:00:aa:bb:cc"},

@@ -128,8 +128,9 @@ const cniNetworkHashLen = 32
 // digits of sha256("<namespace>/<attachment>")>".
 //
 // It is unique per namespace, so that two namespaces' attachments of one
-// name never share what the node keys by network name: host-local's
-// directory <dataDir>/<name>, the scope of a CNI GC, the plugin's records.
+// name never share what the node keys by network name: the scope of a CNI
+// GC, the plugin's records. (host-local's directory is keyed by the bridge,
+// netconf.IPAMNetworkName: one allocator for the network on the node.)
 // A namespace is a DNS label (no "."), so the first "." splits the short
 // form unambiguously; the hashed form has no "." and so never equals a short
 // one.

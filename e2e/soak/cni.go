@@ -237,7 +237,7 @@ func (n *node) leaks(hostIfs []string) (map[string][]string, error) {
 	if len(ports) > 0 {
 		out["bridge ports"] = ports
 	}
-	entries, err := os.ReadDir(filepath.Join(n.ipamDir, n.network))
+	entries, err := os.ReadDir(filepath.Join(n.ipamDir, netconf.IPAMNetworkName(n.bridge)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func TestOVSHandOver(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ovsBr.Ports(t)).To(BeEmpty(), "the OVS port is removed")
 		g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
-		g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
+		g.Expect(cnitest.Allocations(t, ipamDir, ovsBr.Name)).To(BeEmpty())
 	})
 
 	t.Run("gc-of-attachment-recorded-on-ovs", func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestOVSHandOver(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ovsBr.Ports(t)).To(BeEmpty(), "the OVS port is removed")
 		g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
-		g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
+		g.Expect(cnitest.Allocations(t, ipamDir, ovsBr.Name)).To(BeEmpty())
 	})
 
 	t.Run("add-reclaiming-an-unfinished-add-on-ovs", func(t *testing.T) {
@@ -112,7 +112,8 @@ func TestOVSHandOver(t *testing.T) {
 		_, err = inv.run()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
-		g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
+		g.Expect(cnitest.Allocations(t, ipamDir, ovsBr.Name)).To(BeEmpty())
+		g.Expect(cnitest.Allocations(t, ipamDir, lbBr.Name)).To(BeEmpty())
 	})
 
 	t.Run("without-ovs-plugin", func(t *testing.T) {

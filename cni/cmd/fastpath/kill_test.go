@@ -134,7 +134,7 @@ func TestSIGKILLDuringAdd(t *testing.T) {
 			left, err := os.ReadDir(filepath.Join(stateDir, leases.Dir)) // OVS writes none
 			g.Expect(err == nil || errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "reading the leases directory: %v", err)
 			g.Expect(left).To(BeEmpty(), "no DHCP lease is left")
-			g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
+			g.Expect(cnitest.Allocations(t, ipamDir, br.Name)).To(BeEmpty())
 			g.Expect(br.Ports(t)).To(BeEmpty())
 			for i, n := range netnses {
 				g.Expect(cnitest.Links(t, n)).To(ConsistOf("lo"))

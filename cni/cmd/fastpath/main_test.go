@@ -144,7 +144,7 @@ func TestBinaryLikeMultus(t *testing.T) {
 			g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"))
 			g.Expect(br.Ports(t)).To(BeEmpty())
 			g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
-			g.Expect(cnitest.Allocations(t, ipamDir, "fp-db-link")).To(BeEmpty())
+			g.Expect(cnitest.Allocations(t, ipamDir, br.Name)).To(BeEmpty())
 		})
 	}
 }
@@ -236,7 +236,7 @@ func TestConcurrentAddDel(t *testing.T) {
 			g.Expect(ips).To(HaveLen(pairs), "every ADD got a distinct address")
 			g.Expect(br.Ports(t)).To(BeEmpty())
 			g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
-			g.Expect(cnitest.Allocations(t, ipamDir, "fp-test")).To(BeEmpty())
+			g.Expect(cnitest.Allocations(t, ipamDir, br.Name)).To(BeEmpty())
 			for _, n := range netnses {
 				g.Expect(cnitest.Links(t, n)).To(ConsistOf("lo"))
 			}

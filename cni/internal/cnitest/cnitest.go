@@ -348,12 +348,14 @@ func LinkExists(name string) bool {
 	return err == nil
 }
 
-// Allocations returns the addresses host-local holds for network in dataDir
-// (the plugin's is netconf.IPAMDataDir of the node's state directory)
-// (the plugin's is netconf.IPAMDataDir of the node's state directory)
-// (its files named by IP; "lock" and "last_reserved_ip.*" are not allocations).
-func Allocations(tb testing.TB, dataDir, network string) []string {
+// Allocations returns the addresses host-local holds in dataDir (the
+// plugin's is netconf.IPAMDataDir of the node's state directory) for the
+// attachments on bridge, which share one directory,
+// netconf.IPAMNetworkName(bridge) (its files named by IP; "lock" and
+// "last_reserved_ip.*" are not allocations).
+func Allocations(tb testing.TB, dataDir, bridge string) []string {
 	tb.Helper()
+	network := netconf.IPAMNetworkName(bridge)
 	entries, err := os.ReadDir(filepath.Join(dataDir, network))
 	if os.IsNotExist(err) {
 		return nil

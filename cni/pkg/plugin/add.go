@@ -110,6 +110,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		IPAMType: conf.IPAM.Type(), NetConf: args.StdinData, IPAMConf: conf.IPAMConf, Args: args.Args,
 	}
 	dp.Record(att)
+	// Before anything is recorded or created: the addresses an earlier
+	// plugin allocated for this network's running VMs are not to be
+	// handed out again.
+	if err := adoptLegacyAllocations(conf); err != nil {
+		return err
+	}
 	// Record the attachment before creating anything, so that DEL and GC
 	// find whatever a crash in the middle of this ADD leaves behind.
 	if err := store.Save(att); err != nil {

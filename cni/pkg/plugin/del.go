@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,6 +64,14 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), newIPAMExec(locks.Node, locks.Attachment)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
+	if in, ok, err := legacyIPAMInput(att); err != nil || ok {
+		if err == nil {
+			err = invoke.DelegateDel(ctx, att.IPAMType, in, newIPAMExec(locks.Node, locks.Attachment))
+		}
+		if err != nil {
+			return fmt.Errorf("failed to release addresses in the bridge's allocator with IPAM plugin %s: %w", att.IPAMType, err)
+		}
+	}
 	kept, err := p.teardown(ctx, att, nil)
 	if err != nil {
 		return err
@@ -93,7 +102,10 @@ func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, clients ov
 // released through the IPAM plugin's DEL, veth, OVS port, state file), and
 // bridge ports and veths that name such an attachment but have no state file
 // (e.g. OVS ports that survived a reboot). It then delegates GC to the IPAM
-// plugin. It holds the node lock exclusively, so no ADD runs meanwhile.
+// plugin, whose directory every attachment on the bridge shares
+// (netconf.IPAMNetworkName): its valid attachments are this network's and
+// every other network's recorded ones (ipamValid). It holds the node lock
+// exclusively, so no ADD runs meanwhile.
 func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
@@ -176,10 +188,44 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 		errs = append(errs, err)
 	}
 
-	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), conf.IPAMConf); err != nil {
+	gcConf, err := ipamGCConf(conf, atts)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := delegateGC(ctx, ipamEx, conf.IPAM.Type(), gcConf); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ipamGCConf returns the IPAM plugin's GC input: conf.IPAMConf with
+// cni.dev/valid-attachments holding the runtime's valid attachments of this
+// network and every recorded attachment of another network (atts, read
+// before this GC removed any). The runtime lists only this network's, and
+// the IPAM plugin's directory is the bridge's (netconf.IPAMNetworkName),
+// shared with the other attachments on it: without theirs it would release
+// their addresses, and hand them out again.
+func ipamGCConf(conf *netconf.NetConf, atts []*state.Attachment) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(conf.IPAMConf, &top); err != nil {
+		return nil, fmt.Errorf("failed to decode the IPAM network configuration: %w", err)
+	}
+	valid := append([]types.GCAttachment{}, conf.ValidAttachments...)
+	for _, a := range atts {
+		if a.Network != conf.Name {
+			valid = append(valid, types.GCAttachment{ContainerID: a.ContainerID, IfName: a.IfName})
+		}
+	}
+	raw, err := json.Marshal(valid)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the valid attachments: %w", err)
+	}
+	top["cni.dev/valid-attachments"] = raw
+	out, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the IPAM network configuration: %w", err)
+	}
+	return out, nil
 }
 
 // delegateGC runs the IPAM plugin's GC when the plugin speaks CNI 1.1.0 or
@@ -229,6 +275,13 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
 	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.IPAMInput(), args, ipamEx); err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
+	}
+	in, ok, err := legacyIPAMInput(a)
+	if err == nil && ok {
+		err = invoke.ExecPluginWithoutResult(ctx, pluginPath, in, args, ipamEx)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to release addresses of %s/%s in the bridge's allocator with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	return nil
 }

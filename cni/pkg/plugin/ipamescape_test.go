@@ -44,7 +44,7 @@ func TestAddRefusesIPAMDataDir(t *testing.T) {
 }
 
 // TestAddKeepsAddressesUnderStateDir: what IPAM allocates lands in the
-// node's state directory (<stateDir>/ipam/<network>), whatever the netconf.
+// node's state directory (<stateDir>/ipam/fpnet-<bridge>), whatever the netconf.
 func TestAddKeepsAddressesUnderStateDir(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
@@ -53,8 +53,8 @@ func TestAddKeepsAddressesUnderStateDir(t *testing.T) {
 	a := e.mustAdd(netns, e.conf(cnitest.Conf{Name: "fp-a.db"}))
 	// Released wherever it is, even when an assertion below fails.
 	t.Cleanup(func() { _ = e.del(a, netns.Path()) })
-	g.Expect(cnitest.Allocations(t, netconf.IPAMDataDir(e.stateDir), "fp-a.db")).To(ConsistOf(a.ip()))
+	g.Expect(cnitest.Allocations(t, netconf.IPAMDataDir(e.stateDir), e.br.Name)).To(ConsistOf(a.ip()))
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
-	g.Expect(cnitest.Allocations(t, netconf.IPAMDataDir(e.stateDir), "fp-a.db")).To(BeEmpty())
+	g.Expect(cnitest.Allocations(t, netconf.IPAMDataDir(e.stateDir), e.br.Name)).To(BeEmpty())
 	e.expectGone(g, a, true)
 }

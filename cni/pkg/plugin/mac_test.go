@@ -101,7 +101,7 @@ func TestMACAlreadyOnBridgeRefused(t *testing.T) {
 			g.Expect(e.br.Ports(t)).To(ConsistOf(victim.hostIf(), port))
 			g.Expect(filepath.Join(e.stateDir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
 			g.Expect(filepath.Join(e.stateDir, leases.Dir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
-			g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ConsistOf(victim.ip()), "only the victim holds an address")
+			g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ConsistOf(victim.ip()), "only the victim holds an address")
 		})
 	}
 

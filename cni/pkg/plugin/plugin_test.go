@@ -186,7 +186,7 @@ func (e *env) expectGone(g *WithT, a *attachment, netnsAlive bool) {
 	g.Expect(filepath.Join(e.stateDir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
 	g.Expect(filepath.Join(e.stateDir, leases.Dir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
 	if a.result != nil {
-		g.Expect(cnitest.Allocations(e.t, e.ipamDir, "fp-test")).NotTo(ContainElement(a.ip()))
+		g.Expect(cnitest.Allocations(e.t, e.ipamDir, e.br.Name)).NotTo(ContainElement(a.ip()))
 	}
 	if netnsAlive {
 		g.Expect(cnitest.Links(e.t, a.netns)).To(ConsistOf("lo"))
@@ -197,7 +197,7 @@ func (e *env) expectGone(g *WithT, a *attachment, netnsAlive bool) {
 func (e *env) expectNothingLeft(g *WithT, netns ns.NetNS) {
 	g.Expect(e.br.Ports(e.t)).To(BeEmpty())
 	g.Expect(cnitest.StateFiles(e.t, e.stateDir)).To(BeEmpty())
-	g.Expect(cnitest.Allocations(e.t, e.ipamDir, "fp-test")).To(BeEmpty())
+	g.Expect(cnitest.Allocations(e.t, e.ipamDir, e.br.Name)).To(BeEmpty())
 	if netns != nil {
 		g.Expect(cnitest.Links(e.t, netns)).To(ConsistOf("lo"))
 	}
@@ -223,7 +223,7 @@ func testLifecycle(t *testing.T, datapath, version string) {
 	g.Expect(*a.result.IPs[0].Interface).To(Equal(1))
 	_, subnet, _ := net.ParseCIDR(cnitest.Subnet)
 	g.Expect(subnet.Contains(a.result.IPs[0].Address.IP)).To(BeTrue())
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ConsistOf(a.ip()))
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ConsistOf(a.ip()))
 
 	// The container end: named CNI_IFNAME, MTU 9000, up, with the address.
 	g.Expect(netns.Do(func(ns.NetNS) error {
@@ -497,7 +497,7 @@ func testGC(t *testing.T, datapath string) {
 	for _, a := range []*attachment{stale, rebooted, noState} {
 		g.Expect(portsecChainExists(a.hostIf())).To(BeFalse(), "port security rules of %s", a.hostIf())
 	}
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ContainElement(keep.ip()))
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ContainElement(keep.ip()))
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(HaveLen(2), "keep and other")
 	if datapath == netconf.DatapathLinuxBridge {
 		// noState's lease went with its attachment though its record was lost.
@@ -648,7 +648,7 @@ func testDelWhileOVSDBUnreachable(t *testing.T) {
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
 	g.Expect(cnitest.LinkExists(a.hostIf())).To(BeFalse())
 	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"))
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(BeEmpty())
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(BeEmpty())
 	g.Expect(statePath).To(BeAnExistingFile(), "kept for GC")
 	g.Expect(e.br.Ports(t)).To(ConsistOf(a.hostIf()))
 

@@ -50,7 +50,7 @@ func (e *env) snapshot(g *WithT, a *attachment) snapshot {
 	st, err := os.ReadFile(filepath.Join(e.stateDir, a.containerID+":"+a.ifName+".json"))
 	g.Expect(err).NotTo(HaveOccurred())
 	return snapshot{hostIndex: link.Attrs().Index, hostMAC: link.Attrs().HardwareAddr.String(), state: st,
-		addrs: cnitest.Allocations(e.t, e.ipamDir, "fp-test")}
+		addrs: cnitest.Allocations(e.t, e.ipamDir, e.br.Name)}
 }
 
 // testAddTwiceKeepsFirst: an ADD repeated with the same container ID and
@@ -125,7 +125,7 @@ func testReAddAfterUnfinishedAdd(t *testing.T, datapath string) {
 		g.Expect(err).NotTo(HaveOccurred(), "round %d: a host-local allocation of the dead ADD does not make this one a duplicate", i)
 		g.Expect(r).NotTo(BeNil())
 		a.raw = raw
-		g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(HaveLen(1))
+		g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(HaveLen(1))
 		g.Expect(e.br.Ports(t)).To(ConsistOf(a.hostIf()))
 		g.Expect(e.check(a)).To(Succeed(), "round %d", i)
 	}
@@ -235,7 +235,7 @@ func testGCWithIPAMWithoutGC(t *testing.T) {
 	netns := cnitest.NewNS(t)
 	conf := e.conf(cnitest.Conf{})
 	stale := e.mustAdd(netns, conf)
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(HaveLen(1))
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(HaveLen(1))
 
 	var m map[string]any
 	g.Expect(json.Unmarshal(conf, &m)).To(Succeed())

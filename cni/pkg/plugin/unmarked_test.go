@@ -71,7 +71,7 @@ func testUnmarkedBridgeIsRefused(t *testing.T, datapath string, unmark func(*Wit
 
 	e.expectGone(g, a, true)
 	g.Expect(cnitest.StateFiles(t, e.stateDir)).To(BeEmpty())
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(BeEmpty())
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(BeEmpty())
 	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"))
 	g.Expect(e.br.Ports(t)).To(Equal(portsBefore), "ports unchanged")
 	g.Expect(mtuOf(g, e.br.Name)).To(Equal(mtuBefore), "MTU unchanged")
