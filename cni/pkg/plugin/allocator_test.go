@@ -127,3 +127,37 @@ func TestLegacyAllocationsKeptAcrossUpgrade(t *testing.T) {
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
 	e.expectNothingLeft(g, netns)
 }
+
+// TestLegacyAttachmentCheckAndDel: CHECK and DEL of an attachment whose ADD
+// (before one allocator per bridge) put its address in its network's own
+// directory look for it there, where it still is, even when no ADD on the
+// network has copied it into the bridge's directory since.
+func TestLegacyAttachmentCheckAndDel(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathLinuxBridge, "1.0.0")
+	netns := cnitest.NewNS(t)
+	a := e.mustAdd(netns, e.conf(cnitest.Conf{}))
+	t.Cleanup(func() { _ = e.del(a, netns.Path()) })
+
+	// Made legacy: the address moves to <dataDir>/fp-test and the record's
+	// IPAM input names "fp-test", as the earlier plugin left them.
+	shared := filepath.Join(e.ipamDir, netconf.IPAMNetworkName(e.br.Name))
+	legacyDir := filepath.Join(e.ipamDir, "fp-test")
+	g.Expect(os.MkdirAll(legacyDir, 0o700)).To(Succeed())
+	g.Expect(os.Rename(filepath.Join(shared, a.ip()), filepath.Join(legacyDir, a.ip()))).To(Succeed())
+	store, err := state.New(e.stateDir)
+	g.Expect(err).NotTo(HaveOccurred())
+	rec, err := store.Load(a.containerID, a.ifName)
+	g.Expect(err).NotTo(HaveOccurred())
+	var in map[string]any
+	g.Expect(json.Unmarshal(rec.IPAMConf, &in)).To(Succeed())
+	in["name"] = "fp-test"
+	rec.IPAMConf, _ = json.Marshal(in)
+	g.Expect(store.Save(rec)).To(Succeed())
+
+	g.Expect(e.check(a)).To(Succeed(), "host-local finds the address where the ADD put it")
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	g.Expect(filepath.Join(legacyDir, a.ip())).NotTo(BeAnExistingFile())
+	e.expectNothingLeft(g, netns)
+}

@@ -74,7 +74,11 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	if err := dp.CheckDevice(ctx, conf, att); err != nil {
 		return err
 	}
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), conf.IPAMConf, newIPAMExec(nodeLock)); err != nil {
+	ipamIn, err := checkIPAMInput(conf, att)
+	if err != nil {
+		return err
+	}
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), ipamIn, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	netns, err := openNetNS(args.Netns)

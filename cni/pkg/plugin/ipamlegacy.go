@@ -104,3 +104,31 @@ func legacyIPAMInput(a *state.Attachment) (in []byte, ok bool, err error) {
 	}
 	return in, true, nil
 }
+
+// checkIPAMInput returns what CHECK gives the IPAM plugin for the recorded
+// attachment att: conf.IPAMConf (with prevResult) under the network name its
+// ADD gave the IPAM plugin, whose directory holds att's addresses: the
+// bridge's allocator, or for an ADD before one allocator per bridge the
+// attachment's own network.
+func checkIPAMInput(conf *netconf.NetConf, att *state.Attachment) ([]byte, error) {
+	var recorded struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(att.IPAMInput(), &recorded); err != nil {
+		return nil, fmt.Errorf("failed to decode the recorded IPAM input of %s/%s: %w", att.ContainerID, att.IfName, err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(conf.IPAMConf, &top); err != nil {
+		return nil, fmt.Errorf("failed to decode the IPAM network configuration: %w", err)
+	}
+	var current string
+	_ = json.Unmarshal(top["name"], &current)
+	if recorded.Name == "" || recorded.Name == current {
+		return conf.IPAMConf, nil
+	}
+	var err error
+	if top["name"], err = json.Marshal(recorded.Name); err != nil {
+		return nil, err
+	}
+	return json.Marshal(top)
+}
