@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -22,6 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
@@ -122,14 +122,16 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	// The IPAM plugin runs beside the interface set-up: neither needs the
-	// other until the addresses are configured, and host-local (an exec of
-	// a process that does its own start-up and file work) would otherwise
-	// wait for RTNL-bound netlink work it does not depend on (docs/design.md
-	// §4.3 has both times). Its DEL is run on failure even when its ADD
+	// other until the addresses are configured, and the IPAM plugin (its
+	// file work and lock, and for any type but host-local an exec of a
+	// process that does its own start-up) would otherwise wait for
+	// RTNL-bound netlink work it does not depend on (docs/design.md §4.3
+	// has both times). Its DEL is run on failure even when its ADD
 	// failed (e.g. killed by the timeout half-way): no complete record of
 	// this attachment exists, so whatever it holds for it is stale; the
 	// rollback waits for its ADD first.
-	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx)
+	ipamArgs := hostlocal.Args{ContainerID: args.ContainerID, IfName: args.IfName, CNIArgs: args.Args}
+	ipamRun := startIPAM(ctx, conf.IPAM.Type(), conf.IPAMConf, ipamArgs, ipamEx)
 	var undo func(context.Context) error
 	var portsecMade bool
 	defer func() {
@@ -140,7 +142,7 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
 		defer rcancel()
 		_, _ = ipamRun.wait() // its ADD ended, with or without addresses
-		if derr := invoke.DelegateDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamEx); derr != nil {
+		if derr := ipamDel(rctx, conf.IPAM.Type(), conf.IPAMConf, ipamArgs, ipamEx); derr != nil {
 			logger.Printf("Rollback failed to release addresses ipam=%s error=%q", conf.IPAM.Type(), derr)
 		}
 		if portsecMade {
@@ -291,13 +293,14 @@ type ipamRun struct {
 	err    error
 }
 
-// startIPAM runs the ADD of the IPAM plugin ipamType with stdin through
-// ipamEx, bounded by ctx, and returns at once.
-func startIPAM(ctx context.Context, ipamType string, stdin []byte, ipamEx *ipamExec) *ipamRun {
+// startIPAM runs the ADD of the IPAM plugin ipamType with stdin for args
+// (ipamAdd: in this process for host-local, through ipamEx otherwise),
+// bounded by ctx, and returns at once.
+func startIPAM(ctx context.Context, ipamType string, stdin []byte, args hostlocal.Args, ipamEx *ipamExec) *ipamRun {
 	r := &ipamRun{done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.result, r.err = invoke.DelegateAdd(ctx, ipamType, stdin, ipamEx)
+		r.result, r.err = ipamAdd(ctx, ipamType, stdin, args, ipamEx)
 	}()
 	return r
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -15,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
@@ -78,7 +78,8 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type(), ipamIn, newIPAMExec(nodeLock)); err != nil {
+	ipamArgs := hostlocal.Args{ContainerID: args.ContainerID, IfName: args.IfName, CNIArgs: args.Args}
+	if err := ipamCheck(ctx, conf.IPAM.Type(), ipamIn, ipamArgs, newIPAMExec(nodeLock)); err != nil {
 		return fmt.Errorf("failed to check addresses with IPAM plugin %s: %w", conf.IPAM.Type(), err)
 	}
 	netns, err := openNetNS(args.Netns)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
+	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
@@ -61,12 +62,13 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	// The addresses are released with the configuration their ADD gave the
 	// IPAM plugin (its data directory and network name), which the record
 	// keeps; without a record, with this DEL's.
-	if err := invoke.DelegateDel(ctx, att.IPAMType, att.IPAMInput(), newIPAMExec(locks.Node, locks.Attachment)); err != nil {
+	ipamArgs := hostlocal.Args{ContainerID: args.ContainerID, IfName: args.IfName, CNIArgs: args.Args}
+	if err := ipamDel(ctx, att.IPAMType, att.IPAMInput(), ipamArgs, newIPAMExec(locks.Node, locks.Attachment)); err != nil {
 		return fmt.Errorf("failed to release addresses with IPAM plugin %s: %w", att.IPAMType, err)
 	}
 	if in, ok, err := legacyIPAMInput(att); err != nil || ok {
 		if err == nil {
-			err = invoke.DelegateDel(ctx, att.IPAMType, in, newIPAMExec(locks.Node, locks.Attachment))
+			err = ipamDel(ctx, att.IPAMType, in, ipamArgs, newIPAMExec(locks.Node, locks.Attachment))
 		}
 		if err != nil {
 			return fmt.Errorf("failed to release addresses in the bridge's allocator with IPAM plugin %s: %w", att.IPAMType, err)
@@ -265,8 +267,23 @@ func supportsGC(versions []string) bool {
 }
 
 // releaseAddresses runs the IPAM plugin's DEL for a recorded attachment with
-// the configuration and identity of its ADD (GC has no CNI_CONTAINERID).
+// the configuration and identity of its ADD (GC has no CNI_CONTAINERID), in
+// this process for host-local (see ipamAdd).
 func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment) error {
+	if a.IPAMType == hostlocal.Type {
+		args := hostlocal.Args{ContainerID: a.ContainerID, IfName: a.IfName}
+		if err := hostlocal.Del(args, a.IPAMInput()); err != nil {
+			return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
+		}
+		in, ok, err := legacyIPAMInput(a)
+		if err == nil && ok {
+			err = hostlocal.Del(args, in)
+		}
+		if err != nil {
+			return fmt.Errorf("failed to release addresses of %s/%s in the bridge's allocator with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
+		}
+		return nil
+	}
 	cniPath := os.Getenv("CNI_PATH")
 	pluginPath, err := invoke.FindInPath(a.IPAMType, filepath.SplitList(cniPath))
 	if err != nil {

@@ -15,14 +15,17 @@ import (
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
 
-// ipamExec runs delegated (IPAM) plugins like invoke.RawExec, except that
+// ipamExec runs delegated (IPAM) plugins other than host-local (which runs
+// in this process, see ipamAdd) like invoke.RawExec, except that
 // the child inherits the invocation's lock files (state.Lock.File). When
 // the plugin is killed (a runtime's timeout, a SIGKILL) while its IPAM
 // plugin runs, the IPAM plugin is not killed half-way (host-local killed
 // between creating an allocation file and writing its owner leaves an
 // allocation no DEL can release), and it keeps the attachment's lock until
 // it exits: the runtime's DEL or retried ADD of the attachment waits for it,
-// so an allocation it finishes cannot slip in after the DEL released.
+// so an allocation it finishes cannot slip in after the DEL released. The
+// in-process host-local needs neither: it dies with the plugin, and writes
+// an allocation whole or not at all (package hostlocal).
 type ipamExec struct {
 	invoke.RawExec
 	version.PluginDecoder
