@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
@@ -118,7 +118,7 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 			return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 		}
 	}
-	if err := ipam.ExecStatus(conf.IPAM.Type(), conf.IPAMConf); err != nil {
+	if err := invoke.DelegateStatus(ctx, conf.IPAM.Type(), conf.IPAMConf, nil); err != nil {
 		var cniErr *types.Error
 		if errors.As(err, &cniErr) && (cniErr.Code == types.ErrPluginNotAvailable || cniErr.Code == types.ErrLimitedConnectivity) {
 			return cniErr

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
+)
+
+// slowInit are packages whose init work the plugin must not pay on every
+// CNI call: knftables and go-iptables compile regular expressions at init
+// and come in with containernetworking/plugins' pkg/ip and pkg/ipam (their
+// IP masquerade helpers), which the plugin uses through cni/internal/ip
+// instead (docs/benchmarks.md §4).
+var slowInit = []string{
+	"sigs.k8s.io/knftables",
+	"github.com/coreos/go-iptables/iptables",
+	"github.com/containernetworking/plugins/pkg/ip",
+	"github.com/containernetworking/plugins/pkg/ipam",
+}
+
+// TestBinaryInit runs the built plugin with GODEBUG=inittrace=1 and checks
+// that none of slowInit is initialised.
+func TestBinaryInit(t *testing.T) {
+	g := NewWithT(t)
+	_, stderr, err := cnitest.Exec(context.Background(), bins.Plugin(), []string{"GODEBUG=inittrace=1", "CNI_COMMAND=VERSION"}, nil)
+	g.Expect(err).NotTo(HaveOccurred(), "stderr %s", stderr)
+	var inits []string
+	sc := bufio.NewScanner(bytes.NewReader(stderr))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "init" {
+			inits = append(inits, f[1])
+		}
+	}
+	g.Expect(inits).To(ContainElement("main"), "inittrace lists the packages initialised: %s", stderr)
+	for _, p := range slowInit {
+		g.Expect(inits).NotTo(ContainElement(p))
+	}
+}
