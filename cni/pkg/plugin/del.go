@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -237,12 +236,11 @@ func ipamGCConf(conf *netconf.NetConf, atts []*state.Attachment) ([]byte, error)
 // error: the plugin's own cleanup above released the addresses of every
 // recorded stale attachment through the IPAM plugin's DEL.
 func delegateGC(ctx context.Context, ipamEx *ipamExec, ipamType string, stdin []byte) error {
-	cniPath := os.Getenv("CNI_PATH")
-	pluginPath, err := invoke.FindInPath(ipamType, filepath.SplitList(cniPath))
+	pluginPath, err := findPlugin(ipamType)
 	if err != nil {
-		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", ipamType, cniPath, err)
+		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", ipamType, os.Getenv("CNI_PATH"), err)
 	}
-	info, err := invoke.GetVersionInfo(ctx, pluginPath, ipamEx)
+	info, err := ipamEx.versionInfo(ctx, pluginPath)
 	if err != nil {
 		return fmt.Errorf("failed to ask IPAM plugin %s for its CNI versions: %w", ipamType, err)
 	}
@@ -250,7 +248,7 @@ func delegateGC(ctx context.Context, ipamEx *ipamExec, ipamType string, stdin []
 		logger.Printf("Skipping GC of IPAM plugin %s: it speaks CNI %s, GC needs 1.1.0", ipamType, strings.Join(info.SupportedVersions(), ", "))
 		return nil
 	}
-	if err := invoke.DelegateGC(ctx, ipamType, stdin, ipamEx); err != nil {
+	if err := ipamEx.delegate(ctx, "GC", ipamType, stdin); err != nil {
 		return fmt.Errorf("failed to delegate GC to IPAM plugin %s: %w", ipamType, err)
 	}
 	return nil
@@ -284,13 +282,11 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 		}
 		return nil
 	}
-	cniPath := os.Getenv("CNI_PATH")
-	pluginPath, err := invoke.FindInPath(a.IPAMType, filepath.SplitList(cniPath))
+	pluginPath, err := findPlugin(a.IPAMType)
 	if err != nil {
-		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, cniPath, err)
+		return fmt.Errorf("failed to find IPAM plugin %s in CNI_PATH %q: %w", a.IPAMType, os.Getenv("CNI_PATH"), err)
 	}
-	args := &invoke.Args{Command: "DEL", ContainerID: a.ContainerID, NetNS: a.Netns, IfName: a.IfName, Path: cniPath}
-	if err := invoke.ExecPluginWithoutResult(ctx, pluginPath, a.IPAMInput(), args, ipamEx); err != nil {
+	if err := ipamEx.execDel(ctx, pluginPath, a.IPAMInput(), a.ContainerID, a.Netns, a.IfName); err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
 	}
 	in, ok, err := legacyIPAMInput(a)

@@ -68,3 +68,35 @@ func TestHostLocalInProcess(t *testing.T) {
 	e.expectGone(g, a, true)
 	e.expectNothingLeft(g, netns)
 }
+
+// TestExecutedIPAM: an IPAM type other than host-local is executed from
+// CNI_PATH (the plugin's own exec, not containernetworking/cni's invoke)
+// with the invocation's environment; a result without cniVersion is read
+// in the netconf's version, as invoke reads it. ADD, CHECK and DEL each
+// reach it, for the invocation's container ID and interface.
+func TestExecutedIPAM(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+echo "$CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME" >> ` + calls + `
+if [ "$CNI_COMMAND" = ADD ]; then
+  echo '{"ips": [{"address": "10.250.0.77/24", "gateway": "10.250.0.1"}]}'
+fi
+exit 0
+`
+	g.Expect(os.WriteFile(filepath.Join(dir, "fpok"), []byte(script), 0o755)).To(Succeed())
+	e := newEnv(t, netconf.DatapathLinuxBridge, "1.0.0", dir)
+	netns := cnitest.NewNS(t)
+	a := e.mustAdd(netns, e.conf(cnitest.Conf{IPAM: map[string]any{"type": "fpok", "subnet": cnitest.Subnet}}))
+	t.Cleanup(func() { _ = e.del(a, netns.Path()) })
+	g.Expect(a.ip()).To(Equal("10.250.0.77"))
+	g.Expect(e.check(a)).To(Succeed())
+	g.Expect(e.del(a, netns.Path())).To(Succeed())
+	data, err := os.ReadFile(calls)
+	g.Expect(err).NotTo(HaveOccurred())
+	id := a.containerID + " " + a.ifName
+	g.Expect(string(data)).To(Equal("ADD " + id + "\nCHECK " + id + "\nDEL " + id + "\n"))
+	e.expectGone(g, a, true)
+}

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
@@ -22,7 +21,7 @@ func ipamAdd(ctx context.Context, ipamType string, stdin []byte, args hostlocal.
 	if ipamType == hostlocal.Type {
 		return hostlocal.Add(args, stdin)
 	}
-	return invoke.DelegateAdd(ctx, ipamType, stdin, ipamEx)
+	return ipamEx.delegateAdd(ctx, ipamType, stdin)
 }
 
 // ipamDel runs the DEL of IPAM plugin ipamType with stdin; the executed
@@ -31,7 +30,7 @@ func ipamDel(ctx context.Context, ipamType string, stdin []byte, args hostlocal.
 	if ipamType == hostlocal.Type {
 		return hostlocal.Del(args, stdin)
 	}
-	return invoke.DelegateDel(ctx, ipamType, stdin, ipamEx)
+	return ipamEx.delegate(ctx, "DEL", ipamType, stdin)
 }
 
 // ipamCheck runs the CHECK of IPAM plugin ipamType with stdin.
@@ -39,5 +38,5 @@ func ipamCheck(ctx context.Context, ipamType string, stdin []byte, args hostloca
 	if ipamType == hostlocal.Type {
 		return hostlocal.Check(args, stdin)
 	}
-	return invoke.DelegateCheck(ctx, ipamType, stdin, ipamEx)
+	return ipamEx.delegate(ctx, "CHECK", ipamType, stdin)
 }

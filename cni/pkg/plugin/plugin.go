@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -118,7 +117,7 @@ func (p *Plugin) CmdStatus(args *skel.CmdArgs) error {
 			return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 		}
 	}
-	if err := invoke.DelegateStatus(ctx, conf.IPAM.Type(), conf.IPAMConf, nil); err != nil {
+	if err := newIPAMExec().delegate(ctx, "STATUS", conf.IPAM.Type(), conf.IPAMConf); err != nil {
 		var cniErr *types.Error
 		if errors.As(err, &cniErr) && (cniErr.Code == types.ErrPluginNotAvailable || cniErr.Code == types.ErrLimitedConnectivity) {
 			return cniErr
