@@ -291,7 +291,7 @@ func releaseAddresses(ctx context.Context, ipamEx *ipamExec, a *state.Attachment
 	}
 	in, ok, err := legacyIPAMInput(a)
 	if err == nil && ok {
-		err = invoke.ExecPluginWithoutResult(ctx, pluginPath, in, args, ipamEx)
+		err = ipamEx.execDel(ctx, pluginPath, in, a.ContainerID, a.Netns, a.IfName)
 	}
 	if err != nil {
 		return fmt.Errorf("failed to release addresses of %s/%s in the bridge's allocator with IPAM plugin %s: %w", a.ContainerID, a.IfName, a.IPAMType, err)
