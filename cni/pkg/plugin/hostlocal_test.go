@@ -31,7 +31,8 @@ exit 1
 // its own process (package hostlocal) and never executes the binary, here
 // one that refuses everything and comes first in CNI_PATH. ADD gets an
 // address from the range, recorded in the binary's layout
-// (<stateDir>/ipam/<network>/<address> holding "<containerID>\r\n<ifname>");
+// (<stateDir>/ipam/<network>/<address> holding "<containerID>\r\n<ifname>",
+// the network being the bridge's, netconf.IPAMNetworkName);
 // CHECK finds it; a repeated ADD of the same attachment gets the same
 // result and allocates nothing more; DEL frees the address and a second DEL
 // succeeds. Another IPAM type is still executed (testFailedIPAMAdd).
@@ -48,22 +49,22 @@ func TestHostLocalInProcess(t *testing.T) {
 	_, subnet, _ := net.ParseCIDR(cnitest.Subnet)
 	g.Expect(a.result.IPs).To(HaveLen(1))
 	g.Expect(subnet.Contains(a.result.IPs[0].Address.IP)).To(BeTrue(), "address %s in %s", a.ip(), cnitest.Subnet)
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ConsistOf(a.ip()))
-	data, err := os.ReadFile(filepath.Join(e.ipamDir, "fp-test", a.ip()))
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ConsistOf(a.ip()))
+	data, err := os.ReadFile(filepath.Join(e.ipamDir, netconf.IPAMNetworkName(e.br.Name), a.ip()))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(data)).To(Equal(a.containerID + "\r\n" + a.ifName))
-	g.Expect(filepath.Join(e.ipamDir, "fp-test", "lock")).To(BeAnExistingFile())
-	g.Expect(filepath.Join(e.ipamDir, "fp-test", "last_reserved_ip.0")).To(BeAnExistingFile())
+	g.Expect(filepath.Join(e.ipamDir, netconf.IPAMNetworkName(e.br.Name), "lock")).To(BeAnExistingFile())
+	g.Expect(filepath.Join(e.ipamDir, netconf.IPAMNetworkName(e.br.Name), "last_reserved_ip.0")).To(BeAnExistingFile())
 	g.Expect(e.check(a)).To(Succeed())
 
 	args := a.args(conf)
 	_, raw, err := testutils.CmdAddWithArgs(args, func() error { return plugin.Funcs(pluginOpts).Add(args) })
 	g.Expect(err).NotTo(HaveOccurred(), "a repeated ADD succeeds")
 	g.Expect(raw).To(MatchJSON(a.raw), "with the first ADD's result")
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(ConsistOf(a.ip()), "and allocates nothing more")
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ConsistOf(a.ip()), "and allocates nothing more")
 
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
-	g.Expect(cnitest.Allocations(t, e.ipamDir, "fp-test")).To(BeEmpty(), "DEL frees the address")
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(BeEmpty(), "DEL frees the address")
 	g.Expect(e.del(a, netns.Path())).To(Succeed(), "a second DEL succeeds")
 	e.expectGone(g, a, true)
 	e.expectNothingLeft(g, netns)
