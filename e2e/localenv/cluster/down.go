@@ -184,8 +184,8 @@ func (d *downer) run(ctx context.Context) {
 		return err
 	})
 	d.step("kill what is left in the pods' cgroups", d.killCgroupProcs)
-	d.step("stop kube-scheduler, kube-controller-manager, kube-apiserver, etcd", func() error {
-		return errors.Join(d.stopProc("kube-scheduler", 10*time.Second), d.stopProc("kube-controller-manager", 10*time.Second),
+	d.step("stop the registry, kube-scheduler, kube-controller-manager, kube-apiserver, etcd", func() error {
+		return errors.Join(d.stopProc("registry", 10*time.Second), d.stopProc("kube-scheduler", 10*time.Second), d.stopProc("kube-controller-manager", 10*time.Second),
 			d.stopProc("kube-apiserver", 20*time.Second), d.stopProc("etcd", 10*time.Second))
 	})
 	d.step("unmount under "+d.l.dir+", "+d.l.run+" and the pods' network namespaces", d.unmount)

@@ -106,6 +106,8 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
 				{"name": "cni-leases", "hostPath": map[string]string{"path": leasesDir, "type": "DirectoryOrCreate"}},
+				// The kubelet's PodResources API, under this cluster's kubelet root.
+				{"name": "pod-resources", "hostPath": map[string]string{"path": filepath.Join(o.layout().kubeletRoot, "pod-resources"), "type": "Directory"}},
 			},
 		}}},
 	}

@@ -262,6 +262,14 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 // it), records its address for Install and waits until it serves /v2/.
 func (u *upper) startRegistry(ctx context.Context) error {
 	l, host := u.l, u.o.RegistryHost()
+	// The wait below would take another registry's answer for this one's.
+	ln, err := net.Listen("tcp", host)
+	if err != nil {
+		return fmt.Errorf("the registry's address %s is taken (another cluster's registry? make cluster-down): %w", host, err)
+	}
+	if err := ln.Close(); err != nil {
+		return err
+	}
 	hosts := filepath.Join(l.registryHosts(), host)
 	for _, d := range []string{l.registryData(), hosts} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
