@@ -13,18 +13,14 @@ import (
 )
 
 // slowInit are packages whose init work the plugin must not pay on every
-// CNI call (docs/benchmarks.md §4): knftables and go-iptables compile
-// regular expressions at init and come in with containernetworking/plugins'
-// pkg/ip and pkg/ipam (their IP masquerade helpers), which the plugin uses
-// through cni/internal/ip instead; OpenTelemetry, net/http and crypto/tls
+// CNI call (docs/benchmarks.md §4): OpenTelemetry, net/http and crypto/tls
 // (its init work and dozens of packages under it) come in with
 // containernetworking/cni's invoke, which the plugin replaces with a few
-// functions of its own (cni/pkg/plugin ipamExec).
+// functions of its own (cni/pkg/plugin ipamExec). knftables and
+// go-iptables, which compile regular expressions at init, still come in
+// with containernetworking/plugins' pkg/ip and pkg/ipam: the plugin uses
+// that library as it is rather than a copy of it.
 var slowInit = []string{
-	"sigs.k8s.io/knftables",
-	"github.com/coreos/go-iptables/iptables",
-	"github.com/containernetworking/plugins/pkg/ip",
-	"github.com/containernetworking/plugins/pkg/ipam",
 	"github.com/containernetworking/cni/pkg/invoke",
 	"go.opentelemetry.io/otel/trace",
 	"net/http",

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal/allocator"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 )
 
 // Type is the IPAM "type" this package serves.

@@ -16,11 +16,11 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
-	cniip "github.com/fastpath-io/fastpath/cni/internal/ip"
 	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -271,7 +271,7 @@ func completeAdd(netns ns.NetNS, store *state.Store, att *state.Attachment, resu
 	for _, ipc := range result.IPs {
 		ipc.Interface = current.Int(ifIndex)
 	}
-	if err := netns.Do(func(ns.NetNS) error { return cniip.ConfigureIface(att.IfName, result) }); err != nil {
+	if err := netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(att.IfName, result) }); err != nil {
 		return fmt.Errorf("failed to configure addresses on %s in %s: %w", att.IfName, att.Netns, err)
 	}
 	var err error

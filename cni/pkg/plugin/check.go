@@ -9,11 +9,11 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
-	cniip "github.com/fastpath-io/fastpath/cni/internal/ip"
 	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
 )
@@ -91,10 +91,10 @@ func (p *Plugin) CmdCheck(args *skel.CmdArgs) error {
 		return err
 	}
 	return netns.Do(func(ns.NetNS) error {
-		if err := cniip.ValidateExpectedInterfaceIPs(args.IfName, prev.IPs); err != nil {
+		if err := ip.ValidateExpectedInterfaceIPs(args.IfName, prev.IPs); err != nil {
 			return fmt.Errorf("failed to check addresses of %s: %w", args.IfName, err)
 		}
-		if err := cniip.ValidateExpectedRoute(prev.Routes); err != nil {
+		if err := ip.ValidateExpectedRoute(prev.Routes); err != nil {
 			return fmt.Errorf("failed to check routes of %s: %w", args.IfName, err)
 		}
 		return nil

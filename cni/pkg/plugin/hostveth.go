@@ -103,7 +103,7 @@ type vethPair struct {
 // and hostName (in hostNS, with a random locally administered MAC), both
 // with mtu, in one RTM_NEWLINK, and reads the container end back. Both ends
 // stay down: the datapath's Attach sets the host end up in its one request
-// and cniip.ConfigureIface the container end.
+// and ipam.ConfigureIface the container end.
 //
 // It does what ip.SetupVethWithName (containernetworking/plugins) does for
 // CmdAdd, without the part that switched back to the host namespace (a

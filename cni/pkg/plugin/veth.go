@@ -7,9 +7,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
@@ -185,7 +185,7 @@ func (d *vethDatapath) CheckInterface(netns ns.NetNS, conf *netconf.NetConf, a *
 	want := conf.Offloads.Map()
 	var peerIndex int
 	err := netns.Do(func(ns.NetNS) error {
-		link, peer, err := vethPeerIndex(a.IfName)
+		link, peer, err := ip.GetVethPeerIfindex(a.IfName)
 		if err != nil {
 			return fmt.Errorf("failed to check %s: %w", a.IfName, err)
 		}
@@ -296,24 +296,4 @@ func (d *vethDatapath) Close() {
 	if d.br != nil && d.owned {
 		d.br.Close()
 	}
-}
-
-// vethPeerIndex looks up the veth ifName in the calling thread's network
-// namespace and returns it with its peer's interface index (IFLA_LINK,
-// which veths report since Linux 4.1), as containernetworking/plugins'
-// ip.GetVethPeerIfindex does on such kernels; that package links IP
-// masquerade code this plugin never runs (cni/internal/ip says why that
-// matters).
-func vethPeerIndex(ifName string) (netlink.Link, int, error) {
-	link, err := netlinksafe.LinkByName(ifName)
-	if err != nil {
-		return nil, -1, fmt.Errorf("could not look up %q: %v", ifName, err)
-	}
-	if _, ok := link.(*netlink.Veth); !ok {
-		return nil, -1, fmt.Errorf("interface %q was not a veth interface", ifName)
-	}
-	if link.Attrs().ParentIndex <= 0 {
-		return nil, -1, fmt.Errorf("veth %q reports no peer index", ifName)
-	}
-	return link, link.Attrs().ParentIndex, nil
 }
