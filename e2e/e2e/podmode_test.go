@@ -106,10 +106,21 @@ var _ = Describe("A Pod-mode FastPathBenchmark on real pods", Ordered, func() {
 		AddReportEntry("Pod-mode benchmark", fmt.Sprintf("best %s Gbit/s, speed-up %s over the pod network (%s)", b.Status.BestGbps, b.Status.Speedup, env.Name()))
 	}, SpecTimeout(9*time.Minute))
 
+	// kubectlFastpath is the plugin make build wrote into the repository's
+	// bin/ (make e2e-cluster puts only KubeVirt's bin on PATH), else the
+	// one on PATH.
+	kubectlFastpath := func() string {
+		root, err := testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		if p := filepath.Join(root, "bin", "kubectl-fastpath"); fileExists(p) {
+			return p
+		}
+		return "kubectl-fastpath"
+	}
 	// benchRun runs `kubectl fastpath bench run` as a CI job would and
 	// returns its exit code and output.
 	benchRun := func(ctx SpecContext, args ...string) (int, string) {
-		cmd := exec.CommandContext(ctx, "kubectl-fastpath", append([]string{"bench", "run", "-n", ns}, args...)...)
+		cmd := exec.CommandContext(ctx, kubectlFastpath(), append([]string{"bench", "run", "-n", ns}, args...)...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -170,7 +181,7 @@ var _ = Describe("A Pod-mode FastPathBenchmark on real pods", Ordered, func() {
 		b.Spec.CompareTo = &fastpathv1alpha1.CompareTo{Benchmark: bench.Name}
 		code, out := benchRun(ctx, "-f", benchFile(b), "--wait", "--timeout", "8m")
 		Expect(code).To(Equal(0), out)
-		cmp, err := exec.CommandContext(ctx, "kubectl-fastpath", "bench", "compare", "-n", ns, bench.Name, b.Name).CombinedOutput()
+		cmp, err := exec.CommandContext(ctx, kubectlFastpath(), "bench", "compare", "-n", ns, bench.Name, b.Name).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(cmp))
 		Expect(string(cmp)).To(And(ContainSubstring("TCP_STREAM"), ContainSubstring("fastpath")))
 		Expect(string(cmp)).To(Or(ContainSubstring("within noise"), ContainSubstring("beyond noise")))
@@ -264,4 +275,10 @@ func checkJUnit(doc []byte) error {
 		return fmt.Errorf("testsuites says %v, the sums are %v", got, total)
 	}
 	return nil
+}
+
+// fileExists reports whether path is a file that exists.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }
