@@ -72,7 +72,7 @@ func (r *Reconciler) reconcileMove(ctx context.Context, s *scope) (ctrl.Result, 
 
 // activeMigration reports whether m has not ended.
 func activeMigration(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
-	return m.DeletionTimestamp.IsZero() && m.Status.Phase != kubevirtv1.MigrationSucceeded && m.Status.Phase != kubevirtv1.MigrationFailed
+	return m.DeletionTimestamp.IsZero() && !finishedMigration(m)
 }
 
 // finishedMigration reports whether m ended, succeeded or failed (a
