@@ -115,3 +115,32 @@ func TestClusterSamplesAreAccepted(t *testing.T) {
 	}
 	g.Expect(kinds).To(Equal(map[string]int{"FastPathNetwork": 1, "FastPathAttachment": 1, "FastPathBenchmark": 1}))
 }
+
+// TestVSOCKSampleIsThePlainAttachmentWithVSOCK applies vsock/ (in place of
+// the plain attachment, as README.md says) and checks that it is the plain
+// attachment plus spec.vsock, so that the two cannot drift apart.
+func TestVSOCKSampleIsThePlainAttachmentWithVSOCK(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "vsock-sample")
+	g.Expect(err).NotTo(HaveOccurred())
+	files, err := filepath.Glob("vsock/*.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files).To(HaveLen(1))
+	withVSOCK, _ := load(t, files[0])
+	plain, _ := load(t, "fastpath_v1alpha1_fastpathattachment.yaml")
+
+	g.Expect(withVSOCK.GetName()).To(Equal(plain.GetName()), "it replaces the plain attachment")
+	vsock, ok, err := unstructured.NestedMap(withVSOCK.Object, "spec", "vsock")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ok).To(BeTrue(), "vsock/ has spec.vsock")
+	g.Expect(vsock).To(HaveKey("services"))
+	_, ok, _ = unstructured.NestedMap(plain.Object, "spec", "vsock")
+	g.Expect(ok).To(BeFalse(), "the plain attachment needs no vsock prerequisite")
+	without := withVSOCK.DeepCopy()
+	unstructured.RemoveNestedField(without.Object, "spec", "vsock")
+	g.Expect(without.Object).To(Equal(plain.Object), "vsock/'s attachment is the plain one plus spec.vsock")
+
+	withVSOCK.SetNamespace(ns)
+	g.Expect(env.Client.Create(ctx, withVSOCK)).To(Succeed())
+}

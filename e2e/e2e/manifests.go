@@ -35,13 +35,19 @@ const VMSamplesEnv = "FASTPATH_E2E_VM_SAMPLES"
 
 // LoadSamples reads config/samples/*.yaml of the repository at root, with
 // the VirtualMachines of $FASTPATH_E2E_VM_SAMPLES/*.yaml instead of its own
-// when that is set.
+// when that is set, and the attachment of config/samples/vsock/ (db-link
+// with a vsock service) instead of the plain one: the suite tests vsock.
 func LoadSamples(root string) (Objects, error) {
 	var o Objects
 	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
 	if err != nil {
 		return o, err
 	}
+	vsockFiles, err := filepath.Glob(filepath.Join(root, "config", "samples", "vsock", "*.yaml"))
+	if err != nil || len(vsockFiles) == 0 {
+		return o, fmt.Errorf("failed to find the vsock attachment in config/samples/vsock: %v", err)
+	}
+	files = append(files, vsockFiles...)
 	vmDir := os.Getenv(VMSamplesEnv)
 	if vmDir != "" {
 		vms, err := filepath.Glob(filepath.Join(vmDir, "*.yaml"))
@@ -91,6 +97,9 @@ func LoadSamples(root string) (Objects, error) {
 	}
 	if len(o.VMs) < 2 || o.Network == nil || o.Attachment == nil || o.Benchmark == nil {
 		return o, fmt.Errorf("failed to find two VMs, a FastPathNetwork, a FastPathAttachment and a FastPathBenchmark in config/samples")
+	}
+	if o.Attachment.Spec.VSOCK == nil {
+		return o, fmt.Errorf("failed to find the vsock attachment: the last FastPathAttachment read (config/samples/vsock/) has no spec.vsock")
 	}
 	return o, nil
 }

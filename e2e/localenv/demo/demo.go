@@ -276,11 +276,46 @@ func (d *demo) applySamples(ctx context.Context) error {
 	if _, err := d.kubectl(ctx, nil, "-n", Namespace, "create", "secret", "generic", SSHPubSecret, "--from-file=key="+d.rel(key)+".pub"); err != nil {
 		return err
 	}
-	if d.o.Guests == emulation.GuestsQEMU {
-		return d.applySamplesForRealGuests(ctx)
+	files, err := sampleFiles(d.o.RepoRoot)
+	if err != nil {
+		return err
 	}
-	_, err := d.kubectl(ctx, nil, "-n", Namespace, "apply", "-f", "config/samples/")
+	fmt.Fprintf(d.out, "(config/samples/vsock/'s db-link, the attachment with a vsock service, in place of the plain one, as config/samples/README.md says: this node meets its prerequisites, with the vsock relay on the EMULATED transport)\n")
+	if d.o.Guests == emulation.GuestsQEMU {
+		return d.applySamplesForRealGuests(ctx, files)
+	}
+	args := []string{"-n", Namespace, "apply"}
+	for _, f := range files {
+		args = append(args, "-f", d.rel(f))
+	}
+	_, err = d.kubectl(ctx, nil, args...)
 	return err
+}
+
+// sampleFiles returns what a user applies for the samples with vsock from
+// the start (config/samples/README.md): config/samples/vsock/*.yaml first,
+// then every config/samples/*.yaml but the plain attachment, which the vsock
+// one replaces (the attachment before the VMs, as in config/samples/'s own
+// order, so that the VMs are wired when they are made).
+func sampleFiles(root string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "vsock", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("failed to find the vsock sample in %s", filepath.Join(root, "config", "samples", "vsock"))
+	}
+	rest, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(rest)
+	for _, f := range rest {
+		if !slices.ContainsFunc(files, func(v string) bool { return filepath.Base(v) == filepath.Base(f) }) {
+			files = append(files, f)
+		}
+	}
+	return files, nil
 }
 
 // waitAttachment waits until every FastPathAttachment of the namespace is
