@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -125,6 +126,19 @@ func NotMarkedError(bridge, datapath, what string) *types.Error {
 	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
 		"bridge %s (datapath %s) was not made by the node agent fastpath-agent (%s): refusing to attach to it; "+
 			"node bridges come from a FastPathNetwork, which the agent creates and marks", bridge, datapath, what), "")
+}
+
+// MACTakenError refuses a pod interface MAC (the one the guest of a
+// managedTap or tap binding takes too) that holder already has on device
+// ("bridge br0", "macvtap lower device fpl0"): a port, the device itself,
+// or another attachment's record (issue 39, item 4). Two ports with one
+// MAC on one switch steal each other's frames, and port security would pin
+// both to the same identity. Code 7 (ErrInvalidNetworkConfig): the same
+// request fails the same way until the holder goes.
+func MACTakenError(mac net.HardwareAddr, device, holder string) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+		"MAC %s is already on %s (port %s): refusing to give it to a second port, where it would take the first one's frames; "+
+			"give the VM interface another macAddress, or none", mac, device, holder), "")
 }
 
 // BridgeMissingError is the error for a bridge that does not exist: the

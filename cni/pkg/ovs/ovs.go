@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"os"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -100,7 +101,28 @@ func (d *Bridge) Preflight(ctx context.Context, offloads map[string]bool) error 
 // attachment) asynchronously, and closing that port's netdev restores its
 // interface flags by name (found by the soak, it set a new host end down);
 // once the new port is open that removal is behind us.
+//
+// It first refuses (datapath.MACTakenError) a pod interface MAC (a.MAC)
+// that another port of the bridge has as its interface's attached-mac or
+// mac_in_use (ovsdb.Client.MACHolder; issue 39, item 4): the MAC learning
+// of the bridge would send the first port's frames to whichever of the two
+// spoke last. OVSDB is what every port of the bridge is in, whoever added
+// it (another plugin, a port whose record was lost), and attached-mac is
+// where OVS integrations put the MAC behind a port; the ovs-vswitchd MAC
+// learning table (ovs-appctl fdb/show) is not in OVSDB and is not read.
+// The caller's rollback removes the veth.
 func (d *Bridge) Attach(ctx context.Context, a *state.Attachment, host datapath.HostEnd, pod string) error {
+	mac, err := net.ParseMAC(a.MAC)
+	if err != nil {
+		return fmt.Errorf("failed to parse MAC %q of %s: %w", a.MAC, a.IfName, err)
+	}
+	holder, err := d.c.MACHolder(ctx, d.bridge, mac, host.Name)
+	if err != nil {
+		return err
+	}
+	if holder != "" {
+		return datapath.MACTakenError(mac, "bridge "+d.bridge, holder)
+	}
 	if err := host.SetLink(0, false); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/cni/pkg/datapath"
 	"github.com/fastpath-io/fastpath/cni/pkg/hostlocal"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/cni/pkg/state"
@@ -201,16 +202,19 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	return completeAdd(netns, store, att, result, len(ifaces)-1, cniVersion)
 }
 
-// refuseRecordedMAC refuses, on datapath LinuxBridge, a requested MAC
-// (att.MAC, from CNI_ARGS or runtimeConfig) that another attachment on the
-// same bridge has in its record (issue 39, item 4): the bridge's forwarding
-// database knows a port's MAC only while its guest talks, so a quiet VM's
-// MAC is found here. Each ADD saves its record before it looks, so of two
-// ADDs racing for one MAC at least one sees the other. A MAC the kernel
-// chooses is recorded once the ADD completes; linuxBridge.Attach checks it
-// against the bridge itself.
+// refuseRecordedMAC refuses a requested MAC (att.MAC, from CNI_ARGS or
+// runtimeConfig) that another attachment on the same switch has in its
+// record (issue 39, item 4): the same datapath and bridge (the Linux or OVS
+// bridge, on OVS of the same OVSDB endpoint; the macvtap lower device).
+// Each ADD saves its record before it looks, so of two ADDs racing for one
+// MAC at least one sees the other; the switch itself knows a port's MAC
+// only later or not at all (a Linux bridge's forwarding database while its
+// guest talks, an OVS interface's attached-mac once its port is added, a
+// macvtap's while it is up). A MAC the kernel chooses is recorded once the
+// ADD completes; the datapath's Create checks it against the switch itself
+// (linuxBridge.Attach, ovs.Bridge.Attach, macvtapDatapath.Create).
 func refuseRecordedMAC(store *state.Store, att *state.Attachment) error {
-	if att.Datapath != netconf.DatapathLinuxBridge || att.MAC == "" {
+	if att.MAC == "" {
 		return nil
 	}
 	mac, err := net.ParseMAC(att.MAC)
@@ -219,20 +223,39 @@ func refuseRecordedMAC(store *state.Store, att *state.Attachment) error {
 	}
 	records, err := store.List()
 	if err != nil {
-		// Unreadable records are skipped: they name no port Attach would
-		// not find on the bridge.
+		// Unreadable records are skipped: they name no port the switch
+		// check would not find.
 		logger.Printf("Reading attachment records for the MAC check error=%q", err)
 	}
 	for _, other := range records {
-		if (other.ContainerID == att.ContainerID && other.IfName == att.IfName) ||
-			other.Datapath != netconf.DatapathLinuxBridge || other.Bridge != att.Bridge || other.MAC == "" {
+		if (other.ContainerID == att.ContainerID && other.IfName == att.IfName) || other.MAC == "" ||
+			other.Datapath != att.Datapath || other.Bridge != att.Bridge || other.OVSSocket != att.OVSSocket {
 			continue
 		}
 		if m, err := net.ParseMAC(other.MAC); err == nil && bytes.Equal(m, mac) {
-			return macTakenError(mac, att.Bridge, fmt.Sprintf("%s, of attachment %s/%s", other.HostIfName, other.ContainerID, other.IfName))
+			return datapath.MACTakenError(mac, switchName(att), recordedPort(other))
 		}
 	}
 	return nil
+}
+
+// switchName names the device a's ports share, for errors: "bridge <name>"
+// on the bridge datapaths, "macvtap lower device <name>" on Macvtap.
+func switchName(a *state.Attachment) string {
+	if a.Datapath == netconf.DatapathMacvtap {
+		return "macvtap lower device " + a.Bridge
+	}
+	return "bridge " + a.Bridge
+}
+
+// recordedPort names the port of the recorded attachment a, for errors:
+// its host veth, or on Macvtap its macvtap in the pod's namespace.
+func recordedPort(a *state.Attachment) string {
+	port := a.HostIfName
+	if port == "" {
+		port = a.IfName + " in " + a.Netns
+	}
+	return fmt.Sprintf("%s, of attachment %s/%s", port, a.ContainerID, a.IfName)
 }
 
 // resultIPs returns the addresses of result.

@@ -77,20 +77,12 @@ func (d *linuxBridge) Attach(_ context.Context, a *state.Attachment, host datapa
 		return err
 	}
 	if holder != "" {
-		return macTakenError(mac, d.bridge, holder)
+		return datapath.MACTakenError(mac, "bridge "+d.bridge, holder)
 	}
 	if err := host.SetLink(br.Index, true); err != nil {
 		return fmt.Errorf("failed to attach %s to bridge %s: %w", host.Name, d.bridge, err)
 	}
 	return nil
-}
-
-// macTakenError refuses a pod interface MAC that holder (a port of bridge,
-// or the bridge) already has.
-func macTakenError(mac net.HardwareAddr, bridge, holder string) error {
-	return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
-		"MAC %s is already on bridge %s (port %s): refusing to give it to a second port, where it would take the first one's frames; "+
-			"give the VM interface another macAddress, or none", mac, bridge, holder), "")
 }
 
 // Detach is a no-op: deleting the veth takes it off the bridge.

@@ -3,8 +3,11 @@ package plugin_test
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	. "github.com/onsi/gomega"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/cni/internal/cnitest"
+	"github.com/fastpath-io/fastpath/cni/pkg/macvtap"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
@@ -29,9 +33,6 @@ func TestMACAlreadyOnBridgeRefused(t *testing.T) {
 	g := NewWithT(t)
 	e := newEnv(t, netconf.DatapathLinuxBridge, "1.0.0")
 	conf := e.conf(cnitest.Conf{})
-	macArgs := func(mac string) string {
-		return "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";K8S_POD_NAME=fp-test-pod;MAC=" + mac
-	}
 
 	// The victim: an attachment with a MAC of its own, whose guest has sent
 	// nothing yet.
@@ -133,4 +134,187 @@ func fdbHas(t *testing.T, mac net.HardwareAddr) bool {
 		}
 	}
 	return false
+}
+
+// macArgs are the CNI_ARGS of a pod in cnitest.Namespace asking for mac.
+func macArgs(mac string) string {
+	return "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + cnitest.Namespace + ";K8S_POD_NAME=fp-test-pod;MAC=" + mac
+}
+
+// expectRefusedLeavingNothing adds an attachment in a fresh netns with
+// mac and expects the refusal naming mac on device and holder, and nothing
+// left of it: no interface in its netns, no host veth, the bridge's ports
+// still ports, no record and only the addresses in allocated.
+func expectRefusedLeavingNothing(t *testing.T, e *env, conf []byte, mac, device, holder string, ports, allocated []string) {
+	t.Helper()
+	g := NewWithT(t)
+	netns := cnitest.NewNS(t)
+	a, err := e.add(netns, conf, macArgs(mac))
+	if err == nil { // the refusal is missing: leave nothing behind all the same
+		t.Cleanup(func() { _ = e.del(a, netns.Path()) })
+	}
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("MAC "+mac+" is already on "+device),
+		ContainSubstring("port "+holder))))
+	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"), "the pod interface is gone")
+	if e.br.Datapath != netconf.DatapathMacvtap {
+		g.Expect(cnitest.LinkExists(a.hostIf())).To(BeFalse(), "host veth %s", a.hostIf())
+	}
+	g.Expect(e.br.Ports(t)).To(ConsistOf(ports))
+	g.Expect(filepath.Join(e.stateDir, a.containerID+":"+a.ifName+".json")).NotTo(BeAnExistingFile())
+	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ConsistOf(allocated), "the refused ADD holds no address")
+}
+
+// TestMACAlreadyOnOVSBridgeRefused is issue 39 item 4 on datapath OVS
+// (userspace bridge, datapath_type=netdev): ADD refuses a MAC that another
+// attachment on the bridge has in its record (an ADD whose port is not in
+// OVSDB yet: the test takes the victim's attached-mac away), that another
+// port's interface has as external_ids:attached-mac (a port the plugin did
+// not add), or as its own address (mac_in_use: that port's, the bridge's),
+// naming the MAC and the port, and leaves nothing: no veth, OVS port,
+// record or address.
+func TestMACAlreadyOnOVSBridgeRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.StartOVS(t)
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathOVS, "1.0.0")
+	conf := e.conf(cnitest.Conf{})
+	socket := e.br.OVSSocket
+
+	const victimMAC = "02:fa:57:00:01:21"
+	nsVictim := cnitest.NewNS(t)
+	victim, err := e.add(nsVictim, conf, macArgs(victimMAC))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = e.del(victim, nsVictim.Path()) })
+	g.Expect(ovsGet(g, socket, "Interface", victim.hostIf(), "external_ids:attached-mac")).To(Equal(`"` + victimMAC + `"`))
+
+	// A port the plugin did not add (another integration's, or one whose
+	// record was lost), with the MAC behind it in attached-mac.
+	port, peer := testutil.UniqueName("fpmp"), testutil.UniqueName("fpmq")
+	g.Expect(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port}, PeerName: peer})).To(Succeed())
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(port); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				t.Errorf("failed to delete veth %s: %v", port, err)
+			}
+		}
+	})
+	const attachedMAC = "02:fa:57:00:01:22"
+	out, err := exec.Command("ovs-vsctl", "--db="+socket, "--timeout=30", "add-port", e.br.Name, port,
+		"--", "set", "Interface", port, "external_ids:attached-mac="+attachedMAC).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("ovs-vsctl", "--db="+socket, "--timeout=30", "--if-exists", "del-port", e.br.Name, port).CombinedOutput(); err != nil {
+			t.Errorf("failed to delete OVS port %s: %v: %s", port, err, out)
+		}
+	})
+	macInUse := func(iface string) string {
+		var mac string
+		g.Eventually(func(g Gomega) {
+			mac = strings.Trim(ovsGet(NewWithT(t), socket, "Interface", iface, "mac_in_use"), `"`)
+			g.Expect(mac).NotTo(BeEmpty())
+		}).WithTimeout(30*time.Second).Should(Succeed(), "ovs-vswitchd reports the address of %s", iface)
+		return mac
+	}
+	portMAC, bridgeMAC := macInUse(port), macInUse(e.br.Name)
+
+	// The victim's ADD is over, but one between its record and its port
+	// looks like this to the next one: only the record has the MAC.
+	out, err = exec.Command("ovs-vsctl", "--db="+socket, "remove", "Interface", victim.hostIf(), "external_ids", "attached-mac").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+
+	for _, tc := range []struct {
+		name, mac, holder string
+	}{
+		{"recorded-by-another-attachment", victimMAC, victim.hostIf() + ", of attachment " + victim.containerID + "/net1"},
+		{"attached-mac-of-another-port", attachedMAC, port},
+		{"mac-in-use-of-another-port", portMAC, port},
+		{"the-bridge-address", bridgeMAC, e.br.Name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectRefusedLeavingNothing(t, e, conf, tc.mac, "bridge "+e.br.Name, tc.holder,
+				[]string{victim.hostIf(), port}, []string{victim.ip()})
+		})
+	}
+
+	// The victim keeps its port, and another MAC is accepted.
+	g.Expect(e.check(victim)).To(Succeed())
+	netns := cnitest.NewNS(t)
+	other, err := e.add(netns, conf, macArgs("02:fa:57:00:01:23"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ovsGet(g, socket, "Interface", other.hostIf(), "external_ids:attached-mac")).To(Equal(`"02:fa:57:00:01:23"`))
+	g.Expect(e.del(other, netns.Path())).To(Succeed())
+}
+
+// TestMACAlreadyOnMacvtapLowerRefused is issue 39 item 4 on datapath
+// Macvtap: ADD refuses a MAC that another attachment on the same lower
+// device has in its record (even while that macvtap is down, when the
+// kernel would take the MAC), that another open macvtap on the lower has
+// (the kernel's EADDRINUSE, said plainly), or that the lower device has,
+// naming the MAC and the port, and leaves nothing: no macvtap, record or
+// address. The victim's macvtap can then come up again.
+func TestMACAlreadyOnMacvtapLowerRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	e := newEnv(t, netconf.DatapathMacvtap, "1.0.0")
+	conf := e.conf(cnitest.Conf{})
+	lower, err := netlink.LinkByName(e.br.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	const victimMAC = "02:fa:57:00:02:21"
+	nsVictim := cnitest.NewNS(t)
+	victim, err := e.add(nsVictim, conf, macArgs(victimMAC))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = e.del(victim, nsVictim.Path()) })
+	setVictim := func(up bool) error {
+		return nsVictim.Do(func(ns.NetNS) error {
+			l, err := netlink.LinkByName("net1")
+			if err != nil {
+				return err
+			}
+			if up {
+				return netlink.LinkSetUp(l)
+			}
+			return netlink.LinkSetDown(l)
+		})
+	}
+	// Down (its ADD between Create and set-up, or set down since): the
+	// kernel checks a macvtap's MAC only against the open ones.
+	g.Expect(setVictim(false)).To(Succeed())
+
+	// A macvtap on the lower device that no record names (another
+	// plugin's), open.
+	nsForeign := cnitest.NewNS(t)
+	const foreignMAC = "02:fa:57:00:02:22"
+	_, err = macvtap.Create(nsForeign, lower, macvtap.Spec{Name: "mv0", MTU: 1500, MAC: foreignMAC})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nsForeign.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName("mv0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})).To(Succeed())
+
+	device := "macvtap lower device " + e.br.Name
+	for _, tc := range []struct {
+		name, mac, holder string
+	}{
+		{"recorded-by-another-attachment", victimMAC, "net1 in " + nsVictim.Path() + ", of attachment " + victim.containerID + "/net1"},
+		{"open-macvtap-without-record", foreignMAC, "a macvtap in another network namespace"},
+		{"the-lower-device-address", lower.Attrs().HardwareAddr.String(), e.br.Name + ", the lower device itself"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectRefusedLeavingNothing(t, e, conf, tc.mac, device, tc.holder, nil, []string{victim.ip()})
+		})
+	}
+
+	// The victim's macvtap comes up with its MAC, and another MAC is
+	// accepted.
+	g.Expect(setVictim(true)).To(Succeed())
+	g.Expect(e.check(victim)).To(Succeed())
+	netns := cnitest.NewNS(t)
+	other, err := e.add(netns, conf, macArgs("02:fa:57:00:02:23"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.del(other, netns.Path())).To(Succeed())
 }

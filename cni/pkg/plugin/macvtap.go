@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -104,6 +105,9 @@ func (d *macvtapDatapath) Create(_ context.Context, netns ns.NetNS, a *state.Att
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := refuseLowerMAC(lower, a.MAC); err != nil {
+		return nil, nil, err
+	}
 	alias := hostAlias(a.Network, a.ContainerID, a.IfName)
 	undo := func(context.Context) error { return macvtap.Delete(a.Netns, a.IfName, alias) }
 	spec := macvtap.Spec{Name: a.IfName, MTU: conf.MTU, MAC: a.MAC, Index: index, Alias: alias,
@@ -130,6 +134,14 @@ func (d *macvtapDatapath) Create(_ context.Context, netns ns.NetNS, a *state.Att
 			return fmt.Errorf("%w (datapath %s: a macvtap has its lower device's offloads)", err, netconf.DatapathMacvtap)
 		}
 		if err := netlink.LinkSetUp(link); err != nil {
+			if errors.Is(err, unix.EADDRINUSE) {
+				// The kernel refuses to open a macvlan whose MAC another
+				// open macvlan of the lower device has (macvlan_open,
+				// macvlan_addr_busy); refuseRecordedMAC found no record
+				// of it, so it is no attachment of this node's plugin.
+				return datapath.MACTakenError(link.Attrs().HardwareAddr, "macvtap lower device "+d.lower,
+					"a macvtap in another network namespace that no attachment record names")
+			}
 			return fmt.Errorf("failed to set macvtap %s up: %w", a.IfName, err)
 		}
 		return nil
@@ -139,6 +151,25 @@ func (d *macvtapDatapath) Create(_ context.Context, netns ns.NetNS, a *state.Att
 	}
 	a.MAC = link.Attrs().HardwareAddr.String()
 	return []*current.Interface{{Name: a.IfName, Mac: a.MAC, Mtu: conf.MTU, Sandbox: a.Netns}}, undo, nil
+}
+
+// refuseLowerMAC refuses a requested MAC (mac, "" for the kernel's choice)
+// that the lower device has itself: frames for it are the lower device's
+// (issue 39, item 4). Other macvtaps' MACs are refuseRecordedMAC's and the
+// kernel's (Create).
+func refuseLowerMAC(lower netlink.Link, mac string) error {
+	if mac == "" {
+		return nil
+	}
+	m, err := net.ParseMAC(mac)
+	if err != nil {
+		return fmt.Errorf("failed to parse MAC %q: %w", mac, err)
+	}
+	if bytes.Equal(m, lower.Attrs().HardwareAddr) {
+		name := lower.Attrs().Name
+		return datapath.MACTakenError(m, "macvtap lower device "+name, name+", the lower device itself")
+	}
+	return nil
 }
 
 // CheckDevice checks that the lower device is the agent's and that its MTU

@@ -71,7 +71,7 @@ func Connect(ctx context.Context, endpoint string, log logr.Logger) (*Client, er
 			client.WithTable(o, &o.Bridges, &o.OtherConfig, &o.OVSVersion, &o.DatapathTypes),
 			client.WithTable(b, &b.Name, &b.Ports, &b.DatapathType, &b.ExternalIDs),
 			client.WithTable(p, &p.Name, &p.Interfaces, &p.ExternalIDs),
-			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Ofport, &i.Error, &i.ExternalIDs),
+			client.WithTable(i, &i.Name, &i.Type, &i.MTU, &i.MTURequest, &i.Ofport, &i.Error, &i.MACInUse, &i.ExternalIDs),
 		},
 	})
 	if err != nil {

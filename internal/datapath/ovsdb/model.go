@@ -61,10 +61,12 @@ type Port struct {
 	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
-// Interface is a row of the Interface table. MTU (bytes), Ofport and Error
-// are written by ovs-vswitchd: Ofport is the OpenFlow port number, -1 when
-// ovs-vswitchd could not open the interface (Error then says why).
-// MTURequest (bytes) is written by the agent.
+// Interface is a row of the Interface table. MTU (bytes), Ofport, Error and
+// MACInUse are written by ovs-vswitchd: Ofport is the OpenFlow port number,
+// -1 when ovs-vswitchd could not open the interface (Error then says why);
+// MACInUse is the interface's own Ethernet address (for the bridge's
+// internal interface, the bridge's). MTURequest (bytes) is written by the
+// agent.
 type Interface struct {
 	UUID        string            `ovsdb:"_uuid"`
 	Name        string            `ovsdb:"name"`
@@ -73,6 +75,7 @@ type Interface struct {
 	MTURequest  *int              `ovsdb:"mtu_request"`
 	Ofport      *int              `ovsdb:"ofport"`
 	Error       *string           `ovsdb:"error"`
+	MACInUse    *string           `ovsdb:"mac_in_use"`
 	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 

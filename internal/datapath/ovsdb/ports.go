@@ -1,13 +1,16 @@
 package ovsdb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
@@ -181,4 +184,55 @@ func (c *Client) Ports(ctx context.Context, bridge string) ([]Port, error) {
 	}
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Name < ports[j].Name })
 	return ports, nil
+}
+
+// MACHolder returns the name of the port of bridge, other than except,
+// one of whose interfaces has mac: as its external_ids:attached-mac (the
+// MAC behind the port, which the CNI plugin writes at AddPort, as OVN and
+// other OVS integrations do) or as its mac_in_use (the interface's own
+// address, which ovs-vswitchd writes; the bridge's internal interface has
+// the bridge's). "" when none has; except is the port about to be
+// replaced (AddPort removes a leftover of its name). The error wraps
+// ErrBridgeNotFound when there is no bridge.
+//
+// It reads the cache, so a port added by another client in the last
+// moments may not be seen yet: the CNI plugin's records, saved before it
+// looks, are what orders two ADDs racing for one MAC.
+func (c *Client) MACHolder(ctx context.Context, bridge string, mac net.HardwareAddr, except string) (string, error) {
+	b, err := c.RequireBridge(ctx, bridge)
+	if err != nil {
+		return "", err
+	}
+	same := func(s *string) bool {
+		if s == nil {
+			return false
+		}
+		m, err := net.ParseMAC(*s)
+		return err == nil && bytes.Equal(m, mac)
+	}
+	for _, uuid := range b.Ports {
+		p := &Port{UUID: uuid}
+		if err := c.c.Get(ctx, p); err != nil {
+			if errors.Is(err, client.ErrNotFound) {
+				continue // removed since b was read
+			}
+			return "", fmt.Errorf("failed to look up port %s of OVS bridge %s: %w", uuid, bridge, err)
+		}
+		if p.Name == except {
+			continue
+		}
+		for _, iu := range p.Interfaces {
+			i := &Interface{UUID: iu}
+			if err := c.c.Get(ctx, i); err != nil {
+				if errors.Is(err, client.ErrNotFound) {
+					continue
+				}
+				return "", fmt.Errorf("failed to look up interface %s of OVS port %s: %w", iu, p.Name, err)
+			}
+			if attached, ok := i.ExternalIDs[KeyAttachedMAC]; (ok && same(&attached)) || same(i.MACInUse) {
+				return p.Name, nil
+			}
+		}
+	}
+	return "", nil
 }
