@@ -46,87 +46,6 @@ var _ = Describe("Two nodes", Ordered, func() {
 		g.Expect(c().Get(ctx, key(name), a)).To(Succeed())
 		return a
 	}
-	// newVM is the first sample VM renamed, labelled app=<app>, halted
-	// (started once the attachment has wired it), pinned to node unless "".
-	newVM := func(name, app, node string) *kubevirtv1.VirtualMachine {
-		vm := objs.VMs[0].DeepCopy()
-		vm.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": app}}
-		vm.Spec.Template.ObjectMeta.Labels = map[string]string{"app": app}
-		halted := kubevirtv1.RunStrategyHalted
-		vm.Spec.RunStrategy = &halted
-		vm.Spec.Running = nil
-		if node != "" {
-			vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
-		}
-		if kb := vm.Spec.Template.Spec.Domain.Firmware; kb != nil && kb.KernelBoot != nil {
-			kb.KernelBoot.KernelArgs = strings.ReplaceAll(kb.KernelBoot.KernelArgs, "fp.vm="+objs.VMs[0].Name, "fp.vm="+name)
-		}
-		for i, v := range vm.Spec.Template.Spec.Volumes {
-			if v.CloudInitNoCloud != nil {
-				vm.Spec.Template.Spec.Volumes[i].CloudInitNoCloud.UserData = strings.ReplaceAll(v.CloudInitNoCloud.UserData, objs.VMs[0].Name, name)
-			}
-		}
-		return vm
-	}
-	newAttachment := func(name, app, subnet string, placement fastpathv1alpha1.Placement) *fastpathv1alpha1.FastPathAttachment {
-		a := objs.Attachment.DeepCopy()
-		a.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: ns}
-		a.Spec.VMSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
-		a.Spec.Placement = placement
-		a.Spec.NetworkRef = &fastpathv1alpha1.NetworkReference{Name: network.Name}
-		a.Spec.Network.IPAM.Subnet = subnet
-		a.Spec.VSOCK = nil
-		return a
-	}
-	setRunStrategy := func(ctx SpecContext, name string, s kubevirtv1.VirtualMachineRunStrategy) {
-		GinkgoHelper()
-		eventually(ctx, func(g Gomega) {
-			vm := &kubevirtv1.VirtualMachine{}
-			g.Expect(c().Get(ctx, key(name), vm)).To(Succeed())
-			vm.Spec.RunStrategy = &s
-			g.Expect(c().Update(ctx, vm)).To(Succeed())
-		}, time.Minute).Should(Succeed())
-	}
-	// startWired creates the attachment and its halted VMs, waits until it
-	// has wired every VM, then starts them and waits until each runs.
-	startWired := func(ctx SpecContext, a *fastpathv1alpha1.FastPathAttachment, vms ...*kubevirtv1.VirtualMachine) {
-		GinkgoHelper()
-		Expect(c().Create(ctx, a)).To(Succeed())
-		for _, vm := range vms {
-			Expect(c().Create(ctx, vm)).To(Succeed())
-		}
-		eventually(ctx, func(g Gomega) {
-			st := attachment(g, ctx, a.Name).Status.VMs
-			for _, vm := range vms {
-				g.Expect(st).To(ContainElement(And(HaveField("Name", vm.Name), HaveField("Wired", BeTrue()))))
-			}
-		}, 2*time.Minute).Should(Succeed())
-		for _, vm := range vms {
-			setRunStrategy(ctx, vm.Name, kubevirtv1.RunStrategyAlways)
-		}
-		for _, vm := range vms {
-			eventually(ctx, func(g Gomega) {
-				g.Expect(vmi(g, ctx, vm.Name).Status.Phase).To(Equal(kubevirtv1.Running))
-			}, 5*time.Minute).Should(Succeed())
-		}
-	}
-	// remove deletes the VMs (and the attachment) and waits until their
-	// VMIs are gone.
-	remove := func(ctx SpecContext, a *fastpathv1alpha1.FastPathAttachment, names ...string) {
-		GinkgoHelper()
-		for _, n := range names {
-			Expect(client.IgnoreNotFound(c().Delete(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}))).To(Succeed())
-		}
-		if a != nil {
-			Expect(client.IgnoreNotFound(c().Delete(ctx, a))).To(Succeed())
-		}
-		for _, n := range names {
-			eventually(ctx, func(g Gomega) {
-				err := c().Get(ctx, key(n), &kubevirtv1.VirtualMachineInstance{})
-				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "VMI %s still there: %v", n, err)
-			}, 3*time.Minute).Should(Succeed())
-		}
-	}
 	colocated := func(g Gomega, ctx SpecContext, name string) *metav1.Condition {
 		cond := apimeta.FindStatusCondition(attachment(g, ctx, name).Status.Conditions, fastpathv1alpha1.ColocatedCondition)
 		g.Expect(cond).NotTo(BeNil())
@@ -198,7 +117,7 @@ var _ = Describe("Two nodes", Ordered, func() {
 		vm.Spec.Template.Spec.Volumes = nil
 		vm.Spec.Template.Spec.Domain.Devices.Disks = nil
 		Expect(c().Create(ctx, vm)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { remove(ctx, nil, vm.Name) }, NodeTimeout(4*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { removeVMs(ctx, nil, vm.Name) }, NodeTimeout(4*time.Minute))
 		setRunStrategy(ctx, vm.Name, kubevirtv1.RunStrategyAlways)
 		var from string
 		eventually(ctx, func(g Gomega) {
@@ -303,9 +222,9 @@ var _ = Describe("Two nodes", Ordered, func() {
 	}
 
 	It("drains a node: the VMs of a MigrateTogether attachment arrive together on the other node, the fast path works again, the VM specs hold only the recorded wiring", func(ctx SpecContext) {
-		a := newAttachment("drain-2n", "drain-2n", "10.251.0.0/24", fastpathv1alpha1.PlacementRequired)
+		a := newAttachment("drain-2n", "drain-2n", network.Name, "10.251.0.0/24", fastpathv1alpha1.PlacementRequired)
 		vms := []*kubevirtv1.VirtualMachine{newVM("drain-2n-0", "drain-2n", ""), newVM("drain-2n-1", "drain-2n", "")}
-		DeferCleanup(func(ctx SpecContext) { remove(ctx, a, vms[0].Name, vms[1].Name) }, NodeTimeout(4*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { removeVMs(ctx, a, vms[0].Name, vms[1].Name) }, NodeTimeout(4*time.Minute))
 		startWired(ctx, a, vms...)
 		Expect(attachment(Default, ctx, a.Name).Spec.Eviction).To(BeEmpty(), "the default: MigrateTogether for placement Required")
 		from := vmi(Default, ctx, vms[0].Name).Status.NodeName
@@ -380,9 +299,9 @@ var _ = Describe("Two nodes", Ordered, func() {
 	}, SpecTimeout(30*time.Minute))
 
 	It("reports the VMs of a None attachment pinned apart Colocated=False with both nodes, and a benchmark between them fails at once with VMsApart", func(ctx SpecContext) {
-		a := newAttachment("none-2n", "none-2n", "10.251.1.0/24", fastpathv1alpha1.PlacementNone)
+		a := newAttachment("none-2n", "none-2n", network.Name, "10.251.1.0/24", fastpathv1alpha1.PlacementNone)
 		vms := []*kubevirtv1.VirtualMachine{newVM("none-2n-0", "none-2n", nodes[0]), newVM("none-2n-1", "none-2n", nodes[1])}
-		DeferCleanup(func(ctx SpecContext) { remove(ctx, a, vms[0].Name, vms[1].Name) }, NodeTimeout(4*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { removeVMs(ctx, a, vms[0].Name, vms[1].Name) }, NodeTimeout(4*time.Minute))
 		startWired(ctx, a, vms...)
 		eventually(ctx, func(g Gomega) {
 			cond := colocated(g, ctx, a.Name)
