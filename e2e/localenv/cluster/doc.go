@@ -32,5 +32,7 @@
 // Down stops everything and removes what the cluster made — containers and
 // their shims, pod sandboxes (through CNI DEL), mounts, cgroups, network
 // namespaces, links, nftables tables, the kernel settings the kubelet changed
-// (restored) — and Leftovers lists whatever remains.
+// (restored) — and Leftovers lists whatever remains. Down fails naming every
+// link or OVS bridge with the agent's marks left on the host since Up, or in a
+// node where no agent runs (marks.go); it removes none it did not make.
 package cluster

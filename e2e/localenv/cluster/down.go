@@ -59,6 +59,13 @@ type teardown struct {
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// NFTables are the nftables tables that existed before the kubelet.
 	NFTables []string `json:"nftTables"`
+	// MarkedLeft are the links and OVS bridges carrying the agent's marks
+	// that Down found left (marks.go): on the host since Up, or in a node
+	// where no agent ran. Down fails naming them and removes none.
+	MarkedLeft []string `json:"markedLeft,omitempty"`
+	// NodeMarkedLinks are the marked links of nodes where the agent still
+	// ran, per node: they went with the node's network namespace.
+	NodeMarkedLinks []string `json:"nodeMarkedLinks,omitempty"`
 	// Removed is everything removed, in order, for the report.
 	Removed []string `json:"removed"`
 }
@@ -147,9 +154,17 @@ func (d *downer) run(ctx context.Context) {
 		nodeName = d.o.NodeName
 	}
 	d.td.Bridges = []string{PodBridge}
+	// The agent's bridges are the cluster's to remove only while Fastpath
+	// is installed (an agent runs): after an uninstall they are what its
+	// cleanup left, which checkHost names.
+	agentRuns := agentRunsIn(os.Getpid())
 	if p, ok := d.proc("kube-apiserver"); ok && p.Alive() {
-		d.step("agent bridges from FastPathNode "+nodeName+", host-local directories of the NADs", func() error {
-			br, err := agentBridges(ctx, d.l.adminKubeconfig, nodeName)
+		d.step(fmt.Sprintf("agent bridges from FastPathNode %s (agent running: %t), host-local directories of the NADs", nodeName, agentRuns), func() error {
+			var br []string
+			var err error
+			if agentRuns {
+				br, err = agentBridges(ctx, d.l.adminKubeconfig, nodeName)
+			}
 			d.td.Bridges = append(d.td.Bridges, br...)
 			dirs, derr := nadIPAMDirs(ctx, d.l.adminKubeconfig)
 			d.td.IPAMDirs = dirs
@@ -191,6 +206,7 @@ func (d *downer) run(ctx context.Context) {
 	d.step("unmount under "+d.l.dir+", "+d.l.run+" and the pods' network namespaces", d.unmount)
 	d.step("remove the cgroups under "+CgroupRoot, d.removeCgroups)
 	d.step("remove links "+strings.Join(d.td.Bridges, ", "), d.removeLinks)
+	d.step("look for links and OVS bridges with the agent's marks left on the host", d.checkHost(ctx))
 	d.step("remove kube-proxy's nftables tables", d.removeNFTables)
 	if d.st.NFTables != nil {
 		d.step("remove the kubelet's iptables chains (and the tables it made)", func() error { return removeKubeletIPTables(d.st.NFTables) })
@@ -226,8 +242,9 @@ func (d *downer) restoreKernelSettings() {
 	})
 }
 
-// agentBridges returns the Linux bridges FastPathNode nodeName reports as the
-// agent's (managed), which the agent made for FastPathNetworks.
+// agentBridges returns the Linux bridges and macvtap lower devices
+// FastPathNode nodeName reports as the agent's, which the agent made for
+// FastPathNetworks.
 func agentBridges(ctx context.Context, kubeconfig, nodeName string) ([]string, error) {
 	c, err := adminClient(kubeconfig)
 	if err != nil {
@@ -244,7 +261,8 @@ func agentBridges(ctx context.Context, kubeconfig, nodeName string) ([]string, e
 	}
 	var out []string
 	for _, b := range n.Status.Bridges {
-		if b.Datapath == fastpathv1alpha1.DatapathLinuxBridge {
+		// A macvtap lower device is a marked veth: deleting it deletes its peer.
+		if b.Datapath == fastpathv1alpha1.DatapathLinuxBridge || b.Datapath == fastpathv1alpha1.DatapathMacvtap {
 			out = append(out, b.Name)
 		}
 	}
@@ -454,8 +472,9 @@ func (d *downer) removeCgroups() error {
 	return errors.Join(errs...)
 }
 
-// removeLinks deletes the pod bridge and the agent's Linux bridges (only
-// those carrying the agent's marker) and any veth still enslaved to them.
+// removeLinks deletes the pod bridge and the agent's Linux bridges and
+// macvtap lower devices (only those carrying the agent's marker) and any
+// veth still enslaved to them.
 func (d *downer) removeLinks() error {
 	var errs []error
 	for _, name := range d.td.Bridges {

@@ -523,26 +523,7 @@ func (u *upper) upNodes(ctx context.Context) error {
 // settings and the directory.
 func (d *downer) runNodes(ctx context.Context) {
 	for _, n := range d.st.Nodes {
-		d.step("node "+n.Name+": stop kube-proxy and the kubelet", func() error {
-			return errors.Join(d.stopProc(n.Name+"-kube-proxy", 10*time.Second), d.stopProc(n.Name+"-kubelet", 20*time.Second))
-		})
-		if p, ok := d.proc(n.Name + "-containerd"); ok && p.Alive() && n.Init.Alive() {
-			no := d.o.nodeOptions(n)
-			no.hostRoot = nodeRoot(n)
-			nd := &downer{o: no, l: no.layout(), st: d.st}
-			d.step("node "+n.Name+": remove every pod sandbox (CRI: stop, CNI DEL, remove)", func() error { return nd.removePods(ctx) })
-			d.td.Sandboxes = append(d.td.Sandboxes, nd.td.Sandboxes...)
-			d.td.Removed = append(d.td.Removed, nd.td.Removed...)
-		}
-		d.step("node "+n.Name+": stop containerd and the node's init (every process, mount and link of the node)", func() error {
-			err := d.stopProc(n.Name+"-containerd", 20*time.Second)
-			d.td.Processes = append(d.td.Processes, n.Init)
-			if n.Init.Alive() {
-				err = errors.Join(err, n.Init.Stop(20*time.Second))
-			}
-			d.td.Removed = append(d.td.Removed, "node "+n.Name)
-			return err
-		})
+		d.downNode(ctx, n)
 	}
 	d.step("kill what is left in the pods' cgroups", d.killCgroupProcs)
 	d.step("stop the registry, kube-scheduler, kube-controller-manager, kube-apiserver, etcd", func() error {
@@ -569,6 +550,39 @@ func (d *downer) runNodes(ctx context.Context) {
 		}
 		return errors.Join(errs...)
 	})
+	d.step("look for links and OVS bridges with the agent's marks left on the host", d.checkHost(ctx))
 	d.restoreKernelSettings()
 	d.step("remove "+d.l.run+" and "+d.l.dir+" (keeping logs/)", d.removeDir)
+}
+
+// downNode is Down for node n of a multi-node cluster: its kube-proxy and
+// kubelet, every pod sandbox through its containerd, then the links with
+// the agent's marks in its network namespace (checkMarkedInNode, with
+// whether an agent ran there before the pods went), then containerd and the
+// node's init, which takes every process, mount and link of the node along.
+func (d *downer) downNode(ctx context.Context, n nodeState) {
+	agentRan := n.Init.Alive() && agentRunsIn(n.Init.PID)
+	d.step("node "+n.Name+": stop kube-proxy and the kubelet", func() error {
+		return errors.Join(d.stopProc(n.Name+"-kube-proxy", 10*time.Second), d.stopProc(n.Name+"-kubelet", 20*time.Second))
+	})
+	if p, ok := d.proc(n.Name + "-containerd"); ok && p.Alive() && n.Init.Alive() {
+		no := d.o.nodeOptions(n)
+		no.hostRoot = nodeRoot(n)
+		nd := &downer{o: no, l: no.layout(), st: d.st}
+		d.step("node "+n.Name+": remove every pod sandbox (CRI: stop, CNI DEL, remove)", func() error { return nd.removePods(ctx) })
+		d.td.Sandboxes = append(d.td.Sandboxes, nd.td.Sandboxes...)
+		d.td.Removed = append(d.td.Removed, nd.td.Removed...)
+	}
+	d.step(fmt.Sprintf("node %s: links with the agent's marks (agent running: %t)", n.Name, agentRan), func() error {
+		return d.checkMarkedInNode(n, agentRan)
+	})
+	d.step("node "+n.Name+": stop containerd and the node's init (every process, mount and link of the node)", func() error {
+		err := d.stopProc(n.Name+"-containerd", 20*time.Second)
+		d.td.Processes = append(d.td.Processes, n.Init)
+		if n.Init.Alive() {
+			err = errors.Join(err, n.Init.Stop(20*time.Second))
+		}
+		d.td.Removed = append(d.td.Removed, "node "+n.Name)
+		return err
+	})
 }

@@ -51,6 +51,10 @@ type runState struct {
 	// make it.
 	Nodes       []nodeState `json:"nodes,omitempty"`
 	NodesBridge string      `json:"nodesBridge,omitempty"`
+	// MarkedBefore are the links and OVS bridges carrying the agent's marks
+	// on the host before Up (markedOnHost): Down names the others left
+	// (nil in a run state from before Up recorded it: then it names all).
+	MarkedBefore []string `json:"markedBefore"`
 }
 
 // daemon is a process started by Up that outlives it.

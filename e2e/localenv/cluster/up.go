@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fastpath-io/fastpath/api/wellknown"
 	"github.com/fastpath-io/fastpath/e2e/localenv/runstate"
 )
 
@@ -155,6 +156,11 @@ func (u *upper) run(ctx context.Context) (*Cluster, error) {
 			return nil, fmt.Errorf("failed to create %s: %w", d, err)
 		}
 	}
+	marked, _, err := markedOnHost(ctx, wellknown.DefaultOVSSocket)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list the links with the agent's marks before the cluster: %w", err)
+	}
+	u.state.MarkedBefore = append([]string{}, marked...) // never nil: nil means "not recorded"
 	if err := runstate.Save(l.state, u.state); err != nil {
 		return nil, err
 	}

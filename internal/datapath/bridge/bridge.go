@@ -201,9 +201,7 @@ func (m *Manager) RemoveManaged(ctx context.Context) (Removed, error) {
 	var errs []error
 	for _, l := range links {
 		a := l.Attrs()
-		ours := (l.Type() == linkTypeBridge || l.Type() == linkTypeVeth) && a.Alias == m.linuxAlias() ||
-			l.Type() == linkTypeVeth && a.Alias == m.peerAlias()
-		if !ours {
+		if !m.Marked(l) {
 			continue
 		}
 		// Deleting one end of a veth deletes its peer, which may come later in links.
@@ -222,6 +220,18 @@ func (m *Manager) RemoveManaged(ctx context.Context) (Removed, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// Marked reports whether link carries the agent's marker as RemoveManaged
+// reads it: a Linux bridge or a veth (a macvtap lower device) whose alias is
+// exactly wellknown.MarkerKey=<marker>, or a veth whose alias is exactly
+// PeerMarkerKey=<marker> (a lower device's peer). It is what "made by the
+// agent" means for a link, wherever the link is looked at (the harness's
+// `cluster down` names such links left on a host).
+func (m *Manager) Marked(link netlink.Link) bool {
+	a := link.Attrs()
+	return (link.Type() == linkTypeBridge || link.Type() == linkTypeVeth) && a.Alias == m.linuxAlias() ||
+		link.Type() == linkTypeVeth && a.Alias == m.peerAlias()
 }
 
 // ErrInUse is wrapped by RemoveUnused when the bridge still has ports.
