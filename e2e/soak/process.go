@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 )
 
@@ -31,14 +32,27 @@ func (p *process) start() error {
 	// Its own process group, so that a SIGINT to the soak does not reach it
 	// before the soak's own cleanup does; killed with the soak.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("failed to start %s: %w", p.path, err)
-	}
+	// Pdeathsig fires when the THREAD that forked the program exits, not the
+	// soak: the fork happens on a thread locked for the program's lifetime.
+	// Otherwise a goroutine that locks a thread and ends without unlocking
+	// it (testutils.NewNS, ns.Do after a failed switch back) may end the
+	// very thread that forked the agent, which the kernel then kills.
+	started := make(chan error, 1)
 	exited := make(chan struct{})
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("failed to start %s: %w", p.path, err)
+	}
 	p.cmd, p.exited = cmd, exited
 	return nil
 }
