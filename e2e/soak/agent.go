@@ -31,6 +31,13 @@ type AgentOptions struct {
 	Binary, Plugin string
 	// Rounds of bridge creation and relaying, each with kills; default 4.
 	Rounds int
+	// StreamKills is the number of agent kills of the streams phase, after
+	// the rounds (runStreams: a TCP connection over the fast path and
+	// relayed connections streaming through every kill); 0 skips it.
+	StreamKills int
+	// CNIPath holds host-local, for the streams phase's CNI ADDs; default
+	// "/usr/lib/cni".
+	CNIPath string
 	// Bridges is the number of Linux bridges wanted anew per round; default 3.
 	Bridges int
 	// Seed, Deadline and Log are set by Run.
@@ -76,10 +83,15 @@ type agentRun struct {
 // CID 101 is carried by the relay. After each restart: every wanted bridge
 // exists once with MTU 9000 and FastPathNode BridgesReady is True, a new
 // stream from CID 101 echoes, and CID 102 is still refused. Bridges the part
-// created are deleted at the end (the agent never deletes bridges).
-func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
+// created are deleted at the end (the agent never deletes bridges). With
+// o.StreamKills it then runs the streams phase (runStreams), whose summary
+// ("agent/streams") follows the rounds' ("agent").
+func RunAgent(ctx context.Context, o AgentOptions) ([]Summary, error) {
 	if o.Rounds <= 0 {
 		o.Rounds = 4
+	}
+	if o.CNIPath == "" {
+		o.CNIPath = "/usr/lib/cni"
 	}
 	if o.Bridges <= 0 {
 		o.Bridges = 3
@@ -88,14 +100,14 @@ func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
 	if o.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "fastpath-soak-agent-")
 		if err != nil {
-			return Summary{}, err
+			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		o.WorkDir = dir
 	}
 	cl, err := startCluster(o.WorkDir)
 	if err != nil {
-		return Summary{}, err
+		return nil, err
 	}
 	defer func() {
 		if err := cl.stop(); err != nil {
@@ -106,11 +118,11 @@ func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
 		rng: rand.New(rand.NewPCG(o.Seed, 5)), vsockFS: filepath.Join(o.WorkDir, "vsock"), prefix: fmt.Sprintf("fpsa%d", os.Getpid()%10000)}
 	defer r.deleteBridges()
 	if err := r.setup(ctx); err != nil {
-		return Summary{}, err
+		return nil, err
 	}
 	stopEcho, err := r.echoServer()
 	if err != nil {
-		return Summary{}, err
+		return nil, err
 	}
 	defer stopEcho()
 	cniDir := filepath.Join(o.WorkDir, "cni-bin")
@@ -118,11 +130,11 @@ func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
 		args: []string{"--node-name=" + agentNode, "--vsock-transport=unix:" + r.vsockFS, "--cni-bin-dir=" + cniDir,
 			"--cni-bin-source=" + o.Plugin, "--metrics-bind-address=0", "--health-probe-bind-address=0"}}
 	if err := r.agent.start(); err != nil {
-		return Summary{}, err
+		return nil, err
 	}
 	defer r.agent.kill()
 	if err := r.waitRelay(ctx); err != nil {
-		return Summary{}, fmt.Errorf("the relay never served the route before any fault: %w", err)
+		return nil, fmt.Errorf("the relay never served the route before any fault: %w", err)
 	}
 
 	kills := 0
@@ -135,12 +147,12 @@ func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
 		}
 		k, err := r.bridgeRound(ctx, round)
 		if err != nil {
-			return r.t.summary(), err
+			return []Summary{r.t.summary()}, err
 		}
 		kills += k
 		k, err = r.relayRound(ctx)
 		if err != nil {
-			return r.t.summary(), err
+			return []Summary{r.t.summary()}, err
 		}
 		kills += k
 		r.t.cycle()
@@ -151,7 +163,15 @@ func RunAgent(ctx context.Context, o AgentOptions) (Summary, error) {
 	s.Duration = time.Since(start)
 	s.Notes = append(s.Notes, fmt.Sprintf("%d agent kills", kills), fmt.Sprintf("%d bridges", len(r.bridges)),
 		"vsock EMULATED over UNIX sockets")
-	return s, nil
+	out := []Summary{s}
+	if o.StreamKills > 0 {
+		ss, err := r.runStreams(ctx)
+		out = append(out, ss)
+		if err != nil {
+			return out, fmt.Errorf("streams phase: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // setup creates the Node, the namespace and the relay attachment with its

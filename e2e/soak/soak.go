@@ -104,11 +104,14 @@ func Run(ctx context.Context, opts Options) ([]Summary, error) {
 			if o.Plugin == "" {
 				o.Plugin = opts.Plugin
 			}
+			if o.CNIPath == "" {
+				o.CNIPath = opts.CNIPath
+			}
 			s, err := RunAgent(ctx, o)
+			out = append(out, s...)
 			if err != nil {
 				return out, fmt.Errorf("agent part: %w", err)
 			}
-			out = append(out, s)
 		default:
 			return out, fmt.Errorf("unknown part %q: must be %s, %s, %s or %s", part, PartPlugin, PartOperator, PartAPIServer, PartAgent)
 		}

@@ -113,10 +113,22 @@ func TestAPIServerShort(t *testing.T) {
 }
 
 // TestAgentShort is the short agent part of make test: two rounds of
-// bridge creation and relaying with an agent kill in each.
+// bridge creation and relaying with an agent kill in each, then three kills
+// during the streams (a TCP connection over the fast path, relayed
+// connections).
 func TestAgentShort(t *testing.T) {
 	testutil.RequireRoot(t)
+	if _, err := os.Stat("/usr/lib/cni/host-local"); err != nil {
+		t.Fatalf("Debian's host-local is needed (package containernetworking-plugins): %v", err)
+	}
 	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(wellknown.PluginType),
-		Rounds: 2, Bridges: 2, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
-	check(t, "agent", s, err, func(s Summary) bool { return s.Cycles == 2 }, 2)
+		Rounds: 2, Bridges: 2, StreamKills: 3, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 2 {
+		t.Fatalf("want the rounds' and the streams' summaries, got %v", s)
+	}
+	check(t, "agent", s[0], err, func(s Summary) bool { return s.Cycles == 2 }, 2)
+	check(t, "agent/streams", s[1], err, func(s Summary) bool { return s.Cycles == 3 }, 3)
 }

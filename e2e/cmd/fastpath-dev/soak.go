@@ -59,6 +59,7 @@ func newSoakCmd(a *app) *cobra.Command {
 	f.StringVar(&o.Operator.Binary, "operator", "bin/fastpath-operator", "Path of the fastpath-operator binary.")
 	f.StringVar(&o.Agent.Binary, "agent", "bin/fastpath-agent", "Path of the fastpath-agent binary.")
 	f.IntVar(&o.Agent.Rounds, "agent-rounds", 10, "Rounds of bridge creation and relaying, each with two agent kills.")
+	f.IntVar(&o.Agent.StreamKills, "agent-stream-kills", 50, "Agent kills while a TCP connection over the fast path and relayed vsock connections stream (0: none).")
 	f.StringVar(&o.CNIPath, "cni-path", "/usr/lib/cni", "Directory with host-local.")
 	f.IntVar(&o.PluginCycles, "plugin-cycles", 1000, "Least number of ADD/CHECK/DEL cycles per datapath (LinuxBridge and OVS).")
 	f.IntVar(&o.Batch, "batch", 25, "Attachments added and deleted in parallel per batch.")

@@ -1,0 +1,616 @@
+package soak
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastpath-io/fastpath/api/netconf"
+	"github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/api/wellknown"
+	"github.com/fastpath-io/fastpath/internal/vsock"
+)
+
+// The streams phase of the agent part (AgentOptions.StreamKills): a TCP
+// connection over the fast path and relayed vsock connections while the
+// agent is SIGKILLed and restarted.
+const (
+	// streamFrame is the payload of one frame of the TCP stream, in bytes.
+	streamFrame = 16 << 10
+	// streamRate bounds each direction of the TCP stream, in bytes per
+	// second: enough to see any stall of a few milliseconds, little enough
+	// to leave the machine's cores to the agent's restarts.
+	streamRate = 8 << 20
+	// streamPort is the TCP port the first namespace listens on.
+	streamPort = 5201
+	// resetWithin is how soon a relayed connection must see its end after
+	// the agent is killed: later is a hang.
+	resetWithin = 2 * time.Second
+	// stallLimit is how long the TCP stream may carry nothing in a
+	// direction when checked after a restart before it counts as lost.
+	stallLimit = time.Second
+	// adoptWait is how long after a restarted agent serves the relay again
+	// the datapath is compared with what it was: its first reconcile of the
+	// node's bridges has run by then.
+	adoptWait = 200 * time.Millisecond
+)
+
+// frameHeader is the sequence number (8 bytes, big endian) before a
+// frame's payload; the frame ends with the CRC-32 (IEEE) of header and
+// payload.
+const frameHeader = 8
+
+// fillFrame writes frame seq of direction dir into b (frameHeader +
+// streamFrame + 4 bytes): the sequence number, a payload derived from both
+// (so that a frame of the other direction or another position differs),
+// and the checksum.
+func fillFrame(b []byte, dir byte, seq uint64) {
+	binary.BigEndian.PutUint64(b, seq)
+	x := uint32(seq)*2654435761 + uint32(dir)
+	for i := frameHeader; i < frameHeader+streamFrame; i += 4 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		binary.LittleEndian.PutUint32(b[i:], x)
+	}
+	binary.BigEndian.PutUint32(b[frameHeader+streamFrame:], crc32.ChecksumIEEE(b[:frameHeader+streamFrame]))
+}
+
+// streamStats are the figures of one direction of the TCP stream.
+type streamStats struct {
+	frames   atomic.Int64 // frames received in order and intact
+	maxGapNs atomic.Int64 // longest time between two received frames
+	lastNs   atomic.Int64 // unix ns of the last frame received
+	mu       sync.Mutex
+	err      error // the first thing that broke the direction
+}
+
+// fail records err unless something broke the direction before.
+func (st *streamStats) fail(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err == nil {
+		st.err = err
+	}
+}
+
+func (st *streamStats) broken() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err
+}
+
+// sendFrames writes frames 0, 1, ... of direction dir to c at streamRate
+// until stop is closed or a write fails.
+func sendFrames(c net.Conn, dir byte, stop <-chan struct{}) error {
+	b := make([]byte, frameHeader+streamFrame+4)
+	start := time.Now()
+	for seq := uint64(0); ; seq++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		fillFrame(b, dir, seq)
+		if _, err := c.Write(b); err != nil {
+			return err
+		}
+		// Pace: frame seq+1 is due at start + (seq+1)*len/streamRate.
+		due := start.Add(time.Duration(float64(seq+1) * float64(len(b)) / streamRate * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
+// readFrames reads frames of direction dir from c, checking sequence and
+// checksum against what sendFrames writes, until a read fails.
+func readFrames(c net.Conn, dir byte, st *streamStats) {
+	got := make([]byte, frameHeader+streamFrame+4)
+	want := make([]byte, len(got))
+	last := time.Now()
+	for seq := uint64(0); ; seq++ {
+		if _, err := io.ReadFull(c, got); err != nil {
+			st.fail(fmt.Errorf("read after %d frames: %w", seq, err))
+			return
+		}
+		now := time.Now()
+		if gap := now.Sub(last).Nanoseconds(); gap > st.maxGapNs.Load() {
+			st.maxGapNs.Store(gap)
+		}
+		last = now
+		st.lastNs.Store(now.UnixNano())
+		fillFrame(want, dir, seq)
+		if string(got) != string(want) {
+			st.fail(fmt.Errorf("frame %d lost, reordered or corrupt: got sequence %d, checksum ok %t", seq, binary.BigEndian.Uint64(got),
+				crc32.ChecksumIEEE(got[:frameHeader+streamFrame]) == binary.BigEndian.Uint32(got[frameHeader+streamFrame:])))
+			return
+		}
+		st.frames.Add(1)
+	}
+}
+
+// tcpStream is one TCP connection between two network namespaces, a
+// stream each way.
+type tcpStream struct {
+	a, b   net.Conn
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	ab, ba streamStats
+}
+
+// startTCP connects from netns b to ipA:streamPort in netns a and starts a
+// stream each way.
+func startTCP(nsA, nsB ns.NetNS, ipA net.IP) (*tcpStream, error) {
+	addr := net.JoinHostPort(ipA.String(), fmt.Sprint(streamPort))
+	var ln net.Listener
+	if err := nsA.Do(func(ns.NetNS) error {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("failed to listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	s := &tcpStream{stop: make(chan struct{})}
+	if err := nsB.Do(func(ns.NetNS) error {
+		var err error
+		s.b, err = net.DialTimeout("tcp", addr, 10*time.Second)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("failed to connect to %s over the fast path: %w", addr, err)
+	}
+	select {
+	case s.a = <-accepted:
+	case <-time.After(10 * time.Second):
+	}
+	if s.a == nil {
+		s.b.Close()
+		return nil, fmt.Errorf("failed to accept on %s", addr)
+	}
+	for _, p := range []struct {
+		w, r net.Conn
+		dir  byte
+		st   *streamStats
+	}{{s.a, s.b, 'a', &s.ab}, {s.b, s.a, 'b', &s.ba}} {
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			if err := sendFrames(p.w, p.dir, s.stop); err != nil {
+				p.st.fail(fmt.Errorf("write: %w", err))
+			}
+		}()
+		go func() { defer s.wg.Done(); readFrames(p.r, p.dir, p.st) }()
+	}
+	return s, nil
+}
+
+// broken returns what broke the connection, or nil while both directions
+// flow.
+func (s *tcpStream) broken() error {
+	for _, st := range []*streamStats{&s.ab, &s.ba} {
+		if err := st.broken(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flowing waits up to within until both directions have received a frame
+// after now, and fails saying for how long one has not. A stalled
+// connection is lost as surely as a reset one.
+func (s *tcpStream) flowing(within time.Duration) error {
+	now := time.Now()
+	deadline := now.Add(within)
+	for {
+		stalled := ""
+		for _, st := range []*streamStats{&s.ab, &s.ba} {
+			if last := time.Unix(0, st.lastNs.Load()); last.Before(now) {
+				stalled = fmt.Sprintf("no frame for %s", time.Since(last).Round(time.Millisecond))
+				if gap := time.Since(last).Nanoseconds(); gap > st.maxGapNs.Load() {
+					st.maxGapNs.Store(gap)
+				}
+			}
+		}
+		if stalled == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stalled: %s", stalled)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// close stops both writers, closes the connection and waits for the
+// goroutines.
+func (s *tcpStream) close() {
+	close(s.stop)
+	time.Sleep(50 * time.Millisecond) // let the frames in flight arrive
+	s.a.Close()
+	s.b.Close()
+	s.wg.Wait()
+}
+
+// datapath is what the agent must not change on a restart: the bridge's
+// ifindex, its ports and their state, and the port security chains of the
+// ports (nft -a, so a re-created rule shows a new handle; counters left out).
+type datapath struct {
+	bridgeIndex int
+	ports       []string // "<name> index <i> up <bool>"
+	chains      string
+}
+
+var nftCounter = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+
+// readDatapath reads the datapath of bridge name.
+func readDatapath(name string) (datapath, error) {
+	var d datapath
+	br, err := netlink.LinkByName(name)
+	if err != nil {
+		return d, fmt.Errorf("failed to look up bridge %s: %w", name, err)
+	}
+	d.bridgeIndex = br.Attrs().Index
+	links, err := netlink.LinkList()
+	if err != nil {
+		return d, fmt.Errorf("failed to list links: %w", err)
+	}
+	var b strings.Builder
+	for _, l := range links {
+		a := l.Attrs()
+		if a.MasterIndex != d.bridgeIndex {
+			continue
+		}
+		d.ports = append(d.ports, fmt.Sprintf("%s index %d up %t", a.Name, a.Index, a.Flags&net.FlagUp != 0))
+		out, err := exec.Command("nft", "-a", "list", "chain", "bridge", wellknown.PortSecurityTable, "port-"+a.Name).CombinedOutput()
+		if err != nil {
+			return d, fmt.Errorf("failed to list the port security chain of %s: %w: %s", a.Name, err, lastLine(string(out)))
+		}
+		b.WriteString(nftCounter.ReplaceAllString(string(out), "counter"))
+	}
+	slices.Sort(d.ports)
+	d.chains = b.String()
+	return d, nil
+}
+
+// portNames returns the names of d's ports.
+func (d datapath) portNames() []string {
+	var out []string
+	for _, p := range d.ports {
+		out = append(out, strings.Fields(p)[0])
+	}
+	return out
+}
+
+// diff says how d differs from before; empty when it does not.
+func (d datapath) diff(before datapath) string {
+	var out []string
+	if d.bridgeIndex != before.bridgeIndex {
+		out = append(out, fmt.Sprintf("bridge ifindex %d, was %d", d.bridgeIndex, before.bridgeIndex))
+	}
+	if !slices.Equal(d.ports, before.ports) {
+		out = append(out, fmt.Sprintf("ports %v, were %v", d.ports, before.ports))
+	}
+	if d.chains != before.chains {
+		out = append(out, "port security chains changed")
+	}
+	return strings.Join(out, "; ")
+}
+
+// relayStream is one relayed connection from the allowed CID to the echo
+// server, carrying frames of direction 'v' and checking their echo.
+type relayStream struct {
+	c      net.Conn
+	echoed atomic.Int64 // frames echoed back in order and intact
+	ended  chan struct{}
+	endAt  time.Time // when the client saw the end; read after ended
+	bad    string    // an echo out of order or corrupt; read after ended
+}
+
+func (r *agentRun) startRelayStream(ctx context.Context) (*relayStream, error) {
+	c, err := vsock.NewUnixTransport(r.vsockFS, allowedCID).Dial(ctx, vsock.HostCID, relayPort)
+	if err != nil {
+		return nil, err
+	}
+	s := &relayStream{c: c, ended: make(chan struct{})}
+	go func() { _ = sendFrames(c, 'v', s.ended) }()
+	go func() {
+		defer close(s.ended)
+		got := make([]byte, frameHeader+streamFrame+4)
+		want := make([]byte, len(got))
+		for seq := uint64(0); ; seq++ {
+			if _, err := io.ReadFull(c, got); err != nil {
+				s.endAt = time.Now()
+				return
+			}
+			fillFrame(want, 'v', seq)
+			if string(got) != string(want) && s.bad == "" {
+				s.bad = fmt.Sprintf("echoed frame %d lost, reordered or corrupt: got sequence %d", seq, binary.BigEndian.Uint64(got))
+			}
+			s.echoed.Add(1)
+		}
+	}()
+	return s, nil
+}
+
+// streamsRun is the state of the streams phase.
+type streamsRun struct {
+	*agentRun
+	t      *tally
+	bridge string
+	nsA    ns.NetNS
+	nsB    ns.NetNS
+	n      *node
+	adds   []request
+	// portNames are the bridge's ports made by the ADDs.
+	portNames []string
+}
+
+// runStreams is the streams phase: it wires two network namespaces to a
+// bridge the agent made through the CNI plugin's ADD (port security on),
+// keeps a TCP connection between them streaming both ways, and SIGKILLs and
+// restarts the agent o.StreamKills times, each while a relayed connection
+// (EMULATED vsock) streams too. After each restart: the TCP connection
+// still flows, intact and in order; the datapath is as it was (datapath);
+// the relayed connection saw its end within resetWithin (a reset by design:
+// the relay lives in the agent) and echoed everything before it in order;
+// the relay serves again. The datapath is compared again just before the
+// next kill, when the restarted agent has run for a while.
+func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
+	start := time.Now()
+	s := &streamsRun{agentRun: r, t: &tally{s: Summary{Part: "agent/streams"}, logf: r.t.logf}, bridge: r.prefix + "s"}
+	cleaned := false
+	defer func() {
+		if !cleaned {
+			s.cleanup(ctx)
+		}
+	}()
+	if err := s.setup(ctx); err != nil {
+		return s.t.summary(), err
+	}
+	ipA, err := s.add(ctx, &s.nsA)
+	if err != nil {
+		return s.t.summary(), err
+	}
+	if _, err := s.add(ctx, &s.nsB); err != nil {
+		return s.t.summary(), err
+	}
+	before, err := readDatapath(s.bridge)
+	if err != nil {
+		return s.t.summary(), err
+	}
+	if len(before.ports) != 2 {
+		return s.t.summary(), fmt.Errorf("bridge %s has ports %v after two ADDs, want 2", s.bridge, before.ports)
+	}
+	s.portNames = before.portNames()
+	rules := strings.Count(before.chains, "# handle")
+	tcp, err := startTCP(s.nsA, s.nsB, ipA)
+	if err != nil {
+		return s.t.summary(), err
+	}
+	tcpLost := 0
+	var resetMax, restartSum, restartMax time.Duration
+	var resets, relayFrames int64
+	for k := 0; k < r.o.StreamKills; k++ {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := r.waitRelay(ctx); err != nil {
+			return s.t.summary(), fmt.Errorf("the relay did not serve before kill %d: %w", k+1, err)
+		}
+		rs, err := r.startRelayStream(ctx)
+		if err != nil {
+			return s.t.summary(), fmt.Errorf("failed to start relayed stream %d: %w", k+1, err)
+		}
+		time.Sleep(time.Duration(50+r.rng.IntN(100)) * time.Millisecond)
+		var why []string
+		// The agent restarted last has run a while: nothing changed since.
+		if now, err := readDatapath(s.bridge); err != nil {
+			why = append(why, err.Error())
+		} else if d := now.diff(before); d != "" {
+			why = append(why, "the agent changed the datapath after its restart: "+d)
+		}
+		echoedBefore := rs.echoed.Load()
+		killed := time.Now()
+		r.agent.kill()
+		select {
+		case <-rs.ended:
+			d := rs.endAt.Sub(killed)
+			resetMax = max(resetMax, d)
+			resets++
+		case <-time.After(resetWithin):
+			why = append(why, fmt.Sprintf("relayed connection still open %s after the kill (a hang, not a reset)", resetWithin))
+		}
+		rs.c.Close()
+		<-rs.ended
+		relayFrames += rs.echoed.Load()
+		if rs.bad != "" {
+			why = append(why, "relayed stream: "+rs.bad)
+		}
+		if echoedBefore == 0 {
+			why = append(why, "the relayed stream carried nothing before the kill")
+		}
+		time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
+		restarted := time.Now()
+		if err := r.agent.start(); err != nil {
+			return s.t.summary(), err
+		}
+		if err := r.waitRelay(ctx); err != nil {
+			why = append(why, fmt.Sprintf("relay after the restart: %v", err))
+		}
+		restart := time.Since(restarted)
+		restartSum += restart
+		restartMax = max(restartMax, restart)
+		time.Sleep(adoptWait)
+		if now, err := readDatapath(s.bridge); err != nil {
+			why = append(why, err.Error())
+		} else if d := now.diff(before); d != "" {
+			why = append(why, "the restarted agent changed the datapath: "+d)
+		}
+		if tcpLost == 0 {
+			err := tcp.broken()
+			if err == nil {
+				err = tcp.flowing(stallLimit)
+			}
+			if err != nil {
+				tcpLost++
+				why = append(why, fmt.Sprintf("TCP connection over the fast path lost: %v", err))
+			}
+		}
+		s.t.cycle()
+		s.t.fault(len(why) == 0, fmt.Sprintf("agent kill %d during the streams: %s", k+1, strings.Join(why, "; ")))
+		if (k+1)%10 == 0 {
+			sum := s.t.summary()
+			r.o.Log.Info(fmt.Sprintf("agent streams: %d kills, faults=%d survived=%d lost=%d, TCP %d MiB", k+1, sum.Faults, sum.Survived, sum.Lost,
+				(tcp.ab.frames.Load()+tcp.ba.frames.Load())*streamFrame>>20))
+		}
+	}
+	if err := tcp.broken(); err != nil && tcpLost == 0 {
+		tcpLost++
+		s.t.lost(fmt.Sprintf("TCP connection over the fast path lost after the kills: %v", err))
+	}
+	tcp.close()
+	cleaned = true
+	s.cleanup(ctx)
+	sum := s.t.summary()
+	sum.Duration = time.Since(start)
+	bytes := (tcp.ab.frames.Load() + tcp.ba.frames.Load()) * streamFrame
+	maxStall := time.Duration(max(tcp.ab.maxGapNs.Load(), tcp.ba.maxGapNs.Load()))
+	avgRestart := time.Duration(0)
+	if sum.Cycles > 0 {
+		avgRestart = restartSum / time.Duration(sum.Cycles)
+	}
+	sum.Notes = append(sum.Notes,
+		fmt.Sprintf("%d agent kills, restart to relay served again %s on average, %s at most", sum.Faults,
+			avgRestart.Round(time.Millisecond), restartMax.Round(time.Millisecond)),
+		fmt.Sprintf("TCP over the fast path (CNI ADD on agent bridge %s, port security on): 1 connection, %.1f MiB carried both ways intact and in order, %d connections lost, max stall %s (longest gap between frames, %d KiB frames at %d MiB/s each way)",
+			s.bridge, float64(bytes)/(1<<20), tcpLost, maxStall.Round(time.Millisecond), streamFrame>>10, streamRate>>20),
+		fmt.Sprintf("datapath compared with before after each restart and before the next kill: bridge ifindex, %d ports, %d port security rules and chains by handle", len(before.ports), rules),
+		fmt.Sprintf("vsock EMULATED over UNIX sockets: %d relayed connections reset by design by the kills (the relay lives in the agent; no surviving mode), each client saw the end within %s (hang limit %s), %.1f MiB echoed intact and in order before the resets",
+			resets, resetMax.Round(time.Millisecond), resetWithin, float64(relayFrames*streamFrame)/(1<<20)))
+	return sum, nil
+}
+
+// setup asks for the bridge (a FastPathNetwork and an attachment naming it,
+// as bridgeRound does) and waits until the agent made it; it writes the
+// plugin's node configuration.
+func (s *streamsRun) setup(ctx context.Context) error {
+	fpnet := &v1alpha1.FastPathNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "br-" + s.bridge},
+		Spec: v1alpha1.FastPathNetworkSpec{Datapath: v1alpha1.DatapathLinuxBridge, Bridge: s.bridge,
+			MTU:               &v1alpha1.MTURange{Max: ptr.To(int32(9000))},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: s.ns}}},
+	}
+	if err := s.cl.c.Create(ctx, fpnet); err != nil {
+		return fmt.Errorf("failed to create FastPathNetwork %s: %w", fpnet.Name, err)
+	}
+	att := &v1alpha1.FastPathAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "br-" + s.bridge},
+		Spec: v1alpha1.FastPathAttachmentSpec{
+			VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "none"}},
+			NetworkRef: &v1alpha1.NetworkReference{Name: fpnet.Name},
+			Network:    &v1alpha1.NetworkSpec{MTU: ptr.To(int32(9000)), IPAM: v1alpha1.IPAMSpec{Subnet: "10.253.0.0/24"}},
+		},
+	}
+	if err := s.cl.c.Create(ctx, att); err != nil {
+		return fmt.Errorf("failed to create attachment %s: %w", att.Name, err)
+	}
+	s.bridges = append(s.bridges, s.bridge)
+	deadline := time.Now().Add(agentPhaseWait)
+	for {
+		ok, why := s.bridgesOK(ctx, false)
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent did not make bridge %s: %s", s.bridge, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stateDir := filepath.Join(s.o.WorkDir, "streams-state")
+	s.n = &node{plugin: s.plugin(), cniPath: s.o.CNIPath, datapath: netconf.DatapathLinuxBridge, bridge: s.bridge, network: "fp-soak-streams",
+		stateDir: stateDir, ipamDir: netconf.IPAMDataDir(stateDir), nodeConfig: filepath.Join(s.o.WorkDir, "node-streams.json")}
+	if err := netconf.WriteNodeConfig(s.n.nodeConfig, netconf.NodeConfig{StateDir: stateDir}); err != nil {
+		return err
+	}
+	s.n.conf, _ = json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": s.n.network, "namespace": soakNamespace, "type": wellknown.PluginType,
+		"datapath": netconf.DatapathLinuxBridge, "bridge": s.bridge, "mtu": 9000,
+		"ipam": map[string]any{"type": "host-local", "subnet": "10.253.0.0/24"}})
+	return nil
+}
+
+// plugin is the CNI binary the agent installed, or the one it installs.
+func (s *streamsRun) plugin() string {
+	installed := filepath.Join(s.o.WorkDir, "cni-bin", wellknown.PluginType)
+	if _, err := os.Stat(installed); err == nil {
+		return installed
+	}
+	return s.o.Plugin
+}
+
+// add makes a network namespace into *netns and runs the plugin's ADD for
+// it; it returns the address IPAM gave.
+func (s *streamsRun) add(ctx context.Context, netns *ns.NetNS) (net.IP, error) {
+	var err error
+	if *netns, err = testutils.NewNS(); err != nil {
+		return nil, fmt.Errorf("failed to create a network namespace: %w", err)
+	}
+	req := request{command: "ADD", containerID: s.n.containerID(), netns: (*netns).Path(), ifName: "eth0", conf: s.n.conf}
+	out, err := s.n.exec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.adds = append(s.adds, req)
+	res := &types100.Result{}
+	if err := json.Unmarshal(out, res); err != nil || len(res.IPs) == 0 {
+		return nil, fmt.Errorf("failed to read an address from the ADD result %q: %v", out, err)
+	}
+	return res.IPs[0].Address.IP, nil
+}
+
+// cleanup deletes the attachments (CNI DEL) and their namespaces; the
+// bridge goes with the agent part's deleteBridges.
+func (s *streamsRun) cleanup(ctx context.Context) {
+	for _, req := range s.adds {
+		req.command = "DEL"
+		if _, err := s.n.exec(ctx, req); err != nil {
+			s.t.leaked(1, fmt.Sprintf("DEL of %s failed: %v", req.containerID[:12], err))
+		}
+	}
+	removeNS(s.nsA)
+	removeNS(s.nsB)
+	for _, p := range s.portNames {
+		if _, err := netlink.LinkByName(p); err == nil {
+			s.t.leaked(1, "port "+p+" after its DEL")
+		}
+		if exec.Command("nft", "list", "chain", "bridge", wellknown.PortSecurityTable, "port-"+p).Run() == nil {
+			s.t.leaked(1, "port security chain port-"+p+" after its DEL")
+		}
+	}
+}
