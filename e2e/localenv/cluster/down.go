@@ -95,7 +95,7 @@ func Down(ctx context.Context, opts Options) error {
 		o.KubeVirt = true
 		l = o.layout()
 	}
-	d := &downer{o: o, l: l, st: st, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs,
+	d := &downer{o: o, l: l, st: st, agentCgroup: CgroupRoot, td: teardown{Sysctls: st.Sysctls, NFTables: st.NFTables, DevicePluginDirs: st.DevicePluginDirs,
 		KubeVirtDirs: st.KubeVirtDirs, SharedMounts: st.SharedMounts, RootMadeShared: st.RootMadeShared}}
 	start := time.Now()
 	d.run(ctx)
@@ -113,6 +113,9 @@ type downer struct {
 	st   runState
 	td   teardown
 	errs []error
+	// agentCgroup is where the cluster's agents run (CgroupRoot; the
+	// tests' stand-in agents run elsewhere).
+	agentCgroup string
 }
 
 func (d *downer) step(name string, f func() error) {
@@ -157,7 +160,7 @@ func (d *downer) run(ctx context.Context) {
 	// The agent's bridges are the cluster's to remove only while Fastpath
 	// is installed (an agent runs): after an uninstall they are what its
 	// cleanup left, which checkHost names.
-	agentRuns := agentRunsIn(os.Getpid())
+	agentRuns := agentRunsIn(os.Getpid(), d.agentCgroup)
 	if p, ok := d.proc("kube-apiserver"); ok && p.Alive() {
 		d.step(fmt.Sprintf("agent bridges from FastPathNode %s (agent running: %t), host-local directories of the NADs", nodeName, agentRuns), func() error {
 			var br []string

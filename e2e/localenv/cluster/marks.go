@@ -162,28 +162,45 @@ func nodeNetNS(pid int) (netlinksafe.Handle, error) {
 
 // agentRunsIn reports whether a fastpath-agent that is not cleaning up
 // (neither --cleanup nor the --install-cni init container) runs in the
-// network namespace of pid: Fastpath is installed on that node.
-func agentRunsIn(pid int) bool {
+// network namespace of pid, in a cgroup under cgroup when it is not empty
+// (CgroupRoot: a pod of this cluster, not another agent on the host such as
+// the demo's or the soak's): Fastpath is installed on that node.
+func agentRunsIn(pid int, cgroup string) bool {
 	want, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
 	if err != nil {
 		return false
 	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
 		dir := "/proc/" + e.Name()
 		if comm, _ := os.ReadFile(dir + "/comm"); strings.TrimSpace(string(comm)) != "fastpath-agent" {
 			continue
 		}
-		if ns, _ := os.Readlink(dir + "/ns/net"); ns != want || p == 0 {
+		if ns, _ := os.Readlink(dir + "/ns/net"); ns != want {
+			continue
+		}
+		if cgroup != "" && !inCgroup(dir, cgroup) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(dir + "/cmdline")
 		args := strings.Split(string(cmdline), "\x00")
 		if !slices.Contains(args, "--cleanup") && !slices.Contains(args, "--install-cni") {
+			return true
+		}
+	}
+	return false
+}
+
+// inCgroup reports whether the process of /proc/<pid> dir is in cgroup or
+// below it in one of its hierarchies.
+func inCgroup(dir, cgroup string) bool {
+	b, _ := os.ReadFile(dir + "/cgroup")
+	for _, line := range strings.Split(string(b), "\n") {
+		// hierarchy-ID:controllers:path
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && strings.HasPrefix(f[2], cgroup+"/") {
 			return true
 		}
 	}

@@ -112,16 +112,10 @@ func TestDownNamesMarkedLinksLeftInANodeWithoutAgent(t *testing.T) {
 func TestDownCountsMarkedLinksOfANodeWithAgent(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := NewWithT(t)
-	// A copy of sleep named fastpath-agent stands for the agent; being the
-	// node's init does not matter to the check.
-	agent := filepath.Join(t.TempDir(), "fastpath-agent")
-	b, err := os.ReadFile("/bin/sleep")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(os.WriteFile(agent, b, 0o755)).To(Succeed())
-	n := fakeNode(t, testutil.UniqueName("fpnode"), agent)
+	n := fakeNode(t, testutil.UniqueName("fpnode"), fakeAgent(t))
 	marked, _ := addLinks(t, n.Init.PID, testutil.UniqueName("fpm"))
 
-	d, out := testDowner()
+	d, out := testDowner() // no agent cgroup: any fastpath-agent in the node counts
 	d.downNode(context.Background(), n)
 
 	g.Expect(d.errs).To(BeEmpty(), out.String())
@@ -171,4 +165,39 @@ func TestCheckMarkedOnHostNamesOnlyWhatCameAfterUp(t *testing.T) {
 	d.st.MarkedBefore = []string{"link " + prefix + "b (bridge)", "link " + prefix + "l (veth)", "link " + prefix + "p (veth)"}
 	g.Expect(d.checkMarkedOnHost(context.Background(), h, "")).To(Succeed())
 	g.Expect(strings.Join(d.td.MarkedLeft, ",")).To(BeEmpty())
+}
+
+// fakeAgent returns a copy of sleep named fastpath-agent, which stands for
+// the agent; being a node's init does not matter to the check.
+func fakeAgent(t *testing.T) string {
+	t.Helper()
+	agent := filepath.Join(t.TempDir(), "fastpath-agent")
+	b, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agent, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return agent
+}
+
+// TestDownIgnoresAnAgentOutsideTheClustersCgroups: a fastpath-agent that is
+// not in the cluster's pods' cgroups (the demo's, the soak's) does not make
+// the node's marked links the installed state: Down names them.
+func TestDownIgnoresAnAgentOutsideTheClustersCgroups(t *testing.T) {
+	testutil.RequireRoot(t)
+	g := NewWithT(t)
+	n := fakeNode(t, testutil.UniqueName("fpnode"), fakeAgent(t))
+	marked, _ := addLinks(t, n.Init.PID, testutil.UniqueName("fpm"))
+
+	d, out := testDowner()
+	d.agentCgroup = CgroupRoot
+	d.downNode(context.Background(), n)
+
+	g.Expect(out.String()).To(ContainSubstring("agent running: false"))
+	g.Expect(d.errs).To(HaveLen(1), out.String())
+	for _, l := range marked {
+		g.Expect(d.errs[0].Error()).To(ContainSubstring("link "+l+" "), out.String())
+	}
 }

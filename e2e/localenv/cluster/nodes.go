@@ -561,7 +561,7 @@ func (d *downer) runNodes(ctx context.Context) {
 // whether an agent ran there before the pods went), then containerd and the
 // node's init, which takes every process, mount and link of the node along.
 func (d *downer) downNode(ctx context.Context, n nodeState) {
-	agentRan := n.Init.Alive() && agentRunsIn(n.Init.PID)
+	agentRan := n.Init.Alive() && agentRunsIn(n.Init.PID, d.agentCgroup)
 	d.step("node "+n.Name+": stop kube-proxy and the kubelet", func() error {
 		return errors.Join(d.stopProc(n.Name+"-kube-proxy", 10*time.Second), d.stopProc(n.Name+"-kubelet", 20*time.Second))
 	})
