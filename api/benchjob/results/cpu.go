@@ -99,6 +99,10 @@ func (r *Run) summarizeCPU(pick func(func(Sample) float64) []float64) {
 	r.CPUUtilPercent = Median(pick(func(s Sample) float64 { return s.CPUUtilPercent }))
 	psd := pick(func(s Sample) float64 { return s.ProcessServiceDemandUsPerKB })
 	r.ProcessServiceDemandUsPerKB, r.ProcessServiceDemandMinUsPerKB, r.ProcessServiceDemandMaxUsPerKB = Median(psd), minOf(psd), maxOf(psd)
+	hpg := pick(func(s Sample) float64 { return s.HostCPUSecondsPerGB })
+	r.HostCPUSecondsPerGB, r.HostCPUSecondsPerGBMin, r.HostCPUSecondsPerGBMax = Median(hpg), minOf(hpg), maxOf(hpg)
+	gpc := pick(func(s Sample) float64 { return s.GbpsPerHostCore })
+	r.GbpsPerHostCore, r.GbpsPerHostCoreMin, r.GbpsPerHostCoreMax = Median(gpc), minOf(gpc), maxOf(gpc)
 	r.CPUScope = ""
 	for _, s := range r.Samples {
 		for _, ss := range s.PerSession {

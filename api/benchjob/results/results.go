@@ -249,6 +249,18 @@ type Run struct {
 	ProcessServiceDemandUsPerKB    float64 `json:"processServiceDemandUsPerKB,omitempty"`
 	ProcessServiceDemandMinUsPerKB float64 `json:"processServiceDemandMinUsPerKB,omitempty"`
 	ProcessServiceDemandMaxUsPerKB float64 `json:"processServiceDemandMaxUsPerKB,omitempty"`
+	// HostCPUSecondsPerGB is the median over repetitions of the host CPU
+	// seconds per 10^9 bytes of payload (Sample.HostCPUSecondsPerGB), with
+	// its minimum and maximum; set in VM mode when the node agent was asked.
+	HostCPUSecondsPerGB    float64 `json:"hostCPUSecondsPerGB,omitempty"`
+	HostCPUSecondsPerGBMin float64 `json:"hostCPUSecondsPerGBMin,omitempty"`
+	HostCPUSecondsPerGBMax float64 `json:"hostCPUSecondsPerGBMax,omitempty"`
+	// GbpsPerHostCore is the median over repetitions of 10^9 bits of
+	// payload per host CPU second (Sample.GbpsPerHostCore), with its
+	// minimum and maximum.
+	GbpsPerHostCore    float64 `json:"gbpsPerHostCore,omitempty"`
+	GbpsPerHostCoreMin float64 `json:"gbpsPerHostCoreMin,omitempty"`
+	GbpsPerHostCoreMax float64 `json:"gbpsPerHostCoreMax,omitempty"`
 	// LossPercent is the median over repetitions of the share of UDP
 	// messages sent that did not arrive (UDP_STREAM only; 0 is omitted);
 	// LossMaxPercent the largest.
@@ -290,6 +302,18 @@ type Sample struct {
 	// microseconds. Unlike ServiceDemandUsPerKB it leaves out the other
 	// processes of a shared host, and the softirq work ksoftirqd does.
 	ProcessServiceDemandUsPerKB float64 `json:"processServiceDemandUsPerKB,omitempty"`
+	// HostCPU is what the node agent read before and after the
+	// repetition (VM mode): the launchers' cgroup CPU time and the node's
+	// /proc/stat cpu line, the raw readings HostCPUSecondsPerGB and
+	// GbpsPerHostCore are derived from (HostCPUWindow.Figures).
+	HostCPU *HostCPUWindow `json:"hostCPU,omitempty"`
+	// HostCPUSecondsPerGB is the CPU time of the VMs' launcher pods and of
+	// the node's softirq work per 10^9 bytes of payload, in seconds
+	// (HostCPUFigures).
+	HostCPUSecondsPerGB float64 `json:"hostCPUSecondsPerGB,omitempty"`
+	// GbpsPerHostCore is 10^9 bits of payload per second of that CPU time:
+	// the Gbit/s one host core carries at this cost.
+	GbpsPerHostCore float64 `json:"gbpsPerHostCore,omitempty"`
 	// LossPercent is 100 × (1 - messages received / messages sent) over all
 	// sessions (UDP_STREAM only).
 	LossPercent float64 `json:"lossPercent,omitempty"`

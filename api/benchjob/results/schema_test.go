@@ -132,7 +132,8 @@ func TestDocsDescribeTheSchema(t *testing.T) {
 		section = section[:end+1]
 	}
 	for _, typ := range []reflect.Type{reflect.TypeOf(results.Document{}), reflect.TypeOf(results.Machine{}), reflect.TypeOf(results.Run{}),
-		reflect.TypeOf(results.Sample{}), reflect.TypeOf(results.Session{}), reflect.TypeOf(results.GuestCheck{}), reflect.TypeOf(results.VsockCheck{})} {
+		reflect.TypeOf(results.Sample{}), reflect.TypeOf(results.Session{}), reflect.TypeOf(results.GuestCheck{}), reflect.TypeOf(results.VsockCheck{}),
+		reflect.TypeOf(results.HostCPUWindow{}), reflect.TypeOf(results.HostCPUReading{}), reflect.TypeOf(results.PodCPU{})} {
 		for i := range typ.NumField() {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 			g.Expect(section).To(gomega.ContainSubstring("`"+name+"`"), "the results.json section lacks %s.%s (%s)", typ.Name(), typ.Field(i).Name, name)
