@@ -63,13 +63,21 @@ func TestHostCPUFigures(t *testing.T) {
 		after:   reading(t1, stat0, 11_000_000, 20_000_000),
 		wantErr: "payload 0 bytes",
 	}, {
-		name:    "a pod missing after",
-		after:   func() results.HostCPUReading { r := reading(t1, stat0, 11_000_000, 21_000_000); r.Pods = r.Pods[:1]; return r }(),
+		name: "a pod missing after",
+		after: func() results.HostCPUReading {
+			r := reading(t1, stat0, 11_000_000, 21_000_000)
+			r.Pods = r.Pods[:1]
+			return r
+		}(),
 		bytes:   1e9,
 		wantErr: "2 pods before and 1 after",
 	}, {
-		name:    "another node",
-		after:   func() results.HostCPUReading { r := reading(t1, stat0, 11_000_000, 21_000_000); r.Node = "node-2"; return r }(),
+		name: "another node",
+		after: func() results.HostCPUReading {
+			r := reading(t1, stat0, 11_000_000, 21_000_000)
+			r.Node = "node-2"
+			return r
+		}(),
 		bytes:   1e9,
 		wantErr: "readings of two nodes, node-1 and node-2",
 	}, {
