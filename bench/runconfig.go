@@ -49,6 +49,9 @@ type RunConfig struct {
 	// Netperf is the netperf client binary.
 	Netperf   string
 	Transport TransportOptions
+	// HostCPU (VM mode) is where the node agent of the VMs' node serves
+	// the launchers' and the node's CPU counters; nil: not measured.
+	HostCPU *HostCPU
 	// SSHWait (VM mode) bounds how long the runner waits for every guest to
 	// accept SSH before it measures (WaitForGuests); 0 is DefaultSSHWait.
 	SSHWait time.Duration
@@ -111,6 +114,13 @@ func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
 	return nil
 }
 
+// TCGNote is machine.emulated's note for guests without KVM: their CPUs,
+// and so every CPU figure of theirs and of their launchers, are QEMU TCG's
+// emulation.
+func TCGNote(node string) string {
+	return "emulated CPU (TCG): node " + node + " has no /dev/kvm, so QEMU emulates the guests' CPUs and the launchers' CPU time is mostly emulation"
+}
+
 // VMMode reports whether the clients run in VMs over SSH.
 func (c RunConfig) VMMode() bool { return len(c.SSHClients) > 0 }
 
@@ -160,6 +170,11 @@ func (c RunConfig) Runner() *Runner {
 		tools[results.VSockStream], tools[results.VSockRR] = vs, vs
 	}
 	r := &Runner{Matrix: c.Matrix, Tools: tools}
+	if h := c.HostCPU; h != nil && c.VMMode() {
+		r.HostCPU = func(ctx context.Context, pairs int) (results.HostCPUReading, error) {
+			return h.Read(ctx, h.Pods(pairs))
+		}
+	}
 	for _, p := range c.Paths {
 		p.Endpoints = append([]Endpoint(nil), p.Endpoints...)
 		if c.VMMode() {
@@ -229,6 +244,22 @@ func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, 
 			p.Interface, p.Offloads = ifName, offloads
 		}
 	}
+	guests := ""
+	if r.HostCPU != nil {
+		// One reading before the first point: the agent answers for these
+		// launchers, and whether the node has KVM.
+		first, err := r.HostCPU(ctx, c.Matrix.MaxPairs())
+		switch {
+		case err != nil:
+			log.Info("Host CPU not measured: the node agent did not answer", "agent", c.HostCPU.Agent.String(), "error", err.Error())
+			r.HostCPU = nil
+		case first.KVM:
+			guests = results.GuestsKVM
+		default:
+			guests = results.GuestsTCG
+			emulated = results.JoinEmulated(emulated, TCGNote(first.Node))
+		}
+	}
 	if c.VMMode() && c.HasVSock() {
 		cleanup, err := c.ProvisionGuests(ctx, log)
 		defer cleanup()
@@ -238,6 +269,9 @@ func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, 
 	}
 	log.Info("Starting", "points", len(c.Matrix.Points()), "paths", len(r.Paths), "estimate", c.Matrix.Estimate(len(r.Paths)).Round(time.Second).String(), "vmMode", c.VMMode())
 	doc, err := Document(ctx, r, emulated)
+	if guests != "" {
+		doc.Machine.Guests = guests
+	}
 	if err != nil && c.VMMode() && errors.Is(err, netperf.ErrNetserverUnreachable) {
 		err = fmt.Errorf("%w (VM mode: netserver is not running in the server VM, or not on port %d; start it in the guest with `netserver -p %d`, as the sample VMs' cloud-init runcmd does)",
 			err, netperf.DefaultControlPort, netperf.DefaultControlPort)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -109,6 +110,12 @@ type Runner struct {
 	// children); with Path.ServerCPU it gives each repetition's process
 	// service demand.
 	ClientCPU func() (time.Duration, error)
+	// HostCPU, when set, reads the host's CPU counters for the VMs of
+	// pairs 1..pairs (VM mode: the node agent, HostCPU.Read); the Runner
+	// reads them just before each repetition's sessions start and just
+	// after they end and records both (Sample.HostCPU). A read that fails
+	// leaves that repetition without host figures and is logged.
+	HostCPU func(ctx context.Context, pairs int) (results.HostCPUReading, error)
 }
 
 func (r *Runner) tool(test string) (Tool, error) {
@@ -222,6 +229,9 @@ func (r *Runner) Run(ctx context.Context) ([]results.Run, error) {
 				if s.LossPercent > 0 {
 					kv = append(kv, "lossPercent", round(s.LossPercent))
 				}
+				if s.HostCPUSecondsPerGB > 0 {
+					kv = append(kv, "hostCPUSecondsPerGB", round(s.HostCPUSecondsPerGB), "gbpsPerHostCore", round(s.GbpsPerHostCore))
+				}
 				log.Info("Measured", kv...)
 			}
 		}
@@ -255,9 +265,14 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 		}
 	}
 	cpu0, cpuErr := r.processCPU(p)
+	host0, hostErr := r.readHostCPU(ctx, pt.Pairs)
 	// Release all sessions together so they overlap for the whole test.
 	close(start)
 	wg.Wait()
+	var host1 results.HostCPUReading
+	if hostErr == nil {
+		host1, hostErr = r.readHostCPU(ctx, pt.Pairs)
+	}
 	failed, first := 0, error(nil)
 	for _, err := range errs {
 		if err != nil {
@@ -285,7 +300,24 @@ func (r *Runner) measure(ctx context.Context, tool Tool, p Path, pt results.Poin
 	} else if cpuErr != nil {
 		return results.Sample{}, fmt.Errorf("failed to measure the CPU time of path %s at %s: %w", p.Name, pt, cpuErr)
 	}
+	if hostErr == nil {
+		hostErr = s.SetHostCPU(results.HostCPUWindow{Before: host0, After: host1, PayloadBytes: results.PayloadKiB(sessions) * 1024})
+	}
+	if hostErr != nil && !errors.Is(hostErr, errNoHostCPU) {
+		logr.FromContextOrDiscard(ctx).Info("Host CPU not measured", "path", p.Name, "point", pt.String(), "repetition", rep, "error", hostErr.Error())
+	}
 	return s, nil
+}
+
+// errNoHostCPU: the Runner has no HostCPU.
+var errNoHostCPU = errors.New("no host CPU reader")
+
+// readHostCPU calls r.HostCPU; errNoHostCPU when it is nil.
+func (r *Runner) readHostCPU(ctx context.Context, pairs int) (results.HostCPUReading, error) {
+	if r.HostCPU == nil {
+		return results.HostCPUReading{}, errNoHostCPU
+	}
+	return r.HostCPU(ctx, pairs)
 }
 
 // processCPU sums Runner.ClientCPU and p.ServerCPU; -1 when either is unset.

@@ -131,6 +131,17 @@ type RunnerVSock struct {
 	Servers []string
 }
 
+// RunnerHostCPU is where the runner reads the host's CPU counters in VM
+// mode (docs/design.md §5.3): the node agent's host CPU endpoint on the
+// node the VMs run on, and their virt-launcher pods.
+type RunnerHostCPU struct {
+	// Agent is "<node IP>:<port>" (the launcher pods' status.hostIP and
+	// the operator's --agent-host-cpu-port).
+	Agent string
+	// Launchers[i] are pair i+1's client and server virt-launcher pod UIDs.
+	Launchers [][2]string
+}
+
 // RunnerArgs is the command line of `fastpath-bench run` in the runner Job:
 // the contract between the controller, which renders it with Args, and the
 // runner, which must accept exactly these flags. Every flag is rendered with
@@ -154,6 +165,8 @@ type RunnerVSock struct {
 //	--vsock-path    fastpath-vsock=2:20000  VM mode with VSOCK_* tests: CID 2 (the host) and the relay port
 //	--ssh-servers   10.244.1.7              VM mode with VSOCK_* tests: server VM of each pair
 //	--vsock-server-port 5432                VM mode with VSOCK_* tests: the service's port in the server VM
+//	--host-cpu-agent 10.0.0.7:9446         VM mode, optional: the node agent's host CPU endpoint on the VMs' node
+//	--launcher-pods <uid>/<uid>,...         with --host-cpu-agent: client and server virt-launcher pod UIDs per pair
 //	--results-configmap <namespace>/<name>  where to write the outcome (see ResultsKey)
 //	--run-id        <job name>              echoed into the ConfigMap as runID
 //
@@ -195,6 +208,9 @@ type RunnerArgs struct {
 	SSH *RunnerSSH
 	// VSock is set in VM mode with VSOCK_* tests only (SSH is set too).
 	VSock *RunnerVSock
+	// HostCPU is set in VM mode when the operator knows the agent's host
+	// CPU port and every launcher pod (SSH is set too).
+	HostCPU *RunnerHostCPU
 	// ResultsConfigMap is "<namespace>/<name>".
 	ResultsConfigMap string
 	// RunID identifies this run (the Job name).
@@ -250,6 +266,16 @@ func (a RunnerArgs) Args() ([]string, error) {
 		}
 		args = append(args, "--vsock-path", fmt.Sprintf("%s=%d:%d", PathVSock, v.CID, v.Port),
 			"--ssh-servers", strings.Join(v.Servers, ","), "--vsock-server-port", strconv.FormatInt(v.ServicePort, 10))
+	}
+	if h := a.HostCPU; h != nil {
+		if a.SSH == nil || len(h.Launchers) < int(maxPairs) {
+			return nil, fmt.Errorf("failed to render runner args: host CPU needs VM mode and the launcher pods of every pair, got %d for pairs up to %d", len(h.Launchers), maxPairs)
+		}
+		ls := make([]string, len(h.Launchers))
+		for i, l := range h.Launchers {
+			ls[i] = l[0] + "/" + l[1]
+		}
+		args = append(args, "--host-cpu-agent", h.Agent, "--launcher-pods", strings.Join(ls, ","))
 	}
 	args = append(args, "--results-configmap", a.ResultsConfigMap, "--run-id", a.RunID)
 	return args, nil

@@ -113,6 +113,7 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 			ep: benchjob.Endpoints{
 				FastPath: []string{"10.250.0.3", "fd00::4"}, Baseline: []string{"10.244.1.7", "10.244.1.8"},
 				SSHClients: []string{"10.244.1.5", "10.244.1.9"},
+				HostCPU:    &benchjob.RunnerHostCPU{Agent: "10.0.0.7:9446", Launchers: [][2]string{{"c1", "s1"}, {"c2", "s2"}}},
 			},
 			want: []string{"run",
 				"--tests", "TCP_STREAM",
@@ -129,6 +130,8 @@ func TestRunnerArgsRendersTheContract(t *testing.T) {
 				"--ssh-clients", "10.244.1.5,10.244.1.9",
 				"--ssh-user", "cloud",
 				"--ssh-key", "/etc/fastpath-bench/ssh/ssh-privatekey",
+				"--host-cpu-agent", "10.0.0.7:9446",
+				"--launcher-pods", "c1/s1,c2/s2",
 				"--results-configmap", "apps/vmb-results",
 				"--run-id", "vmb-run-1",
 			},
@@ -240,6 +243,7 @@ func TestRunnerArgsRejectsMissingEndpoints(t *testing.T) {
 		{"one SSH client for two pairs", vmParams(), benchjob.Endpoints{FastPath: []string{"a", "b"}, Baseline: []string{"b", "c"}, SSHClients: []string{"d"}}, "1 SSH clients, pairs up to 2"},
 		{"vsock without an address", vsockParams(fastpathv1alpha1.TestVSOCKRR), benchjob.Endpoints{SSHClients: []string{"d"}, VSock: &benchjob.RunnerVSock{ServicePort: 5432, Servers: []string{"e"}}}, "needs a CID of 2 or more, a port and a service port, got 0, 0 and 5432"},
 		{"vsock to a reserved CID", vsockParams(fastpathv1alpha1.TestVSOCKRR), benchjob.Endpoints{SSHClients: []string{"d"}, VSock: &benchjob.RunnerVSock{CID: 1, Port: 5432, ServicePort: 5432, Servers: []string{"e"}}}, "got 1, 5432 and 5432"},
+		{"host CPU of one pair for two", vmParams(), benchjob.Endpoints{FastPath: []string{"a", "b"}, Baseline: []string{"b", "c"}, SSHClients: []string{"d", "e"}, HostCPU: &benchjob.RunnerHostCPU{Agent: "10.0.0.7:9446", Launchers: [][2]string{{"c1", "s1"}}}}, "host CPU needs VM mode and the launcher pods of every pair, got 1 for pairs up to 2"},
 		{"vsock without endpoints", vsockParams(fastpathv1alpha1.TestVSOCKRR), benchjob.Endpoints{SSHClients: []string{"d"}}, "no paths"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,6 +51,9 @@ type Endpoints struct {
 	// port and service port of the server VM's vsock service, and the server
 	// VMs' pod-network addresses.
 	VSock *RunnerVSock
+	// HostCPU (VM mode) is the node agent's host CPU endpoint and the
+	// launcher pods; nil when unknown (the runner then measures no host CPU).
+	HostCPU *RunnerHostCPU
 }
 
 // Resource requests of the rendered containers. There are deliberately no
@@ -220,6 +223,7 @@ func RunnerArgsFor(p Params, ep Endpoints) RunnerArgs {
 		if HasVSockTests(p.Spec) {
 			a.VSock = ep.VSock
 		}
+		a.HostCPU = ep.HostCPU
 	}
 	return a
 }

@@ -29,6 +29,7 @@ type RunnerFlags struct {
 	repetitions                                                int
 	paths, vsockPaths, mtus                                    []string
 	sshClients, sshServers, resultsConfigMap                   string
+	hostCPUAgent, launcherPods                                 string
 	c                                                          RunnerConfig
 }
 
@@ -61,6 +62,8 @@ func (f *RunnerFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SSHUser, "ssh-user", "", "VM mode: guest user for --ssh-clients entries without user@")
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
 	fs.DurationVar(&c.SSHWait, "ssh-wait", bench.DefaultSSHWait, "VM mode: how long to wait for every guest to accept SSH before measuring (a VM may still be booting)")
+	fs.StringVar(&f.hostCPUAgent, "host-cpu-agent", "", "VM mode: <node IP>:<port> of the node agent's host CPU endpoint on the VMs' node; with --launcher-pods the runner records the launchers' cgroup CPU time and the node's softirq time around each repetition")
+	fs.StringVar(&f.launcherPods, "launcher-pods", "", "VM mode with --host-cpu-agent: per pair <client virt-launcher pod uid>/<server virt-launcher pod uid>, comma-separated")
 	fs.StringVar(&c.RunID, "run-id", "", "run ID echoed into the results ConfigMap as runID (the Job name)")
 	fs.StringVar(&c.Netperf, "netperf", netperf.DefaultBinary, "netperf client binary")
 	fs.StringVar(&c.Emulated, "emulated", "", "what is emulated, recorded in machine.emulated after the value of $"+results.EmulatedEnv+" (set by the demo's emulated kubelet)")
@@ -162,6 +165,12 @@ func (f *RunnerFlags) Config(pos []string) (RunnerConfig, error) {
 	}
 	if err := c.validateSSH(f.sshClients, f.sshServers); err != nil {
 		return c, err
+	}
+	if c.HostCPU, err = bench.ParseHostCPU(f.hostCPUAgent, f.launcherPods); err != nil {
+		return c, err
+	}
+	if h := c.HostCPU; h != nil && (!c.VMMode() || len(h.Launchers) < c.Matrix.MaxPairs()) {
+		return c, fmt.Errorf("--host-cpu-agent needs VM mode (--ssh-clients) and a --launcher-pods entry per pair: %d entries, pairs up to %d", len(h.Launchers), c.Matrix.MaxPairs())
 	}
 	if f.resultsConfigMap != "" {
 		ns, name, ok := strings.Cut(f.resultsConfigMap, "/")

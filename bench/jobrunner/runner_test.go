@@ -48,7 +48,11 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 				{Name: benchjob.PathFastPath, Servers: []string{"10.250.0.3", "fd00::4"}, MTU: 65000},
 				{Name: benchjob.PathBaseline, Servers: []string{"10.244.1.7", "10.244.1.8"}},
 			},
-			SSH:              &benchjob.RunnerSSH{Clients: []string{"10.244.1.5", "10.244.1.9"}, User: "cloud", KeyFile: benchjob.SSHKeyDir + "/" + benchjob.SSHKeyFile},
+			SSH: &benchjob.RunnerSSH{Clients: []string{"10.244.1.5", "10.244.1.9"}, User: "cloud", KeyFile: benchjob.SSHKeyDir + "/" + benchjob.SSHKeyFile},
+			HostCPU: &benchjob.RunnerHostCPU{Agent: "10.0.0.7:9446", Launchers: [][2]string{
+				{"6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01", "0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02"},
+				{"3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c03", "11111111-2222-4333-8444-555555555555"},
+			}},
 			ResultsConfigMap: "apps/vmb-results", RunID: "vmb-run-1",
 		}},
 		{"VM mode, TCP and vsock tests", benchjob.RunnerArgs{
@@ -120,6 +124,16 @@ func TestRunnerParsesTheArgsBenchjobRenders(t *testing.T) {
 				return
 			}
 			g.Expect(guestAddrs(c.SSHClients)).To(gomega.Equal(tc.a.SSH.Clients))
+			if h := tc.a.HostCPU; h != nil {
+				g.Expect(c.HostCPU).NotTo(gomega.BeNil())
+				g.Expect(c.HostCPU.Agent.String()).To(gomega.Equal(h.Agent))
+				g.Expect(c.HostCPU.Launchers).To(gomega.Equal(h.Launchers))
+				g.Expect(c.HostCPU.Pods(1)).To(gomega.Equal(h.Launchers[0][:]), "a one-pair point reads pair 1's launchers only")
+				g.Expect(r.HostCPU).NotTo(gomega.BeNil())
+			} else {
+				g.Expect(c.HostCPU).To(gomega.BeNil())
+				g.Expect(r.HostCPU).To(gomega.BeNil())
+			}
 			g.Expect(c.SSHUser).To(gomega.Equal(tc.a.SSH.User))
 			g.Expect(c.SSHKey).To(gomega.Equal(tc.a.SSH.KeyFile))
 			// Pair i's netperf runs on client VM i, for every path, with the
@@ -156,6 +170,9 @@ func TestRunnerRejectsArgsOutsideTheContract(t *testing.T) {
 		{[]string{"--path", "a=10.0.0.1", "--transport", "tcp"}, `failed to parse --transport "tcp"`},
 		{[]string{"--path", "a=10.0.0.1", "--transport", "unix:/tmp/x"}, "needs --cid"},
 		{[]string{"--path", "a=10.0.0.1", "--cid", "3"}, "--cid applies to --transport unix:<dir> only"},
+		{[]string{"--path", "a=10.0.0.1", "--host-cpu-agent", "10.0.0.7:9446", "--launcher-pods", "6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01/0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02"}, "--host-cpu-agent needs VM mode"},
+		{[]string{"--path", "a=10.0.0.1,10.0.0.2", "--pairs", "1,2", "--ssh-clients", "10.0.0.3,10.0.0.4", "--ssh-user", "u", "--ssh-key", key, "--host-cpu-agent", "10.0.0.7:9446", "--launcher-pods", "6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01/0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02"}, "1 entries, pairs up to 2"},
+		{[]string{"--path", "a=10.0.0.1", "--host-cpu-agent", "node-1:9446", "--launcher-pods", "x/y"}, "want <IP address>:<port>"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := gomega.NewWithT(t)

@@ -87,6 +87,9 @@ func run(o Options) error {
 	if err := addHealthChecks(mgr); err != nil {
 		return err
 	}
+	if err := addHostCPU(mgr, o); err != nil {
+		return err
+	}
 	logStart(o, r.AgentVersion, cni.Source, emulatedRoot)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)

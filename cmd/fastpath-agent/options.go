@@ -157,6 +157,13 @@ type ServingOptions struct {
 	// HealthProbeBindAddress serves /healthz and /readyz
 	// (--health-probe-bind-address); "0" disables them.
 	HealthProbeBindAddress string
+	// HostCPUBindAddress serves the read-only host CPU endpoint of VM-mode
+	// benchmarks (--host-cpu-bind-address, internal/node/hostcpu); "" or
+	// "0" disables it.
+	HostCPUBindAddress string
+	// CgroupRoot is the host's cgroup v2 mount the endpoint reads
+	// (--cgroup-root).
+	CgroupRoot string
 }
 
 // NewOptions returns the defaults of every flag; --node-name and
@@ -202,6 +209,7 @@ func NewOptions() Options {
 		Serving: ServingOptions{
 			Metrics:                metricsauth.Flags{BindAddress: ":9443", Secure: true},
 			HealthProbeBindAddress: ":9091",
+			CgroupRoot:             "/sys/fs/cgroup",
 		},
 	}
 }
@@ -273,6 +281,8 @@ func (o *DHCPOptions) addFlags(fs *flag.FlagSet) {
 func (o *ServingOptions) addFlags(fs *flag.FlagSet) {
 	o.Metrics.Register(fs, o.Metrics.BindAddress, "the vsock relay's and controller-runtime's metrics")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
+	fs.StringVar(&o.HostCPUBindAddress, "host-cpu-bind-address", o.HostCPUBindAddress, "Address of the read-only host CPU endpoint (GET /hostcpu?pod=<uid>): the cgroup CPU time of this node's virt-launcher pods and the node's /proc/stat cpu line, which VM-mode FastPathBenchmarks read before and after each repetition; \"\" or \"0\" disables it.")
+	fs.StringVar(&o.CgroupRoot, "cgroup-root", o.CgroupRoot, "The host's cgroup v2 mount, where the host CPU endpoint finds pod cgroups (the chart mounts the host's /sys/fs/cgroup read-only at /host/sys/fs/cgroup).")
 }
 
 // Validate checks the parsed flags of the long-running agent and returns

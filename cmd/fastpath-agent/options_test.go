@@ -35,15 +35,15 @@ var todaysDefaults = Options{
 	Sibling:       SiblingOptions{SocketDir: "/var/run/fastpath/vsock", MaxGroups: 64, MaxGroupsPerNamespace: 16},
 	DevicePlugins: DevicePluginOptions{Dir: "/var/lib/kubelet/device-plugins/", MacvtapDevices: 128, SiblingDevices: 128, PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock"},
 	DHCP:          DHCPOptions{Enabled: true, ServerID: "169.254.75.254"},
-	Serving:       ServingOptions{Metrics: metricsauth.Flags{BindAddress: ":9443", Secure: true}, HealthProbeBindAddress: ":9091"},
+	Serving:       ServingOptions{Metrics: metricsauth.Flags{BindAddress: ":9443", Secure: true}, HealthProbeBindAddress: ":9091", CgroupRoot: "/sys/fs/cgroup"},
 }
 
-// agentFlags are the flags of fastpath-agent: 32 of its own and the three
+// agentFlags are the flags of fastpath-agent: 34 of its own and the three
 // of metricsauth (zap's flags and controller-runtime's --kubeconfig come on
 // top). The chart, config/default and the harness pass them by these names.
 var agentFlags = []string{
-	"cleanup", "cni-bin-dir", "cni-bin-source", "cni-node-config", "cni-state-dir", "cni-verify-only",
-	"dev-dir", "device-plugin-dir", "dhcp", "dhcp-server-id", "health-probe-bind-address",
+	"cgroup-root", "cleanup", "cni-bin-dir", "cni-bin-source", "cni-node-config", "cni-state-dir", "cni-verify-only",
+	"dev-dir", "device-plugin-dir", "dhcp", "dhcp-server-id", "health-probe-bind-address", "host-cpu-bind-address",
 	"install-cni", "macvtap-devices", "memory-limit", "metrics-bind-address", "metrics-cert-dir",
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
 	"relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
@@ -170,6 +170,7 @@ func TestParseTheChartsCommandLines(t *testing.T) {
 	want.CNI = CNIOptions{VerifyOnly: true, BinDir: "/host/opt/cni/bin", NodeConfig: "/host/etc/cni/net.d/fastpath.d/node.json", StateDir: "/var/lib/cni/fastpath"}
 	want.Datapath.DevDir = "/host/dev"
 	want.DevicePlugins.Dir = "/var/lib/kubelet/device-plugins"
+	want.Serving.HostCPUBindAddress, want.Serving.CgroupRoot = ":9446", "/host/sys/fs/cgroup"
 	g.Expect(o).To(Equal(want))
 	g.Expect(o.Validate()).To(Succeed())
 

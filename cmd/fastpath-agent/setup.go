@@ -27,6 +27,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/node/cniinstall"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp"
+	"github.com/fastpath-io/fastpath/internal/node/hostcpu"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 	"github.com/fastpath-io/fastpath/internal/node/probe"
 	"github.com/fastpath-io/fastpath/internal/node/sysctl"
@@ -260,6 +261,24 @@ func newDHCP(ctx context.Context, o Options) *dhcp.Manager {
 	m := dhcp.NewManager(ctx, dhcp.NewTable(leaseDir, dlog), serverID, 0, dlog)
 	setupLog.Info("Answering DHCPv4 on LinuxBridge bridges", "leases", leaseDir, "serverID", serverID)
 	return m
+}
+
+// addHostCPU serves the host CPU endpoint (--host-cpu-bind-address) as one
+// of mgr's runnables, answering for this node's virt-launcher pods only.
+func addHostCPU(mgr ctrl.Manager, o Options) error {
+	addr := o.Serving.HostCPUBindAddress
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	h := hostcpu.Handler{
+		Reader:  hostcpu.Reader{Node: o.NodeName, CgroupRoot: o.Serving.CgroupRoot, ProcStat: "/proc/stat", DevKVM: filepath.Join(o.Datapath.DevDir, "kvm")},
+		Allowed: hostcpu.LaunchersOn(mgr.GetCache(), o.NodeName),
+		Log:     ctrl.Log.WithName("hostcpu"),
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return hostcpu.Serve(ctx, addr, h) })); err != nil {
+		return fmt.Errorf("failed to add the host CPU endpoint: %w", err)
+	}
+	return nil
 }
 
 // addHealthChecks adds /healthz and /readyz pings to mgr.
