@@ -470,6 +470,27 @@ type BenchmarkPoint struct {
 	// baselineServiceDemandUsPerKB is the baseline's, as fastPathServiceDemandUsPerKB.
 	// +optional
 	BaselineServiceDemandUsPerKB string `json:"baselineServiceDemandUsPerKB,omitempty"`
+	// fastPathHostCPUSecondsPerGB is the fast path's median host CPU per
+	// byte in VM mode: seconds of CPU of the two VMs' virt-launcher pods
+	// (their cgroups: vCPUs, vhost workers, QEMU's threads) plus the node's
+	// softirq time, per 10^9 bytes of payload, as a decimal string with
+	// three digits, e.g. "0.412"; lower is better. Measured by the node
+	// agent's host CPU endpoint (docs/design.md §5.3); absent when it was
+	// not. Under QEMU TCG (no /dev/kvm on the node) the launchers' time is
+	// mostly CPU emulation: compare paths, not absolute figures.
+	// +optional
+	FastPathHostCPUSecondsPerGB string `json:"fastPathHostCPUSecondsPerGB,omitempty"`
+	// baselineHostCPUSecondsPerGB is the baseline's, as fastPathHostCPUSecondsPerGB.
+	// +optional
+	BaselineHostCPUSecondsPerGB string `json:"baselineHostCPUSecondsPerGB,omitempty"`
+	// fastPathGbpsPerHostCore is the fast path's median payload in 10^9
+	// bits per second of that host CPU (the Gbit/s one host core carries at
+	// this cost), three digits, e.g. "19.417"; higher is better.
+	// +optional
+	FastPathGbpsPerHostCore string `json:"fastPathGbpsPerHostCore,omitempty"`
+	// baselineGbpsPerHostCore is the baseline's, as fastPathGbpsPerHostCore.
+	// +optional
+	BaselineGbpsPerHostCore string `json:"baselineGbpsPerHostCore,omitempty"`
 	// cpuRatio is fast path / baseline service demand, the median of the
 	// per-repetition ratios with two decimals, e.g. "0.62"; lower is better.
 	// +optional

@@ -49,6 +49,7 @@ type flags struct {
 	relayPortRange   string
 	relayPortsPerNS  int
 	runnerImage      string
+	agentHostCPUPort int
 	tuningNamespace  string
 	domainHookImage  string
 	binding          string
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&f.relayPortRange, "relay-port-range", attachment.DefaultRelayPortRange.String(), "Host vsock port range (first-last) for vsock relay ports.")
 	flag.IntVar(&f.relayPortsPerNS, "relay-ports-per-namespace", attachment.DefaultRelayPortsPerNamespace, "Relay ports the attachments of one namespace hold at most (1 or more).")
 	flag.StringVar(&f.runnerImage, "runner-image", "", "Image of the fastpath-bench runner Jobs (FastPathBenchmark controller).")
+	flag.IntVar(&f.agentHostCPUPort, "agent-host-cpu-port", 0, "Port of the node agents' host CPU endpoint (their --host-cpu-bind-address): VM-mode FastPathBenchmarks then report the host's CPU per byte; 0: they do not.")
 	flag.StringVar(&f.tuningNamespace, "tuning-namespace", "fastpath-system", "Namespace of the FastPathAttachments and FastPathBenchmarks a tuning FastPathNetwork's sweep creates (the operator's namespace); the network's namespaceSelector must admit it.")
 	flag.StringVar(&f.domainHookImage, "domain-hook-image", "", "Image of the domain hook (fastpath-domain-hook), the sidecarImage --register-binding-plugins writes for both network binding plugins.")
 	flag.StringVar(&f.binding, "binding", wiring.DefaultBinding, "Name under which the KubeVirt CR registers Fastpath's network binding plugin of datapaths LinuxBridge and OVS (spec.configuration.network.binding.<name>: {domainAttachmentType: managedTap, sidecarImage: <domain hook>}); fast-path interfaces on those datapaths are wired with it.")
@@ -208,7 +210,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, f flags, attOpts at
 		ctrl.Log.WithName("setup").Info("FastPathBenchmark controller disabled: --runner-image is empty")
 		return nil
 	}
-	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage, KubeVirtAbsent: attOpts.KubeVirtAbsent}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
+	if f.agentHostCPUPort < 0 || f.agentHostCPUPort > 65535 {
+		return fmt.Errorf("--agent-host-cpu-port %d is out of range: 0 (off) or 1-65535", f.agentHostCPUPort)
+	}
+	if err := (&benchmark.Reconciler{RunnerImage: f.runnerImage, KubeVirtAbsent: attOpts.KubeVirtAbsent, AgentHostCPUPort: int32(f.agentHostCPUPort)}).SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return err
 	}
 	// The tuning sweep measures through FastPathBenchmarks, so it needs the

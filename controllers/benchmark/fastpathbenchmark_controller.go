@@ -60,6 +60,10 @@ type Reconciler struct {
 	KubeVirtAbsent bool
 	// SSHKeyRetry overrides DefaultSSHKeyRetry when positive.
 	SSHKeyRetry time.Duration
+	// AgentHostCPUPort is the port of the node agents' host CPU endpoint
+	// (the operator's --agent-host-cpu-port, chart agent.hostCPU.port); 0:
+	// VM-mode runs measure no host CPU.
+	AgentHostCPUPort int32
 }
 
 // +kubebuilder:rbac:groups=fastpath.io,resources=fastpathbenchmarks,verbs=get;list;watch

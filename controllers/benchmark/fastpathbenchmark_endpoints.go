@@ -3,7 +3,9 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,6 +131,7 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 	baseline := ip && s.spec.Baseline != fastpathv1alpha1.BaselineNone
 	var waiting []string
 	s.endpoints = benchjob.Endpoints{}
+	hostCPU := &hostCPULaunchers{}
 	if vs {
 		s.endpoints.VSock = &benchjob.RunnerVSock{}
 		// reconcileSpec allows one pair with vsock tests: its server VM.
@@ -173,6 +176,9 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 			if vmi.Status.NodeName != "" {
 				nodes[side.vm] = vmi.Status.NodeName
 			}
+			if err := r.addLauncher(ctx, hostCPU, vmi, i, side.server); err != nil {
+				return nil, err
+			}
 			fast, pod := benchjob.VMIAddresses(vmi, network)
 			if ip && side.server && fast == "" {
 				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no address on interface %s", side.vm, role, network))
@@ -204,7 +210,74 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 			return nil, nil
 		}
 	}
+	if len(waiting) == 0 && r.AgentHostCPUPort > 0 {
+		s.endpoints.HostCPU = hostCPU.runnerHostCPU(ctx, r.AgentHostCPUPort, benchjob.MaxPairs(s.spec))
+	}
 	return waiting, nil
+}
+
+// hostCPULaunchers collects the virt-launcher pods of a VM-mode run: per
+// pair the client's and the server's, and the node address each runs on.
+type hostCPULaunchers struct {
+	launchers [][2]string
+	hostIPs   map[string]bool
+	missing   []string
+}
+
+// addLauncher records the launcher pod of vmi (pair i, the server's when
+// server): the pod of status.activePods on the VMI's node, found among the
+// pods KubeVirt labels as created by the VMI, and its node's address.
+func (r *Reconciler) addLauncher(ctx context.Context, h *hostCPULaunchers, vmi *kubevirtv1.VirtualMachineInstance, i int, server bool) error {
+	if r.AgentHostCPUPort <= 0 {
+		return nil
+	}
+	for len(h.launchers) <= i {
+		h.launchers = append(h.launchers, [2]string{})
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
+		return fmt.Errorf("failed to list the virt-launcher pods of VMI %s: %w", klog.KObj(vmi), err)
+	}
+	for _, p := range pods.Items {
+		node, active := vmi.Status.ActivePods[p.UID]
+		if !active || node != vmi.Status.NodeName || p.Spec.NodeName != node || p.Status.HostIP == "" || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		h.launchers[i][boolIndex(server)] = string(p.UID)
+		if h.hostIPs == nil {
+			h.hostIPs = map[string]bool{}
+		}
+		h.hostIPs[p.Status.HostIP] = true
+		return nil
+	}
+	h.missing = append(h.missing, vmi.Name)
+	return nil
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// runnerHostCPU is the runner's host CPU contract, or nil (logged) when a
+// launcher was not found or the launchers are on more than one node.
+func (h *hostCPULaunchers) runnerHostCPU(ctx context.Context, port int32, pairs int) *benchjob.RunnerHostCPU {
+	log := ctrl.LoggerFrom(ctx)
+	switch {
+	case len(h.missing) > 0:
+		log.Info("No host CPU for this run: running virt-launcher pod not found", "vms", h.missing)
+		return nil
+	case len(h.hostIPs) != 1 || len(h.launchers) < pairs:
+		log.Info("No host CPU for this run: the launchers are not on one node", "hostIPs", len(h.hostIPs))
+		return nil
+	}
+	var ip string
+	for a := range h.hostIPs {
+		ip = a
+	}
+	return &benchjob.RunnerHostCPU{Agent: net.JoinHostPort(ip, strconv.Itoa(int(port))), Launchers: h.launchers[:pairs]}
 }
 
 // sshKey checks (uncached) that the Secret of spec.sshKeySecretRef exists with

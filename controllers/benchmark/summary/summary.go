@@ -174,13 +174,15 @@ func point(f, b results.Run, hasBase bool) fastpathv1alpha1.BenchmarkPoint {
 	if rr {
 		p.FastPathLatency = latency(f.MeanLatencyUs)
 	}
-	p.FastPathServiceDemandUsPerKB = serviceDemand(f.ServiceDemandUsPerKB)
+	p.FastPathServiceDemandUsPerKB = threeDecimals(f.ServiceDemandUsPerKB)
+	p.FastPathHostCPUSecondsPerGB, p.FastPathGbpsPerHostCore = threeDecimals(f.HostCPUSecondsPerGB), threeDecimals(f.GbpsPerHostCore)
 	p.FastPathLossPercent = loss(f)
 	if !hasBase {
 		return p
 	}
 	p.BaselineMbps = mbps(b.ThroughputMbps)
-	p.BaselineServiceDemandUsPerKB = serviceDemand(b.ServiceDemandUsPerKB)
+	p.BaselineServiceDemandUsPerKB = threeDecimals(b.ServiceDemandUsPerKB)
+	p.BaselineHostCPUSecondsPerGB, p.BaselineGbpsPerHostCore = threeDecimals(b.HostCPUSecondsPerGB), threeDecimals(b.GbpsPerHostCore)
 	p.BaselineLossPercent = loss(b)
 	if r, ok := results.CPURatio(f, b); ok {
 		p.CPURatio = fmt.Sprintf("%.2f", r.Median)
@@ -248,8 +250,9 @@ func negotiated(runs []results.Run, path string) (string, *fastpathv1alpha1.Offl
 
 func mbps(v float64) int64 { return int64(math.Round(v)) }
 
-// serviceDemand renders µs/KiB with three decimals, "" when not measured.
-func serviceDemand(v float64) string {
+// threeDecimals renders a positive figure (µs/KiB, s/GB, Gbit/s per core)
+// with three decimals, "" when not measured.
+func threeDecimals(v float64) string {
 	if !(v > 0) {
 		return ""
 	}
