@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -418,6 +419,46 @@ var _ = Describe("FastPathBenchmark in VM mode", func() {
 
 		writeOutcome(ctx, ns, "vmq", job.Name, map[string]string{benchjob.ResultsKey: fixture()})
 		Eventually(getBenchmark(ctx, ns, "vmq")).Should(And(havePhase(succeeded), haveCondition(fastpathv1alpha1.SucceededCondition, metav1.ConditionTrue, fastpathv1alpha1.ReasonCriteriaMet)))
+	})
+
+	It("reads host CPU on the VMs' node: the agent at the launchers' host IP, their UIDs per pair, and the figures into status", func() {
+		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		server := createLauncher(ctx, ns, "db-0", "192.168.10.5")
+		client := createLauncher(ctx, ns, "db-1", "192.168.10.5")
+		createKey()
+		Expect(k8s.Create(ctx, vmBenchmark("vmhost"))).To(Succeed())
+
+		job := runnerJob(ctx, ns, "vmhost", 1)
+		args := job.Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--host-cpu-agent")).To(Equal([]string{"192.168.10.5:9446"}), "the agent of the node the launchers run on")
+		Expect(flagValues(args, "--launcher-pods")).To(Equal([]string{string(client) + "/" + string(server)}), "client, then server")
+		Expect(job.Spec.Template.Spec.Containers[0].Env).To(BeEmpty(), "nothing from the downward API: the runner Job policy is unchanged")
+
+		data, err := os.ReadFile("../../api/benchjob/results/testdata/hostcpu-results.json")
+		Expect(err).NotTo(HaveOccurred())
+		writeOutcome(ctx, ns, "vmhost", job.Name, map[string]string{benchjob.ResultsKey: string(data)})
+		Eventually(func(g Gomega) {
+			b := getBenchmark(ctx, ns, "vmhost")()
+			g.Expect(b.Status.Points).To(HaveLen(1))
+			p := b.Status.Points[0]
+			g.Expect([]string{p.FastPathHostCPUSecondsPerGB, p.BaselineHostCPUSecondsPerGB, p.FastPathGbpsPerHostCore, p.BaselineGbpsPerHostCore}).
+				To(Equal([]string{"28.633", "49.587", "0.279", "0.161"}))
+		}).Should(Succeed())
+	})
+
+	It("measures no host CPU when a launcher pod is not found", func() {
+		createReadyAttachment(ctx, ns, "db-link", "db-0", "db-1")
+		createVMI(ctx, ns, "db-0", "db-link", "10.244.1.10", "10.250.0.10")
+		createVMI(ctx, ns, "db-1", "db-link", "10.244.1.11", "10.250.0.11")
+		createLauncher(ctx, ns, "db-0", "192.168.10.5")
+		createKey()
+		Expect(k8s.Create(ctx, vmBenchmark("vmnohost"))).To(Succeed())
+		args := runnerJob(ctx, ns, "vmnohost", 1).Spec.Template.Spec.Containers[0].Args
+		Expect(flagValues(args, "--ssh-clients")).To(Equal([]string{"10.244.1.11"}))
+		Expect(flagValues(args, "--host-cpu-agent")).To(BeEmpty())
+		Expect(flagValues(args, "--launcher-pods")).To(BeEmpty())
 	})
 
 	It("runs VSOCK tests from the client VM through the relay port of the server VM's vsock service", func() {

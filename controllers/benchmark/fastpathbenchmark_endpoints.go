@@ -176,8 +176,10 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 			if vmi.Status.NodeName != "" {
 				nodes[side.vm] = vmi.Status.NodeName
 			}
-			if err := r.addLauncher(ctx, hostCPU, vmi, i, side.server); err != nil {
+			if why, err := r.addLauncher(ctx, hostCPU, vmi, i, side.server); err != nil {
 				return nil, err
+			} else if why != "" {
+				waiting = append(waiting, why)
 			}
 			fast, pod := benchjob.VMIAddresses(vmi, network)
 			if ip && side.server && fast == "" {
@@ -225,22 +227,34 @@ type hostCPULaunchers struct {
 }
 
 // addLauncher records the launcher pod of vmi (pair i, the server's when
-// server): the pod of status.activePods on the VMI's node, found among the
-// pods KubeVirt labels as created by the VMI, and its node's address.
-func (r *Reconciler) addLauncher(ctx context.Context, h *hostCPULaunchers, vmi *kubevirtv1.VirtualMachineInstance, i int, server bool) error {
+// server): the pod status.activePods places on the VMI's node (written by
+// virt-controller only), found among the pods KubeVirt labels as created by
+// the VMI, and its node's address. A VMI without such an active pod has no
+// launcher to read (the run measures no host CPU); one whose active pod is
+// not yet in the cache, running with a host IP, is waited for (why).
+func (r *Reconciler) addLauncher(ctx context.Context, h *hostCPULaunchers, vmi *kubevirtv1.VirtualMachineInstance, i int, server bool) (why string, err error) {
 	if r.AgentHostCPUPort <= 0 {
-		return nil
+		return "", nil
 	}
 	for len(h.launchers) <= i {
 		h.launchers = append(h.launchers, [2]string{})
 	}
+	var uid types.UID
+	for u, node := range vmi.Status.ActivePods {
+		if node == vmi.Status.NodeName && node != "" {
+			uid = u
+		}
+	}
+	if uid == "" {
+		h.missing = append(h.missing, vmi.Name)
+		return "", nil
+	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
-		return fmt.Errorf("failed to list the virt-launcher pods of VMI %s: %w", klog.KObj(vmi), err)
+		return "", fmt.Errorf("failed to list the virt-launcher pods of VMI %s: %w", klog.KObj(vmi), err)
 	}
 	for _, p := range pods.Items {
-		node, active := vmi.Status.ActivePods[p.UID]
-		if !active || node != vmi.Status.NodeName || p.Spec.NodeName != node || p.Status.HostIP == "" || p.Status.Phase != corev1.PodRunning {
+		if p.UID != uid || p.Spec.NodeName != vmi.Status.NodeName || p.Status.HostIP == "" || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		h.launchers[i][boolIndex(server)] = string(p.UID)
@@ -248,10 +262,9 @@ func (r *Reconciler) addLauncher(ctx context.Context, h *hostCPULaunchers, vmi *
 			h.hostIPs = map[string]bool{}
 		}
 		h.hostIPs[p.Status.HostIP] = true
-		return nil
+		return "", nil
 	}
-	h.missing = append(h.missing, vmi.Name)
-	return nil
+	return fmt.Sprintf("virt-launcher pod %s of VMI %s is not running with a host IP yet", uid, vmi.Name), nil
 }
 
 func boolIndex(b bool) int {

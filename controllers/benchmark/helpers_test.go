@@ -268,6 +268,23 @@ func createVMI(ctx context.Context, ns, name, attachment, podIP, fastIP string) 
 	Expect(k8s.Status().Update(ctx, vmi)).To(Succeed())
 }
 
+// createLauncher creates the running virt-launcher pod of VMI name on its
+// node with hostIP, labelled as KubeVirt labels it, and lists it in the
+// VMI's status.activePods as virt-controller would. It returns its UID.
+func createLauncher(ctx context.Context, ns, name, hostIP string) types.UID {
+	vmi := getVMI(ctx, ns, name)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-" + name + "-x7k2p", Namespace: ns, Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID)}},
+		Spec:       corev1.PodSpec{NodeName: vmi.Status.NodeName, Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+	}
+	Expect(k8s.Create(ctx, pod)).To(Succeed())
+	pod.Status.Phase, pod.Status.HostIP = corev1.PodRunning, hostIP
+	Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	vmi.Status.ActivePods = map[types.UID]string{pod.UID: vmi.Status.NodeName}
+	Expect(k8s.Status().Update(ctx, vmi)).To(Succeed())
+	return pod.UID
+}
+
 func getVMI(ctx context.Context, ns, name string) *kubevirtv1.VirtualMachineInstance {
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, vmi)).To(Succeed())

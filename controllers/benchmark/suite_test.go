@@ -29,6 +29,9 @@ var (
 	suiteStop context.CancelFunc
 )
 
+// agentHostCPUPort is the operator's --agent-host-cpu-port in this suite.
+const agentHostCPUPort = 9446
+
 func TestBenchmarkController(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "FastPathBenchmark controller (envtest)")
@@ -51,7 +54,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&benchmark.Reconciler{RunnerImage: runnerImage, SSHKeyRetry: 300 * time.Millisecond}).SetupWithManager(suiteCtx, mgr, controller.Options{})).To(Succeed())
+	Expect((&benchmark.Reconciler{RunnerImage: runnerImage, SSHKeyRetry: 300 * time.Millisecond, AgentHostCPUPort: agentHostCPUPort}).SetupWithManager(suiteCtx, mgr, controller.Options{})).To(Succeed())
 
 	var mgrCtx context.Context
 	mgrCtx, stopMgr = context.WithCancel(suiteCtx)
