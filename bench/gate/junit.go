@@ -354,6 +354,8 @@ func pointCase(class string, p fastpathv1alpha1.BenchmarkPoint) Testcase {
 		"speedupPercent", count(int64(p.SpeedupPercent)),
 		"fastPathLatency", duration(p.FastPathLatency), "baselineLatency", duration(p.BaselineLatency),
 		"fastPathServiceDemandUsPerKB", p.FastPathServiceDemandUsPerKB, "baselineServiceDemandUsPerKB", p.BaselineServiceDemandUsPerKB,
+		"fastPathHostCPUSecondsPerGB", p.FastPathHostCPUSecondsPerGB, "baselineHostCPUSecondsPerGB", p.BaselineHostCPUSecondsPerGB,
+		"fastPathGbpsPerHostCore", p.FastPathGbpsPerHostCore, "baselineGbpsPerHostCore", p.BaselineGbpsPerHostCore,
 		"cpuRatio", p.CPURatio, "fastPathLossPercent", p.FastPathLossPercent, "baselineLossPercent", p.BaselineLossPercent)}
 }
 

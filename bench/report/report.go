@@ -39,7 +39,7 @@ type Report struct {
 	// Charts in the order they appear.
 	Charts []Chart
 	// Lines are the headline ratio lines (RatioLines, then LatencyLines,
-	// then the CPU lines), e.g. "ratio fastpath-linux-bridge/baseline-untuned
+	// then the CPU lines, then the host CPU lines), e.g. "ratio fastpath-linux-bridge/baseline-untuned
 	// 2.93", "cpu fastpath-linux-bridge/baseline-masquerade 0.62 [0.55-0.70]".
 	Lines []string
 }
@@ -78,8 +78,14 @@ func Render(doc results.Document, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("failed to render report: %w", err)
 	}
 	r.Charts = append(r.Charts, cs...)
+	hs, err := hostCPUCharts(all, doc.Runs, doc.Machine)
+	if err != nil {
+		return nil, fmt.Errorf("failed to render report: %w", err)
+	}
+	r.Charts = append(r.Charts, hs...)
 	r.Lines = append(RatioLines(doc.Runs, opts.IsReference), LatencyLines(doc.Runs, opts.IsReference)...)
 	r.Lines = append(r.Lines, cpuLines(doc.Runs, opts.IsReference)...)
+	r.Lines = append(r.Lines, hostCPULines(doc.Runs, doc.Machine)...)
 	r.Lines = append(r.Lines, opts.ExtraLines...)
 	v := newView(doc, opts, r)
 	md, err := markdown(v)

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,10 +18,18 @@ import (
 // the median in Gbit/s (10^9) with min-max over the repetitions; RR tests
 // show the median transactions per second and mean round trip in µs. CPU
 // is the median service demand in µs per KiB (netperf -c -C), "-" when not
-// measured; UDP_STREAM rows add the median loss.
+// measured; UDP_STREAM rows add the median loss. When any run has host CPU
+// figures (VM mode), two columns follow the service demand: the median host
+// CPU seconds per GB and Gbit/s per host core, and a last line labels them
+// "emulated CPU (TCG)" for TCG guests.
 func WriteResultsTable(w io.Writer, doc results.Document) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tTRANS/S\tMEAN LATENCY µs\tCPU µs/KiB\tSPEED-UP")
+	host := slices.ContainsFunc(doc.Runs, hasHostCPU)
+	hostHeader := ""
+	if host {
+		hostHeader = "\tHOST CPU s/GB\tGBIT/S PER HOST CORE"
+	}
+	fmt.Fprintln(tw, "TEST\tSOCKET\tMESSAGE\tSESSIONS\tPAIRS\tPATH\tMTU\tGBIT/S (MIN-MAX)\tTRANS/S\tMEAN LATENCY µs\tCPU µs/KiB"+hostHeader+"\tSPEED-UP")
 	var points []results.Point
 	seen := map[results.Point]bool{}
 	for _, r := range doc.Runs {
@@ -72,9 +81,23 @@ func WriteResultsTable(w io.Writer, doc results.Document) error {
 			if sp == "" {
 				sp = "-"
 			}
+			if host {
+				perGB, perCore := "-", "-"
+				if hasHostCPU(r) {
+					perGB, perCore = fmt.Sprintf("%.3f", r.HostCPUSecondsPerGB), fmt.Sprintf("%.3f", r.GbpsPerHostCore)
+				}
+				cpu += "\t" + perGB + "\t" + perCore
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				pt.Test, sock, results.FormatBytes(pt.MessageBytes), pt.Sessions, pt.Pairs, p, mtu, rate, tps, lat, cpu, sp)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if host && doc.Machine.Guests == results.GuestsTCG {
+		_, err := fmt.Fprintf(w, "host CPU: %s (the node has no KVM; compare paths, not absolute figures)\n", TCGLabel)
+		return err
+	}
+	return nil
 }

@@ -60,7 +60,7 @@ func newView(doc results.Document, opts Options, r *Report) view {
 	v.Speedup = speedupTable(doc.Runs, opts.IsReference)
 	v.Runs = runsTable(doc.Runs)
 	v.Directions = directionsTable(doc.Runs)
-	v.CPUNote = cpuNote(doc.Runs)
+	v.CPUNote = strings.TrimSpace(cpuNote(doc.Runs) + " " + hostCPUNote(doc.Runs, doc.Machine))
 	return v
 }
 
