@@ -68,6 +68,9 @@ func newFakeNode(t *testing.T) *fakeNode {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(n.dir, "cgroup.controllers"), []byte("cpu io memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	n.write(t)
 	return n
 }

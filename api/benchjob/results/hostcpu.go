@@ -48,11 +48,15 @@ type HostCPUReading struct {
 type PodCPU struct {
 	// UID is the pod's metadata.uid.
 	UID string `json:"uid"`
-	// Cgroup is the pod's cgroup, relative to the cgroup v2 root, e.g.
-	// "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice".
+	// Cgroup is the pod's cgroup, relative to the node's /sys/fs/cgroup,
+	// e.g. "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice"
+	// (cgroup v2) or "cpuacct/kubepods/burstable/pod<uid>" (cgroup v1).
 	Cgroup string `json:"cgroup"`
-	// UsageUsec is usage_usec of the cgroup's cpu.stat: the CPU time of
-	// every thread in it and its descendants, in microseconds.
+	// File is the counter UsageUsec was read from: "cpu.stat" (cgroup v2,
+	// its usage_usec) or "cpuacct.usage" (cgroup v1, nanoseconds / 1000).
+	File string `json:"file,omitempty"`
+	// UsageUsec is the CPU time of every thread in the cgroup and its
+	// descendants, in microseconds.
 	UsageUsec uint64 `json:"usageUsec"`
 }
 
@@ -120,7 +124,7 @@ func (w HostCPUWindow) Figures() (HostCPUFigures, error) {
 	}
 	for i, p := range b.Pods {
 		q := a.Pods[i]
-		if p.UID != q.UID || p.Cgroup != q.Cgroup {
+		if p.UID != q.UID || p.Cgroup != q.Cgroup || p.File != q.File {
 			return f, fmt.Errorf("failed to derive host CPU: pod %d is %s (%s) before and %s (%s) after", i+1, p.UID, p.Cgroup, q.UID, q.Cgroup)
 		}
 		if q.UsageUsec < p.UsageUsec {

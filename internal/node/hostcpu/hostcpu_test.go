@@ -28,38 +28,45 @@ const (
 	procStat = "cpu  3117572 45920 1147064 4871844 51683 0 250989 1215 11 0"
 )
 
-// The kubelet's two cgroup layouts, each QoS class, recorded cpu.stat files:
-// the pod's cgroup and its usage_usec, never a slice's total above it.
+// The kubelet's two cgroup drivers on cgroup v2, each QoS class, and cgroup
+// v1 as make cluster's kubelet lays it out (cgroupfs under --cgroup-root
+// /fastpath-cluster, cpuacct in nanoseconds): recorded counter files, the
+// pod's cgroup, never a slice's total above it.
 func TestPodCgroupAndUsage(t *testing.T) {
 	cases := []struct {
-		layout, uid, cgroup string
-		usage               uint64
-		wantErr             string
+		layout, uid, cgroup, file string
+		usage                     uint64
+		wantErr                   string
 	}{
-		{"systemd", guaranteed, "kubepods.slice/kubepods-pod6f1c2b9a_6d1e_4f0b_9a51_0c7d3e2a1b01.slice", 812345678, ""},
-		{"systemd", burstable, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0d9e8f7a_1b2c_4d3e_8f4a_5b6c7d8e9f02.slice", 790123456, ""},
-		{"systemd", besteffort, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod3a4b5c6d_7e8f_4a0b_9c1d_2e3f4a5b6c03.slice", 1234567, ""},
-		{"cgroupfs", guaranteed, "kubepods/pod6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01", 812345678, ""},
-		{"cgroupfs", burstable, "kubepods/burstable/pod0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02", 790123456, ""},
-		{"cgroupfs", besteffort, "kubepods/besteffort/pod3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c03", 1234567, ""},
-		{"cgroupfs", noCPU, "kubepods/burstable/pod11111111-2222-4333-8444-555555555555", 0, "failed to find usage_usec in cpu.stat"},
-		{"systemd", elsewhere, "", 0, "no pod cgroup with that uid on this node"},
-		{"cgroupfs", "../../../etc", "", 0, "not a pod uid"},
-		{"systemd", "6F1C2B9A-6D1E-4F0B-9A51-0C7D3E2A1B01", "", 0, "not a pod uid"},
-		{"systemd", guaranteed + "/..", "", 0, "not a pod uid"},
+		{"systemd", guaranteed, "kubepods.slice/kubepods-pod6f1c2b9a_6d1e_4f0b_9a51_0c7d3e2a1b01.slice", "cpu.stat", 812345678, ""},
+		{"systemd", burstable, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0d9e8f7a_1b2c_4d3e_8f4a_5b6c7d8e9f02.slice", "cpu.stat", 790123456, ""},
+		{"systemd", besteffort, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod3a4b5c6d_7e8f_4a0b_9c1d_2e3f4a5b6c03.slice", "cpu.stat", 1234567, ""},
+		{"cgroupfs", guaranteed, "kubepods/pod6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01", "cpu.stat", 812345678, ""},
+		{"cgroupfs", burstable, "kubepods/burstable/pod0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02", "cpu.stat", 790123456, ""},
+		{"cgroupfs", besteffort, "kubepods/besteffort/pod3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c03", "cpu.stat", 1234567, ""},
+		{"v1-cluster", guaranteed, "cpuacct/fastpath-cluster/kubepods/pod6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01", "cpuacct.usage", 812345678, ""},
+		{"v1-cluster", burstable, "cpuacct/fastpath-cluster/kubepods/burstable/pod0d9e8f7a-1b2c-4d3e-8f4a-5b6c7d8e9f02", "cpuacct.usage", 790123456, ""},
+		{"cgroupfs", noCPU, "kubepods/burstable/pod11111111-2222-4333-8444-555555555555", "cpu.stat", 0, "failed to find usage_usec in cpu.stat"},
+		{"systemd", elsewhere, "", "", 0, "no pod cgroup with that uid on this node"},
+		{"v1-cluster", besteffort, "", "", 0, "no pod cgroup with that uid on this node"},
+		{"nothing", guaranteed, "", "", 0, "failed to find a cgroup v2 mount or a cgroup v1 cpuacct hierarchy"},
+		{"cgroupfs", "../../../etc", "", "", 0, "not a pod uid"},
+		{"systemd", "6F1C2B9A-6D1E-4F0B-9A51-0C7D3E2A1B01", "", "", 0, "not a pod uid"},
+		{"systemd", guaranteed + "/..", "", "", 0, "not a pod uid"},
 	}
 	for _, c := range cases {
 		t.Run(c.layout+"/"+c.uid, func(t *testing.T) {
 			g := gomega.NewWithT(t)
 			root := filepath.Join("testdata", c.layout)
-			cg, err := hostcpu.PodCgroup(root, c.uid)
+			cg, file, err := hostcpu.PodCgroup(root, c.uid)
 			if c.cgroup == "" {
 				g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(c.wantErr)))
 				return
 			}
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(cg).To(gomega.Equal(c.cgroup))
-			u, err := hostcpu.UsageUsec(filepath.Join(root, cg))
+			g.Expect(file).To(gomega.Equal(c.file))
+			u, err := hostcpu.UsageUsec(filepath.Join(root, cg), file)
 			if c.wantErr != "" {
 				g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring(c.wantErr)))
 				return
@@ -100,9 +107,14 @@ func TestRead(t *testing.T) {
 	g.Expect(r.KVM).To(gomega.BeFalse(), "no /dev/kvm: TCG")
 	g.Expect(r.Time).To(gomega.Equal(time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)))
 	g.Expect(r.Pods).To(gomega.Equal([]results.PodCPU{
-		{UID: burstable, Cgroup: "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0d9e8f7a_1b2c_4d3e_8f4a_5b6c7d8e9f02.slice", UsageUsec: 790123456},
-		{UID: guaranteed, Cgroup: "kubepods.slice/kubepods-pod6f1c2b9a_6d1e_4f0b_9a51_0c7d3e2a1b01.slice", UsageUsec: 812345678},
+		{UID: burstable, Cgroup: "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0d9e8f7a_1b2c_4d3e_8f4a_5b6c7d8e9f02.slice", File: "cpu.stat", UsageUsec: 790123456},
+		{UID: guaranteed, Cgroup: "kubepods.slice/kubepods-pod6f1c2b9a_6d1e_4f0b_9a51_0c7d3e2a1b01.slice", File: "cpu.stat", UsageUsec: 812345678},
 	}), "in the order asked")
+
+	r, err = reader("v1-cluster").Read([]string{guaranteed})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(r.Pods).To(gomega.Equal([]results.PodCPU{{UID: guaranteed, Cgroup: "cpuacct/fastpath-cluster/kubepods/pod6f1c2b9a-6d1e-4f0b-9a51-0c7d3e2a1b01", File: "cpuacct.usage", UsageUsec: 812345678}}),
+		"cgroup v1: nanoseconds in microseconds")
 
 	kvm := reader("cgroupfs")
 	kvm.DevKVM = "testdata/proc-stat" // any file that exists stands for /dev/kvm
