@@ -393,6 +393,9 @@ var _ = Describe("Fastpath", Ordered, func() {
 				Expect(r.MTU).To(Equal(9000))
 			}
 		}
+		if !env.Emulated() {
+			expectHostCPU(b, doc)
+		}
 	}, SpecTimeout(9*time.Minute))
 
 	It("runs VSOCK_STREAM and VSOCK_RR from the client VM to the server VM's vsock service", func(ctx SpecContext) {
@@ -459,6 +462,51 @@ var _ = Describe("Fastpath", Ordered, func() {
 		}
 	}, SpecTimeout(3*time.Minute))
 })
+
+// expectHostCPU checks a real cluster's VM-mode run for the host's view of
+// its cost (issue 41, docs/design.md §5.3): every netperf run of both paths
+// has positive hostCPUSecondsPerGB and gbpsPerHostCore, every repetition
+// the node agent's readings of the two launchers before and after, the
+// figures come back from those readings alone (results.RecomputeHostCPU,
+// the held-out check), status.points carries them, and it prints them,
+// labelled emulated CPU (TCG) where the node has no KVM.
+func expectHostCPU(b *fastpathv1alpha1.FastPathBenchmark, doc results.Document) {
+	label := ""
+	if doc.Machine.Guests == results.GuestsTCG {
+		label = " (emulated CPU (TCG))"
+		Expect(doc.Machine.Emulated).To(ContainSubstring("emulated CPU (TCG)"))
+	}
+	for _, r := range doc.Runs {
+		Expect(r.HostCPUSecondsPerGB).To(BeNumerically(">", 0), "%s %s: no host CPU (is agent.hostCPU enabled, and did the runner log \"Host CPU not measured\"?)", r.Path, r.Point())
+		Expect(r.GbpsPerHostCore).To(BeNumerically(">", 0), "%s %s", r.Path, r.Point())
+		for _, smp := range r.Samples {
+			Expect(smp.HostCPU).NotTo(BeNil(), "%s %s repetition %d recorded no readings", r.Path, r.Point(), smp.Repetition)
+			Expect(smp.HostCPU.Before.Pods).To(HaveLen(2), "the client's and the server's launcher")
+			Expect(smp.HostCPU.After.Time).To(BeTemporally(">", smp.HostCPU.Before.Time))
+		}
+	}
+	again, err := results.RecomputeHostCPU(doc.Runs)
+	Expect(err).NotTo(HaveOccurred())
+	for i, r := range doc.Runs {
+		Expect(again[i].HostCPUSecondsPerGB).To(BeNumerically("~", r.HostCPUSecondsPerGB, 1e-9*r.HostCPUSecondsPerGB), "%s %s recomputed from its readings", r.Path, r.Point())
+		Expect(again[i].GbpsPerHostCore).To(BeNumerically("~", r.GbpsPerHostCore, 1e-9*r.GbpsPerHostCore), "%s %s recomputed from its readings", r.Path, r.Point())
+		AddReportEntry("host CPU", fmt.Sprintf("%s %s: %.3f s/GB [%.3f-%.3f], %.3f Gbit/s per host core, guests' service demand %.3f µs/KiB%s",
+			r.Path, r.Point(), r.HostCPUSecondsPerGB, r.HostCPUSecondsPerGBMin, r.HostCPUSecondsPerGBMax, r.GbpsPerHostCore, r.ServiceDemandUsPerKB, label))
+	}
+	var points int
+	for _, p := range b.Status.Points {
+		if p.Test != fastpathv1alpha1.TestTCPStream {
+			continue
+		}
+		points++
+		for _, v := range []string{p.FastPathHostCPUSecondsPerGB, p.BaselineHostCPUSecondsPerGB, p.FastPathGbpsPerHostCore, p.BaselineGbpsPerHostCore} {
+			f, err := strconv.ParseFloat(v, 64)
+			Expect(err).NotTo(HaveOccurred(), "status.points %+v", p)
+			Expect(f).To(BeNumerically(">", 0), "status.points %+v", p)
+		}
+	}
+	Expect(points).To(BeNumerically(">", 0), "status.points has a TCP_STREAM point")
+}
 
 // vsockAddress parses a vsockServices[].address, "<cid>:<port>".
 func vsockAddress(addr string) (cid, port uint32) {
