@@ -235,13 +235,18 @@ cluster-down: ## Stop the cluster and remove everything it made (containers, shi
 cluster-install: build ## Push the images and the chart to the cluster's registry and helm install Fastpath from it by digest, as docs/install.md tells a user (KUSTOMIZE=1: kubectl apply -k config/default with the imported images).
 	$(CLUSTER) install $(if $(KUSTOMIZE),--kustomize,)
 
+.PHONY: cluster-uninstall
+cluster-uninstall: ## helm uninstall Fastpath from the cluster as docs/operations.md tells a user (the chart's hook cleans every node); cluster-down then fails on a link with the agent's marks left.
+	$(CLUSTER) uninstall
+
 .PHONY: e2e-cluster
-e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster of two nodes (NODES=1..3): make cluster, cluster-install, go test ./e2e with its KUBECONFIG, cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
+e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster of two nodes (NODES=1..3): make cluster, cluster-install, go test ./e2e with its KUBECONFIG, helm uninstall (cluster-down then fails on a link with the agent's marks left on a node), cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
 	@# "|| rc=": under the shell's -e a failure at the end of the && list would
 	@# exit the recipe before the cluster is taken down.
 	@start=$$(date +%s); rc=0; \
 	$(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(or $(NODES),2) && $(CLUSTER) install && \
 	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
+	if [ $$rc = 0 ]; then $(CLUSTER) uninstall || rc=1; fi; \
 	$(CLUSTER) down || rc=1; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 

@@ -9,7 +9,7 @@ import (
 	"github.com/fastpath-io/fastpath/e2e/localenv/cluster"
 )
 
-// newClusterCmd is `cluster up|down|install`: a REAL single-node Kubernetes
+// newClusterCmd is `cluster up|down|install|uninstall`: a REAL single-node Kubernetes
 // cluster on this machine (e2e/localenv/cluster): `up` (make cluster),
 // `down` (make cluster-down) and `install` (make cluster-install: helm
 // install of charts/fastpath with the local images, or kubectl apply -k
@@ -91,6 +91,17 @@ func newClusterCmd(a *app) *cobra.Command {
 		},
 	}
 	install.Flags().BoolVar(&kustomize, "kustomize", false, "install with kubectl apply -k config/default instead of helm")
+	uninstall := &cobra.Command{
+		Use:   "uninstall",
+		Short: "helm uninstall Fastpath (the chart's hook cleans every node first); cluster down then fails on a link with the agent's marks left",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := abs(); err != nil {
+				return err
+			}
+			return cluster.Uninstall(cmd.Context(), o)
+		},
+	}
 	var spec cluster.NodeInitSpec
 	nodeInit := &cobra.Command{
 		Use:    cluster.NodeInitArg,
@@ -104,6 +115,6 @@ func newClusterCmd(a *app) *cobra.Command {
 	}
 	nodeInit.Flags().StringVar(&spec.Name, "name", "", "the node's name (its host name)")
 	nodeInit.Flags().StringArrayVar(&spec.Binds, "bind", nil, "source:target to bind-mount in the node")
-	root.AddCommand(up, down, install, nodeInit)
+	root.AddCommand(up, down, install, uninstall, nodeInit)
 	return root
 }

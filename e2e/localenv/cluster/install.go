@@ -297,3 +297,24 @@ func fastPathNodeReady(c client.Client, name string) func(context.Context) (bool
 		return true, nil
 	}
 }
+
+// Uninstall removes the Helm release Install made, as docs/operations.md
+// tells a user (helm uninstall: the chart's pre-delete hook cleans every
+// node first), and waits for its objects to go. cluster down then fails
+// when a link with the agent's marks is left on a node (issue 38).
+func Uninstall(ctx context.Context, opts Options) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	total := time.Now()
+	argv := []string{filepath.Join(o.BinDir, "helm"), "--kubeconfig", Kubeconfig(o.Dir), "uninstall", Release, "-n", Namespace, "--wait", "--timeout", "5m"}
+	fmt.Fprintf(o.Out, "cluster: %s\n", strings.Join(argv, " "))
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	_ = os.WriteFile(filepath.Join(o.layout().logs, "uninstall.log"), out, 0o644)
+	if err != nil {
+		return fmt.Errorf("helm uninstall: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	fmt.Fprintf(o.Out, "cluster: Fastpath uninstalled in %.1fs (the chart's cleanup hook ran on every node)\n", time.Since(total).Seconds())
+	return nil
+}
