@@ -192,7 +192,7 @@ func (o *RunOptions) run(ctx context.Context, stdout, stderr io.Writer, log logr
 	if runErr != nil {
 		return errors.Join(runErr, closeErr)
 	}
-	out.Machine, out.Targets = doc.Machine, CheckTargets(doc.Runs)
+	out.Machine, out.Targets = doc.Machine, CheckTargets(doc.Runs, setup.CPUNotApplicable)
 	if err := writeLocal(stdout, stderr, doc, setup, o.Out); err != nil {
 		return errors.Join(err, closeErr)
 	}

@@ -181,6 +181,15 @@ func (s *Setup) buildFastPath(ctx context.Context, v variant, cni *cniRunner, cl
 	if !st.Ready(spec) {
 		return "", fmt.Errorf("failed to make bridge %s ready: exists %t, up %t, MTU %d (want %d)", spec.Name, st.Exists, st.Up, st.MTU, spec.MTU)
 	}
+	if v.path == PathFastPathOVS {
+		dt, err := ovsDatapathType(spec.Name)
+		if err != nil {
+			return "", err
+		}
+		if why, na := ovsCPUNotApplicable(spec.Name, dt); na {
+			s.CPUNotApplicable[v.path] = why
+		}
+	}
 	conf, err := s.netConf(v, spec.Name)
 	if err != nil {
 		return "", err

@@ -20,7 +20,7 @@ var ExitCodes = []struct {
 	Code gate.ExitCode
 	When string
 }{
-	{gate.ExitSucceeded, "every target measured here was met (a target line SKIP, not measurable here, counts neither way); also --help"},
+	{gate.ExitSucceeded, "every target measured here was met (a target line SKIP, not measurable here, or N/A, measured on something the target is not about, counts neither way); also --help"},
 	{gate.ExitCriteriaNotMet, "a target line FAIL: a target of the local benchmark, or of another benchmark's figures file in --out, was measured and missed"},
 	{gate.ExitCouldNotRun, "the benchmark could not run or finish: a rejected command line, not root, a path not built, netperf failed, " +
 		"a file not written or read (results.json, the report, a figures file, the JUnit XML), or what the run made not removed; target lines already printed stand, the run does not pass"},
@@ -64,7 +64,8 @@ type Outcome struct {
 // Code is the run's exit code (ExitCodes): ExitCouldNotRun when Err is
 // set, whatever the targets say; else ExitCriteriaNotMet when a measured
 // target or a figures file's target missed; else ExitSucceeded. A target
-// not measured here (Target.Measured false) neither passes nor fails a run.
+// not measured here (Target.Measured false) or not applicable here
+// (Target.NotApplicable) neither passes nor fails a run.
 func (o Outcome) Code() gate.ExitCode {
 	switch {
 	case o.Err != nil:
@@ -80,7 +81,7 @@ func (o Outcome) Code() gate.ExitCode {
 func (o Outcome) missed() []string {
 	var out []string
 	for _, t := range o.Targets {
-		if t.Measured && !t.Pass {
+		if t.Judged() && !t.Pass {
 			out = append(out, t.Name())
 		}
 	}
@@ -126,7 +127,9 @@ func (o Outcome) ExitError() error {
 //   - local.targets/<kind> <path>/<reference> (Target.Name): one per target
 //     line; a <failure> (type TargetMissed) with the measured and the
 //     required ratio when missed, <skipped> with the reason when not
-//     measured here (never a pass, never a failure), and every target of
+//     measured here or not applicable here (never a pass, never a
+//     failure; a not applicable one keeps its measured ratio in its
+//     <properties>), and every target of
 //     the table <skipped> as "not judged" when the run ended before
 //     judging them;
 //   - <benchmark>.targets/<kind> <name>: one per target of a figures file
@@ -183,6 +186,11 @@ func targetCase(t Target) gate.Testcase {
 	}
 	measured := ratio(t.Got)
 	c.Properties = append(c.Properties, gate.Props("measured", measured, "min", ratio(lo), "max", ratio(hi), "pairs", count(pairs))...)
+	if t.NotApplicable != "" {
+		// Measured, kept as information, never a pass or a failure.
+		c.Skipped = t.naReason()
+		return c
+	}
 	if t.Pass {
 		c.SystemOut = t.String()
 		return c

@@ -72,6 +72,11 @@ type Setup struct {
 	Skipped map[string]string
 	// Emulated describes what is emulated (Emulation).
 	Emulated string
+	// CPUNotApplicable maps a fast path whose CPU per byte says nothing
+	// about the product, as built by this run, to why (CheckTargets marks
+	// its cpu target N/A): fastpath-ovs when OVS reported the userspace
+	// datapath for its bridge (ovsCPUNotApplicable).
+	CPUNotApplicable map[string]string
 
 	log      logr.Logger
 	ovsPid   int // ovs-vswitchd, while an Open vSwitch session runs
@@ -189,7 +194,7 @@ func Build(ctx context.Context, opts Options) (out *Setup, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{ID: id, Skipped: map[string]string{}, Emulated: Emulation, log: opts.Log.WithValues("run", id), lock: lock}
+	s := &Setup{ID: id, Skipped: map[string]string{}, CPUNotApplicable: map[string]string{}, Emulated: Emulation, log: opts.Log.WithValues("run", id), lock: lock}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())

@@ -175,7 +175,7 @@ func TestLocalBenchmark(t *testing.T) {
 		}
 	}
 	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathFastPathMacvtap: 8948, PathCeiling: 8948}))
-	ts := CheckTargets(doc.Runs)
+	ts := CheckTargets(doc.Runs, nil)
 	g.Expect(ts).To(gomega.HaveLen(7))
 	for _, tg := range ts[:6] {
 		g.Expect(tg.Measured).To(gomega.BeTrue(), tg.String())

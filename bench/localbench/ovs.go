@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/fastpath-io/fastpath/internal/datapath/ovsdb"
 	"github.com/fastpath-io/fastpath/internal/datapath/ovsrun"
 )
 
@@ -125,4 +126,30 @@ func deleteOVSBridge(name string) error {
 		return fmt.Errorf("failed to delete OVS bridge %s: %w: %s", name, err, out)
 	}
 	return nil
+}
+
+// ovsDatapathType returns the datapath_type Open vSwitch reports for
+// bridge name ("" is the default, the kernel datapath "system").
+func ovsDatapathType(name string) (string, error) {
+	out, err := ovsrun.Vsctl("get", "Bridge", name, "datapath_type")
+	if err != nil {
+		return "", fmt.Errorf("failed to read the datapath_type of OVS bridge %s: %w: %s", name, err, out)
+	}
+	return strings.Trim(strings.TrimSpace(out), `"`), nil
+}
+
+// ovsCPUNotApplicable says whether the CPU per byte measured through OVS
+// bridge name with datapath type dt (as OVS reported it) says nothing about
+// the product, and why: on the userspace datapath (ovsdb.DatapathNetdev)
+// ovs-vswitchd forwards every packet in a userspace thread, while a node
+// runs the kernel datapath (ovsdb.DatapathSystem, the openvswitch module);
+// the throughput targets are unaffected (fastpath-ovs only competes in
+// "best fast path", where a slower path cannot win).
+func ovsCPUNotApplicable(name, dt string) (string, bool) {
+	if dt != ovsdb.DatapathNetdev {
+		return "", false
+	}
+	return fmt.Sprintf("Open vSwitch ran its userspace datapath in this run (bridge %s reported datapath_type=%s): "+
+		"ovs-vswitchd forwarded every packet in userspace, while a node runs the kernel datapath (datapath_type=%s, the openvswitch module), "+
+		"so this CPU per byte says nothing about OVS on a node", name, dt, ovsdb.DatapathSystem), true
 }

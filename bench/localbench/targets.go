@@ -44,6 +44,13 @@ type Target struct {
 	Measured bool
 	// Pass is true when Got meets Want.
 	Pass bool
+	// NotApplicable, when set, says why this target is not judged on this
+	// run although it was measured: what was measured is not what the
+	// target is about (NotApplicableCPU: the cpu target of Open vSwitch
+	// measured on its userspace datapath, which the product does not use on
+	// a node). Got and Detail stay as information; the line is N/A, the
+	// JUnit testcase <skipped>, and the exit code counts it neither way.
+	NotApplicable string
 	// Detail gives the pairs, the min-max and the medians and MTUs behind Got.
 	Detail string
 }
@@ -131,7 +138,11 @@ func better(c, d comparison, latency bool) bool {
 // at its best MTU (results.Best); against the ceiling each fast path is
 // compared with the ceiling at its own MTU and the MTU (and, for the
 // best-fast-path target, the path) with the best median ratio counts.
-func CheckTargets(runs []results.Run) []Target {
+//
+// cpuNA maps a fast path whose CPU per byte cannot be judged on this run to
+// why (Setup.CPUNotApplicable): its cpu target is still computed, then
+// marked NotApplicable with that reason.
+func CheckTargets(runs []results.Run, cpuNA map[string]string) []Target {
 	best := results.Best(runs)
 	hp, hasStream := report.Headline(runs)
 	lp, hasRR := report.LatencyHeadline(runs)
@@ -209,7 +220,11 @@ func CheckTargets(runs []results.Run) []Target {
 		out = append(out, t)
 	}
 	for _, t := range cpuTargets {
-		out = append(out, checkCPU(t, best, hp, hasStream))
+		t = checkCPU(t, best, hp, hasStream)
+		if why, ok := cpuNA[t.Path]; ok && t.Measured {
+			t.NotApplicable, t.Pass = why, false
+		}
+		out = append(out, t)
 	}
 	return out
 }
@@ -239,6 +254,15 @@ func checkCPU(t Target, best map[string]map[results.Point]results.Run, hp result
 		t.Detail += "; the host's CPUs were saturated, so the service demands charge other processes' CPU to these bytes and the ratio follows the throughput ratio"
 	}
 	return t
+}
+
+// Judged reports whether the target counts: measured and applicable here.
+func (t Target) Judged() bool { return t.Measured && t.NotApplicable == "" }
+
+// naReason is why a NotApplicable target is not judged, with what was
+// measured as information.
+func (t Target) naReason() string {
+	return "not judged: " + t.NotApplicable + "; measured for information: " + t.Detail
 }
 
 // scopeNote says what a CPU figure covers.
@@ -286,12 +310,15 @@ func (t Target) Name() string {
 //	PASS throughput fastpath-linux-bridge/baseline-untuned 2.93 >= 2.50 (TCP_STREAM ...: median of 5 paired ratios, min-max 2.71-3.10; ...)
 //	FAIL latency fastpath-linux-bridge/baseline-masquerade 1.07 <= 1.00 (...)
 //	PASS cpu fastpath-linux-bridge/baseline-masquerade 0.62 <= 0.80 (min-max 0.55-0.70 over 5 paired repetitions; ...)
+//	N/A cpu fastpath-ovs/baseline-masquerade 8.23 <= 0.80 (not judged: Open vSwitch ran its userspace datapath ...; measured for information: min-max ...)
 func (t Target) String() string {
 	kind, op := t.kind()
 	verdict := "FAIL"
 	switch {
 	case !t.Measured:
 		return fmt.Sprintf("SKIP %s %s/%s %s %.2f (%s)", kind, t.Path, t.Reference, op, t.Want, t.Detail)
+	case t.NotApplicable != "":
+		return fmt.Sprintf("N/A %s %s/%s %.2f %s %.2f (%s)", kind, t.Path, t.Reference, t.Got, op, t.Want, t.naReason())
 	case t.Pass:
 		verdict = "PASS"
 	}

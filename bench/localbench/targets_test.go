@@ -48,7 +48,7 @@ func TestCheckTargets(t *testing.T) {
 		rr(PathFastPathLinuxBridge, 9000, 40, 40, 40),
 		rr(PathFastPathLinuxBridge, 65520, 60, 60, 60),
 	}
-	ts := CheckTargets(runs)
+	ts := CheckTargets(runs, nil)
 	g.Expect(ts).To(gomega.HaveLen(7))
 	var lines []string
 	for _, tg := range ts[:5] {
@@ -73,7 +73,7 @@ func TestCheckTargets(t *testing.T) {
 	g.Expect(ts[3].Pairs).To(gomega.Equal(3))
 
 	// Slower fast-path latency is a failure; a path not measured is a skip.
-	ts = CheckTargets([]results.Run{stream(PathFastPathLinuxBridge, 9000, 1), rr(PathBaselineMasquerade, 1500, 50), rr(PathFastPathLinuxBridge, 9000, 55)})
+	ts = CheckTargets([]results.Run{stream(PathFastPathLinuxBridge, 9000, 1), rr(PathBaselineMasquerade, 1500, 50), rr(PathFastPathLinuxBridge, 9000, 55)}, nil)
 	g.Expect(ts[0].Measured).To(gomega.BeFalse())
 	g.Expect(ts[0].String()).To(gomega.HavePrefix("SKIP throughput fastpath-linux-bridge/baseline-untuned >= 2.50 (not measured"))
 	g.Expect(ts[3].String()).To(gomega.HavePrefix("SKIP throughput <best fast path>/ceiling >= 0.95 (not measured"))
@@ -103,16 +103,47 @@ func TestCheckCPUTargets(t *testing.T) {
 		// 4.4/4, 5/5, 6.6/6 = 1.10, 1.00, 1.10.
 		withSD(stream(PathFastPathOVS, 9000, 9500), 50, 4.4, 5, 6.6),
 	}
-	ts := CheckTargets(runs)
+	ts := CheckTargets(runs, nil)
 	g.Expect(ts).To(gomega.HaveLen(7))
 	g.Expect(ts[5].String()).To(gomega.Equal("PASS cpu fastpath-linux-bridge/baseline-masquerade 0.60 <= 0.80 (min-max 0.50-0.60 over 3 paired repetitions; " +
 		"TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: 3.000 µs/KiB (MTU 65520) vs 5.000 µs/KiB (MTU 1500), CPU 50% vs 60% of the whole host (client and server share it: measured once))"))
 	g.Expect(ts[6].Pass).To(gomega.BeFalse())
 	g.Expect(ts[6].String()).To(gomega.HavePrefix("FAIL cpu fastpath-ovs/baseline-masquerade 1.10 <= 0.80 (min-max 1.00-1.10 over 3 paired repetitions;"))
 
+	// Open vSwitch on its userspace datapath: the same figure, N/A, not a
+	// failure; the other cpu target is judged as before.
+	why, na := ovsCPUNotApplicable("fpbl3fa9c1o20", "netdev")
+	g.Expect(na).To(gomega.BeTrue())
+	ts = CheckTargets(runs, map[string]string{PathFastPathOVS: why})
+	g.Expect(ts[5].Judged()).To(gomega.BeTrue())
+	g.Expect(ts[5].Pass).To(gomega.BeTrue())
+	g.Expect(ts[6].Judged()).To(gomega.BeFalse())
+	g.Expect(ts[6].Pass).To(gomega.BeFalse())
+	g.Expect(ts[6].Got).To(gomega.BeNumerically("~", 1.10, 0.001), "the measured figure is kept")
+	g.Expect(ts[6].String()).To(gomega.HavePrefix("N/A cpu fastpath-ovs/baseline-masquerade 1.10 <= 0.80 (not judged: Open vSwitch ran its userspace datapath in this run " +
+		"(bridge fpbl3fa9c1o20 reported datapath_type=netdev): ovs-vswitchd forwarded every packet in userspace, while a node runs the kernel datapath " +
+		"(datapath_type=system, the openvswitch module), so this CPU per byte says nothing about OVS on a node; measured for information: min-max 1.00-1.10 over 3 paired repetitions;"))
+	// Not applicable only where it was measured: a run without fastpath-ovs still says SKIP.
+	ts = CheckTargets(runs[:2], map[string]string{PathFastPathOVS: why})
+	g.Expect(ts[6].String()).To(gomega.HavePrefix("SKIP cpu fastpath-ovs/baseline-masquerade"))
+
 	// A saturated host is said so.
-	sat := CheckTargets([]results.Run{withSD(stream(PathBaselineMasquerade, 1500, 9000), 100, 4), withSD(stream(PathFastPathLinuxBridge, 9000, 12000), 100, 3)})
+	sat := CheckTargets([]results.Run{withSD(stream(PathBaselineMasquerade, 1500, 9000), 100, 4), withSD(stream(PathFastPathLinuxBridge, 9000, 12000), 100, 3)}, nil)
 	g.Expect(sat[5].String()).To(gomega.ContainSubstring("the host's CPUs were saturated"))
+}
+
+// Only the userspace datapath, as OVS reports it, makes the OVS cpu target
+// N/A: the kernel datapath (or OVS's default, "") is judged.
+func TestOVSCPUNotApplicable(t *testing.T) {
+	for _, tc := range []struct {
+		datapathType string
+		na           bool
+	}{{"netdev", true}, {"system", false}, {"", false}} {
+		g := gomega.NewWithT(t)
+		why, na := ovsCPUNotApplicable("br", tc.datapathType)
+		g.Expect(na).To(gomega.Equal(tc.na), "datapath_type=%q", tc.datapathType)
+		g.Expect(why == "").To(gomega.Equal(!tc.na))
+	}
 }
 
 func TestOptionsAndNames(t *testing.T) {
