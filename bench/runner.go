@@ -86,11 +86,14 @@ type Netperf struct {
 	// namespaces, pods on one node): the CPU figure is host-wide and
 	// reported once (netperf.Spec.SameHost).
 	SameHost bool
+	// CPUs pins every client and server test process (netperf.Spec.CPUs);
+	// nil leaves them to the scheduler.
+	CPUs *netperf.CPUPair
 }
 
 // RunSession implements Tool with one netperf run (netperf.Run).
 func (n Netperf) RunSession(ctx context.Context, ep Endpoint, pt results.Point, duration time.Duration) (results.Session, error) {
-	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, SameHost: n.SameHost}
+	spec := netperf.Spec{Binary: n.Binary, Host: ep.Host, Port: ep.Port, Test: pt.Test, Duration: duration, SocketBytes: pt.SocketBytes, MessageBytes: pt.MessageBytes, SameHost: n.SameHost, CPUs: n.CPUs}
 	res, err := netperf.Run(ctx, ep.executor(), spec)
 	if err != nil {
 		return results.Session{}, err

@@ -82,6 +82,34 @@ type Spec struct {
 	SameHost bool
 	// Timeout bounds the whole run in Run; 0 means Duration + RunGrace.
 	Timeout time.Duration
+	// CPUs pins the client and the server's test process (netperf -T
+	// local,remote: netperf binds itself with sched_setaffinity and asks
+	// netserver to bind the process it forks for the test); nil leaves
+	// both to the scheduler.
+	CPUs *CPUPair
+}
+
+// CPUPair is the CPU numbers of netperf -T: Client for netperf, Server for
+// netserver's test process.
+type CPUPair struct {
+	Client, Server int
+}
+
+// String renders p as netperf -T takes it, "client,server".
+func (p CPUPair) String() string { return fmt.Sprintf("%d,%d", p.Client, p.Server) }
+
+// ParseCPUPair reads "client,server" (e.g. "0,1"); "" is nil (unpinned).
+func ParseCPUPair(s string) (*CPUPair, error) {
+	if s == "" {
+		return nil, nil
+	}
+	c, r, ok := strings.Cut(s, ",")
+	a, errA := strconv.Atoi(strings.TrimSpace(c))
+	b, errB := strconv.Atoi(strings.TrimSpace(r))
+	if !ok || errA != nil || errB != nil || a < 0 || b < 0 {
+		return nil, fmt.Errorf("failed to parse CPU pair %q: want <client CPU>,<server CPU>, e.g. 0,1", s)
+	}
+	return &CPUPair{Client: a, Server: b}, nil
 }
 
 // Endpoint returns "host:port" of the netserver, e.g. "10.0.0.2:12865".
@@ -109,6 +137,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("failed to validate netperf spec for %s: socket size %d must not be negative", s.Host, s.SocketBytes)
 	case s.MessageBytes < 1:
 		return fmt.Errorf("failed to validate netperf spec for %s: message size %d must be at least 1", s.Host, s.MessageBytes)
+	case s.CPUs != nil && (s.CPUs.Client < 0 || s.CPUs.Server < 0):
+		return fmt.Errorf("failed to validate netperf spec for %s: CPUs %s must not be negative", s.Host, s.CPUs)
 	}
 	return nil
 }
@@ -117,6 +147,7 @@ func (s Spec) Validate() error {
 //
 //	netperf -H 10.0.0.2 -t TCP_STREAM -l 60 -f m -P 0 -c -C -- -s 262144 -S 262144 -m 65536 -o THROUGHPUT,...
 //	netperf -H 10.0.0.2 -p 12866 -t TCP_RR -l 60 -f m -P 0 -c -C -j -- -r 1,1 -o THROUGHPUT,...,P99_LATENCY
+//	netperf -H 10.0.0.2 -T 0,1 -t TCP_STREAM ... (CPUs set)
 //
 // -f m fixes the units to 10^6 bit/s (and service demand to usec/KB), -P 0
 // drops the banner, -c -C measure CPU locally and remotely, -j keeps the
@@ -133,6 +164,9 @@ func (s Spec) Command() ([]string, error) {
 	argv := []string{bin, "-H", s.Host}
 	if s.Port != 0 {
 		argv = append(argv, "-p", strconv.Itoa(s.Port))
+	}
+	if s.CPUs != nil {
+		argv = append(argv, "-T", s.CPUs.String())
 	}
 	argv = append(argv, "-t", s.Test, "-l", strconv.Itoa(int(s.Duration/time.Second)), "-f", "m", "-P", "0", "-c", "-C")
 	rr := results.IsRR(s.Test)

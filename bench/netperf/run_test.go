@@ -69,6 +69,26 @@ func TestCommandDefaults(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(strings.Join(argv, " ")).To(gomega.Equal("netperf -H fd00::2 -t TCP_STREAM -l 60 -f m -P 0 -c -C -- -m 512 -o " + strings.Join(netperf.StreamSelectors, ",")))
 	g.Expect(spec.Endpoint()).To(gomega.Equal("[fd00::2]:12865"))
+
+	// Pinned: -T client,server before the test.
+	spec.CPUs = &netperf.CPUPair{Client: 0, Server: 1}
+	argv, err = spec.Command()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(strings.Join(argv[:9], " ")).To(gomega.Equal("netperf -H fd00::2 -T 0,1 -t TCP_STREAM -l 60"))
+}
+
+func TestParseCPUPair(t *testing.T) {
+	g := gomega.NewWithT(t)
+	p, err := netperf.ParseCPUPair("0,1")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(*p).To(gomega.Equal(netperf.CPUPair{Client: 0, Server: 1}))
+	p, err = netperf.ParseCPUPair("")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(p).To(gomega.BeNil())
+	for _, bad := range []string{"0", "a,1", "0,-1", "0,1,2"} {
+		_, err := netperf.ParseCPUPair(bad)
+		g.Expect(err).To(gomega.HaveOccurred(), bad)
+	}
 }
 
 func TestSpecValidate(t *testing.T) {
@@ -85,6 +105,7 @@ func TestSpecValidate(t *testing.T) {
 		"negative socket": {func(s *netperf.Spec) { s.SocketBytes = -1 }, "must not be negative"},
 		"no message":      {func(s *netperf.Spec) { s.MessageBytes = 0 }, "at least 1"},
 		"vsock test":      {func(s *netperf.Spec) { s.Test = results.VSockStream }, "supported are TCP_STREAM"},
+		"negative CPU":    {func(s *netperf.Spec) { s.CPUs = &netperf.CPUPair{Client: -1} }, "must not be negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := gomega.NewWithT(t)
