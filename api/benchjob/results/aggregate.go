@@ -143,10 +143,80 @@ func FormatBytes(n int) string {
 }
 
 // IsReference is the default rule for which paths others are compared
-// against: baselines (names starting with "baseline") and the "ceiling"
-// path of the local node benchmark (docs/design.md §5.2).
+// against: baselines (names starting with "baseline") and the "ceiling" of
+// the local node benchmark with its candidates ("ceiling-veth",
+// "ceiling-loopback"; docs/design.md §5.2).
 func IsReference(path string) bool {
-	return strings.HasPrefix(path, "baseline") || path == "ceiling"
+	return strings.HasPrefix(path, "baseline") || path == "ceiling" || strings.HasPrefix(path, "ceiling-")
+}
+
+// BestOf returns, for each point and MTU that every one of candidates was
+// measured at, a run named path whose repetition i is the better of the
+// candidates' repetitions i (higher throughput; for RR tests the higher
+// transaction rate), with Sample.Source naming the candidate it came from,
+// summarised (Summarize). Repetitions that not every candidate has are left
+// out. The runs come in the order of the first candidate's runs.
+func BestOf(path string, runs []Run, candidates ...string) []Run {
+	type key struct {
+		pt  Point
+		mtu int
+	}
+	byPath := map[string]map[key]Run{}
+	for _, r := range runs {
+		if slices.Contains(candidates, r.Path) {
+			if byPath[r.Path] == nil {
+				byPath[r.Path] = map[key]Run{}
+			}
+			byPath[r.Path][key{r.Point(), r.MTU}] = r
+		}
+	}
+	score := func(test string, s Sample) float64 {
+		if IsRR(test) {
+			return s.TransactionsPerSec
+		}
+		return s.ThroughputMbps
+	}
+	var out []Run
+	for _, first := range runs {
+		if len(candidates) == 0 || first.Path != candidates[0] {
+			continue
+		}
+		k := key{first.Point(), first.MTU}
+		best := Run{Path: path, Test: first.Test, SocketBytes: first.SocketBytes, MessageBytes: first.MessageBytes,
+			Sessions: first.Sessions, Pairs: first.Pairs, MTU: first.MTU}
+		complete := true
+		for _, c := range candidates[1:] {
+			if _, ok := byPath[c][k]; !ok {
+				complete = false
+			}
+		}
+		if !complete {
+			continue
+		}
+		for _, s := range first.Samples {
+			win, winner := s, first.Path
+			have := true
+			for _, c := range candidates[1:] {
+				i := slices.IndexFunc(byPath[c][k].Samples, func(o Sample) bool { return o.Repetition == s.Repetition })
+				if i < 0 {
+					have = false
+					break
+				}
+				if o := byPath[c][k].Samples[i]; score(first.Test, o) > score(first.Test, win) {
+					win, winner = o, c
+				}
+			}
+			if have {
+				win.Source = winner
+				best.Samples = append(best.Samples, win)
+			}
+		}
+		if len(best.Samples) > 0 {
+			best.Summarize()
+			out = append(out, best)
+		}
+	}
+	return out
 }
 
 // Paths returns the path names of runs in order of first appearance.

@@ -317,6 +317,11 @@ type Sample struct {
 	// LossPercent is 100 × (1 - messages received / messages sent) over all
 	// sessions (UDP_STREAM only).
 	LossPercent float64 `json:"lossPercent,omitempty"`
+	// Source is the path this repetition was measured on when its run is
+	// the best of several paths per repetition (BestOf: the local node
+	// benchmark's ceiling, the better of "ceiling-veth" and
+	// "ceiling-loopback"); empty when the run's own path measured it.
+	Source string `json:"source,omitempty"`
 	// PerSession holds what each session reported.
 	PerSession []Session `json:"perSession"`
 }

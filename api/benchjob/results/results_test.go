@@ -176,3 +176,61 @@ func TestJoinEmulated(t *testing.T) {
 		})
 	}
 }
+
+// BestOf keeps, repetition by repetition, the better candidate and says
+// which one it was; points or repetitions not every candidate has are left
+// out.
+func TestBestOf(t *testing.T) {
+	g := gomega.NewWithT(t)
+	stream := func(path string, mtu int, mbps ...float64) results.Run {
+		r := results.Run{Path: path, Test: results.TCPStream, SocketBytes: 262144, MessageBytes: 65536, Sessions: 1, Pairs: 1, MTU: mtu}
+		for i, v := range mbps {
+			r.Samples = append(r.Samples, results.Sample{Repetition: i + 1, ThroughputMbps: v})
+		}
+		r.Summarize()
+		return r
+	}
+	rr := func(path string, tps ...float64) results.Run {
+		r := results.Run{Path: path, Test: results.TCPRR, SocketBytes: 262144, MessageBytes: 1, Sessions: 1, Pairs: 1, MTU: 9000}
+		for i, v := range tps {
+			// A higher rate with a higher mean latency: the rate decides.
+			r.Samples = append(r.Samples, results.Sample{Repetition: i + 1, ThroughputMbps: v * 16 / 1e6, TransactionsPerSec: v, MeanLatencyUs: v / 1000})
+		}
+		r.Summarize()
+		return r
+	}
+	runs := []results.Run{
+		stream("ceiling-veth", 9000, 10000, 12000, 9000),
+		stream("ceiling-loopback", 9000, 11000, 11000, 11000, 99999), // repetition 4 has no veth partner
+		stream("ceiling-veth", 65520, 20000),                         // no loopback run at 65520
+		rr("ceiling-veth", 50000, 40000),
+		rr("ceiling-loopback", 45000, 60000),
+		stream("fastpath-linux-bridge", 9000, 99999),
+	}
+	best := results.BestOf("ceiling", runs, "ceiling-veth", "ceiling-loopback")
+	g.Expect(best).To(gomega.HaveLen(2))
+	type rep struct {
+		Value  float64
+		Source string
+	}
+	reps := func(r results.Run) []rep {
+		var out []rep
+		for _, s := range r.Samples {
+			v := s.ThroughputMbps
+			if results.IsRR(r.Test) {
+				v = s.TransactionsPerSec
+			}
+			out = append(out, rep{v, s.Source})
+		}
+		return out
+	}
+	g.Expect(best[0].Path).To(gomega.Equal("ceiling"))
+	g.Expect(best[0].MTU).To(gomega.Equal(9000))
+	g.Expect(reps(best[0])).To(gomega.Equal([]rep{{11000, "ceiling-loopback"}, {12000, "ceiling-veth"}, {11000, "ceiling-loopback"}}))
+	g.Expect(best[0].ThroughputMbps).To(gomega.Equal(11000.0))
+	g.Expect(best[0].ThroughputMaxMbps).To(gomega.Equal(12000.0))
+	g.Expect(best[1].Test).To(gomega.Equal(results.TCPRR))
+	g.Expect(reps(best[1])).To(gomega.Equal([]rep{{50000, "ceiling-veth"}, {60000, "ceiling-loopback"}}))
+	g.Expect(results.IsReference("ceiling-loopback")).To(gomega.BeTrue())
+	g.Expect(results.IsReference("ceilings")).To(gomega.BeFalse())
+}
