@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -43,9 +44,14 @@ type RunOptions struct {
 	// Tests are the netperf tests to run, comma-separated (default
 	// QuickTests).
 	Tests string
+	// CPUs pins the client and the server's test process on every path,
+	// "client,server" (netperf -T; default DefaultCPUs); "" leaves them to
+	// the scheduler.
+	CPUs string
 
 	matrix bench.Matrix
 	opts   Options
+	cpus   *netperf.CPUPair
 }
 
 // defaultPlugin is the fastpath CNI binary next to this executable (make
@@ -75,6 +81,7 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("strict", true, "")
 	_ = fs.MarkDeprecated("strict", "a missed target always exits 1")
 	fs.StringVar(&o.Tests, "tests", strings.Join(QuickTests, ","), "netperf tests to run, comma-separated (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR); every one measures CPU with -c -C")
+	fs.StringVar(&o.CPUs, "cpus", DefaultCPUs, "CPUs to pin netperf and netserver's test process to on every path alike, client,server (netperf -T); empty leaves them to the scheduler")
 	fs.IntVar(&o.Nice, "nice", -20, "niceness of the benchmark, the netperf and netserver processes it starts and ovs-vswitchd while it runs (-20..19; 0 leaves it): the papers isolate the testbed, and on a busy machine other processes otherwise decide the medians")
 }
 
@@ -104,6 +111,12 @@ func (o *RunOptions) Validate() error {
 	}
 	if err := ValidatePaths(o.opts.Paths); err != nil {
 		return err
+	}
+	if o.cpus, err = netperf.ParseCPUPair(o.CPUs); err != nil {
+		return fmt.Errorf("--cpus: %w", err)
+	}
+	if o.cpus != nil && max(o.cpus.Client, o.cpus.Server) >= runtime.NumCPU() {
+		return fmt.Errorf("--cpus %s: this machine has CPUs 0-%d", o.CPUs, runtime.NumCPU()-1)
 	}
 	if o.Nice < -20 || o.Nice > 19 {
 		return fmt.Errorf("--nice %d must be -20..19", o.Nice)
@@ -183,7 +196,10 @@ func (o *RunOptions) run(ctx context.Context, stdout, stderr io.Writer, log logr
 	}
 	out.RunID = setup.ID
 	loadBefore := loadAverage()
-	doc, runErr := measure(ctx, setup, m)
+	if o.cpus != nil {
+		fmt.Fprintf(stdout, "netperf on CPU %d, netserver's test process on CPU %d, on every path (netperf -T %s)\n", o.cpus.Client, o.cpus.Server, o.cpus)
+	}
+	doc, runErr := measure(ctx, setup, m, o.cpus)
 	loadAfter := loadAverage()
 	closeErr := setup.Close()
 	if closeErr == nil {

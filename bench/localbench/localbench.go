@@ -145,23 +145,14 @@ func (o *Options) defaults() error {
 }
 
 // PathCount is the number of (path, MTU) pairs Build makes from o: one per
-// path, one per MTU for the fast paths.
-func (o Options) PathCount() int {
-	n := 0
-	for _, p := range o.Paths {
-		if AtFastPathMTUs(p) {
-			n += max(len(o.FastPathMTUs), 1)
-		} else {
-			n++
-		}
-	}
-	return n
-}
+// path, one per MTU for the fast paths, two per MTU (CeilingCandidates) for
+// the ceiling.
+func (o Options) PathCount() int { return len(o.variants()) }
 
 // variants lists what Build makes, in measuring order: the paths at the
 // baseline MTU first, then per fast-path MTU the fast paths and the ceiling
-// at that MTU, so that a fast path and the ceiling it is paired with run
-// close together in each repetition.
+// at that MTU (its candidates, CeilingCandidates), so that a fast path and
+// the ceiling it is paired with run close together in each repetition.
 func (o Options) variants() []variant {
 	var vs []variant
 	for _, p := range o.Paths {
@@ -171,7 +162,12 @@ func (o Options) variants() []variant {
 	}
 	for _, m := range o.FastPathMTUs {
 		for _, p := range o.Paths {
-			if AtFastPathMTUs(p) {
+			switch {
+			case p == PathCeiling:
+				for _, c := range CeilingCandidates {
+					vs = append(vs, variant{path: c, mtu: m})
+				}
+			case AtFastPathMTUs(p):
 				vs = append(vs, variant{path: p, mtu: m})
 			}
 		}
@@ -320,9 +316,12 @@ func (s *Setup) build(ctx context.Context, v variant, cni *cniRunner) (bench.Pat
 	if err != nil {
 		return bench.Path{}, err
 	}
-	server, err := s.newNS(v, "server")
-	if err != nil {
-		return bench.Path{}, err
+	// Loopback: client and server share one namespace.
+	server := client
+	if v.path != PathCeilingLoopback {
+		if server, err = s.newNS(v, "server"); err != nil {
+			return bench.Path{}, err
+		}
 	}
 	var listen, connect string
 	switch v.path {
@@ -331,8 +330,11 @@ func (s *Setup) build(ctx context.Context, v variant, cni *cniRunner) (bench.Pat
 		connect = listen
 	case PathBaselineMasquerade:
 		listen, connect, err = s.buildMasquerade(v, client, server)
-	case PathCeiling:
-		listen, err = s.buildCeiling(v, client, server)
+	case PathCeilingVeth:
+		listen, err = s.buildCeilingVeth(v, client, server)
+		connect = listen
+	case PathCeilingLoopback:
+		listen, err = s.buildLoopback(v, client)
 		connect = listen
 	case PathFastPathLinuxBridge, PathFastPathOVS:
 		listen, err = s.buildFastPath(ctx, v, cni, client, server)
@@ -511,11 +513,11 @@ func (s *Setup) buildMasquerade(v variant, client, server *topology.NetNS) (list
 	return pods[1].GuestIP.String(), pods[1].PodIP.String(), nil
 }
 
-// buildCeiling: one veth pair straight from the client to the server
-// namespace at v's MTU (each fast-path MTU), offloads on as the fast paths
-// have them (setOffloads: every offload of the netconf), netperf and netserver
-// unpinned at the same niceness as on every other path.
-func (s *Setup) buildCeiling(v variant, client, server *topology.NetNS) (string, error) {
+// buildCeilingVeth: the ceiling's first candidate, one veth pair straight
+// from the client to the server namespace at v's MTU (each fast-path MTU),
+// offloads on as the fast paths have them (setOffloads: every offload of
+// the netconf), netperf and netserver pinned as on every other path.
+func (s *Setup) buildCeilingVeth(v variant, client, server *topology.NetNS) (string, error) {
 	a, b := s.linkName("c", v, 0), s.linkName("c", v, 1)
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a, MTU: v.mtu}, PeerName: b}
 	if err := netlink.LinkAdd(veth); err != nil {
@@ -545,6 +547,24 @@ func (s *Setup) buildCeiling(v variant, client, server *topology.NetNS) (string,
 		if err := configure(end.n, end.name, v.mtu, end.addr, true); err != nil {
 			return "", err
 		}
+	}
+	return sa.Addr().String(), nil
+}
+
+// buildLoopback: the ceiling's second candidate, TCP over lo inside one
+// namespace n (client and server both in it), lo's MTU set to v's. lo keeps
+// the offloads it has (on a 6.1 kernel: TSO, GSO, GRO, TX checksum and
+// scatter-gather on, RX checksum fixed on), which are the fast paths'
+// offloads. The server listens on the server address of the variant's
+// subnet, added to lo as a /32: netperf resolves its host with
+// AI_ADDRCONFIG, which in a namespace whose only address is 127.0.0.1
+// finds no IPv4 address and refuses 127.0.0.1 itself; traffic to a local
+// address goes through lo all the same.
+func (s *Setup) buildLoopback(v variant, n *topology.NetNS) (string, error) {
+	_, sa := addrs(v)
+	host := netip.PrefixFrom(sa.Addr(), 32)
+	if err := configure(n, "lo", v.mtu, host, true); err != nil {
+		return "", err
 	}
 	return sa.Addr().String(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,17 +126,20 @@ func TestLocalBenchmark(t *testing.T) {
 		g.Expect(ex.Path).To(gomega.HavePrefix(filepath.Join(topology.NetNSDir, s.ID+"-"+p.Name+"-")))
 		g.Expect(ex.Path).To(gomega.BeAnExistingFile())
 	}
-	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500", "baseline-masquerade@1500", "fastpath-linux-bridge@9000", "fastpath-macvtap@9000", "ceiling@9000"}))
+	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500", "baseline-masquerade@1500", "fastpath-linux-bridge@9000", "fastpath-macvtap@9000", "ceiling-veth@9000", "ceiling-loopback@9000"}))
 
 	// The interfaces are what the paths promise.
 	nsOf := func(i int) string { return s.Paths[i].Endpoints[0].Executor.(netperf.NetNS).Path }
-	untuned, fast, macvtap, ceiling := nsOf(0), nsOf(2), nsOf(3), nsOf(4)
+	untuned, fast, macvtap, ceiling, loopback := nsOf(0), nsOf(2), nsOf(3), nsOf(4), nsOf(5)
 	g.Expect(linkIn(g, untuned, "eth0").Attrs().MTU).To(gomega.Equal(1500))
 	g.Expect(offloadsIn(untuned, "eth0", false)).To(gomega.Succeed())
 	g.Expect(linkIn(g, fast, PodIfName).Attrs().MTU).To(gomega.Equal(9000), "set by the CNI binary")
 	g.Expect(offloadsIn(fast, PodIfName, true)).To(gomega.Succeed())
 	g.Expect(offloadsIn(ceiling, s.linkName("c", variant{index: 4}, 0), true)).To(gomega.Succeed())
 	g.Expect(linkIn(g, ceiling, s.linkName("c", variant{index: 4}, 0)).Attrs().MTU).To(gomega.Equal(9000), "the ceiling has the fast path's MTU")
+	g.Expect(linkIn(g, loopback, "lo").Attrs().MTU).To(gomega.Equal(9000), "so has its loopback candidate")
+	g.Expect(offloadsIn(loopback, "lo", true)).To(gomega.Succeed())
+	g.Expect(strings.Replace(loopback, "-client", "-server", 1)).NotTo(gomega.BeAnExistingFile(), "loopback: one namespace")
 	mv := linkIn(g, macvtap, "eth0")
 	g.Expect(mv.Type()).To(gomega.Equal("macvlan"))
 	g.Expect(mv.(*netlink.Macvlan).Mode).To(gomega.Equal(netlink.MACVLAN_MODE_BRIDGE))
@@ -147,13 +151,14 @@ func TestLocalBenchmark(t *testing.T) {
 
 	m := QuickMatrix(time.Second)
 	m.Repetitions = 1
-	doc, err := bench.Document(ctx, &bench.Runner{Matrix: m, Paths: s.Paths, Tools: Tools(), ClientCPU: bench.FinishedChildrenCPU}, s.Emulated)
+	doc, err := measure(ctx, s, m, &netperf.CPUPair{Client: 0, Server: runtime.NumCPU() - 1})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(doc.Validate()).To(gomega.Succeed())
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("VMs emulated as network namespaces"))
 	g.Expect(doc.Machine.Emulated).To(gomega.ContainSubstring("not the kernel datapath a real node uses"))
-	// 5 tests on 5 paths, UDP_STREAM skipped on baseline-masquerade.
-	g.Expect(doc.Runs).To(gomega.HaveLen(24))
+	// 5 tests on 6 paths, UDP_STREAM skipped on baseline-masquerade, and
+	// the ceiling's 5 runs, each repetition from one of its candidates.
+	g.Expect(doc.Runs).To(gomega.HaveLen(34))
 	// The TCP MSS shows the MTU each path's traffic really had: MTU - 52
 	// (20 IPv4 + 20 TCP + 12 timestamp option bytes).
 	mss := map[string]int{}
@@ -166,6 +171,9 @@ func TestLocalBenchmark(t *testing.T) {
 		g.Expect(r.CPUScope).To(gomega.Equal(results.CPUScopeHost))
 		g.Expect(r.ProcessServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s", r.Path, r.Test)
 		switch {
+		case r.Path == PathCeiling:
+			g.Expect(r.Samples[0].Source).To(gomega.BeElementOf(CeilingCandidates))
+			g.Expect(r.ThroughputMbps).To(gomega.Equal(max(runOf(doc.Runs, PathCeilingVeth, r.Test).ThroughputMbps, runOf(doc.Runs, PathCeilingLoopback, r.Test).ThroughputMbps)))
 		case r.Test == results.TCPStream:
 			mss[r.Path] = r.Samples[0].PerSession[0].MSSBytes
 		case results.IsRR(r.Test):
@@ -174,7 +182,7 @@ func TestLocalBenchmark(t *testing.T) {
 			g.Expect(r.Samples[0].PerSession[0].MessagesSent).To(gomega.BeNumerically(">", 0))
 		}
 	}
-	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathFastPathMacvtap: 8948, PathCeiling: 8948}))
+	g.Expect(mss).To(gomega.Equal(map[string]int{PathBaselineUntuned: 1448, PathBaselineMasquerade: 1448, PathFastPathLinuxBridge: 8948, PathFastPathMacvtap: 8948, PathCeilingVeth: 8948, PathCeilingLoopback: 8948}))
 	ts := CheckTargets(doc.Runs, nil)
 	g.Expect(ts).To(gomega.HaveLen(7))
 	for _, tg := range ts[:6] {
@@ -185,6 +193,16 @@ func TestLocalBenchmark(t *testing.T) {
 
 	g.Expect(s.Close()).To(gomega.Succeed())
 	assertGone(g, s)
+}
+
+// runOf is the run of path and test in runs.
+func runOf(runs []results.Run, path, test string) results.Run {
+	for _, r := range runs {
+		if r.Path == path && r.Test == test {
+			return r
+		}
+	}
+	return results.Run{}
 }
 
 // Ctrl-C in the middle of a measurement: the run stops and Close still

@@ -16,6 +16,7 @@ import (
 	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	"github.com/fastpath-io/fastpath/bench"
 	"github.com/fastpath-io/fastpath/bench/benchfig"
+	"github.com/fastpath-io/fastpath/bench/netperf"
 	"github.com/fastpath-io/fastpath/bench/report"
 	"github.com/fastpath-io/fastpath/internal/node/sysctl"
 )
@@ -51,7 +52,7 @@ func loadAverage() string {
 }
 
 // measure runs the matrix on the built paths.
-func measure(ctx context.Context, setup *Setup, m bench.Matrix) (results.Document, error) {
+func measure(ctx context.Context, setup *Setup, m bench.Matrix, cpus *netperf.CPUPair) (results.Document, error) {
 	if len(setup.Paths) == 0 {
 		return results.Document{}, fmt.Errorf("failed to run the local benchmark: no path could be built (%v)", setup.Skipped)
 	}
@@ -60,8 +61,14 @@ func measure(ctx context.Context, setup *Setup, m bench.Matrix) (results.Documen
 	// The clients are this process's children, and the paths know their
 	// server processes: each repetition also gets the CPU time of the
 	// benchmark's own processes per byte.
-	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: Tools(), ClientCPU: bench.FinishedChildrenCPU}
-	return bench.Document(ctx, r, setup.Emulated)
+	r := &bench.Runner{Matrix: m, Paths: setup.Paths, Tools: Tools(cpus), ClientCPU: bench.FinishedChildrenCPU}
+	doc, err := bench.Document(ctx, r, setup.Emulated)
+	if err != nil {
+		return doc, err
+	}
+	// The ceiling is the better of its candidates, repetition by repetition.
+	doc.Runs = append(doc.Runs, CeilingOf(doc.Runs)...)
+	return doc, nil
 }
 
 // writeLocal writes results.json and the report into dir and prints the

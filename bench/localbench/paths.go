@@ -20,7 +20,25 @@ const (
 	PathFastPathOVS         = "fastpath-ovs"
 	PathFastPathMacvtap     = "fastpath-macvtap"
 	PathCeiling             = "ceiling"
+	// PathCeilingVeth and PathCeilingLoopback are the ceiling's candidates,
+	// built and measured in its place: one veth pair between two
+	// namespaces (buildCeilingVeth) and TCP over lo inside one namespace
+	// (buildLoopback). Per repetition the ceiling is the better of the two
+	// (CeilingOf).
+	PathCeilingVeth     = "ceiling-veth"
+	PathCeilingLoopback = "ceiling-loopback"
 )
+
+// CeilingCandidates are the paths the ceiling is the best of.
+var CeilingCandidates = []string{PathCeilingVeth, PathCeilingLoopback}
+
+// CeilingOf returns the ceiling's runs: for each point and MTU both
+// candidates were measured at, per repetition the better of the two
+// (results.BestOf, Sample.Source naming the candidate). The candidates'
+// own runs stay in the results, so the report shows both and which won.
+func CeilingOf(runs []results.Run) []results.Run {
+	return results.BestOf(PathCeiling, runs, CeilingCandidates...)
+}
 
 // AllPaths are the paths Build makes by default, in measuring order.
 var AllPaths = []string{PathBaselineUntuned, PathBaselineMasquerade, PathFastPathLinuxBridge, PathFastPathOVS, PathFastPathMacvtap, PathCeiling}
@@ -106,11 +124,18 @@ func QuickMatrix(d time.Duration) bench.Matrix {
 	}
 }
 
+// DefaultCPUs pins netperf to CPU 0 and netserver's test process to CPU 1
+// on every path (netperf -T 0,1), so that no path gets a placement the
+// others do not: on a 2-CPU machine each end has a CPU of its own.
+const DefaultCPUs = "0,1"
+
 // Tools are the tools a local benchmark runs its tests with: netperf for
 // every netperf test, told that client and server share this host, so its
-// host-wide CPU figure is reported once (bench.Netperf.SameHost).
-func Tools() map[string]bench.Tool {
-	np := bench.Netperf{SameHost: true}
+// host-wide CPU figure is reported once (bench.Netperf.SameHost), with the
+// client and the server's test process pinned to cpus on every path alike
+// (nil: unpinned).
+func Tools(cpus *netperf.CPUPair) map[string]bench.Tool {
+	np := bench.Netperf{SameHost: true, CPUs: cpus}
 	tools := map[string]bench.Tool{}
 	for _, t := range netperf.Tests {
 		tools[t] = np

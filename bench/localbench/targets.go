@@ -274,7 +274,8 @@ func scopeNote(scope string) string {
 }
 
 // CeilingNote says what the ceiling is, in the target lines.
-const CeilingNote = "ceiling = one veth pair between the two namespaces at the same MTU, offloads on (TSO/GSO/GRO/TX csum) as on the fast paths, netperf/netserver unpinned at the same niceness"
+const CeilingNote = "ceiling = per repetition the better of one veth pair between two namespaces and TCP over lo in one namespace, " +
+	"both at the same MTU with the fast paths' offloads on (TSO/GSO/GRO/TX csum), netperf and netserver pinned and niced as on every path"
 
 // kind is the target's kind, "throughput", "latency" or "cpu", and its
 // bound, ">=" (higher is better) or "<=".

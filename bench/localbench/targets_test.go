@@ -81,6 +81,31 @@ func TestCheckTargets(t *testing.T) {
 	g.Expect(ts[4].Pass).To(gomega.BeFalse())
 }
 
+// The ceiling is judged as the better of its candidates per repetition: a
+// fast path above the veth pair is still below the ceiling when lo does
+// better, and the target line names the candidates.
+func TestCeilingIsTheBestCandidate(t *testing.T) {
+	g := gomega.NewWithT(t)
+	runs := []results.Run{
+		stream(PathFastPathLinuxBridge, 9000, 12000, 12000, 12000),
+		stream(PathCeilingVeth, 9000, 10000, 10000, 13000),
+		stream(PathCeilingLoopback, 9000, 15000, 16000, 12000),
+	}
+	ceiling := CeilingOf(runs)
+	g.Expect(ceiling).To(gomega.HaveLen(1))
+	var sources []string
+	for _, s := range ceiling[0].Samples {
+		sources = append(sources, s.Source)
+	}
+	g.Expect(sources).To(gomega.Equal([]string{PathCeilingLoopback, PathCeilingLoopback, PathCeilingVeth}))
+	ts := CheckTargets(append(runs, ceiling...), nil)
+	// 12000/15000, 12000/16000, 12000/13000 -> 0.80, 0.75, 0.92: median 0.80.
+	g.Expect(ts[2].String()).To(gomega.HavePrefix("FAIL throughput fastpath-linux-bridge/ceiling 0.80 >= 0.85 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: median of 3 paired ratios, min-max 0.75-0.92;"))
+	g.Expect(ts[2].Detail).To(gomega.HaveSuffix(CeilingNote))
+	// Without the derived ceiling (the candidates alone) nothing is judged against it.
+	g.Expect(CheckTargets(runs, nil)[2].Measured).To(gomega.BeFalse())
+}
+
 // withSD gives r one sample per service demand, repetitions 1..n, at the
 // given host-wide CPU utilisation.
 func withSD(r results.Run, util float64, sds ...float64) results.Run {
@@ -154,12 +179,13 @@ func TestOptionsAndNames(t *testing.T) {
 	g.Expect(o.defaults()).To(gomega.Succeed())
 	g.Expect(o.Prefix).To(gomega.Equal(DefaultPrefix))
 	g.Expect(o.CNIPath).To(gomega.Equal([]string{DefaultCNIPath}))
-	g.Expect(o.PathCount()).To(gomega.Equal(5))
+	g.Expect(o.PathCount()).To(gomega.Equal(7))
 	var got []string
 	for _, v := range o.variants() {
 		got = append(got, v.String()+" "+v.subnet().String())
 	}
-	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500 10.254.0.0/24", "fastpath-ovs@9000 10.254.1.0/24", "ceiling@9000 10.254.2.0/24", "fastpath-ovs@65520 10.254.3.0/24", "ceiling@65520 10.254.4.0/24"}))
+	g.Expect(got).To(gomega.Equal([]string{"baseline-untuned@1500 10.254.0.0/24", "fastpath-ovs@9000 10.254.1.0/24", "ceiling-veth@9000 10.254.2.0/24", "ceiling-loopback@9000 10.254.3.0/24",
+		"fastpath-ovs@65520 10.254.4.0/24", "ceiling-veth@65520 10.254.5.0/24", "ceiling-loopback@65520 10.254.6.0/24"}))
 	s := &Setup{ID: "fpbl3fa9c1"}
 	name := s.linkName("u", variant{index: 9}, 1)
 	g.Expect(name).To(gomega.Equal("fpbl3fa9c1u91"))
