@@ -120,10 +120,32 @@ func writeLocal(stdout, stderr io.Writer, doc results.Document, setup *Setup, di
 				r.Point(), r.Path, r.MTU, r.ThroughputMbps/1000, r.ThroughputMinMbps/1000, r.ThroughputMaxMbps/1000, cpuSuffix(r))
 		}
 	}
+	for _, r := range doc.Runs {
+		if r.Path == PathCeiling {
+			fmt.Fprintf(stdout, "ceiling %s mtu=%d: %s\n", r.Point(), r.MTU, ceilingSources(r))
+		}
+	}
 	for _, l := range rep.Lines {
 		fmt.Fprintln(stdout, l)
 	}
 	return nil
+}
+
+// ceilingSources says which candidate each repetition of a ceiling run
+// came from, e.g. "best per repetition: ceiling-loopback ceiling-veth
+// ceiling-loopback (ceiling-loopback 2 of 3)".
+func ceilingSources(r results.Run) string {
+	var names []string
+	n := map[string]int{}
+	for _, s := range r.Samples {
+		names = append(names, s.Source)
+		n[s.Source]++
+	}
+	var counts []string
+	for _, c := range CeilingCandidates {
+		counts = append(counts, fmt.Sprintf("%s %d of %d", c, n[c], len(r.Samples)))
+	}
+	return "best per repetition: " + strings.Join(names, " ") + " (" + strings.Join(counts, ", ") + ")"
 }
 
 // cpuSuffix renders a run's UDP loss and service demand for the median

@@ -98,6 +98,7 @@ func TestCeilingIsTheBestCandidate(t *testing.T) {
 		sources = append(sources, s.Source)
 	}
 	g.Expect(sources).To(gomega.Equal([]string{PathCeilingLoopback, PathCeilingLoopback, PathCeilingVeth}))
+	g.Expect(ceilingSources(ceiling[0])).To(gomega.Equal("best per repetition: ceiling-loopback ceiling-loopback ceiling-veth (ceiling-veth 1 of 3, ceiling-loopback 2 of 3)"))
 	ts := CheckTargets(append(runs, ceiling...), nil)
 	// 12000/15000, 12000/16000, 12000/13000 -> 0.80, 0.75, 0.92: median 0.80.
 	g.Expect(ts[2].String()).To(gomega.HavePrefix("FAIL throughput fastpath-linux-bridge/ceiling 0.80 >= 0.85 (TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1: median of 3 paired ratios, min-max 0.75-0.92;"))
