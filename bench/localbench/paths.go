@@ -124,10 +124,17 @@ func QuickMatrix(d time.Duration) bench.Matrix {
 	}
 }
 
-// DefaultCPUs pins netperf to CPU 0 and netserver's test process to CPU 1
-// on every path (netperf -T 0,1), so that no path gets a placement the
-// others do not: on a 2-CPU machine each end has a CPU of its own.
-const DefaultCPUs = "0,1"
+// DefaultCPUs pins netperf and netserver's test process both to CPU 0 on
+// every path (netperf -T 0,0), so that no path gets a placement the others
+// do not. One CPU for both ends, not one each: on the 2-CPU development
+// machine (2026-11-29, MTU 65520, docs/benchmarks.md §11) a veth pair
+// carried 6-10 Gbit/s with the ends on CPUs 0 and 1, where the sender's
+// CPU ran all of the receive softirq work (veth hands each packet to the
+// backlog of the CPU that sent it) while the receiver woke on the other,
+// 29-30 unpinned and 34-42 with both on CPU 0; on one CPU the paths differ
+// only by the work they do per byte, so no path can gain from a placement
+// the ceiling does not get.
+const DefaultCPUs = "0,0"
 
 // Tools are the tools a local benchmark runs its tests with: netperf for
 // every netperf test, told that client and server share this host, so its
