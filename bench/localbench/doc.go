@@ -16,10 +16,15 @@
 //	                       device (one end of a host veth pair), at each fast-path MTU,
 //	                       offloads on; wired by the benchmark (macvlan stands in for
 //	                       macvtap: same forwarding, no tap queue; see buildMacvtap)
-//	ceiling                one veth pair between the two namespaces at each fast-path MTU,
-//	                       offloads on as on the fast paths, netperf unpinned as on every
-//	                       path: the best a kernel path between two namespaces does here,
-//	                       compared with each fast path at the same MTU
+//	ceiling                at each fast-path MTU, per repetition the better of two candidates
+//	                       measured like every path: ceiling-veth, one veth pair between two
+//	                       namespaces, and ceiling-loopback, TCP over lo inside one namespace
+//	                       (lo at the same MTU), offloads on as on the fast paths (CeilingOf):
+//	                       the best a kernel path does here, compared with each fast path at
+//	                       the same MTU
+//
+// netperf and netserver's test process are pinned alike on every path
+// (Tools, netperf -T; DefaultCPUs puts both on CPU 0).
 //
 // Targets (CheckTargets) are medians of paired per-repetition ratios: the
 // runner alternates paths inside each repetition, so repetition i of a path

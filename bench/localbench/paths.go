@@ -127,7 +127,7 @@ func QuickMatrix(d time.Duration) bench.Matrix {
 // DefaultCPUs pins netperf and netserver's test process both to CPU 0 on
 // every path (netperf -T 0,0), so that no path gets a placement the others
 // do not. One CPU for both ends, not one each: on the 2-CPU development
-// machine (2026-11-29, MTU 65520, docs/benchmarks.md §11) a veth pair
+// machine (2026-11-29, MTU 65520, docs/benchmarks.md §13) a veth pair
 // carried 6-10 Gbit/s with the ends on CPUs 0 and 1, where the sender's
 // CPU ran all of the receive softirq work (veth hands each packet to the
 // backlog of the CPU that sent it) while the receiver woke on the other,
