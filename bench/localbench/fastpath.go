@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/fastpath-io/fastpath/api/benchjob/results"
 	"github.com/fastpath-io/fastpath/api/netconf"
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
@@ -188,6 +189,7 @@ func (s *Setup) buildFastPath(ctx context.Context, v variant, cni *cniRunner, cl
 		}
 		if why, na := ovsCPUNotApplicable(spec.Name, dt); na {
 			s.CPUNotApplicable[v.path] = why
+			s.Emulated = results.JoinEmulated(s.Emulated, EmulationOVSUserspace)
 		}
 	}
 	conf, err := s.netConf(v, spec.Name)

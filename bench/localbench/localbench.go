@@ -30,11 +30,16 @@ const maxPrefixLen = 5
 // DefaultCNIPath holds Debian's containernetworking-plugins (host-local).
 const DefaultCNIPath = "/usr/lib/cni"
 
-// Emulation says what the local benchmark emulates, for machine.emulated.
+// Emulation says what the local benchmark emulates, for machine.emulated;
+// a run whose Open vSwitch bridge reports the userspace datapath adds
+// EmulationOVSUserspace.
 const Emulation = "VMs emulated as network namespaces (no guest kernel, virtio-net, vhost or QEMU); " +
 	"baseline-masquerade: the namespace plays the guest behind KubeVirt's masquerade NAT; " +
-	"fastpath-ovs: Open vSwitch userspace datapath (datapath_type=netdev), not the kernel datapath a real node uses; " +
 	"fastpath-macvtap: bridge-mode macvlan (the forwarding of a macvtap without its tap queue) on a host veth as the lower device, wired by the benchmark, not the CNI plugin"
+
+// EmulationOVSUserspace is added to machine.emulated when OVS reported
+// datapath_type=netdev for the run's fastpath-ovs bridge (ovsCPUNotApplicable).
+const EmulationOVSUserspace = "fastpath-ovs: Open vSwitch userspace datapath (datapath_type=netdev), not the kernel datapath a real node uses"
 
 // Options configure Build.
 type Options struct {
