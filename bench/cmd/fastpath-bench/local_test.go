@@ -35,7 +35,7 @@ func TestLocalCommand(t *testing.T) {
 	defer f.Close()
 	doc, err := results.Decode(f)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(doc.Runs).To(gomega.HaveLen(15), "5 tests on baseline-untuned and on the ceiling at each fast-path MTU")
+	g.Expect(doc.Runs).To(gomega.HaveLen(35), "5 tests on baseline-untuned, on the ceiling's two candidates at each fast-path MTU, and on the ceiling derived from them")
 	for _, r := range doc.Runs {
 		g.Expect(r.ServiceDemandUsPerKB).To(gomega.BeNumerically(">", 0), "%s %s measured CPU", r.Path, r.Test)
 		g.Expect(r.CPUScope).To(gomega.Equal(results.CPUScopeHost), "one host: the figure is reported once")
@@ -50,6 +50,8 @@ func TestLocalCommand(t *testing.T) {
 	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_MAERTS sock=256KiB msg=64KiB sessions=1 pairs=1 ceiling mtu=65520: \d+\.\d\d Gbps \[[^]]+\], CPU \d+\.\d{3} µs/KiB \[[^]]+\] at \d+% host-wide`))
 	g.Expect(stdout).To(gomega.MatchRegexp(`median UDP_STREAM sock=256KiB msg=1472B sessions=1 pairs=1 baseline-untuned mtu=1500: \d+\.\d\d Gbps \[[^]]+\], loss \d+\.\d% \[max \d+\.\d%\], CPU`))
 	g.Expect(stdout).To(gomega.MatchRegexp(`median TCP_CRR sock=256KiB msg=1B sessions=1 pairs=1 ceiling mtu=65520: mean latency \d+\.\d µs`))
+	g.Expect(stdout).To(gomega.MatchRegexp(`ceiling TCP_STREAM sock=256KiB msg=64KiB sessions=1 pairs=1 mtu=9000: best per repetition: ceiling-(veth|loopback) \(ceiling-veth \d of 1, ceiling-loopback \d of 1\)`))
+	g.Expect(stdout).To(gomega.ContainSubstring("netperf on CPU 0, netserver's test process on CPU 0, on every path (netperf -T 0,0)"))
 	g.Expect(strings.Count(stdout, "target SKIP ")).To(gomega.Equal(7), "no fast path measured")
 	g.Expect(stdout).To(gomega.ContainSubstring("target SKIP cpu fastpath-linux-bridge/baseline-masquerade <= 0.80"))
 	g.Expect(stdout).To(gomega.ContainSubstring("target PASS throughput relay/direct msg=64KiB 0.93 >= 0.80 (paired)\n"))
