@@ -9,13 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
-	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
@@ -46,8 +44,7 @@ type SiblingPlacement struct {
 	// Node is this node's name.
 	Node string
 	// Launchers are the VMs ("<namespace>/<vm>") with a virt-launcher pod
-	// bound to Node that has not finished, verified as the launcher of a
-	// VM the operator wired for vsock mode Sibling (siblingLaunchers).
+	// bound to Node that has not finished (siblingLaunchers).
 	Launchers map[types.NamespacedName]bool
 }
 
@@ -140,58 +137,27 @@ func SiblingGroupsHere(atts []fastpathv1alpha1.FastPathAttachment, socketDir str
 }
 
 // siblingLaunchers returns the VMs whose virt-launcher pod is bound to this
-// node and not finished, verified: of the pods launcherOf picks from the
-// agent's cache (which holds only this node's pods, CacheOptions; the node
-// name is checked again), only those deviceplugin.SiblingLauncher proves to
-// be the launcher of a VM the operator wired for vsock mode Sibling, by the
-// proof the sibling device plugin's PreStartContainer uses (the VMI's
-// status.activePods lists the pod on this node, the VMI's VM and its
-// wiring record, the attachment's status), read uncached (APIReader). A
-// pod's controller reference alone, which anyone who may create pods can
-// write, places nothing (issue 39, Low). pending names the pods that
-// cannot be decided yet (virt-controller or the operator has not caught
-// up): the caller asks again after RetryPeriod. A pod being deleted still
-// counts: its QEMU may still hold the socket.
-func (r *Reconciler) siblingLaunchers(ctx context.Context) (launchers map[types.NamespacedName]bool, pending []string, err error) {
+// node and not finished: pods controlled by a kubevirt.io
+// VirtualMachineInstance (KubeVirt names a VM's VMI, and so the controller
+// reference, after the VM). The agent's cache holds only this node's pods
+// (CacheOptions); the node name is checked again here. A pod being deleted
+// still counts: its QEMU may still hold the socket.
+func (r *Reconciler) siblingLaunchers(ctx context.Context) (map[types.NamespacedName]bool, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods); err != nil {
-		return nil, nil, fmt.Errorf("failed to list the pods of node %s: %w", r.NodeName, err)
+		return nil, fmt.Errorf("failed to list the pods of node %s: %w", r.NodeName, err)
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
-	log := ctrl.LoggerFrom(ctx)
-	launchers = map[types.NamespacedName]bool{}
+	out := map[types.NamespacedName]bool{}
 	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if _, ok := launcherOf(pod, r.NodeName); !ok {
-			continue
-		}
-		key := client.ObjectKeyFromObject(pod)
-		vm, reason, err := deviceplugin.SiblingLauncher(ctx, reader, r.NodeName, key)
-		switch {
-		case err != nil:
-			pending = append(pending, key.String())
-			log.V(1).Info("Cannot tell yet whether a pod is a Sibling VM's launcher", "pod", key.String(), "reason", err.Error())
-		case reason != "":
-			log.V(1).Info("Not placing a Sibling group for a pod that is no wired Sibling VM's launcher", "pod", key.String(), "reason", reason)
-		default:
-			launchers[types.NamespacedName{Namespace: pod.Namespace, Name: vm}] = true
+		if vm, ok := launcherOf(&pods.Items[i], r.NodeName); ok {
+			out[types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: vm}] = true
 		}
 	}
-	return launchers, pending, nil
+	return out, nil
 }
 
-// launcherOf returns the VMI name of pod when it may be the virt-launcher,
-// bound to node and not finished, of a VM in vsock mode Sibling: its
-// controller is a kubevirt.io VirtualMachineInstance (KubeVirt names a VM's
-// VMI, and so the controller reference, after the VM) and a container
-// requests v1alpha1.SiblingResourceName (the operator puts it into a
-// Sibling VM, so virt-controller into its launcher; the chart's policy
-// fastpath-device-requests refuses it in a pod anyone else creates). It is
-// the cheap filter over the agent's cache; siblingLaunchers verifies what
-// passes.
+// launcherOf returns the VM (VMI) name of pod when it is a virt-launcher pod
+// bound to node that has not finished.
 func launcherOf(pod *corev1.Pod, node string) (string, bool) {
 	if pod.Spec.NodeName == "" || pod.Spec.NodeName != node ||
 		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -201,25 +167,7 @@ func launcherOf(pod *corev1.Pod, node string) (string, bool) {
 	if owner == nil || owner.Kind != vmiKind || !strings.HasPrefix(owner.APIVersion, "kubevirt.io/") {
 		return "", false
 	}
-	if !requestsSibling(pod) {
-		return "", false
-	}
 	return owner.Name, true
-}
-
-// requestsSibling reports whether a container of pod requests or limits
-// v1alpha1.SiblingResourceName.
-func requestsSibling(pod *corev1.Pod) bool {
-	res := corev1.ResourceName(fastpathv1alpha1.SiblingResourceName)
-	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
-		if _, ok := c.Resources.Limits[res]; ok {
-			return true
-		}
-		if _, ok := c.Resources.Requests[res]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // vmiKind is the kind of the controller of a virt-launcher pod.

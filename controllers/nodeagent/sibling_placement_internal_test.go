@@ -5,7 +5,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -61,16 +60,13 @@ func TestSiblingGroupsHereKeepsRunningGroupsUnderTheCap(t *testing.T) {
 }
 
 // TestLauncherOf: only a pod controlled by a kubevirt.io VMI, bound to this
-// node and not finished, is looked at (siblingLaunchers verifies it).
+// node and not finished, puts its VM here.
 func TestLauncherOf(t *testing.T) {
 	g := NewWithT(t)
-	sibling := corev1.ResourceList{corev1.ResourceName(fastpathv1alpha1.SiblingResourceName): resource.MustParse("1")}
 	pod := func(apiVersion, kind, node string, phase corev1.PodPhase, controller bool) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "vm1", Controller: ptr.To(controller)}}},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "compute",
-				Resources: corev1.ResourceRequirements{Limits: sibling}}}},
-			Status: corev1.PodStatus{Phase: phase},
+			Spec:       corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase},
 		}
 	}
 	vm, ok := launcherOf(pod("kubevirt.io/v1", "VirtualMachineInstance", "n1", corev1.PodPending, true), "n1")

@@ -1,7 +1,6 @@
 package nodeagent_test
 
 import (
-	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -9,17 +8,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
-	"github.com/fastpath-io/fastpath/internal/vm/wiring"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
@@ -71,54 +67,34 @@ func (s *recordingSupervisor) args(key string) []string {
 }
 
 // siblingAttachment creates an attachment in vsock mode Sibling whose VMs
-// (name → node, "" while stopped) the operator wired, with group CIDs 3,
-// 4, ...
+// (name → node, "" while stopped) have group CIDs 3, 4, ...
 func siblingAttachment(ctx SpecContext, ns, name string, vms ...[2]string) *fastpathv1alpha1.FastPathAttachment {
 	GinkgoHelper()
 	att := createAttachment(ctx, ns, name, tenantNetwork(), &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
 		Services: []fastpathv1alpha1.VSOCKService{{Name: "svc", VM: vms[0][0], Port: 5432}}})
 	for i, vm := range vms {
-		att.Status.VMs = append(att.Status.VMs, fastpathv1alpha1.VMStatus{Name: vm[0], Node: vm[1], Wired: true,
+		att.Status.VMs = append(att.Status.VMs, fastpathv1alpha1.VMStatus{Name: vm[0], Node: vm[1],
 			VSOCKMode: fastpathv1alpha1.VSOCKModeSibling, CID: ptr.To(int64(3 + i))})
 	}
 	Expect(env.Client.Status().Update(ctx, att)).To(Succeed())
 	return att
 }
 
-// launcherPod makes VM vm of attachment att, wired by it for vsock mode
-// Sibling (the wiring record), its VirtualMachineInstance and the VMI's
-// virt-launcher pod bound to node, requesting the sibling device, with
-// the VMI's status.activePods listing it there: what KubeVirt's
-// virt-controller leaves, and what the agent verifies before it places a
-// group (deviceplugin.SiblingLauncher). It returns a func deleting the pod
-// at once.
-func launcherPod(ctx SpecContext, att *fastpathv1alpha1.FastPathAttachment, vm, node string) func() {
+// launcherPod creates VM vm's virt-launcher pod bound to node, controlled by
+// a VirtualMachineInstance named after the VM (as KubeVirt does), and
+// returns a func deleting it at once.
+func launcherPod(ctx SpecContext, ns, vm, node string) func() {
 	GinkgoHelper()
-	ns := att.Namespace
-	rec, err := json.Marshal(wiring.Record{Attachment: att.Name, AttachmentUID: string(att.UID),
-		Added: []wiring.Item{wiring.ItemLabel, wiring.ItemVSOCKMode, wiring.ItemSiblingNode, wiring.ItemSiblingResource}})
-	Expect(err).NotTo(HaveOccurred())
-	v := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vm,
-		Annotations: map[string]string{wiring.RecordAnnotation: string(rec)}}}
-	Expect(env.Client.Create(ctx, v)).To(Succeed())
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vm,
-		Annotations:     map[string]string{fastpathv1alpha1.VSOCKModeAnnotation: string(fastpathv1alpha1.VSOCKModeSibling)},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: vm, UID: v.UID, Controller: ptr.To(true)}}}}
-	Expect(env.Client.Create(ctx, vmi)).To(Succeed())
-	sibling := corev1.ResourceList{corev1.ResourceName(fastpathv1alpha1.SiblingResourceName): resource.MustParse("1")}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-" + vm + "-" + testutil.UniqueName(""),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance", Name: vm,
-				UID: vmi.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher",
-			Resources: corev1.ResourceRequirements{Limits: sibling, Requests: sibling}}}},
+				UID: types.UID(testutil.UniqueName("uid-")), Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
 	}
 	Expect(env.Client.Create(ctx, pod)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(client.IgnoreNotFound(env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
 	})
-	vmi.Status.ActivePods = map[types.UID]string{pod.UID: node}
-	Expect(env.Client.Status().Update(ctx, vmi)).To(Succeed())
 	return func() { Expect(env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed()) }
 }
 
@@ -146,7 +122,7 @@ var _ = Describe("vsock mode Sibling groups that fit the node", func() {
 		}
 
 		By("no member VM runs: neither node runs the group")
-		sib := siblingAttachment(ctx, ns, "sib", [2]string{"db-0", ""}, [2]string{"db-1", ""})
+		siblingAttachment(ctx, ns, "sib", [2]string{"db-0", ""}, [2]string{"db-1", ""})
 		Consistently(func(g Gomega) {
 			g.Expect(supA.keys()).To(BeEmpty())
 			g.Expect(supB.keys()).To(BeEmpty())
@@ -154,7 +130,7 @@ var _ = Describe("vsock mode Sibling groups that fit the node", func() {
 		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 
 		By("db-0's virt-launcher pod is bound to node A (before its VMI reports a node)")
-		deleteLauncher := launcherPod(ctx, sib, "db-0", a.node)
+		deleteLauncher := launcherPod(ctx, ns, "db-0", a.node)
 		Eventually(func(g Gomega) {
 			g.Expect(supA.keys()).To(Equal([]string{key}))
 			fpn := a.fpn(g)

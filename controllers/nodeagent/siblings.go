@@ -71,7 +71,7 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	obs := &s.observed
-	launchers, pending, err := r.siblingLaunchers(ctx)
+	launchers, err := r.siblingLaunchers(ctx)
 	if err != nil {
 		// Without knowing which VMs are here, keep the processes as they are.
 		obs.siblingErr = err
@@ -109,10 +109,7 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 	slices.SortFunc(obs.siblings, func(a, b fastpathv1alpha1.SiblingBackendStatus) int {
 		return strings.Compare(a.Attachment, b.Attachment)
 	})
-	// A launcher not yet verifiable is looked at again: nothing this agent
-	// watches (it reads VMIs uncached) says when virt-controller or the
-	// operator caught up.
-	if obs.siblingErr != nil || len(obs.siblingDown) > 0 || len(pending) > 0 {
+	if obs.siblingErr != nil || len(obs.siblingDown) > 0 {
 		return r.retry(), nil
 	}
 	return ctrl.Result{}, nil

@@ -50,9 +50,7 @@ type wiredLauncher struct {
 //     with the VMI's uid;
 //  2. the VMI's status.activePods (written by virt-controller only: status
 //     is a subresource tenants are not granted) lists the pod's uid on
-//     node: virt-controller lists exactly the pods the VMI controls, each
-//     with its spec.nodeName when it last looked ("" before the pod was
-//     bound: not decidable yet)
+//     node: virt-controller lists exactly the pods the VMI controls
 //     (pkg/virt-controller/watch/vmi lifecycle.go setActivePods, KubeVirt v1.6);
 //  3. the VMI's controller reference names a VirtualMachine with its uid
 //     (a VMI created on its own is never wired);
@@ -93,12 +91,6 @@ func verifyLauncher(ctx context.Context, r client.Reader, node string, key types
 	at, active := vmi.Status.ActivePods[pod.UID]
 	if !active {
 		return nil, pod, "", fmt.Errorf("pod %s (uid %s) is not in status.activePods of %s %s/%s yet", key, pod.UID, vmiKind, key.Namespace, vmi.Name)
-	}
-	if at == "" {
-		// virt-controller lists a pod with its spec.nodeName as it last saw
-		// it: before the scheduler bound it. It updates the entry on the
-		// pod's next change.
-		return nil, pod, "", fmt.Errorf("status.activePods of %s %s/%s lists pod %s without a node yet", vmiKind, key.Namespace, vmi.Name, key)
 	}
 	if at != node {
 		return nil, pod, fmt.Sprintf("status.activePods of %s %s/%s places pod %s on node %q, not %s", vmiKind, key.Namespace, vmi.Name, key, at, node), nil

@@ -442,38 +442,21 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 	return nil
 }
 
-// verify is SiblingLauncher's decision for the pod holding a device, with
-// the pod (when it exists, for events).
-func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (obj *corev1.Pod, vm, reason string, err error) {
-	return verifySiblingLauncher(ctx, m.Reader, m.NodeName, key)
-}
-
-// SiblingLauncher decides whether pod key is the virt-launcher pod, on
-// node, of a VirtualMachineInstance in vsock mode Sibling whose
-// VirtualMachine the operator wired for v1alpha1.SiblingResourceName, and
-// returns the VM's name (whose socket it gets, and whose Sibling group the
-// node runs). vm "" with a reason: it is not, and these objects will not
-// make it one. err: it cannot be decided now (API errors; the pod not yet
-// in the VMI's status.activePods, which virt-controller fills once the pod
-// exists and updates once it is bound; the attachment's status not yet
-// listing the VM as wired in mode Sibling): ask again later.
+// verify decides whether pod is the virt-launcher pod, on this node, of a
+// VirtualMachineInstance in vsock mode Sibling whose VirtualMachine the
+// operator wired for v1alpha1.SiblingResourceName, and returns the VM's
+// name (whose socket it gets). vm "" with a
+// reason: it is not, and never will be. err: it cannot be decided now (API
+// errors; the pod not yet in the VMI's status.activePods, which
+// virt-controller fills once the pod exists; the attachment's status not
+// yet listing the VM as wired in mode Sibling).
 //
 // The proof is verifyLauncher's chain (pod, VMI status.activePods, VM,
-// wiring record, attachment status) and wiredForSibling: what a tenant can
-// write (a pod's controller reference, a VM's annotations) only says where
-// to look. Pod, VMI, VM and attachment share the namespace, so a pod can
-// only ever stand for a VM of its own namespace. It is the one decision
-// behind both the sibling device plugin's PreStartContainer (SiblingMounts)
-// and the node agent's placement of Sibling groups. r reads Pods,
-// VirtualMachineInstances, VirtualMachines (metadata) and
-// FastPathAttachments; an uncached reader needs only get.
-func SiblingLauncher(ctx context.Context, r client.Reader, node string, key types.NamespacedName) (vm, reason string, err error) {
-	_, vm, reason, err = verifySiblingLauncher(ctx, r, node, key)
-	return vm, reason, err
-}
-
-func verifySiblingLauncher(ctx context.Context, r client.Reader, node string, key types.NamespacedName) (obj *corev1.Pod, vm, reason string, err error) {
-	w, obj, reason, err := verifyLauncher(ctx, r, node, key)
+// wiring record, attachment status) and wiredForSibling. Pod, VMI, VM and
+// attachment share the namespace, so a pod can only ever get a socket of a
+// VM of its own namespace.
+func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (obj *corev1.Pod, vm, reason string, err error) {
+	w, obj, reason, err := verifyLauncher(ctx, m.Reader, m.NodeName, key)
 	if err != nil || reason != "" {
 		return obj, "", reason, err
 	}
