@@ -218,12 +218,7 @@ func latencyCharts(all []series, runs []results.Run) ([]Chart, error) {
 		}
 		tr := filter(runs, func(r results.Run) bool { return r.Test == test && r.Pairs == 1 })
 		ss := present(all, tr)
-		var points []results.Point
-		for _, r := range tr {
-			if !slices.Contains(points, r.Point()) {
-				points = append(points, r.Point())
-			}
-		}
+		points := distinctPoints(tr)
 		labels := make([]string, len(points))
 		for i, pt := range points {
 			sock := results.FormatBytes(pt.SocketBytes) + " socket"
@@ -371,4 +366,16 @@ func renderSVG(title, subtitle string, legend []legendItem, plots []*plot.Plot) 
 		return nil, fmt.Errorf("failed to write chart %q: %w", title, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// distinctPoints returns the points of runs, each once, in the order they
+// first appear: the x categories of a per-point chart.
+func distinctPoints(runs []results.Run) []results.Point {
+	var points []results.Point
+	for _, r := range runs {
+		if !slices.Contains(points, r.Point()) {
+			points = append(points, r.Point())
+		}
+	}
+	return points
 }

@@ -41,12 +41,7 @@ func hostCPUCharts(all []series, runs []results.Run, m results.Machine) ([]Chart
 	maxY := 0.0
 	for _, test := range orderedTests(hr) {
 		tr := filter(hr, func(r results.Run) bool { return r.Test == test })
-		var points []results.Point
-		for _, r := range tr {
-			if !slices.Contains(points, r.Point()) {
-				points = append(points, r.Point())
-			}
-		}
+		points := distinctPoints(tr)
 		labels := make([]string, len(points))
 		for i, pt := range points {
 			sock := results.FormatBytes(pt.SocketBytes)
