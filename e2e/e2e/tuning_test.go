@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -129,9 +130,7 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 	}, SpecTimeout(11*time.Minute))
 
 	It("Apply: a new attachment defaults to the winner's MTU and offloads; Off restores the defaults", func(ctx SpecContext) {
-		n := get(ctx)
-		n.Spec.Tuning.Mode = fastpathv1alpha1.TuningApply
-		Expect(c().Update(ctx, n)).To(Succeed())
+		setTuningMode(ctx, get(ctx), fastpathv1alpha1.TuningApply)
 		var applied *fastpathv1alpha1.NetworkTuningStatus
 		eventually(ctx, func(g Gomega) {
 			st := get(ctx).Status.Tuning
@@ -149,10 +148,19 @@ var _ = Describe("A FastPathNetwork that tunes itself", Ordered, func() {
 		Expect(applied.Applied.Offloads).NotTo(BeNil())
 		Expect(nadOffloads(ctx, "tuned")()).To(Equal(offloadsOf(applied.Applied.Offloads)))
 
-		n = get(ctx)
-		n.Spec.Tuning.Mode = fastpathv1alpha1.TuningOff
-		Expect(c().Update(ctx, n)).To(Succeed())
+		setTuningMode(ctx, get(ctx), fastpathv1alpha1.TuningOff)
 		eventually(ctx, nadMTU(ctx, "tuned"), time.Minute).Should(Equal(4000), "Off restores spec.mtu.default")
 		Expect(nadOffloads(ctx, "tuned")()).To(Equal(offloadsOf(&fastpathv1alpha1.Offloads{})), "Off restores spec.offloads (every offload On)")
 	}, SpecTimeout(3*time.Minute))
 })
+
+// setTuningMode sets n's spec.tuning.mode with a merge patch, as `kubectl
+// patch` would: an Update of the object read a moment before fails with a
+// conflict whenever the operator wrote the network's status in between
+// (the sweep's status writes change its resourceVersion).
+func setTuningMode(ctx context.Context, n *fastpathv1alpha1.FastPathNetwork, mode fastpathv1alpha1.TuningMode) {
+	GinkgoHelper()
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Tuning.Mode = mode
+	Expect(env.Client().Patch(ctx, n, patch)).To(Succeed())
+}
