@@ -149,6 +149,8 @@ func TestResponderFollowsLeaseChanges(t *testing.T) {
 	g.Expect(offer.YourIPAddr.String()).To(Equal("10.56.0.8"))
 
 	g.Expect(leases.Remove(stateDir, l.ContainerID, l.IfName)).To(Succeed())
+	// Counted after the send: the client may have the OFFER first.
+	g.Eventually(r.Stats).Should(Equal(dhcp.Stats{Answered: 2}), "two OFFERs")
 	before := r.Stats()
 	dctx, dcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
