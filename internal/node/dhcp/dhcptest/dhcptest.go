@@ -1,7 +1,8 @@
 // Package dhcptest builds what the root tests of the DHCP responder need: a
 // Linux bridge in the test's network namespace and a "guest" network
-// namespace whose interface is a veth port of it, and a DHCP client in that
-// namespace. Everything is removed when the test ends, failed or not.
+// namespace whose interface is a veth port of it, DHCP clients in that
+// namespace (one of an unbound guest, one of a bound guest renewing its
+// lease), and a count of the DHCP messages the bridge carries. Everything is removed when the test ends, failed or not.
 package dhcptest
 
 import (
