@@ -485,6 +485,15 @@ func TestChartAgentSibling(t *testing.T) {
 	g.Expect(string(b)).To(ContainSubstring("agent.sibling.enabled needs agent.devicePlugin.enabled"))
 }
 
+// TestChartAgentRelayNamespaceCap: agent.relay.maxConnsPerNamespace passes
+// the relay's per-namespace connection cap; by default (0) the agent
+// derives it (a quarter of the node's cap) and the chart passes nothing.
+func TestChartAgentRelayNamespaceCap(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(agentDaemonSet(t)).NotTo(ContainSubstring("--relay-max-conns-per-namespace"))
+	g.Expect(agentDaemonSet(t, "agent.relay.maxConnsPerNamespace=64")).To(ContainSubstring("- --relay-max-conns-per-namespace=64\n"))
+}
+
 // TestChartCleansTheNodesOnUninstall: by default a pre-delete hook Job runs
 // the operator binary with --cleanup-nodes on the release's agent DaemonSet,
 // under a ServiceAccount of its own that may get and update that one
