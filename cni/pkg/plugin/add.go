@@ -178,9 +178,10 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) (err error) {
 	if conf.PortSecurityOn() {
 		// Before the pod's containers start: until now only the kernel
 		// sent anything from the container end. Recorded first, so that
-		// DEL and GC remove what a crash in Apply may leave.
+		// DEL and GC remove what a crash in Apply may leave; appended to
+		// the record (Update), not a new file (Save).
 		att.PortSecurity = true
-		if err := store.Save(att); err != nil {
+		if err := store.Update(att); err != nil {
 			return err
 		}
 		portsecMade = true

@@ -225,16 +225,20 @@ func (s *Store) Save(a *Attachment) error {
 }
 
 // Complete records the completed attachment a (a.Complete true, its Result
-// set) after Save recorded it: it appends a as a line to the state file in
-// one write(2), its newline last. A kill can cut a write short only between
-// pages, so a line without its newline (or, after a crash of the node, one
-// that does not decode) does not count, and the record stays the one Save
-// wrote: what an ADD killed before it returned must leave. Unlike a second Save it
-// creates no file: every new file costs an inode allocation and a rename in
-// the state directory, which concurrent ADDs take turns on (its CPU cost:
-// docs/design.md §4.3).
+// set) after Save recorded it: Update.
+func (s *Store) Complete(a *Attachment) error { return s.Update(a) }
+
+// Update records a change of the attachment a after Save recorded it (the
+// port security flag on the way, then Complete): it appends a as a line to
+// the state file in one write(2), its newline last. A kill can cut a write
+// short only between pages, so a line without its newline (or, after a
+// crash of the node, one that does not decode) does not count, and the
+// record stays the one before: what an ADD killed before it returned must
+// leave. Unlike a second Save it creates no file: every new file costs an
+// inode allocation and a rename in the state directory, which concurrent
+// ADDs take turns on (its CPU cost: docs/design.md §4.3).
 // The caller holds LockAttachment of a; the state file must exist.
-func (s *Store) Complete(a *Attachment) error {
+func (s *Store) Update(a *Attachment) error {
 	path, err := s.Path(a.ContainerID, a.IfName)
 	if err != nil {
 		return err
@@ -245,20 +249,20 @@ func (s *Store) Complete(a *Attachment) error {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return fmt.Errorf("failed to complete state %s: %w", path, err)
+		return fmt.Errorf("failed to update state %s: %w", path, err)
 	}
 	_, err = f.Write(append(data, '\n'))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("failed to complete state %s: %w", path, err)
+		return fmt.Errorf("failed to update state %s: %w", path, err)
 	}
 	return nil
 }
 
 // Load reads the attachment containerID/ifName: the last whole line of its
-// state file (see Complete). A missing attachment is an error for which
+// state file (see Update). A missing attachment is an error for which
 // errors.Is(err, fs.ErrNotExist) holds.
 func (s *Store) Load(containerID, ifName string) (*Attachment, error) {
 	path, err := s.Path(containerID, ifName)
@@ -270,7 +274,7 @@ func (s *Store) Load(containerID, ifName string) (*Attachment, error) {
 
 // load decodes the state file path: the first line (written whole by Save's
 // rename, with or without its newline), replaced by each later line that
-// ends in a newline and decodes (Complete's).
+// ends in a newline and decodes (Update's).
 func load(path string) (*Attachment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

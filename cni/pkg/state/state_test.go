@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -224,7 +225,42 @@ func TestCompleteAppends(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Complete).To(BeTrue())
 
-	g.Expect(s.Complete(&Attachment{ContainerID: "c2", IfName: "net1"})).To(MatchError(ContainSubstring("failed to complete state")))
+	g.Expect(s.Complete(&Attachment{ContainerID: "c2", IfName: "net1"})).To(MatchError(ContainSubstring("failed to update state")))
+}
+
+// TestUpdateAppends: an Update between Save and Complete (ADD's port
+// security flag) is a line of its own; the last whole line wins, and a
+// torn Complete leaves the update.
+func TestUpdateAppends(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	a := &Attachment{ContainerID: "c1", IfName: "net1", HostIfName: "fp0123456789abc"}
+	g.Expect(s.Save(a)).To(Succeed())
+	a.PortSecurity = true
+	g.Expect(s.Update(a)).To(Succeed())
+	got, err := s.Load("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.PortSecurity).To(BeTrue())
+	g.Expect(got.Complete).To(BeFalse())
+	path, err := s.Path("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	updated, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	a.Complete = true
+	g.Expect(s.Complete(a)).To(Succeed())
+	completed, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bytes.Count(completed, []byte{'\n'})).To(Equal(3))
+	g.Expect(os.WriteFile(path, completed[:len(completed)-1], 0o600)).To(Succeed())
+	got, err = s.Load("c1", "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.PortSecurity).To(BeTrue())
+	g.Expect(got.Complete).To(BeFalse())
+	g.Expect(len(completed)).To(BeNumerically(">", len(updated)))
+	entries, err := os.ReadDir(s.Dir())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(HaveLen(1), "no other file")
 }
 
 // TestIPAMInput: addresses are released with what ADD gave the IPAM plugin;
