@@ -8,6 +8,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,19 +51,57 @@ func Verify(hostIf, bridge string) error {
 	return nil
 }
 
-// Ports returns the links enslaved to br.
+// rtextFilterSkipStats is RTEXT_FILTER_SKIP_STATS (include/uapi/linux/
+// rtnetlink.h), which neither golang.org/x/sys/unix nor netlink/nl name:
+// the kernel leaves a link's statistics out of its message.
+const rtextFilterSkipStats = 1 << 3
+
+// dumpRetries bounds the dumps the kernel interrupts (NLM_F_DUMP_INTR)
+// before one is returned.
+const dumpRetries = 5
+
+// Ports returns the links enslaved to br, without their statistics: one
+// link dump that the kernel filters by master (IFLA_MASTER, Linux 4.15 and
+// later; the result is filtered again here for older kernels), so that an
+// ADD reads and decodes its bridge's ports, not every link of the node.
 func Ports(br *netlink.Bridge) ([]netlink.Link, error) {
-	links, err := netlinksafe.LinkList()
+	msgs, err := dump(unix.RTM_GETLINK, unix.RTM_NEWLINK, unix.AF_UNSPEC, br.Index,
+		nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF|rtextFilterSkipStats)))
 	if err != nil {
-		return nil, fmt.Errorf("failed to list links: %w", err)
+		return nil, fmt.Errorf("failed to list the ports of bridge %s: %w", br.Name, err)
 	}
 	var out []netlink.Link
-	for _, l := range links {
+	for _, m := range msgs {
+		l, err := netlink.LinkDeserialize(nil, m)
+		if err != nil {
+			return nil, fmt.Errorf("failed to list the ports of bridge %s: %w", br.Name, err)
+		}
 		if l.Attrs().MasterIndex == br.Index {
 			out = append(out, l)
 		}
 	}
 	return out, nil
+}
+
+// dump sends a dump request of type req (a struct ifinfomsg of family,
+// IFLA_MASTER master and extra) and returns the answers of type resp,
+// again when the kernel interrupted the dump.
+func dump(req, resp uint16, family, master int, extra ...*nl.RtAttr) ([][]byte, error) {
+	var err error
+	for range dumpRetries {
+		r := nl.NewNetlinkRequest(int(req), unix.NLM_F_DUMP)
+		r.AddData(nl.NewIfInfomsg(family))
+		for _, a := range extra {
+			r.AddData(a)
+		}
+		r.AddData(nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(uint32(master))))
+		var msgs [][]byte
+		msgs, err = r.Execute(unix.NETLINK_ROUTE, resp)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) && !errors.Is(err, unix.EINTR) {
+			return msgs, err
+		}
+	}
+	return nil, err
 }
 
 // MACHolder returns the name of the link on bridge br that has mac: the
@@ -88,7 +127,7 @@ func MACHolder(br *netlink.Bridge, mac net.HardwareAddr) (string, error) {
 	if bytes.Equal(br.HardwareAddr, mac) {
 		return br.Name, nil
 	}
-	fdb, err := bridgeFDB()
+	fdb, err := bridgeFDB(br)
 	if err != nil {
 		return "", fmt.Errorf("failed to read the forwarding database of bridge %s: %w", br.Name, err)
 	}
@@ -104,16 +143,22 @@ func MACHolder(br *netlink.Bridge, mac net.HardwareAddr) (string, error) {
 	return "", nil
 }
 
-// bridgeFDB dumps every bridge FDB entry of the network namespace (`bridge
-// fdb show`), again when the kernel interrupted the dump.
-func bridgeFDB() ([]netlink.Neigh, error) {
-	var err error
-	for range 5 {
-		var fdb []netlink.Neigh
-		fdb, err = netlink.NeighList(0, unix.AF_BRIDGE)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return fdb, err
-		}
+// bridgeFDB dumps the FDB entries of bridge br (`bridge fdb show br
+// <br>`): the kernel filters them by the IFLA_MASTER of the request, as
+// iproute2 asks (an ifinfomsg, which the kernel tells from an ndmsg by its
+// length), and MACHolder checks the master again.
+func bridgeFDB(br *netlink.Bridge) ([]netlink.Neigh, error) {
+	msgs, err := dump(unix.RTM_GETNEIGH, unix.RTM_NEWNEIGH, unix.AF_BRIDGE, br.Index)
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	fdb := make([]netlink.Neigh, 0, len(msgs))
+	for _, m := range msgs {
+		n, err := netlink.NeighDeserialize(m)
+		if err != nil {
+			continue // as netlink.NeighList: an entry it cannot decode
+		}
+		fdb = append(fdb, *n)
+	}
+	return fdb, nil
 }
