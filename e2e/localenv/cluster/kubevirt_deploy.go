@@ -166,10 +166,30 @@ func readKubeVirtCR(path string) (*kubevirtv1.KubeVirt, error) {
 	return kv, nil
 }
 
+// virtAPIProbeTimeoutSeconds is the readiness probe timeout this cluster
+// gives virt-api (virt-operator renders 1 s, KubeVirt v1.7.0
+// pkg/virt-operator/resource/generate/components/deployments.go). virt-api's
+// healthz asks the API server in turn; on this 2-core machine, with TCG
+// guests and the suite's own work on the same cores, it took over a second
+// three times in a row (node1's kubelet, 11:21 on 2026-11-29): the pod went
+// NotReady for 24 s, and with it virt-api's subresources (virtctl restart
+// answered 503) and its webhooks, which fail closed (a VMI's creation
+// refused). A node of a real cluster has the cores to answer in time.
+const virtAPIProbeTimeoutSeconds = 10
+
 // configureKubeVirt sets what this cluster needs on the rendered CR:
-// useEmulation where KVM cannot boot a guest, and KubeVirtFeatureGates
-// added to the ones it has.
+// useEmulation where KVM cannot boot a guest, KubeVirtFeatureGates added to
+// the ones it has, and virt-api's readiness probe timeout
+// (virtAPIProbeTimeoutSeconds) as a customizeComponents patch, KubeVirt's
+// documented way to change what virt-operator deploys.
 func configureKubeVirt(kv *kubevirtv1.KubeVirt, emulation bool) {
+	patch := kubevirtv1.CustomizeComponentsPatch{
+		ResourceName: "virt-api", ResourceType: "Deployment", Type: kubevirtv1.StrategicMergePatchType,
+		Patch: fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"virt-api","readinessProbe":{"timeoutSeconds":%d}}]}}}}`, virtAPIProbeTimeoutSeconds),
+	}
+	if !slices.Contains(kv.Spec.CustomizeComponents.Patches, patch) {
+		kv.Spec.CustomizeComponents.Patches = append(kv.Spec.CustomizeComponents.Patches, patch)
+	}
 	if kv.Spec.Configuration.DeveloperConfiguration == nil {
 		kv.Spec.Configuration.DeveloperConfiguration = &kubevirtv1.DeveloperConfiguration{}
 	}

@@ -45,8 +45,13 @@ spec:
 	g.Expect(obsolete).To(HaveKey("486-v1"))
 	g.Expect(obsolete).To(HaveLen(2*(len(defaultObsoleteCPUModels)-1)), "the labeller's defaults, kvm64 aside")
 
+	g.Expect(kv.Spec.CustomizeComponents.Patches).To(HaveLen(1))
+	g.Expect(kv.Spec.CustomizeComponents.Patches[0].ResourceName).To(Equal("virt-api"))
+	g.Expect(kv.Spec.CustomizeComponents.Patches[0].Patch).To(ContainSubstring(`"readinessProbe":{"timeoutSeconds":10}`))
+
 	configureKubeVirt(kv, false)
 	g.Expect(kv.Spec.Configuration.DeveloperConfiguration.UseEmulation).To(BeFalse())
+	g.Expect(kv.Spec.CustomizeComponents.Patches).To(HaveLen(1), "no patch twice")
 
 	g.Expect(os.WriteFile(p, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o600)).To(Succeed())
 	_, err = readKubeVirtCR(p)
