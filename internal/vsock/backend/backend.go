@@ -17,22 +17,22 @@ import (
 // VM is one slot of a group: one vhost-user-vsock device.
 type VM struct {
 	// Name identifies the VM in status ("<vm>"); not passed to the backend.
-	Name string
+	Name string `json:"name"`
 	// CID is the guest's context ID in the group: 3-4294967294.
-	CID uint32
+	CID uint32 `json:"cid"`
 	// Socket is the vhost-user socket QEMU connects to (an absolute path
 	// shorter than 108 bytes, the sun_path limit).
-	Socket string
+	Socket string `json:"socket"`
 	// UDSPath is the hybrid-vsock socket of the VM's host side (same limits).
-	UDSPath string
+	UDSPath string `json:"udsPath"`
 }
 
 // Group is the VMs one process serves; they can all reach each other.
 type Group struct {
 	// Key identifies the group (the attachment's "<namespace>/<name>").
-	Key string
+	Key string `json:"key"`
 	// VMs in any order; CIDs and sockets unique in the group.
-	VMs []VM
+	VMs []VM `json:"vms"`
 }
 
 // Name is the vhost-device-vsock group name of g: Key with "/" replaced by

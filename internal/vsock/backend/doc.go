@@ -21,4 +21,14 @@
 // — and then only once no QEMU is connected to any of its sockets, because a
 // restart drops every open connection of the group. Until then the group is
 // reported pending. A process that exits is restarted with a back-off.
+//
+// The Supervisor runs either inside the node agent (fastpath-agent
+// --vhost-device-vsock: the local environment and tests) or in a pod of its
+// own (cmd/fastpath-vsock-backend), where a Server offers it over HTTP on a
+// UNIX socket beside the vhost-user sockets (PUT /v1/groups, GET /v1/status)
+// and the agent drives it with a Client (fastpath-agent
+// --sibling-backend-socket). Then a new agent image restarts only the
+// agent: the processes, their sockets and the guests' connections stay, and
+// the new agent's first Sync of the same groups changes nothing
+// (docs/vsock-sibling.md, "Surviving an agent rollout").
 package backend

@@ -28,20 +28,21 @@ const (
 // Status is one group's process as the Supervisor sees it.
 type Status struct {
 	// Key of the group.
-	Key string
+	Key string `json:"key"`
 	// Running: the process is up and every VM socket of Serving exists.
-	Running bool
-	// PID of the process, 0 when none runs.
-	PID int
+	Running bool `json:"running"`
+	// PID of the process, 0 when none runs (in the Supervisor's PID
+	// namespace).
+	PID int `json:"pid"`
 	// Restarts counts the restarts after the process exited by itself.
-	Restarts int32
+	Restarts int32 `json:"restarts"`
 	// Serving are the VMs the process serves (in CID order).
-	Serving []VM
+	Serving []VM `json:"serving,omitempty"`
 	// Pending: the wanted VMs differ from Serving (or the group is no longer
 	// wanted) and the process is kept until no QEMU is connected to it.
-	Pending bool
+	Pending bool `json:"pending,omitempty"`
 	// Message says why the process is not running or what is pending.
-	Message string
+	Message string `json:"message,omitempty"`
 }
 
 // Supervisor runs one vhost-device-vsock per Group and restarts it when it
