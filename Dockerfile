@@ -9,8 +9,9 @@
 #   docker build --target agent        -t fastpath-agent .      # DaemonSet: agent (relay) + CNI binaries + vhost-device-vsock
 #   docker build --target bench        -t fastpath-bench .      # benchmark runner Job (netperf, ssh)
 #   docker build --target domain-hook  -t fastpath-domain-hook . # KubeVirt sidecar (onDefineDomain)
+#   docker build --target vsock-backend -t fastpath-vsock-backend . # DaemonSet (OnDelete): vhost-device-vsock for vsock mode Sibling
 #
-# `make docker-build` builds all four (DOCKER_TARGETS); the release workflow
+# `make docker-build` builds all five (DOCKER_TARGETS); the release workflow
 # (.github/workflows/release.yaml) builds them for linux/amd64 and linux/arm64 with
 # buildx. `make images` also builds Kubernetes' pause image, the local cluster's
 # sandbox: its recipe is Kubernetes' build/pause, not ours, and a cluster brings its
@@ -52,7 +53,7 @@ ARG VERSION=dev
 ARG TARGETOS TARGETARCH
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     set -eu; mkdir -p /out; export GOOS=${TARGETOS} GOARCH=${TARGETARCH}; \
-    for b in fastpath-operator fastpath-agent fastpath-domain-hook kubectl-fastpath; do \
+    for b in fastpath-operator fastpath-agent fastpath-domain-hook fastpath-vsock-backend kubectl-fastpath; do \
       CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/$b ./cmd/$b; \
     done; \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/fastpath-bench ./bench/cmd/fastpath-bench; \
@@ -111,3 +112,13 @@ ENTRYPOINT ["/usr/local/bin/fastpath-bench"]
 FROM ${SIDECAR_SHIM_IMAGE} AS domain-hook
 COPY --from=build /out/fastpath-domain-hook /usr/bin/onDefineDomain
 ENTRYPOINT ["/sidecar-shim", "--version", "v1alpha3"]
+
+# vsock mode Sibling's backend in a pod of its own, so that an agent rollout leaves the
+# vhost-device-vsock processes and the guests' connections alone (docs/vsock-sibling.md).
+# No USER: the chart runs the server as 65532:65532 with no capability and its init
+# container (--prepare-socket-dir) as root with only CAP_CHOWN; the binary refuses to
+# serve as root. vhost-device-vsock is dynamically linked, hence the cc base.
+FROM ${CC_IMAGE} AS vsock-backend
+COPY --from=build /out/fastpath-vsock-backend /usr/local/bin/fastpath-vsock-backend
+COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock
+ENTRYPOINT ["/usr/local/bin/fastpath-vsock-backend"]

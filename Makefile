@@ -19,7 +19,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 60m
 # `--set image.registry=<REGISTRY>` alone installs them by tag, and make push's
 # _out/images/values-digests.yaml by digest.
 TAG ?= $(shell awk '$$1 == "appVersion:" { gsub(/"/, "", $$2); print $$2 }' $(ROOT)/charts/fastpath/Chart.yaml)
-BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook kubectl-fastpath
+BINARIES := fastpath fastpath-ovs-plugin fastpath-operator fastpath-agent fastpath-bench fastpath-domain-hook fastpath-vsock-backend kubectl-fastpath
 # The harness's one binary, from the e2e/ module (docs/architecture.md): never shipped.
 # fastpath-dev demo|cluster|images|soak.
 HARNESS_BINARIES := fastpath-dev
@@ -120,11 +120,11 @@ build: ## Build every binary into bin/: the product's, then the harness's (e2e/c
 
 # The Dockerfile's image targets (a test checks this list against the Dockerfile).
 # docker-build tags them <DOCKER_REGISTRY>/fastpath-<target>:<TAG>, the chart's names.
-DOCKER_TARGETS := operator agent bench domain-hook
+DOCKER_TARGETS := operator agent bench domain-hook vsock-backend
 DOCKER_REGISTRY ?= $(or $(REGISTRY),ghcr.io/fastpath-io)
 
 .PHONY: docker-build
-docker-build: ## Build every Dockerfile target (operator, agent, bench, domain-hook) as <DOCKER_REGISTRY>/fastpath-<target>:TAG with a Docker engine; says SKIPPED and succeeds without one (make images builds them daemonless).
+docker-build: ## Build every Dockerfile target (operator, agent, bench, domain-hook, vsock-backend) as <DOCKER_REGISTRY>/fastpath-<target>:TAG with a Docker engine; says SKIPPED and succeeds without one (make images builds them daemonless).
 	@if ! command -v docker >/dev/null 2>&1; then \
 	  echo "docker-build: SKIPPED: no docker command on PATH (make images builds the same images without a daemon)"; exit 0; fi; \
 	if ! docker info >/dev/null 2>&1; then \
@@ -135,7 +135,7 @@ docker-build: ## Build every Dockerfile target (operator, agent, bench, domain-h
 	done
 
 .PHONY: images
-images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook) without a Docker daemon into _out/images/ (docs/images.md).
+images: setup-core+cluster+vsock ## Build the OCI images (pause, operator, agent, bench, domain-hook, vsock-backend) without a Docker daemon into _out/images/ (docs/images.md).
 	$(GO_HARNESS) run ./cmd/fastpath-dev images build --out $(ROOT)/_out/images $(IMAGES)
 
 .PHONY: push

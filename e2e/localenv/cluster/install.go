@@ -75,8 +75,9 @@ type Published struct {
 }
 
 // ChartImages are the make images archives the chart runs (the operator,
-// the agent, the benchmark runner, the domain hook sidecar).
-var ChartImages = []string{"operator", "agent", "bench", "domain-hook"}
+// the agent, the benchmark runner, the domain hook sidecar, vsock mode
+// Sibling's backend).
+var ChartImages = []string{"operator", "agent", "bench", "domain-hook", "vsock-backend"}
 
 // Publish does what a release does, to the cluster's registry at host
 // (plain HTTP): pushes ChartImages from imagesDir to <host>/fastpath/<repository>:local

@@ -35,7 +35,7 @@ func TestTargetsFollowTheDockerfile(t *testing.T) {
 		byName[tg.Name] = tg
 		names = append(names, tg.Name)
 	}
-	g.Expect(names).To(Equal([]string{"pause", "operator", "agent", "bench", "domain-hook"}))
+	g.Expect(names).To(Equal([]string{"pause", "operator", "agent", "bench", "domain-hook", "vsock-backend"}))
 	paths := func(tg Target) (out []string) {
 		for _, b := range tg.Binaries {
 			out = append(out, b.Name+"="+b.Package+b.Crate+"@"+b.Path)
@@ -60,6 +60,14 @@ func TestTargetsFollowTheDockerfile(t *testing.T) {
 	g.Expect(byName["bench"].User).To(Equal("65532:65532"))
 	g.Expect(byName["domain-hook"].Entrypoint).To(Equal([]string{SidecarShimPath, "--version", "v1alpha3"}))
 	g.Expect(paths(byName["domain-hook"])).To(Equal([]string{"fastpath-domain-hook=./cmd/fastpath-domain-hook@/usr/bin/onDefineDomain"}))
+	// The backend's image: its server and the same vhost-device-vsock; no USER,
+	// the chart gives the server 65532 and its init container root.
+	g.Expect(paths(byName["vsock-backend"])).To(Equal([]string{
+		"fastpath-vsock-backend=./cmd/fastpath-vsock-backend@/usr/local/bin/fastpath-vsock-backend",
+		"vhost-device-vsock=vhost-device-vsock@/usr/local/bin/vhost-device-vsock",
+	}))
+	g.Expect(byName["vsock-backend"].Base.Name).To(Equal(baseCC.Name))
+	g.Expect(byName["vsock-backend"].Entrypoint).To(Equal([]string{"/usr/local/bin/fastpath-vsock-backend"}))
 }
 
 // hack/setup.sh builds the vhost-device-vsock the builder puts in the agent
@@ -85,7 +93,7 @@ func TestDockerfileTheBuilderCannotFollowIsAnError(t *testing.T) {
 		also   []string // further errors the same edit makes
 	}{
 		{name: "a stage nothing copies from", editDF: func(s string) string {
-			return strings.Replace(s, "COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock\n", "", 1)
+			return strings.ReplaceAll(s, "COPY --from=vhost-device-vsock /out/vhost-device-vsock /usr/local/bin/vhost-device-vsock\n", "")
 		}, want: "stage vhost-device-vsock: neither an image (no ENTRYPOINT) nor copied from"},
 		{name: "cargo without --locked", editDF: func(s string) string { return strings.Replace(s, "cargo install --locked ", "cargo install ", 1) },
 			want: cargo},
@@ -170,7 +178,7 @@ func TestMakeDockerBuildBuildsEveryDockerfileImage(t *testing.T) {
 	for _, tg := range ts {
 		want = append(want, "docker build --target "+tg.Stage+" -t reg.example/fp/fastpath-"+tg.Stage+":v1 .")
 	}
-	g.Expect(want).To(HaveLen(4))
+	g.Expect(want).To(HaveLen(5))
 
 	dir := t.TempDir()
 	log := filepath.Join(dir, "docker.log")

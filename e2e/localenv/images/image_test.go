@@ -144,7 +144,7 @@ func TestArchiveRoundTripCarriesPlatformConfigAndLayers(t *testing.T) {
 func TestSelectRejectsUnknownImages(t *testing.T) {
 	g := NewWithT(t)
 	_, err := Select(repoRoot(t), "operator", "web")
-	g.Expect(err).To(MatchError(`unknown image "web": want one of pause, operator, agent, bench, domain-hook, virt-operator, virt-api, virt-controller, virt-handler, virt-launcher, guest-kernel-boot`))
+	g.Expect(err).To(MatchError(`unknown image "web": want one of pause, operator, agent, bench, domain-hook, vsock-backend, virt-operator, virt-api, virt-controller, virt-handler, virt-launcher, guest-kernel-boot`))
 	ts, err := Select(repoRoot(t), "bench", "pause")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect([]string{ts[0].Name, ts[1].Name}).To(Equal([]string{"pause", "bench"}))

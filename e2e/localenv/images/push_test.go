@@ -194,7 +194,7 @@ func TestChartValuesNameEveryDockerfileImage(t *testing.T) {
 			want[key] = map[string]any{"repository": repo, "tag": "", "digest": ""}
 		}
 	}
-	g.Expect(want).To(HaveLen(4))
+	g.Expect(want).To(HaveLen(5))
 	for k, v := range values.Image {
 		if _, ok := v.(map[string]any); ok {
 			g.Expect(want).To(HaveKeyWithValue(k, v), "chart value image.%s", k)

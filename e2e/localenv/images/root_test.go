@@ -151,6 +151,11 @@ func TestImagesProgramsRunFromTheirOwnFiles(t *testing.T) {
 				}
 			case "operator":
 				runs = []run{{[]string{"/usr/local/bin/fastpath-operator", "--help"}, "Usage"}}
+			case "vsock-backend":
+				runs = []run{
+					{[]string{"/usr/local/bin/fastpath-vsock-backend", "--help"}, "--sibling-backend-socket"},
+					{[]string{"/usr/local/bin/vhost-device-vsock", "--version"}, "vhost-device-vsock " + VhostDeviceVsockVersion},
+				}
 			default:
 				t.Fatalf("no check for image %s", r.Target.Name)
 			}

@@ -250,3 +250,10 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 	}
 	return &rep, nil
 }
+
+// Probe asks the server for its status once, without recording it.
+// Errors: the server unreachable or not answering a Report.
+func (c *Client) Probe(ctx context.Context) error {
+	_, err := c.request(ctx, "GET", StatusPath, nil)
+	return err
+}

@@ -1,0 +1,116 @@
+// Command fastpath-vsock-backend runs vsock mode Sibling's vhost-device-vsock
+// processes for the node agent, in a pod of its own (the chart's
+// fastpath-vsock-backend DaemonSet, updateStrategy OnDelete), so that an
+// agent rollout leaves them and the guests' connections alone. It serves
+// internal/vsock/backend.Server on a UNIX socket in its socket directory
+// (PUT /v1/groups, GET /v1/status); fastpath-agent --sibling-backend-socket
+// drives it. It needs no Kubernetes client, no capability and no host
+// network: it runs as an unprivileged user that owns only its socket
+// directory (docs/security.md, docs/vsock-sibling.md).
+//
+// Modes:
+//
+//	fastpath-vsock-backend --socket-dir=DIR [--vhost-device-vsock=PATH]   serve until SIGTERM
+//	fastpath-vsock-backend --socket-dir=DIR --prepare-socket-dir --uid=U --gid=G   the init container
+//	fastpath-vsock-backend --socket-dir=DIR --probe                        exit 0 when the server answers
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
+)
+
+// options are the command line.
+type options struct {
+	vhostDeviceVsock string
+	socketDir        string
+	controlSocket    string
+	prepare          bool
+	probe            bool
+	uid, gid         int
+}
+
+func main() {
+	o := options{}
+	flag.StringVar(&o.vhostDeviceVsock, "vhost-device-vsock", "/usr/local/bin/vhost-device-vsock", "Path of vhost-device-vsock (v0.3.0); never run with --forward-cid or --forward-listen.")
+	flag.StringVar(&o.socketDir, "socket-dir", "", "Directory of the vhost-user and hybrid-vsock sockets and of the control socket, at the same path as in the agent (required). Every socket a client names must be directly in it.")
+	flag.StringVar(&o.controlSocket, "control-socket", "", "The server's UNIX socket (default <socket-dir>/"+backend.ControlSocketName+"); the agent's --sibling-backend-socket.")
+	flag.BoolVar(&o.prepare, "prepare-socket-dir", false, "Give --socket-dir to --uid:--gid with mode 0750 and exit (the init container: root with only CAP_CHOWN).")
+	flag.BoolVar(&o.probe, "probe", false, "Ask the server on --control-socket for its status and exit 0 when it answers (the exec probe).")
+	flag.IntVar(&o.uid, "uid", 65532, "With --prepare-socket-dir: the user the backend runs as.")
+	flag.IntVar(&o.gid, "gid", 65532, "With --prepare-socket-dir: the backend's group, which the agent gets as a supplementary group.")
+	flag.Parse()
+	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(o, log); err != nil {
+		log.Error(err, "fastpath-vsock-backend failed")
+		os.Exit(1)
+	}
+}
+
+func run(o options, log logr.Logger) error {
+	if o.socketDir == "" || !filepath.IsAbs(o.socketDir) {
+		return fmt.Errorf("--socket-dir %q must be an absolute path", o.socketDir)
+	}
+	o.socketDir = filepath.Clean(o.socketDir)
+	if o.controlSocket == "" {
+		o.controlSocket = filepath.Join(o.socketDir, backend.ControlSocketName)
+	}
+	switch {
+	case o.prepare:
+		if o.uid <= 0 || o.gid <= 0 {
+			return fmt.Errorf("--uid %d and --gid %d must be above 0: the backend never runs as root", o.uid, o.gid)
+		}
+		if err := backend.PrepareSocketDir(o.socketDir, o.uid, o.gid); err != nil {
+			return err
+		}
+		log.Info("Socket directory prepared", "dir", o.socketDir, "uid", o.uid, "gid", o.gid, "mode", backend.SocketDirMode.String())
+		return nil
+	case o.probe:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := backend.NewClient(o.controlSocket)
+		return c.Probe(ctx)
+	}
+	return serve(o, log)
+}
+
+// serve runs the Supervisor behind the server until SIGTERM or SIGINT, then
+// stops every vhost-device-vsock (removing their sockets).
+func serve(o options, log logr.Logger) error {
+	if os.Geteuid() == 0 {
+		return errors.New("refusing to run as root: the guest-facing vhost-device-vsock runs as an unprivileged user (runAsUser)")
+	}
+	syscall.Umask(backend.SocketUmask)
+	if err := backend.EnsureSocketDir(o.socketDir); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	version, err := backend.Version(ctx, o.vhostDeviceVsock)
+	if err != nil {
+		return fmt.Errorf("failed to start: --vhost-device-vsock: %w", err)
+	}
+	sup := &backend.Supervisor{Binary: o.vhostDeviceVsock}
+	defer sup.Stop()
+	srv, err := backend.NewServer(sup, version)
+	if err != nil {
+		return err
+	}
+	srv.SocketDir, srv.Log = o.socketDir, log
+	log.Info("Starting the vsock backend", "vhostDeviceVsock", o.vhostDeviceVsock, "version", version, "socketDir", o.socketDir, "uid", os.Geteuid(), "gid", os.Getegid())
+	err = srv.Serve(ctx, o.controlSocket, 0o660)
+	log.Info("Stopping the vsock backend and its vhost-device-vsock processes", "groups", len(sup.Status()))
+	return err
+}
