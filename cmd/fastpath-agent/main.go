@@ -65,12 +65,12 @@ func run(o Options) error {
 		defer dp.Stop()
 		r.DevicePlugins, r.MacvtapLaunchers = dp, newMacvtapLaunchers(mgr, o)
 	}
-	if o.Sibling.VhostDeviceVsock != "" {
-		sup, err := newSiblings(o, r)
+	if o.Sibling.Enabled() {
+		stop, err := newSiblings(mgr, o, r)
 		if err != nil {
 			return err
 		}
-		defer sup.Stop()
+		defer stop()
 		if err := offerSiblingDevices(mgr, o, r); err != nil {
 			return err
 		}

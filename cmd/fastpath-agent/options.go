@@ -112,8 +112,16 @@ type RelayOptions struct {
 // SiblingOptions are the flags of vsock mode Sibling (vhost-device-vsock).
 type SiblingOptions struct {
 	// VhostDeviceVsock is the path of vhost-device-vsock
-	// (--vhost-device-vsock); empty disables Sibling on this node.
+	// (--vhost-device-vsock), run by the agent itself (the local
+	// environment, tests); empty, with BackendSocket empty, disables Sibling
+	// on this node.
 	VhostDeviceVsock string
+	// BackendSocket is the control socket of the backend pod
+	// (--sibling-backend-socket, cmd/fastpath-vsock-backend), which runs
+	// vhost-device-vsock instead of the agent, binding the sockets beside
+	// this one: a directory at or below SocketDir. Exclusive with
+	// VhostDeviceVsock.
+	BackendSocket string
 	// SocketDir holds the vhost-user sockets (--sibling-socket-dir).
 	SocketDir string
 	// MaxGroups and MaxGroupsPerNamespace cap the vhost-device-vsock groups
@@ -261,6 +269,7 @@ func (o *RelayOptions) addFlags(fs *flag.FlagSet) {
 
 func (o *SiblingOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.VhostDeviceVsock, "vhost-device-vsock", o.VhostDeviceVsock, "Path of vhost-device-vsock (v0.3.0) for vsock mode Sibling; \"\" disables Sibling on this node (capabilities.vhostUserVSOCK false).")
+	fs.StringVar(&o.BackendSocket, "sibling-backend-socket", o.BackendSocket, "vsock mode Sibling through the backend pod (fastpath-vsock-backend): the UNIX socket it serves, whose directory (at or below --sibling-socket-dir) holds the vhost-user sockets; the agent sends it the groups and outlives nothing of it, so an agent restart keeps the guests' vsock connections. Exclusive with --vhost-device-vsock.")
 	fs.StringVar(&o.SocketDir, "sibling-socket-dir", o.SocketDir, "Directory of the vhost-user sockets of vsock mode Sibling (the device plugin mounts it into virt-launcher).")
 	fs.IntVar(&o.MaxGroups, "sibling-max-groups", o.MaxGroups, "vsock mode Sibling: at most this many vhost-device-vsock groups (attachments with a member VM here) run on this node (0: the default); the others are reported as SiblingGroupsOverCap.")
 	fs.IntVar(&o.MaxGroupsPerNamespace, "sibling-max-groups-per-namespace", o.MaxGroupsPerNamespace, "vsock mode Sibling: at most this many groups of one namespace run on this node (0: the default).")
@@ -269,7 +278,7 @@ func (o *SiblingOptions) addFlags(fs *flag.FlagSet) {
 func (o *DevicePluginOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Dir, "device-plugin-dir", o.Dir, "kubelet's device plugin directory (with kubelet.sock): the agent offers macvtap.fastpath.io/<lower> there for every Macvtap network, whose devices are the /dev/tapN of VM macvtaps; \"\" disables the device plugin.")
 	fs.IntVar(&o.MacvtapDevices, "macvtap-devices", o.MacvtapDevices, fmt.Sprintf("Devices (VM macvtap interfaces) each Macvtap network offers on this node, 1-%d.", maxMacvtapDevices))
-	fs.IntVar(&o.SiblingDevices, "sibling-devices", o.SiblingDevices, fmt.Sprintf("Devices of vsock.fastpath.io/sibling (Sibling VM launchers at once on this node), 1-%d; offered only with --vhost-device-vsock and --device-plugin-dir.", deviceplugin.MaxSiblingDevices))
+	fs.IntVar(&o.SiblingDevices, "sibling-devices", o.SiblingDevices, fmt.Sprintf("Devices of vsock.fastpath.io/sibling (Sibling VM launchers at once on this node), 1-%d; offered only with --vhost-device-vsock or --sibling-backend-socket, and --device-plugin-dir.", deviceplugin.MaxSiblingDevices))
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "kubelet's PodResources API socket: the device plugins ask it which pod holds a device.")
 }
 
@@ -316,8 +325,44 @@ func (o Options) Validate() error {
 	}
 	// Read only when the sibling device plugin is offered; 0 is
 	// deviceplugin.DefaultSiblingDevices.
-	if n := o.DevicePlugins.SiblingDevices; o.Sibling.VhostDeviceVsock != "" && o.DevicePlugins.Dir != "" && (n < 0 || n > deviceplugin.MaxSiblingDevices) {
+	if n := o.DevicePlugins.SiblingDevices; o.Sibling.Enabled() && o.DevicePlugins.Dir != "" && (n < 0 || n > deviceplugin.MaxSiblingDevices) {
 		return fmt.Errorf("--sibling-devices %d is out of range: must be 1-%d", n, deviceplugin.MaxSiblingDevices)
+	}
+	return o.Sibling.validate()
+}
+
+// Enabled says whether vsock mode Sibling runs on this node, in the agent
+// or in the backend pod.
+func (o SiblingOptions) Enabled() bool { return o.VhostDeviceVsock != "" || o.BackendSocket != "" }
+
+// BackendDir is the directory of the backend pod's sockets: that of
+// --sibling-backend-socket, or "" without it.
+func (o SiblingOptions) BackendDir() string {
+	if o.BackendSocket == "" {
+		return ""
+	}
+	return filepath.Dir(filepath.Clean(o.BackendSocket))
+}
+
+// validate checks --sibling-backend-socket: exclusive with
+// --vhost-device-vsock, absolute, shorter than sun_path, and in
+// --sibling-socket-dir or below it (the device plugin hard-links the
+// sockets into <socket dir>/alloc, and a hard link stays in one file
+// system).
+func (o SiblingOptions) validate() error {
+	if o.BackendSocket == "" {
+		return nil
+	}
+	if o.VhostDeviceVsock != "" {
+		return fmt.Errorf("--sibling-backend-socket %q and --vhost-device-vsock %q are exclusive: the backend pod runs vhost-device-vsock, or the agent does", o.BackendSocket, o.VhostDeviceVsock)
+	}
+	if !filepath.IsAbs(o.BackendSocket) || len(o.BackendSocket) >= 108 {
+		return fmt.Errorf("--sibling-backend-socket %q must be an absolute path under 108 bytes (a UNIX socket)", o.BackendSocket)
+	}
+	dir, sockets := o.BackendDir(), filepath.Clean(o.SocketDir)
+	if rel, err := filepath.Rel(sockets, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || rel == fastpathv1alpha1.SiblingAllocDir || strings.HasPrefix(rel, fastpathv1alpha1.SiblingAllocDir+"/") {
+		return fmt.Errorf("--sibling-backend-socket %q must be in --sibling-socket-dir %q or a directory below it other than %s/ (its sockets are hard-linked into %s/%s)",
+			o.BackendSocket, o.SocketDir, fastpathv1alpha1.SiblingAllocDir, o.SocketDir, fastpathv1alpha1.SiblingAllocDir)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ var todaysDefaults = Options{
 	Serving:       ServingOptions{Metrics: metricsauth.Flags{BindAddress: ":9443", Secure: true}, HealthProbeBindAddress: ":9091", CgroupRoot: "/sys/fs/cgroup"},
 }
 
-// agentFlags are the flags of fastpath-agent: 34 of its own and the three
+// agentFlags are the flags of fastpath-agent: 35 of its own and the three
 // of metricsauth (zap's flags and controller-runtime's --kubeconfig come on
 // top). The chart, config/default and the harness pass them by these names.
 var agentFlags = []string{
@@ -48,7 +48,7 @@ var agentFlags = []string{
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
 	"relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
 	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route", "relay-vsock-buffer-size",
-	"resync-period", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
+	"resync-period", "sibling-backend-socket", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
 	"sibling-socket-dir", "tune-sysctls", "vhost-device-vsock", "vsock-transport",
 }
 
@@ -124,6 +124,20 @@ func TestValidate(t *testing.T) {
 			o.Sibling.VhostDeviceVsock, o.DevicePlugins.SiblingDevices = "/bin/vhost-device-vsock", 0
 		}, ""},
 		{"no Sibling: sibling devices unread", func(o *Options) { o.DevicePlugins.SiblingDevices = 5000 }, ""},
+		{"backend pod: sibling devices read", func(o *Options) {
+			o.Sibling.BackendSocket, o.DevicePlugins.SiblingDevices = "/var/run/fastpath/vsock/backend/control.sock", 5000
+		}, "--sibling-devices 5000 is out of range"},
+		{"backend socket below the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock" }, ""},
+		{"backend socket in the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock/control.sock" }, ""},
+		{"backend socket and vhost-device-vsock", func(o *Options) {
+			o.Sibling.BackendSocket, o.Sibling.VhostDeviceVsock = "/var/run/fastpath/vsock/backend/control.sock", "/bin/vhost-device-vsock"
+		}, "--sibling-backend-socket \"/var/run/fastpath/vsock/backend/control.sock\" and --vhost-device-vsock \"/bin/vhost-device-vsock\" are exclusive"},
+		{"relative backend socket", func(o *Options) { o.Sibling.BackendSocket = "backend/control.sock" }, "--sibling-backend-socket \"backend/control.sock\" must be an absolute path"},
+		{"backend socket outside the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/other/control.sock" },
+			"--sibling-backend-socket \"/var/run/other/control.sock\" must be in --sibling-socket-dir \"/var/run/fastpath/vsock\""},
+		{"backend socket in a sibling of the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock-backend/control.sock" },
+			"must be in --sibling-socket-dir"},
+		{"backend socket in alloc", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock/alloc/control.sock" }, "other than alloc/"},
 		{"no device plugins: sibling devices unread", func(o *Options) {
 			o.Sibling.VhostDeviceVsock, o.DevicePlugins.Dir, o.DevicePlugins.SiblingDevices = "/bin/vhost-device-vsock", "", 5000
 		}, ""},

@@ -200,25 +200,40 @@ func newDevicePlugins(dir string) *deviceplugin.Manager {
 	return &deviceplugin.Manager{Dir: dir, KubeletSocket: filepath.Join(dir, "kubelet.sock"), Log: ctrl.Log.WithName("device-plugin")}
 }
 
-// newSiblings enables vsock mode Sibling on r: it asks --vhost-device-vsock
-// for its version and gives r a supervisor of the vhost-device-vsock groups,
-// whose changes wake r up; the caller stops it.
-func newSiblings(o Options, r *agent.Reconciler) (*backend.Supervisor, error) {
-	version, err := backend.Version(context.Background(), o.Sibling.VhostDeviceVsock)
-	if err != nil {
-		return nil, fmt.Errorf("failed to start: --vhost-device-vsock: %w", err)
-	}
+// newSiblings enables vsock mode Sibling on r, whose changes wake r up: with
+// --sibling-backend-socket a client of the backend pod, polled by mgr's
+// runnable (the backend outlives this agent; r learns its version from it),
+// else a supervisor of --vhost-device-vsock in this process, after asking
+// it for its version. The caller calls stop when it returns (it stops the
+// in-process supervisor's processes; the backend pod's stay).
+func newSiblings(mgr ctrl.Manager, o Options, r *agent.Reconciler) (stop func(), err error) {
 	changes := make(chan event.GenericEvent, 1)
-	sup := &backend.Supervisor{Binary: o.Sibling.VhostDeviceVsock, OnChange: func() {
+	wake := func() {
 		select {
 		case changes <- event.GenericEvent{Object: &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName}}}:
 		default: // a wake-up is already queued
 		}
-	}}
-	r.Siblings, r.SiblingVersion, r.SiblingSocketDir, r.SiblingChanges = sup, version, o.Sibling.SocketDir, changes
+	}
+	r.SiblingChanges = changes
 	r.SiblingMaxGroups, r.SiblingMaxGroupsPerNamespace = o.Sibling.MaxGroups, o.Sibling.MaxGroupsPerNamespace
+	if o.Sibling.BackendSocket != "" {
+		c := backend.NewClient(o.Sibling.BackendSocket)
+		c.OnChange, c.Log = wake, ctrl.Log.WithName("vsock-backend")
+		if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {
+			return nil, fmt.Errorf("failed to add the vsock backend client to the manager: %w", err)
+		}
+		r.Siblings, r.SiblingSocketDir = c, o.Sibling.BackendDir()
+		setupLog.Info("vsock mode Sibling enabled through the backend pod", "socket", o.Sibling.BackendSocket, "pollInterval", backend.DefaultPollInterval)
+		return func() {}, nil
+	}
+	version, err := backend.Version(context.Background(), o.Sibling.VhostDeviceVsock)
+	if err != nil {
+		return nil, fmt.Errorf("failed to start: --vhost-device-vsock: %w", err)
+	}
+	sup := &backend.Supervisor{Binary: o.Sibling.VhostDeviceVsock, OnChange: wake}
+	r.Siblings, r.SiblingVersion, r.SiblingSocketDir = sup, version, o.Sibling.SocketDir
 	setupLog.Info("vsock mode Sibling enabled", "vhostDeviceVsock", o.Sibling.VhostDeviceVsock, "version", version)
-	return sup, nil
+	return sup.Stop, nil
 }
 
 // newMacvtapLaunchers returns the check that gives a macvtap device only to
@@ -236,7 +251,7 @@ func offerSiblingDevices(mgr ctrl.Manager, o Options, r *agent.Reconciler) error
 		setupLog.Info("No device plugin directory: Sibling VMs' launchers get no vhost-user socket from this agent (--device-plugin-dir)")
 		return nil
 	}
-	mounts := &deviceplugin.SiblingMounts{SocketDir: o.Sibling.SocketDir, NodeName: o.NodeName, Devices: o.DevicePlugins.SiblingDevices,
+	mounts := &deviceplugin.SiblingMounts{SocketDir: o.Sibling.SocketDir, BackendDir: o.Sibling.BackendDir(), NodeName: o.NodeName, Devices: o.DevicePlugins.SiblingDevices,
 		PodResources: deviceplugin.KubeletPodResources{Socket: o.DevicePlugins.PodResourcesSocket}, Reader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("fastpath-agent"), Log: ctrl.Log.WithName("sibling-mounts")}
 	res, err := mounts.Resource()

@@ -160,13 +160,16 @@ type Reconciler struct {
 	// means deviceplugin.DefaultMacvtapCapacity.
 	MacvtapCapacity int
 	// Siblings, when set, runs vhost-device-vsock for the attachments in vsock
-	// mode Sibling; nil: this node cannot do Sibling.
+	// mode Sibling: a *backend.Supervisor in this process, or a
+	// *backend.Client of the backend pod; nil: this node cannot do Sibling.
 	Siblings SiblingSupervisor
 	// SiblingVersion is the vhost-device-vsock version (backend.Version),
-	// reported in capabilities.vhostUserVSOCKVersion.
+	// reported in capabilities.vhostUserVSOCKVersion; "" asks Siblings when
+	// it is a SiblingVersioner.
 	SiblingVersion string
-	// SiblingSocketDir overrides v1alpha1.SiblingSocketDir (tests, the local
-	// environment).
+	// SiblingSocketDir is where the groups' sockets are bound: it overrides
+	// v1alpha1.SiblingSocketDir (the backend pod's directory, tests, the
+	// local environment).
 	SiblingSocketDir string
 	// SiblingMaxGroups and SiblingMaxGroupsPerNamespace cap the
 	// vhost-device-vsock groups this node runs (SiblingLimits); 0 is

@@ -122,7 +122,7 @@ func (r *Reconciler) superviseSiblings(ctx context.Context, s *scope) (ctrl.Resu
 // serve them. A node without a Node object (the local environment) is left
 // alone; a failed read or patch is reported and retried.
 func (r *Reconciler) labelNode(ctx context.Context, s *scope) (ctrl.Result, error) {
-	want := r.Siblings != nil && r.SiblingVersion != ""
+	want := r.Siblings != nil && r.siblingVersion() != ""
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
@@ -161,9 +161,29 @@ func (r *Reconciler) labelNode(ctx context.Context, s *scope) (ctrl.Result, erro
 // siblingCapabilities adds the vhost-user vsock backend to the probed
 // capabilities: the agent has a supervisor and a backend version.
 func (r *Reconciler) siblingCapabilities(obs *observed) {
-	if r.Siblings != nil && r.SiblingVersion != "" {
-		obs.caps.VhostUserVSOCK, obs.caps.VhostUserVSOCKVersion = true, r.SiblingVersion
+	if v := r.siblingVersion(); r.Siblings != nil && v != "" {
+		obs.caps.VhostUserVSOCK, obs.caps.VhostUserVSOCKVersion = true, v
 	}
+}
+
+// SiblingVersioner is a SiblingSupervisor that learns the vhost-device-vsock
+// version as it runs (backend.Client: from the backend pod's status, "" while
+// that does not answer).
+type SiblingVersioner interface {
+	Version() string
+}
+
+// siblingVersion is SiblingVersion, else what Siblings reports: "" while a
+// separate backend does not answer, so the node loses its Sibling label and
+// capability until it does.
+func (r *Reconciler) siblingVersion() string {
+	if r.SiblingVersion != "" {
+		return r.SiblingVersion
+	}
+	if v, ok := r.Siblings.(SiblingVersioner); ok {
+		return v.Version()
+	}
+	return ""
 }
 
 // setSiblingBackendsReadyCondition: True when every group's process runs,

@@ -156,6 +156,9 @@ type agentUnderTest struct {
 	bridges   *fakeBridges
 	relay     *relay.Relay
 	vsockRoot string // root of the emulated vsock transport
+	// stop stops the agent's manager (an agent restart); the spec's
+	// cleanup calls it too.
+	stop func()
 }
 
 // goodNode is what the fake probe reports unless a test changes it.
@@ -219,10 +222,9 @@ func startAgent(node string, customise func(*agent.Reconciler)) *agentUnderTest 
 		defer close(done)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	DeferCleanup(func() {
-		cancel()
-		<-done
-	})
+	var once sync.Once
+	a.stop = func() { once.Do(func() { cancel(); <-done }) }
+	DeferCleanup(a.stop)
 	return a
 }
 

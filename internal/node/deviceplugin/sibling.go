@@ -138,6 +138,14 @@ type SiblingMounts struct {
 	// SocketDir is the host directory of the vhost-user sockets (the
 	// agent's --sibling-socket-dir); "" is v1alpha1.SiblingSocketDir.
 	SocketDir string
+	// BackendDir is where the backend binds the sockets, SocketDir or a
+	// directory below it on the same file system (a hard link cannot cross
+	// one): the backend pod's own directory (fastpath-agent
+	// --sibling-backend-socket); "" is SocketDir. A socket there that this
+	// process does not own is linked only with CAP_FOWNER
+	// (fs.protected_hardlinks), and must already be mode 0666 (the backend's
+	// umask), as only its owner may chmod it.
+	BackendDir string
 	// ContainerDir is where the compute container sees its directory (the
 	// hook's $FASTPATH_SIBLING_SOCKET_DIR); "" is v1alpha1.SiblingSocketDir.
 	ContainerDir string
@@ -199,6 +207,13 @@ func (m *SiblingMounts) devices() int {
 		return DefaultSiblingDevices
 	}
 	return m.Devices
+}
+
+func (m *SiblingMounts) backendDir() string {
+	if m.BackendDir == "" {
+		return m.socketDir()
+	}
+	return m.BackendDir
 }
 
 func (m *SiblingMounts) socketDir() string {
@@ -473,7 +488,7 @@ func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (o
 // directory missing, file system errors.
 func (m *SiblingMounts) link(id, ns, vm string) (linked bool, err error) {
 	name := filepath.Base(fastpathv1alpha1.SiblingSocketPath(ns, vm))
-	src := filepath.Join(m.socketDir(), name)
+	src := filepath.Join(m.backendDir(), name)
 	dir := m.AllocDir(id)
 	if _, err := os.Stat(dir); err != nil {
 		return false, fmt.Errorf("allocation directory %s: %w", dir, err)
