@@ -460,9 +460,12 @@ func TestChartAgentSibling(t *testing.T) {
 	g := NewWithT(t)
 	ds := agentDaemonSet(t)
 	g.Expect(ds).NotTo(ContainSubstring("--vhost-device-vsock"))
+	g.Expect(ds).NotTo(ContainSubstring("--sibling-backend-socket"))
 	ds = agentDaemonSet(t, "agent.sibling.enabled=true")
+	// The backend pod runs vhost-device-vsock (vsockbackend_test.go), not the agent.
+	g.Expect(ds).NotTo(ContainSubstring("--vhost-device-vsock"))
 	for _, s := range []string{
-		"- --vhost-device-vsock=/usr/local/bin/vhost-device-vsock",
+		"- --sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock",
 		"- --sibling-socket-dir=/var/run/fastpath/vsock",
 		"- --sibling-devices=128",
 		"- --sibling-max-groups=64",

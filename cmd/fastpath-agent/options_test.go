@@ -191,14 +191,14 @@ func TestParseTheChartsCommandLines(t *testing.T) {
 	// charts/fastpath/templates/agent.yaml with agent.sibling.enabled and
 	// values.yaml's agent.sibling.
 	o, err = parse(append(agentArgs,
-		"--vhost-device-vsock=/usr/local/bin/vhost-device-vsock",
+		"--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock",
 		"--sibling-socket-dir=/var/run/fastpath/vsock",
 		"--sibling-devices=128",
 		"--sibling-max-groups=64",
 		"--sibling-max-groups-per-namespace=16",
 		"--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock")...)
 	g.Expect(err).NotTo(HaveOccurred())
-	want.Sibling.VhostDeviceVsock = "/usr/local/bin/vhost-device-vsock"
+	want.Sibling.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock"
 	g.Expect(o).To(Equal(want))
 	g.Expect(o.Validate()).To(Succeed())
 

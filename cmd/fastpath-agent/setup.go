@@ -74,7 +74,8 @@ func installCNI(cni *cniinstall.Installer, nodeConfig string) error {
 // cleanNode removes what Fastpath made on the node (--cleanup): with
 // --install-cni the plugin's files, and returns; else the marked links and
 // OVS bridges (OVS only when its socket exists: a node without Open vSwitch
-// has none) and the port security table, then serves /healthz and /readyz,
+// has none), the port security table and, with vsock mode Sibling, the
+// device plugin's directories under <sibling socket dir>/alloc, then serves /healthz and /readyz,
 // so that the DaemonSet counts the node as cleaned, until a signal. A
 // failure returns, so the container restarts and tries again.
 func cleanNode(o Options) error {
@@ -101,7 +102,13 @@ func cleanNode(o Options) error {
 		defer ovs.Close()
 		m.OVS = ovs
 	}
-	rep, err := cleanup.Run(ctx, cleanup.Options{Bridges: m, Table: true, Log: log})
+	copts := cleanup.Options{Bridges: m, Table: true, Log: log}
+	if o.Sibling.Enabled() {
+		// The Sibling devices' directories (the links to the VMs' sockets);
+		// the backend pod removes the sockets themselves when it stops.
+		copts.EmptyDirs = []string{filepath.Join(o.Sibling.SocketDir, fastpathv1alpha1.SiblingAllocDir)}
+	}
+	rep, err := cleanup.Run(ctx, copts)
 	if err != nil {
 		return err
 	}

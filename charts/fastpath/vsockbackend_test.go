@@ -1,0 +1,100 @@
+package fastpath_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// daemonSets renders the chart with set and decodes its DaemonSets by name.
+func daemonSets(t *testing.T, set ...string) map[string]appsv1.DaemonSet {
+	t.Helper()
+	args := []string{"template", "fp", ".", "--namespace", "fastpath-system"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out := map[string]appsv1.DaemonSet{}
+	for _, doc := range strings.Split(helm(t, args...), "\n---") {
+		if !strings.Contains(doc, "kind: DaemonSet") {
+			continue
+		}
+		var ds appsv1.DaemonSet
+		NewWithT(t).Expect(yaml.UnmarshalStrict([]byte(doc), &ds)).To(Succeed(), doc)
+		out[ds.Name] = ds
+	}
+	return out
+}
+
+// TestChartVsockBackend: with agent.sibling.enabled the chart runs
+// vhost-device-vsock in a DaemonSet of its own that helm upgrade never
+// restarts (OnDelete), as a non-root user with no capability, no host
+// namespace and only its socket directory; its init container is root with
+// CAP_CHOWN only. The agent drives it through its socket, with the
+// backend's group and CAP_FOWNER (the hard link of a socket it does not
+// own) and nothing else added. Without Sibling neither appears.
+func TestChartVsockBackend(t *testing.T) {
+	g := NewWithT(t)
+	off := daemonSets(t)
+	g.Expect(off).NotTo(HaveKey("fastpath-vsock-backend"))
+	g.Expect(off["fastpath-agent"].Spec.Template.Spec.SecurityContext).To(BeNil())
+
+	dss := daemonSets(t, "agent.sibling.enabled=true", "image.tag=v9")
+	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
+	ds := dss["fastpath-vsock-backend"]
+	g.Expect(ds.Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteDaemonSetStrategyType), "helm upgrade must not restart it")
+	ps := ds.Spec.Template.Spec
+	g.Expect(ps.HostNetwork).To(BeFalse())
+	g.Expect(ps.HostPID).To(BeFalse())
+	g.Expect(ps.HostIPC).To(BeFalse())
+	g.Expect(ps.AutomountServiceAccountToken).To(Equal(ptr.To(false)), "no Kubernetes client")
+	g.Expect(ps.ServiceAccountName).To(Equal("fastpath-vsock-backend"))
+	g.Expect(ps.SecurityContext).To(Equal(&corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}))
+	// The agent's nodes.
+	g.Expect(ps.NodeSelector).To(Equal(dss["fastpath-agent"].Spec.Template.Spec.NodeSelector))
+	g.Expect(ps.Volumes).To(Equal([]corev1.Volume{{Name: "sockets", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: "/var/run/fastpath/vsock/backend", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}}), "only its socket directory")
+
+	g.Expect(ps.Containers).To(HaveLen(1))
+	c := ps.Containers[0]
+	g.Expect(c.Image).To(Equal("ghcr.io/fastpath-io/fastpath-vsock-backend:v9"))
+	g.Expect(c.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=/usr/local/bin/vhost-device-vsock"}))
+	g.Expect(strings.Join(c.Args, " ")).NotTo(ContainSubstring("forward"))
+	g.Expect(c.SecurityContext).To(Equal(&corev1.SecurityContext{Privileged: ptr.To(false), AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}))
+	g.Expect(c.VolumeMounts).To(Equal([]corev1.VolumeMount{{Name: "sockets", MountPath: "/var/run/fastpath/vsock/backend"}}))
+	g.Expect(c.LivenessProbe).To(BeNil(), "a restart would drop every guest's connections")
+	g.Expect(c.ReadinessProbe.Exec.Command).To(ContainElement("--probe"))
+	g.Expect(c.Resources.Limits).NotTo(HaveKey(corev1.ResourceMemory), "an OOM kill would drop every guest's connections")
+
+	g.Expect(ps.InitContainers).To(HaveLen(1))
+	ic := ps.InitContainers[0]
+	g.Expect(ic.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--prepare-socket-dir", "--uid=65532", "--gid=65532"}))
+	g.Expect(ic.SecurityContext).To(Equal(&corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false), Privileged: ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN"}}}))
+	g.Expect(ic.VolumeMounts).To(Equal(c.VolumeMounts))
+
+	agent := dss["fastpath-agent"].Spec.Template.Spec
+	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))
+	g.Expect(agent.Containers[0].Args).To(ContainElement("--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+	g.Expect(agent.Containers[0].SecurityContext.Capabilities.Add).To(Equal([]corev1.Capability{"NET_ADMIN", "NET_RAW", "FOWNER"}))
+	// The agent mounts the parent: the hard link from backend/ into alloc/
+	// stays in one mount.
+	g.Expect(agent.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "sibling-sockets", MountPath: "/var/run/fastpath/vsock"}))
+
+	// Another user and group, and never root.
+	dss = daemonSets(t, "agent.sibling.enabled=true", "agent.sibling.backend.uid=4000", "agent.sibling.backend.gid=4001")
+	g.Expect(*dss["fastpath-vsock-backend"].Spec.Template.Spec.SecurityContext.RunAsUser).To(Equal(int64(4000)))
+	g.Expect(dss["fastpath-agent"].Spec.Template.Spec.SecurityContext.SupplementalGroups).To(Equal([]int64{4001}))
+	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+		"--set", "agent.sibling.enabled=true", "--set", "agent.sibling.backend.uid=0").CombinedOutput()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring("agent.sibling.backend.uid and .gid must be above 0"))
+}
