@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/crane"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -99,7 +100,9 @@ func upgradedChart(src, dir string) error {
 }
 
 // Issue 38: helm upgrade to new operator and agent images and a changed CRD
-// while a TCP stream runs between two VMs over the fast path.
+// while a TCP stream runs between two VMs over the fast path and, on a
+// cluster in vsock mode Sibling, a vsock stream between them through the
+// vsock backend, whose pod and process the upgrade must leave alone.
 var _ = Describe("An upgrade of Fastpath under traffic", Ordered, func() {
 	var (
 		root     string
@@ -177,11 +180,17 @@ spec:
 		Expect(c().Create(ctx, network)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c().Delete(ctx, network))).To(Succeed()) })
 		att = newAttachment("up-link", "up", network.Name, "10.252.0.0/24", fastpathv1alpha1.PlacementRequired)
+		if env.VSOCKMode() == fastpathv1alpha1.VSOCKModeSibling {
+			// A sibling vsock stream runs across the upgrade too
+			// (upgrade_vsock_test.go). In mode Relay the relay lives in the
+			// agent, which the upgrade restarts: not covered here.
+			att.Spec.VSOCK = siblingUpgradeVSOCK(names[0])
+		}
 		DeferCleanup(func(ctx SpecContext) { removeVMs(ctx, att, names...) }, NodeTimeout(4*time.Minute))
 		startWired(ctx, att, newVM(names[0], "up", ""), newVM(names[1], "up", ""))
 	}, NodeTimeout(8*time.Minute))
 
-	It("keeps a 60-s TCP stream over the fast path through helm upgrade to new operator and agent images and a CRD with a new field", func(ctx SpecContext) {
+	It("keeps a 60-s TCP stream over the fast path, and a sibling vsock stream with its backend process, through helm upgrade to new images and a CRD with a new field", func(ctx SpecContext) {
 		server := &kubevirtv1.VirtualMachineInstance{}
 		vmiUIDs := map[string]types.UID{}
 		for _, n := range names {
@@ -204,7 +213,14 @@ spec:
 		// The chart and the images of the upgrade.
 		chart := filepath.Join(GinkgoT().TempDir(), "fastpath")
 		Expect(upgradedChart(filepath.Join(root, "charts", "fastpath"), chart)).To(Succeed())
-		for _, comp := range []string{"operator", "agent"} {
+		sibling := env.VSOCKMode() == fastpathv1alpha1.VSOCKModeSibling
+		retag := []string{"operator", "agent"}
+		if sibling {
+			// The backend's DaemonSet template changes too; OnDelete must
+			// keep its pods anyway.
+			retag = append(retag, "vsock-backend")
+		}
+		for _, comp := range retag {
 			src := fmt.Sprintf("%s/fastpath-%s:local", registry, comp)
 			Expect(crane.Tag(src, upgradeTag, crane.Insecure, crane.WithContext(ctx))).To(Succeed(), "retag %s", src)
 		}
@@ -214,6 +230,21 @@ spec:
 		for _, n := range names {
 			out, err := env.GuestExec(ctx, nsKey(n), "", "true")
 			Expect(err).NotTo(HaveOccurred(), "ssh into %s: %s", n, out)
+		}
+		var (
+			stream  *vsockStream
+			backend vsockBackendState
+		)
+		if sibling {
+			a := &fastpathv1alpha1.FastPathAttachment{}
+			Expect(c().Get(ctx, nsKey(att.Name), a)).To(Succeed())
+			Expect(a.Status.VSOCKServices).To(HaveLen(1))
+			Expect(a.Status.VSOCKServices[0].Mode).To(Equal(fastpathv1alpha1.VSOCKModeSibling))
+			cid, port := vsockAddress(a.Status.VSOCKServices[0].Address)
+			backend = siblingBackendState(ctx, c(), server.Status.NodeName, ns+"/"+att.Name)
+			By(fmt.Sprintf("starting a sibling vsock stream of %d MiB from %s to %d:%d (backend pod %s, vhost-device-vsock pid %d)",
+				upgradeVsockChunks, names[1], cid, port, backend.pod, backend.pid))
+			stream = startVsockStream(ctx, names[0], names[1], cid, port)
 		}
 		By("starting netperf TCP_STREAM for 60 s from " + names[1] + " to " + ip + " over the fast path")
 		type result struct {
@@ -251,9 +282,13 @@ spec:
 			Expect(err).NotTo(HaveOccurred(), out)
 		}, NodeTimeout(6*time.Minute))
 		start := time.Now()
-		out, err := helmCmd(ctx, root, "upgrade", cluster.Release, chart, "-n", cluster.Namespace, "--reuse-values",
-			"--set", "image.tag="+upgradeTag, "--set", "image.operator.digest=", "--set", "image.agent.digest=",
-			"--wait", "--timeout", "5m")
+		upgrade := []string{"upgrade", cluster.Release, chart, "-n", cluster.Namespace, "--reuse-values",
+			"--set", "image.tag=" + upgradeTag, "--set", "image.operator.digest=", "--set", "image.agent.digest=",
+			"--wait", "--timeout", "5m"}
+		if sibling {
+			upgrade = append(upgrade, "--set", "image.vsockBackend.digest=")
+		}
+		out, err := helmCmd(ctx, root, upgrade...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		upgradeTook := time.Since(start)
 
@@ -271,6 +306,21 @@ spec:
 		Expect(secs).To(BeNumerically(">=", 59), "the stream ran its 60 s: %s", r.out)
 		AddReportEntry("upgrade under traffic", fmt.Sprintf("helm upgrade (operator and agent rolled, CRD changed) took %s; netperf TCP_STREAM %s s at %s Mbit/s on average, 5-s interim Mbit/s: %s (emulated CPU, QEMU TCG; MTU 9000, offloads on both sides)",
 			upgradeTook.Round(100*time.Millisecond), final[1], final[2], strings.Join(interim, ", ")))
+
+		if sibling {
+			By("waiting for the sibling vsock stream and checking its bytes and the backend")
+			entry := stream.finish(ctx, start, start.Add(upgradeTook))
+			after := siblingBackendState(ctx, c(), backend.node, ns+"/"+att.Name)
+			Expect(after.podUID).To(Equal(backend.podUID), "the vsock backend pod %s on %s was not replaced (updateStrategy OnDelete)", backend.pod, backend.node)
+			Expect(after.pid).To(Equal(backend.pid), "vhost-device-vsock of %s kept its process", att.Name)
+			ds := &appsv1.DaemonSet{}
+			Expect(c().Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: "fastpath-vsock-backend"}, ds)).To(Succeed())
+			Expect(ds.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":"+upgradeTag), "the upgrade changed the backend's template, and its pod stayed")
+			AddReportEntry("sibling vsock across the upgrade", fmt.Sprintf("%s; backend pod %s (uid %s) and vhost-device-vsock pid %d unchanged",
+				entry, backend.pod, backend.podUID, backend.pid))
+		} else {
+			AddReportEntry("sibling vsock across the upgrade", "not run: the cluster's vsock mode is "+string(env.VSOCKMode())+" (the relay lives in the agent)")
+		}
 
 		By("checking what the upgrade left")
 		pods := &corev1.PodList{}

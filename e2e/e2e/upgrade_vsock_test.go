@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
+	"github.com/fastpath-io/fastpath/e2e/localenv/cluster"
+)
+
+// The sibling vsock stream of the upgrade spec (issue 38 item 3): one guest
+// sends upgradeVsockChunks chunks of a known pattern, one a second, to the
+// other's vsock service through vsock mode Sibling's backend, across the
+// helm upgrade; the receiver's byte count and sha256 must be the sender's.
+const (
+	// upgradeVsockPort is the vsock port the receiving guest listens on.
+	upgradeVsockPort = 7100
+	// upgradeVsockLine is the pattern: `yes` repeats it; 32 bytes, so a
+	// 1-MiB chunk is 32768 whole lines.
+	upgradeVsockLine = "fastpath-e2e-upgrade-0123456789\n"
+	// upgradeVsockChunk is one chunk, bytes.
+	upgradeVsockChunk = 1 << 20
+	// upgradeVsockChunks is how many chunks, one a second: longer than
+	// the upgrade (helm --wait rolls the operator and the agents) so the
+	// stream spans it; the spec checks that it did.
+	upgradeVsockChunks = 240
+	// upgradeVsockComponent is the vsock backend pods' component label.
+	upgradeVsockComponent = "vsock-backend"
+)
+
+// upgradeVsockSum is the sha256 (hex) of the whole stream.
+func upgradeVsockSum() string {
+	chunk := []byte(strings.Repeat(upgradeVsockLine, upgradeVsockChunk/len(upgradeVsockLine)))
+	h := sha256.New()
+	for range upgradeVsockChunks {
+		h.Write(chunk)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// siblingUpgradeVSOCK is the vsock service the upgrade attachment gets in
+// mode Sibling: the stream's receiver is the first VM.
+func siblingUpgradeVSOCK(receiver string) *fastpathv1alpha1.VSOCKSpec {
+	return &fastpathv1alpha1.VSOCKSpec{Mode: fastpathv1alpha1.VSOCKModeSibling,
+		Services: []fastpathv1alpha1.VSOCKService{{Name: "upgrade-stream", VM: receiver, Port: upgradeVsockPort}}}
+}
+
+// vsockBackendState is what must not change across the upgrade: the node's
+// vsock backend pod and the vhost-device-vsock process of the attachment.
+type vsockBackendState struct {
+	node   string
+	podUID types.UID
+	pod    string
+	pid    int64
+}
+
+// siblingBackendState reads the backend pod on node and the PID
+// FastPathNode node reports for attachment key (status.siblingBackends).
+func siblingBackendState(ctx SpecContext, c client.Client, node, key string) vsockBackendState {
+	GinkgoHelper()
+	st := vsockBackendState{node: node}
+	eventually(ctx, func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(c.List(ctx, pods, client.InNamespace(cluster.Namespace),
+			client.MatchingLabels{"app.kubernetes.io/component": upgradeVsockComponent})).To(Succeed())
+		var here []corev1.Pod
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+				here = append(here, p)
+			}
+		}
+		g.Expect(here).To(HaveLen(1), "one vsock backend pod on node %s", node)
+		st.podUID, st.pod = here[0].UID, here[0].Name
+		fpn := &fastpathv1alpha1.FastPathNode{}
+		g.Expect(c.Get(ctx, types.NamespacedName{Name: node}, fpn)).To(Succeed())
+		var b *fastpathv1alpha1.SiblingBackendStatus
+		for i := range fpn.Status.SiblingBackends {
+			if fpn.Status.SiblingBackends[i].Attachment == key {
+				b = &fpn.Status.SiblingBackends[i]
+			}
+		}
+		g.Expect(b).NotTo(BeNil(), "FastPathNode %s lists the backend of %s: %+v", node, key, fpn.Status.SiblingBackends)
+		g.Expect(b.Running).To(BeTrue(), "%s: %s", key, b.Message)
+		g.Expect(b.PID).NotTo(BeZero())
+		st.pid = b.PID
+	}, 2*time.Minute).Should(Succeed())
+	return st
+}
+
+// vsockStream is the running sibling stream.
+type vsockStream struct {
+	receiver, sender string
+	started          time.Time
+	done             chan vsockStreamResult
+}
+
+type vsockStreamResult struct {
+	out   string
+	err   error
+	ended time.Time
+}
+
+// startVsockStream starts the receiver (socat on the service port into
+// dd, which counts, and sha256sum) and then the sender, which writes the
+// chunks to cid:port; it returns once the sender runs.
+func startVsockStream(ctx SpecContext, receiver, sender string, cid, port uint32) *vsockStream {
+	GinkgoHelper()
+	log := "/tmp/fastpath-e2e-upgrade-vsock.log"
+	recv := fmt.Sprintf(`rm -f /tmp/fp-up.sum /tmp/fp-up.dd; nohup sh -c 'socat -d -d -u VSOCK-LISTEN:%d STDOUT 2>%s | dd bs=65536 2>/tmp/fp-up.dd | sha256sum >/tmp/fp-up.sum' >/dev/null 2>&1 & %s`,
+		port, log, waitListening(log))
+	out, err := env.GuestExec(ctx, nsKey(receiver), "", recv)
+	Expect(err).NotTo(HaveOccurred(), "start the receiver in %s: %s", receiver, out)
+	s := &vsockStream{receiver: receiver, sender: sender, started: time.Now(), done: make(chan vsockStreamResult, 1)}
+	line := strings.TrimSuffix(upgradeVsockLine, "\n")
+	send := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do yes %s | head -c %d; sleep 1; i=$((i+1)); done | socat -u STDIN VSOCK-CONNECT:%d:%d`,
+		upgradeVsockChunks, line, upgradeVsockChunk, cid, port)
+	go func() {
+		defer GinkgoRecover()
+		out, err := env.GuestExec(ctx, nsKey(sender), "", send)
+		s.done <- vsockStreamResult{out: out, err: err, ended: time.Now()}
+	}()
+	return s
+}
+
+// waitListening is shell that waits until socat's log says it listens.
+func waitListening(log string) string {
+	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
+}
+
+// ddBytes matches dd's summary: "251658240 bytes (252 MB, 240 MiB) copied, ...".
+var ddBytes = regexp.MustCompile(`(?m)^(\d+) bytes`)
+
+// finish waits for the sender and then for the receiver's sum, and checks
+// every byte arrived in order (count and sha256); it returns the report line.
+func (s *vsockStream) finish(ctx SpecContext, upgradeStart, upgradeEnd time.Time) string {
+	GinkgoHelper()
+	var r vsockStreamResult
+	Eventually(ctx, s.done).WithTimeout(time.Duration(upgradeVsockChunks)*time.Second + 5*time.Minute).Should(Receive(&r))
+	Expect(r.err).NotTo(HaveOccurred(), "the sibling vsock sender in %s across the upgrade: %s", s.sender, r.out)
+	Expect(s.started).To(BeTemporally("<", upgradeStart), "the stream started before the upgrade")
+	Expect(r.ended).To(BeTemporally(">", upgradeEnd), "the stream ran past the upgrade (raise upgradeVsockChunks if the upgrade took longer)")
+	var sum, dd string
+	eventually(ctx, func(g Gomega) {
+		out, err := env.GuestExec(ctx, nsKey(s.receiver), "", "cat /tmp/fp-up.sum; echo ---; cat /tmp/fp-up.dd")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		sum, dd, _ = strings.Cut(out, "---")
+		g.Expect(strings.Fields(sum)).NotTo(BeEmpty(), "the receiver in %s has not finished", s.receiver)
+	}, time.Minute).Should(Succeed())
+	m := ddBytes.FindStringSubmatch(dd)
+	Expect(m).To(HaveLen(2), "dd's summary in %s: %s", s.receiver, dd)
+	got, _ := strconv.ParseInt(m[1], 10, 64)
+	want := int64(upgradeVsockChunks) * upgradeVsockChunk
+	Expect(got).To(Equal(want), "bytes received in %s", s.receiver)
+	Expect(strings.Fields(sum)[0]).To(Equal(upgradeVsockSum()), "sha256 of the bytes received in %s", s.receiver)
+	took := r.ended.Sub(s.started)
+	return fmt.Sprintf("%d MiB over %s (%.2f MiB/s, paced at 1 MiB/s), sha256 equal, %s–%s after its start the upgrade ran",
+		want>>20, took.Round(time.Second), float64(want>>20)/took.Seconds(),
+		upgradeStart.Sub(s.started).Round(time.Second), upgradeEnd.Sub(s.started).Round(time.Second))
+}
