@@ -3,6 +3,7 @@ package backend
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,6 +136,27 @@ func connectedSockets(procNetUnix string, paths []string) (int, error) {
 		}
 	}
 	return connected, nil
+}
+
+// acceptedSockets returns how many vhost-user sockets of g are missing
+// while its process runs, i.e. have a QEMU connected: vhost-device-vsock
+// 0.3.0 serves each socket with vhost-user-backend 0.20's
+// VhostUserDaemon::serve, whose Listener (vhost 0.14) is dropped once it
+// accepts a connection, and dropping it unlinks the path; main.rs
+// start_backend_server binds it again after that QEMU disconnects. This
+// works in any network namespace, unlike /proc/net/unix (connectedSockets),
+// where the accepted socket is listed only in the connecting QEMU's
+// namespace (the launcher pod's) and the listener is gone. A socket being
+// bound again after a disconnect counts for a moment too: the restart then
+// waits for the next Sync.
+func acceptedSockets(g Group) int {
+	n := 0
+	for _, vm := range g.VMs {
+		if _, err := os.Lstat(vm.Socket); errors.Is(err, os.ErrNotExist) {
+			n++
+		}
+	}
+	return n
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,4 +90,36 @@ func processAlive(pid int) bool {
 		}
 	}
 	return false
+}
+
+// TestSupervisorKeepsAGroupAQEMUIsConnectedTo connects to a VM's vhost-user
+// socket of the real vhost-device-vsock, as QEMU does (the vhost-user
+// handshake is not needed: the backend accepts first), and changes the
+// group: the process stays, pending, until the connection closes, and is
+// replaced on the next Sync after that.
+func TestSupervisorKeepsAGroupAQEMUIsConnectedTo(t *testing.T) {
+	bin := binary(t)
+	g := NewWithT(t)
+	dir := t.TempDir()
+	s := &Supervisor{Binary: bin, MinBackoff: 50 * time.Millisecond}
+	defer s.Stop()
+	grp := group(dir, 3, 4)
+	g.Expect(s.Sync([]Group{grp})).To(Succeed())
+	g.Eventually(func() bool { st := s.Status(); return len(st) == 1 && st[0].Running }, 15*time.Second, 20*time.Millisecond).Should(BeTrue())
+	pid := s.Status()[0].PID
+
+	conn, err := net.Dial("unix", grp.VMs[0].Socket)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() string { return grp.VMs[0].Socket }, 5*time.Second, 20*time.Millisecond).ShouldNot(BeAnExistingFile(), "vhost-device-vsock unlinks a socket once it accepted its QEMU")
+	g.Expect(s.Sync([]Group{group(dir, 3, 4, 5)})).To(Succeed())
+	st := s.Status()[0]
+	g.Expect(st.Pending).To(BeTrue(), "%+v", st)
+	g.Expect(st.PID).To(Equal(pid))
+	g.Expect(st.Message).To(ContainSubstring("1 VMs are connected"))
+
+	g.Expect(conn.Close()).To(Succeed())
+	g.Eventually(func() string { return grp.VMs[0].Socket }, 5*time.Second, 20*time.Millisecond).Should(BeAnExistingFile(), "bound again after the disconnect")
+	g.Expect(s.Sync([]Group{group(dir, 3, 4, 5)})).To(Succeed())
+	g.Eventually(func() Status { return s.Status()[0] }, 15*time.Second, 20*time.Millisecond).Should(And(
+		HaveField("Running", true), HaveField("Pending", false), HaveField("Serving", HaveLen(3)), HaveField("PID", Not(Equal(pid)))))
 }

@@ -145,6 +145,9 @@ func (s *Supervisor) replaceWhenIdle(cur *supervised, next *Group) error {
 	if err != nil {
 		return err
 	}
+	if cur.pid != 0 && cur.ready {
+		n = max(n, acceptedSockets(cur.serving))
+	}
 	if n > 0 {
 		cur.want = next
 		what := "stop (the group is no longer wanted)"
