@@ -440,7 +440,7 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 	if h.vm == "" {
 		return m.empty(id)
 	}
-	linked, err := m.link(id, pod.Namespace, h.vm)
+	linked, err := m.link(id, pod.Namespace, h.vm, strict)
 	if err != nil {
 		err = fmt.Errorf("failed to link the vhost-user socket of VM %s/%s for pod %s (%s device %s): %w", pod.Namespace, h.vm, pod, fastpathv1alpha1.SiblingResourceName, id, err)
 		m.report(&h, podRef(pod), corev1.EventTypeWarning, EventSiblingSocketNotLinked, err.Error())
@@ -483,10 +483,15 @@ func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (o
 
 // link hard-links the vhost-user socket of VM ns/vm into device id's
 // directory (atomically replacing a stale link) and removes everything
-// else there. linked reports whether a new link was made. Errors: the
-// socket missing (its group is not running here) or not a socket, the
-// directory missing, file system errors.
-func (m *SiblingMounts) link(id, ns, vm string) (linked bool, err error) {
+// else there. linked reports whether a new link was made. Outside
+// PreStartContainer (strict false) a missing socket with a socket already
+// linked keeps that link: vhost-device-vsock 0.3.0 unlinks a VM's socket
+// once QEMU has connected and binds a new one when QEMU leaves, so the link
+// in place is the socket the running QEMU holds. Errors: the socket missing
+// (its group is not running here, or, at PreStartContainer, its QEMU has
+// not left it yet) or not a socket, the directory missing, file system
+// errors.
+func (m *SiblingMounts) link(id, ns, vm string, strict bool) (linked bool, err error) {
 	name := filepath.Base(fastpathv1alpha1.SiblingSocketPath(ns, vm))
 	src := filepath.Join(m.backendDir(), name)
 	dir := m.AllocDir(id)
@@ -495,6 +500,11 @@ func (m *SiblingMounts) link(id, ns, vm string) (linked bool, err error) {
 	}
 	st, err := os.Lstat(src)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !strict {
+			if cur, lerr := os.Lstat(filepath.Join(dir, name)); lerr == nil && cur.Mode().Type() == os.ModeSocket {
+				return false, removeAllBut(dir, name)
+			}
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return false, fmt.Errorf("socket %s does not exist: the VM's Sibling group does not run on node %s (FastPathNode status.siblingBackends)", src, m.NodeName)
 		}

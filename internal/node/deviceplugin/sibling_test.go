@@ -314,6 +314,16 @@ func TestSiblingPreStartFailsWithoutTheSocket(t *testing.T) {
 	g.Expect(e.preStart("vsock0")).To(Succeed())
 	g.Expect(e.entries("vsock0")).To(Equal([]string{filepath.Base(s)}))
 
+	// QEMU connected: vhost-device-vsock unlinks the socket it accepted on.
+	// A resync keeps the link QEMU holds and warns of nothing; kubelet's
+	// next PreStartContainer, for a new QEMU, still needs a socket to link.
+	g.Expect(os.Remove(s)).To(Succeed())
+	g.Expect(e.mounts.Sync(context.Background())).To(Succeed())
+	g.Expect(e.entries("vsock0")).To(Equal([]string{filepath.Base(s)}))
+	g.Consistently(e.events.Events).ShouldNot(Receive(ContainSubstring("SiblingSocketNotLinked")))
+	g.Expect(e.preStart("vsock0")).To(MatchError(ContainSubstring("does not exist")))
+	g.Expect(e.entries("vsock0")).To(BeEmpty())
+
 	// Start re-links on its own when the backend recreates the socket.
 	e.mounts.ResyncInterval = 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
