@@ -286,8 +286,8 @@ func (c *clusterEnv) GuestExec(ctx context.Context, key types.NamespacedName, st
 		}
 		select {
 		case <-booted.Done():
-			return out, fmt.Errorf("%w (the guest's sshd could not be reached for 3 minutes; the last dial: %s; %s)",
-				err, strings.TrimSpace(out), c.addresses(ctx, key))
+			return out, fmt.Errorf("%w (the guest's sshd could not be reached for 3 minutes; the last dial: %s; %s; %s)",
+				err, strings.TrimSpace(out), c.addresses(ctx, key), c.guestState(ctx, key))
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -331,6 +331,42 @@ func (c *clusterEnv) addresses(ctx context.Context, key types.NamespacedName) st
 	b.WriteString("; launcher pods:")
 	for _, p := range pods.Items {
 		fmt.Fprintf(&b, " [%s on %s, %s, IP %s]", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
+	}
+	return b.String()
+}
+
+// guestState says what the guest of VMI key was doing when it could not be
+// reached: the domain's state and reason and its interfaces' counters from
+// libvirt in the launcher, and the tail of the guest's serial console (the
+// launcher's guest-console-log container): a guest that stopped answering
+// ARP on its masquerade interface shows there whether it was paused, had
+// stopped taking packets (rx counters still) or logged a kernel fault.
+func (c *clusterEnv) guestState(ctx context.Context, key types.NamespacedName) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var b strings.Builder
+	virsh := "virsh -c 'qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock' "
+	dom := key.Namespace + "_" + key.Name
+	out, err := c.LauncherExec(ctx, key, virsh+"domstate --reason "+dom+"; "+virsh+"domiflist "+dom+
+		" | awk 'NR > 2 && $1 != \"\" {print $1}' | while read i; do echo \"$i: $("+virsh+"domifstat "+dom+" $i | tr '\\n' ' ')\"; done")
+	fmt.Fprintf(&b, "domain: %s", strings.Join(strings.Fields(out), " "))
+	if err != nil {
+		fmt.Fprintf(&b, " (%v)", err)
+	}
+	v := &kubevirtv1.VirtualMachineInstance{}
+	if err := c.c.Get(ctx, key, v); err != nil {
+		return b.String()
+	}
+	pods := &corev1.PodList{}
+	if err := c.c.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(v.UID)}); err != nil {
+		return b.String()
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		log, err := exec.CommandContext(ctx, "kubectl", "logs", "-n", key.Namespace, p.Name, "-c", "guest-console-log", "--tail=40").CombinedOutput()
+		fmt.Fprintf(&b, "; serial console of %s (last 40 lines, err %v):\n%s", p.Name, err, log)
 	}
 	return b.String()
 }
