@@ -443,9 +443,18 @@ func removePortSecurity(ctx context.Context, netns ns.NetNS, att *state.Attachme
 // writeLease records for the node agent's DHCPv4 responder what a guest
 // behind att must be told (internal/node/leases): the first IPv4 address of
 // result with its prefix, a router only when result has an IPv4 default
-// route (defaultGateway4), and mtu. An attachment without IPv4 address gets
-// no lease.
+// route (defaultGateway4), and mtu; and the IPAM plugin and the network
+// name it was given (the "name" of att's IPAM input: the bridge's
+// allocator, netconf.IPAMNetworkName), so that the responder can ask that
+// allocator whether the address is still att's. An attachment without IPv4
+// address gets no lease.
 func writeLease(store *state.Store, att *state.Attachment, mtu int, result *current.Result) error {
+	var ipamIn struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(att.IPAMInput(), &ipamIn); err != nil {
+		return fmt.Errorf("failed to decode the IPAM input of %s/%s: %w", att.ContainerID, att.IfName, err)
+	}
 	for _, ipc := range result.IPs {
 		ip4 := ipc.Address.IP.To4()
 		if ip4 == nil {
@@ -454,7 +463,7 @@ func writeLease(store *state.Store, att *state.Attachment, mtu int, result *curr
 		addr, _ := netip.AddrFromSlice(ip4)
 		ones, _ := ipc.Address.Mask.Size()
 		l := &leases.Lease{ContainerID: att.ContainerID, IfName: att.IfName, Network: att.Network, Bridge: att.Bridge,
-			MAC: att.MAC, Address: netip.PrefixFrom(addr, ones), MTU: mtu}
+			MAC: att.MAC, Address: netip.PrefixFrom(addr, ones), MTU: mtu, IPAMType: att.IPAMType, IPAMNetwork: ipamIn.Name}
 		l.Gateway = defaultGateway4(result, ipc)
 		return leases.Write(store.Dir(), l)
 	}

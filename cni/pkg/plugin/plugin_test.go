@@ -264,7 +264,10 @@ func testLifecycle(t *testing.T, datapath, version string) {
 		g.Expect(ls[0].Address.String()).To(Equal(a.result.IPs[0].Address.String()))
 		g.Expect(ls[0].MAC).To(Equal(a.result.Interfaces[1].Mac))
 		g.Expect(ls[0]).To(PointTo(MatchFields(IgnoreExtras, Fields{"ContainerID": Equal(a.containerID), "IfName": Equal("net1"),
-			"Network": Equal("fp-test"), "Bridge": Equal(e.br.Name), "MTU": Equal(9000)})))
+			"Network": Equal("fp-test"), "Bridge": Equal(e.br.Name), "MTU": Equal(9000),
+			// The allocator the responder checks the address against.
+			"IPAMType": Equal("host-local"), "IPAMNetwork": Equal(netconf.IPAMNetworkName(e.br.Name))})))
+		g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(ContainElement(ls[0].Address.Addr().String()))
 	} else {
 		g.Expect(ls).To(BeEmpty())
 	}

@@ -1,7 +1,10 @@
 // Package leases is the hand-over from the fastpath CNI plugin to the node
 // agent's DHCPv4 responder (internal/node/dhcp): what a guest on a fast-path
 // interface of datapath LinuxBridge must be told (its MAC, IPv4 address and
-// prefix, gateway, MTU), one small JSON file per attachment.
+// prefix, gateway, MTU), one small JSON file per attachment, and which
+// allocator holds the address (the IPAM plugin and the network name it was
+// given), so that the responder answers only while that allocator still
+// holds it for the attachment.
 //
 // Layout under the plugin's state directory (cni/pkg/state):
 //

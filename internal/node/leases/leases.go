@@ -37,6 +37,15 @@ type Lease struct {
 	Gateway netip.Addr `json:"gateway,omitzero"`
 	// MTU is the pod interface's MTU in bytes (DHCP option 26).
 	MTU int `json:"mtu,omitempty"`
+	// IPAMType is the IPAM plugin that allocated Address (the netconf's
+	// ipam.type, e.g. "host-local"), and IPAMNetwork the network name the
+	// plugin gave it (netconf.IPAMNetworkName: "fpnet-<bridge>"), under
+	// which host-local keeps the address in <stateDir>/ipam/<IPAMNetwork>.
+	// The responder answers only while that allocator holds Address for
+	// this ContainerID and IfName. Both are empty in a lease written by a
+	// plugin before they existed.
+	IPAMType    string `json:"ipamType,omitempty"`
+	IPAMNetwork string `json:"ipamNetwork,omitempty"`
 }
 
 // HardwareAddr returns l.MAC parsed.
@@ -64,7 +73,16 @@ func (l *Lease) valid() error {
 	if l.Gateway.IsValid() && !l.Gateway.Is4() {
 		return fmt.Errorf("lease %s:%s: gateway %s is not IPv4", l.ContainerID, l.IfName, l.Gateway)
 	}
+	if l.IPAMNetwork != "" && !IsPathComponent(l.IPAMNetwork) {
+		return fmt.Errorf("lease %s:%s: IPAM network %q is not a directory name", l.ContainerID, l.IfName, l.IPAMNetwork)
+	}
 	return nil
+}
+
+// IsPathComponent reports whether s names one entry of a directory: not
+// empty, ".", "..", and without "/" or NUL.
+func IsPathComponent(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
 }
 
 // name returns the file name of the lease of containerID/ifName, or an

@@ -15,7 +15,8 @@ func TestWriteListRemove(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	l := &leases.Lease{ContainerID: "c1", IfName: "net1", Network: "n", Bridge: "br0", MAC: "02:00:00:00:00:01",
-		Address: netip.MustParsePrefix("10.56.0.7/24"), Gateway: netip.MustParseAddr("10.56.0.1"), MTU: 9000}
+		Address: netip.MustParsePrefix("10.56.0.7/24"), Gateway: netip.MustParseAddr("10.56.0.1"), MTU: 9000,
+		IPAMType: "host-local", IPAMNetwork: "fpnet-br0"}
 	g.Expect(leases.Write(dir, l)).To(Succeed())
 	g.Expect(leases.Write(dir, &leases.Lease{ContainerID: "c0", IfName: "net1", Bridge: "br0", MAC: "02:00:00:00:00:02",
 		Address: netip.MustParsePrefix("10.56.0.8/24")})).To(Succeed())
@@ -48,6 +49,10 @@ func TestWriteRefuses(t *testing.T) {
 		"bad MAC":      {ContainerID: "c", IfName: "i", MAC: "zz", Address: netip.MustParsePrefix("10.0.0.5/24")},
 		"path escape":  {ContainerID: "../c", IfName: "i", MAC: "02:00:00:00:00:01", Address: netip.MustParsePrefix("10.0.0.5/24")},
 		"IPv6 gateway": {ContainerID: "c", IfName: "i", MAC: "02:00:00:00:00:01", Address: netip.MustParsePrefix("10.0.0.5/24"), Gateway: netip.MustParseAddr("fd00::1")},
+		"IPAM network leaves its directory": {ContainerID: "c", IfName: "i", MAC: "02:00:00:00:00:01", Address: netip.MustParsePrefix("10.0.0.5/24"),
+			IPAMType: "host-local", IPAMNetwork: "../leases"},
+		"IPAM network ..": {ContainerID: "c", IfName: "i", MAC: "02:00:00:00:00:01", Address: netip.MustParsePrefix("10.0.0.5/24"),
+			IPAMType: "host-local", IPAMNetwork: ".."},
 	} {
 		t.Run(name, func(t *testing.T) {
 			NewWithT(t).Expect(leases.Write(dir, l)).NotTo(Succeed())
