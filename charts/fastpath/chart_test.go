@@ -371,11 +371,13 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	// (agent.dhcp, on by default; internal/node/dhcp): the bridges have no
 	// IPv4 address, and the socket binds no UDP port, so no NET_BIND_SERVICE.
 	g.Expect(sc).To(HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}, "add": []any{"NET_ADMIN", "NET_RAW"}})))
+	g.Expect(ps.Containers[0].VolumeMounts).To(ContainElements(HaveField("Name", "cni-leases"), HaveField("Name", "cni-ipam")))
 	for _, m := range ps.Containers[0].VolumeMounts {
 		g.Expect(m.MountPath).NotTo(Equal("/dev"))
-		if m.Name == "cni-leases" {
-			// The DHCP responder reads the plugin's leases, and nothing else of its state.
-			g.Expect(m.MountPath).To(Equal("/var/lib/cni/fastpath/leases"))
+		if m.Name == "cni-leases" || m.Name == "cni-ipam" {
+			// The DHCP responder reads the plugin's leases and host-local's
+			// allocations, and nothing else of its state.
+			g.Expect(m.MountPath).To(Equal(map[string]string{"cni-leases": "/var/lib/cni/fastpath/leases", "cni-ipam": "/var/lib/cni/fastpath/ipam"}[m.Name]))
 			g.Expect(m.ReadOnly).To(BeTrue())
 			continue
 		}
@@ -409,6 +411,7 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 			g.Expect(c.SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN"})))
 			g.Expect(c.Args).To(ContainElement("--dhcp=false"))
 			g.Expect(c.VolumeMounts).NotTo(ContainElement(HaveField("Name", "cni-leases")))
+			g.Expect(c.VolumeMounts).NotTo(ContainElement(HaveField("Name", "cni-ipam")))
 		}
 	}
 	cmd := exec.Command("../../bin/helm", "template", "fp", ".", "--set", "agent.tuneSysctls=true")

@@ -12,6 +12,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
@@ -93,19 +94,23 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 		}}},
 	}
 	leasesDir := filepath.Join(CNIStateDir(o.Dir), leases.Dir)
+	ipamDir := netconf.IPAMDataDir(CNIStateDir(o.Dir))
 	agent := map[string]any{
 		"apiVersion": "apps/v1", "kind": "DaemonSet",
 		"metadata": map[string]string{"name": "fastpath-agent", "namespace": Namespace},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"nodeSelector":   nil, // KubeVirt is not installed: no node is kubevirt.io/schedulable
 			"initContainers": []map[string]any{{"name": "install-cni", "imagePullPolicy": "Never", "args": installArgs}},
-			// The DHCP responder reads the leases at --cni-state-dir/leases.
+			// The DHCP responder reads the leases at --cni-state-dir/leases
+			// and host-local's allocations at --cni-state-dir/ipam.
 			"containers": []map[string]any{{"name": "agent", "imagePullPolicy": "Never", "args": agentArgs,
-				"volumeMounts": []map[string]any{{"name": "cni-leases", "mountPath": leasesDir, "readOnly": true}}}},
+				"volumeMounts": []map[string]any{{"name": "cni-leases", "mountPath": leasesDir, "readOnly": true},
+					{"name": "cni-ipam", "mountPath": ipamDir, "readOnly": true}}}},
 			"volumes": []map[string]any{
 				{"name": "cni-bin", "hostPath": map[string]string{"path": bin, "type": "DirectoryOrCreate"}},
 				{"name": "cni-node-config", "hostPath": map[string]string{"path": filepath.Join(conf, "fastpath.d"), "type": "DirectoryOrCreate"}},
 				{"name": "cni-leases", "hostPath": map[string]string{"path": leasesDir, "type": "DirectoryOrCreate"}},
+				{"name": "cni-ipam", "hostPath": map[string]string{"path": ipamDir, "type": "DirectoryOrCreate"}},
 				// The kubelet's PodResources API, under this cluster's kubelet root.
 				{"name": "pod-resources", "hostPath": map[string]string{"path": filepath.Join(o.layout().kubeletRoot, "pod-resources"), "type": "Directory"}},
 			},
