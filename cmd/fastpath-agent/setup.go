@@ -274,14 +274,14 @@ func offerSiblingDevices(mgr ctrl.Manager, o Options, r *agent.Reconciler) error
 }
 
 // newDHCP returns the DHCPv4 responders of the LinuxBridge bridges, serving
-// the leases the CNI plugin records under --cni-state-dir; the caller stops
-// them.
+// the leases the CNI plugin records under --cni-state-dir that host-local's
+// allocations there confirm; the caller stops them.
 func newDHCP(ctx context.Context, o Options) *dhcp.Manager {
 	serverID, _ := o.DHCP.serverID() // checked by Validate
 	dlog := ctrl.Log.WithName("dhcp")
 	leaseDir := filepath.Join(o.CNI.StateDir, leases.Dir)
 	m := dhcp.NewManager(ctx, dhcp.NewTable(leaseDir, dlog), serverID, 0, dlog)
-	setupLog.Info("Answering DHCPv4 on LinuxBridge bridges", "leases", leaseDir, "serverID", serverID)
+	setupLog.Info("Answering DHCPv4 on LinuxBridge bridges", "leases", leaseDir, "allocators", netconf.IPAMDataDir(o.CNI.StateDir), "serverID", serverID)
 	return m
 }
 

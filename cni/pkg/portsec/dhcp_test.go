@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/cni/pkg/portsec"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp/dhcptest"
@@ -32,8 +34,13 @@ func TestDHCPThroughPortSecurity(t *testing.T) {
 	g.Expect(portsec.Check(ctx, guest.HostIf)).To(Succeed())
 
 	stateDir := t.TempDir()
+	ipamNetwork := netconf.IPAMNetworkName(guest.Bridge)
 	g.Expect(leases.Write(stateDir, &leases.Lease{ContainerID: "c1", IfName: "net1", Bridge: guest.Bridge, MAC: mac.String(),
-		Address: netip.MustParsePrefix("10.56.0.9/24"), MTU: 1500})).To(Succeed())
+		Address: netip.MustParsePrefix("10.56.0.9/24"), MTU: 1500, IPAMType: "host-local", IPAMNetwork: ipamNetwork})).To(Succeed())
+	// The address as the bridge's host-local allocator holds it for c1/net1.
+	allocator := filepath.Join(netconf.IPAMDataDir(stateDir), ipamNetwork)
+	g.Expect(os.MkdirAll(allocator, 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(allocator, "10.56.0.9"), []byte("c1\r\nnet1"), 0o600)).To(Succeed())
 	r := dhcp.New(dhcp.Config{Bridge: guest.Bridge, Leases: dhcp.NewTable(filepath.Join(stateDir, leases.Dir), testr.New(t)), Log: testr.New(t)})
 	rctx, rcancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -53,4 +60,5 @@ func TestDHCPThroughPortSecurity(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(lease.ACK.YourIPAddr.String()).To(Equal("10.56.0.9"))
 	g.Expect(r.Stats().Ignored).To(BeZero())
+	g.Expect(r.Stats().Unconfirmed).To(BeZero())
 }

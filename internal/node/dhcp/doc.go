@@ -11,6 +11,18 @@
 // answer; a REQUEST for another address than the recorded one gets a NAK.
 // The leases are static, so RELEASE and DECLINE change nothing.
 //
+// A lease is answered only while its allocator holds its address for its
+// attachment (issue 39, item 4: one allocator per network on a node, and
+// DHCP answering from it): before every OFFER, ACK or NAK the responder
+// reads host-local's file of the address in the directory the lease names
+// (<stateDir>/ipam/fpnet-<bridge>) and compares its owner with the lease's
+// container ID and ifname (allocator.go). A lease whose address is
+// reserved for nobody or for another attachment gets no answer, is counted
+// in Stats.Unconfirmed and logged once per lease and holder every ten
+// minutes. A lease of another IPAM plugin, and one written before leases
+// named their allocator whose candidate directories do not exist, are
+// answered unchecked (logged the same way).
+//
 // A Responder reads and writes frames through an AF_PACKET socket on the
 // bridge (github.com/mdlayher/packet, with a BPF filter that lets only UDP
 // to port 67 reach it), framed by github.com/insomniacslk/dhcp's nclient4

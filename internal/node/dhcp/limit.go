@@ -110,3 +110,48 @@ func (c sourceChecked) ReadFrom(b []byte) (int, net.Addr, error) {
 		c.ignore(from)
 	}
 }
+
+// noteInterval is how often the same note (a lease refused or answered
+// unchecked for one reason and holder) is logged again: a guest asks a
+// handful of times per boot and again at each retry, and one line per
+// lease and reason says all there is to say.
+const noteInterval = 10 * time.Minute
+
+// maxNotes bounds the notes remembered; past it, notes older than
+// noteInterval are dropped and a new one that still finds no room is not
+// logged.
+const maxNotes = 1024
+
+// noteLimiter lets a note be logged once per key every noteInterval.
+type noteLimiter struct {
+	mu    sync.Mutex
+	notes map[[3]string]time.Time
+	now   func() time.Time
+}
+
+func newNoteLimiter() *noteLimiter {
+	return &noteLimiter{notes: map[[3]string]time.Time{}, now: time.Now}
+}
+
+// Allow reports whether the note of lease for reason and holder is to be
+// logged now, and if so remembers when.
+func (n *noteLimiter) Allow(lease, reason, holder string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now, k := n.now(), [3]string{lease, reason, holder}
+	if last, ok := n.notes[k]; ok && now.Sub(last) < noteInterval {
+		return false
+	}
+	if _, ok := n.notes[k]; !ok && len(n.notes) >= maxNotes {
+		for old, at := range n.notes {
+			if now.Sub(at) >= noteInterval {
+				delete(n.notes, old)
+			}
+		}
+		if len(n.notes) >= maxNotes {
+			return false
+		}
+	}
+	n.notes[k] = now
+	return true
+}

@@ -1,6 +1,7 @@
 package dhcp
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -66,4 +67,29 @@ func TestChaddrIs(t *testing.T) {
 	g.Expect(chaddrIs(msg(5, 1, 16, mac), mac)).To(BeFalse(), "another length")
 	g.Expect(chaddrIs(msg(5, 1, 6, mac)[:60], mac)).To(BeFalse(), "truncated")
 	g.Expect(chaddrIs(msg(4, 1, 6, mac), mac)).To(BeFalse(), "bad IHL")
+}
+
+// TestNoteLimiter: a refusal is logged once per lease, reason and holder
+// every noteInterval; past maxNotes only notes old enough make room.
+func TestNoteLimiter(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(1000, 0)
+	n := newNoteLimiter()
+	n.now = func() time.Time { return now }
+	g.Expect(n.Allow("c1/net1", "other", "c2/net1")).To(BeTrue())
+	g.Expect(n.Allow("c1/net1", "other", "c2/net1")).To(BeFalse(), "the same note again")
+	g.Expect(n.Allow("c1/net1", "other", "c3/net1")).To(BeTrue(), "another holder")
+	g.Expect(n.Allow("c1/net1", "unreserved", "")).To(BeTrue(), "another reason")
+	now = now.Add(noteInterval)
+	g.Expect(n.Allow("c1/net1", "other", "c2/net1")).To(BeTrue(), "after noteInterval")
+
+	n = newNoteLimiter()
+	n.now = func() time.Time { return now }
+	for i := range maxNotes {
+		g.Expect(n.Allow(fmt.Sprint("c", i), "unreserved", "")).To(BeTrue())
+	}
+	g.Expect(n.Allow("new", "unreserved", "")).To(BeFalse(), "full of recent notes")
+	now = now.Add(noteInterval)
+	g.Expect(n.Allow("new", "unreserved", "")).To(BeTrue(), "old notes dropped")
+	g.Expect(len(n.notes)).To(BeNumerically("<=", maxNotes))
 }

@@ -21,7 +21,7 @@ func TestManagerSync(t *testing.T) {
 	g := NewWithT(t)
 	guest := dhcptest.NewGuest(t, guestMAC, 9000)
 	stateDir := t.TempDir()
-	g.Expect(leases.Write(stateDir, lease(guest, "10.56.0.7/24"))).To(Succeed())
+	record(t, stateDir, lease(guest, "10.56.0.7/24"))
 	ctx, cancel := context.WithCancel(context.Background())
 	m := dhcp.NewManager(ctx, dhcp.NewTable(filepath.Join(stateDir, leases.Dir), testr.New(t)), dhcp.DefaultServerID, 0, testr.New(t))
 	t.Cleanup(func() {

@@ -16,6 +16,8 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
 // Ports of DHCPv4 (RFC 2131 §4.1).
@@ -44,16 +46,22 @@ type Stats struct {
 	// Answered are the OFFERs, ACKs and NAKs sent.
 	Answered uint64
 	// Ignored are the messages that got no answer (no lease, another
-	// server, not a DISCOVER or REQUEST, rate limited, ambiguous MAC).
+	// server, not a DISCOVER or REQUEST, rate limited, ambiguous MAC, a
+	// lease its allocator does not confirm).
 	Ignored uint64
+	// Unconfirmed are those of Ignored whose lease its allocator does not
+	// confirm: the address is reserved for nobody or for another
+	// attachment, or the reservation could not be read.
+	Unconfirmed uint64
 }
 
 // Responder answers DHCPv4 on one bridge. Run it with Run.
 type Responder struct {
-	cfg               Config
-	limit             *macLimiter
-	answered, ignored atomic.Uint64
-	ready             chan struct{}
+	cfg                            Config
+	limit                          *macLimiter
+	notes                          *noteLimiter
+	answered, ignored, unconfirmed atomic.Uint64
+	ready                          chan struct{}
 }
 
 // New returns the responder of cfg.
@@ -64,7 +72,7 @@ func New(cfg Config) *Responder {
 	if cfg.LeaseTime == 0 {
 		cfg.LeaseTime = DefaultLeaseTime
 	}
-	return &Responder{cfg: cfg, limit: newMACLimiter(), ready: make(chan struct{})}
+	return &Responder{cfg: cfg, limit: newMACLimiter(), notes: newNoteLimiter(), ready: make(chan struct{})}
 }
 
 // Ready is closed once Run's socket receives.
@@ -72,7 +80,7 @@ func (r *Responder) Ready() <-chan struct{} { return r.ready }
 
 // Stats returns the counts so far.
 func (r *Responder) Stats() Stats {
-	return Stats{Answered: r.answered.Load(), Ignored: r.ignored.Load()}
+	return Stats{Answered: r.answered.Load(), Ignored: r.ignored.Load(), Unconfirmed: r.unconfirmed.Load()}
 }
 
 // Run answers on the bridge until ctx is done (then it returns nil) or the
@@ -140,6 +148,11 @@ func (r *Responder) handle(raw *packet.Conn, peer net.Addr, m *dhcpv4.DHCPv4) {
 		log.Error(err, "Ignoring DHCP message")
 		return
 	}
+	if l != nil && !r.confirmed(log, l) {
+		r.ignored.Add(1)
+		r.unconfirmed.Add(1)
+		return
+	}
 	resp, err := reply(m, l, r.cfg.ServerID, r.cfg.LeaseTime)
 	if err != nil {
 		r.ignored.Add(1)
@@ -167,6 +180,44 @@ func (r *Responder) handle(raw *packet.Conn, peer net.Addr, m *dhcpv4.DHCPv4) {
 	}
 	r.answered.Add(1)
 	log.V(1).Info("Answered DHCP message", "reply", resp.MessageType().String(), "address", l.Address.String())
+}
+
+// confirmed reports whether l's allocator holds l's address for l's
+// attachment (Table.Reservation), so that l may be answered: a lease whose
+// address is reserved for nobody (released, or never allocated here) or
+// for another attachment is not, nor one whose reservation cannot be read.
+// A lease whose allocator the responder cannot read (another IPAM type; an
+// old lease without host-local directories) is answered as before. Each
+// refusal and each unchecked answer is logged with the lease's and the
+// holder's IDs, once per lease, holder and reason every noteInterval.
+func (r *Responder) confirmed(log logr.Logger, l *leases.Lease) bool {
+	lease := l.ContainerID + "/" + l.IfName
+	res, err := r.cfg.Leases.Reservation(l)
+	switch {
+	case err != nil:
+		if r.notes.Allow(lease, "error", "") {
+			log.Error(err, "Not answering: the lease's reservation cannot be read", "lease", lease, "address", l.Address.Addr().String())
+		}
+		return false
+	case !res.Checked():
+		if r.notes.Allow(lease, "unchecked", "") {
+			log.Info("Answering a lease whose allocator cannot be read", "lease", lease, "address", l.Address.Addr().String(),
+				"ipamType", l.IPAMType, "ipamNetwork", l.IPAMNetwork)
+		}
+		return true
+	case res.Confirms(l):
+		return true
+	case !res.Found:
+		if r.notes.Allow(lease, "unreserved", "") {
+			log.Info("Not answering: the lease's address is reserved for nobody", "lease", lease, "address", l.Address.Addr().String(), "allocator", res.Dir)
+		}
+	default:
+		if r.notes.Allow(lease, "other", res.Holder()) {
+			log.Info("Not answering: the lease's address is reserved for another attachment", "lease", lease, "holder", res.Holder(),
+				"address", l.Address.Addr().String(), "allocator", res.Dir)
+		}
+	}
+	return false
 }
 
 // ignoreSpoofed counts a message whose chaddr is not its frame's source MAC.

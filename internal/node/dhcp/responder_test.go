@@ -16,6 +16,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	. "github.com/onsi/gomega"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp"
 	"github.com/fastpath-io/fastpath/internal/node/dhcp/dhcptest"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
@@ -28,11 +29,15 @@ func serve(t *testing.T, g *dhcptest.Guest, ls ...*leases.Lease) *dhcp.Responder
 	return serveIn(t, t.TempDir(), g, ls...)
 }
 
-// serveIn is serve with the state directory stateDir.
+// serveIn is serve with the state directory stateDir; each lease of
+// host-local is reserved for itself in its allocator (reserve).
 func serveIn(t *testing.T, stateDir string, g *dhcptest.Guest, ls ...*leases.Lease) *dhcp.Responder {
 	t.Helper()
 	for _, l := range ls {
 		NewWithT(t).Expect(leases.Write(stateDir, l)).To(Succeed())
+		if l.IPAMType == "host-local" {
+			reserve(t, stateDir, l, l.ContainerID, l.IfName)
+		}
 	}
 	r := dhcp.New(dhcp.Config{Bridge: g.Bridge, Leases: dhcp.NewTable(filepath.Join(stateDir, leases.Dir), testr.New(t)), Log: testr.New(t)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -51,9 +56,30 @@ func serveIn(t *testing.T, stateDir string, g *dhcptest.Guest, ls ...*leases.Lea
 	return r
 }
 
+// lease is the lease the plugin writes for guest g with address addr,
+// allocated by host-local in g's bridge's allocator.
 func lease(g *dhcptest.Guest, addr string) *leases.Lease {
 	return &leases.Lease{ContainerID: "c1", IfName: "net1", Network: "n", Bridge: g.Bridge, MAC: g.MAC.String(),
-		Address: netip.MustParsePrefix(addr), Gateway: netip.MustParseAddr("10.56.0.1"), MTU: 9000}
+		Address: netip.MustParsePrefix(addr), Gateway: netip.MustParseAddr("10.56.0.1"), MTU: 9000,
+		IPAMType: "host-local", IPAMNetwork: netconf.IPAMNetworkName(g.Bridge)}
+}
+
+// record writes lease l under stateDir and reserves its address for it,
+// as the plugin's ADD leaves them.
+func record(t *testing.T, stateDir string, l *leases.Lease) {
+	t.Helper()
+	NewWithT(t).Expect(leases.Write(stateDir, l)).To(Succeed())
+	reserve(t, stateDir, l, l.ContainerID, l.IfName)
+}
+
+// reserve records l's address as allocated to containerID/ifName in l's
+// host-local directory under stateDir, as host-local's disk store does.
+func reserve(t *testing.T, stateDir string, l *leases.Lease, containerID, ifName string) {
+	t.Helper()
+	g := NewWithT(t)
+	dir := filepath.Join(netconf.IPAMDataDir(stateDir), l.IPAMNetwork)
+	g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, l.Address.Addr().String()), []byte(containerID+"\r\n"+ifName), 0o600)).To(Succeed())
 }
 
 var guestMAC = net.HardwareAddr{0x02, 0xfa, 0x57, 0, 0, 0x07}
@@ -138,12 +164,14 @@ func TestResponderFollowsLeaseChanges(t *testing.T) {
 
 	l := lease(guest, "10.56.0.7/24")
 	g.Expect(leases.Write(stateDir, l)).To(Succeed())
+	reserve(t, stateDir, l, l.ContainerID, l.IfName)
 	offer, err := c.DiscoverOffer(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(offer.YourIPAddr.String()).To(Equal("10.56.0.7"))
 
 	l.Address = netip.MustParsePrefix("10.56.0.8/24")
 	g.Expect(leases.Write(stateDir, l)).To(Succeed())
+	reserve(t, stateDir, l, l.ContainerID, l.IfName)
 	offer, err = c.DiscoverOffer(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(offer.YourIPAddr.String()).To(Equal("10.56.0.8"))

@@ -98,7 +98,7 @@ func TestRenewalAcrossAgentRestart(t *testing.T) {
 	guest := dhcptest.NewGuest(t, guestMAC, 9000)
 	stateDir := t.TempDir()
 	leaseDir := filepath.Join(stateDir, leases.Dir)
-	g.Expect(leases.Write(stateDir, lease(guest, "10.56.0.7/24"))).To(Succeed())
+	record(t, stateDir, lease(guest, "10.56.0.7/24"))
 	addr := net.ParseIP("10.56.0.7").To4()
 	before := readDirState(g, leaseDir)
 	br, err := netlink.LinkByName(guest.Bridge)

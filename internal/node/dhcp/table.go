@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/internal/node/leases"
 )
 
@@ -23,8 +25,9 @@ const settle = time.Second
 // when its modification time changed (every lease is written by a rename
 // into it and removed by an unlink from it) or was too recent to trust.
 type Table struct {
-	dir string
-	log logr.Logger
+	dir     string
+	ipamDir string
+	log     logr.Logger
 
 	mu     sync.Mutex
 	mtime  time.Time
@@ -39,9 +42,18 @@ type macKey struct {
 }
 
 // NewTable returns the table of the leases in dir (a CNI state
-// directory's leases.Dir); log gets the leases that cannot be read.
+// directory's leases.Dir), whose allocators are host-local's directories
+// in the same state directory's netconf.IPAMDataDir; log gets the leases
+// that cannot be read.
 func NewTable(dir string, log logr.Logger) *Table {
-	return &Table{dir: dir, log: log}
+	return &Table{dir: dir, ipamDir: netconf.IPAMDataDir(filepath.Dir(dir)), log: log}
+}
+
+// Reservation returns what l's allocator holds for l's address now (see
+// lookupReservation): it is read on every call, not cached, so an address
+// released or handed to another attachment is seen at once.
+func (t *Table) Reservation(l *leases.Lease) (Reservation, error) {
+	return lookupReservation(t.ipamDir, l)
 }
 
 // Lookup returns the lease of mac on bridge, nil when there is none. Two
