@@ -30,10 +30,14 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/testenv"
 )
 
-// upgradeTag is the tag the upgrade spec gives the running operator and
-// agent images in the cluster's registry: the same code retagged, as the
-// issue allows, so that the pods roll because their image changes.
-const upgradeTag = "e2e-upgrade"
+// upgradeTag is the tag the upgrade spec gives the running operator, agent
+// and vsock backend images in the cluster's registry: the same code
+// retagged, as the issue allows, so that the pods roll because their image
+// changes. It is new in every run (the suite's namespace names the run), as
+// a release's tag is: the chart pulls IfNotPresent, so a node that kept an
+// image of an earlier run under a reused tag would start that image instead
+// (it did: an agent without a flag the chart now passes, crash-looping).
+func upgradeTag() string { return "e2e-upgrade-" + strings.TrimPrefix(ns, "fastpath-e2e-") }
 
 // upgradeField is the optional FastPathAttachment field the upgraded chart's
 // CRD adds (spec.<upgradeField>, a string): served after the upgrade,
@@ -96,7 +100,7 @@ func upgradedChart(src, dir string) error {
 	if !re.Match(data) {
 		return fmt.Errorf("%s has no version line", chart)
 	}
-	return os.WriteFile(chart, re.ReplaceAll(data, []byte("version: ${1}-"+upgradeTag)), 0o644)
+	return os.WriteFile(chart, re.ReplaceAll(data, []byte("version: ${1}-"+upgradeTag())), 0o644)
 }
 
 // Issue 38: helm upgrade to new operator and agent images and a changed CRD
@@ -222,7 +226,7 @@ spec:
 		}
 		for _, comp := range retag {
 			src := fmt.Sprintf("%s/fastpath-%s:local", registry, comp)
-			Expect(crane.Tag(src, upgradeTag, crane.Insecure, crane.WithContext(ctx))).To(Succeed(), "retag %s", src)
+			Expect(crane.Tag(src, upgradeTag(), crane.Insecure, crane.WithContext(ctx))).To(Succeed(), "retag %s", src)
 		}
 
 		// Both guests answer SSH before the stream starts, so that the
@@ -283,7 +287,7 @@ spec:
 		}, NodeTimeout(6*time.Minute))
 		start := time.Now()
 		upgrade := []string{"upgrade", cluster.Release, chart, "-n", cluster.Namespace, "--reuse-values",
-			"--set", "image.tag=" + upgradeTag, "--set", "image.operator.digest=", "--set", "image.agent.digest=",
+			"--set", "image.tag=" + upgradeTag(), "--set", "image.operator.digest=", "--set", "image.agent.digest=",
 			"--wait", "--timeout", "5m"}
 		if sibling {
 			upgrade = append(upgrade, "--set", "image.vsockBackend.digest=")
@@ -315,7 +319,7 @@ spec:
 			Expect(after.pid).To(Equal(backend.pid), "vhost-device-vsock of %s kept its process", att.Name)
 			ds := &appsv1.DaemonSet{}
 			Expect(c().Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: "fastpath-vsock-backend"}, ds)).To(Succeed())
-			Expect(ds.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":"+upgradeTag), "the upgrade changed the backend's template, and its pod stayed")
+			Expect(ds.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":"+upgradeTag()), "the upgrade changed the backend's template, and its pod stayed")
 			AddReportEntry("sibling vsock across the upgrade", fmt.Sprintf("%s; backend pod %s (uid %s) and vhost-device-vsock pid %d unchanged",
 				entry, backend.pod, backend.podUID, backend.pid))
 		} else {
@@ -332,7 +336,7 @@ spec:
 			}
 			for _, ct := range p.Spec.Containers {
 				for _, comp := range []string{"operator", "agent"} {
-					if ct.Image == fmt.Sprintf("%s/fastpath-%s:%s", registry, comp, upgradeTag) {
+					if ct.Image == fmt.Sprintf("%s/fastpath-%s:%s", registry, comp, upgradeTag()) {
 						rolled[comp]++
 					}
 				}
