@@ -314,6 +314,23 @@ func labelValue(name string) string {
 // (only those whose name starts with prefix, when given); objects it does
 // not control are left alone.
 func (r *Reconciler) cleanup(ctx context.Context, net *v1alpha1.FastPathNetwork, prefix string) error {
+	return r.deleteChildren(ctx, net, func(name string) bool { return prefix == "" || hasPrefix(name, prefix) })
+}
+
+// cleanupOthers deletes the sweep objects the network controls in
+// r.Namespace whose name does not start with keep: another node's sweep
+// left by a reconcile that chose that node from a stale read and lost the
+// status write to the one that chose keep's node. Left in place, its
+// attachments hold the same benchmark subnets (benchmarkSubnet) on the
+// same network, so the current sweep's attachments stay refused
+// (SubnetConflict) and it never ends.
+func (r *Reconciler) cleanupOthers(ctx context.Context, net *v1alpha1.FastPathNetwork, keep string) error {
+	return r.deleteChildren(ctx, net, func(name string) bool { return !hasPrefix(name, keep) })
+}
+
+// deleteChildren deletes the sweep objects the network controls in
+// r.Namespace whose name del accepts.
+func (r *Reconciler) deleteChildren(ctx context.Context, net *v1alpha1.FastPathNetwork, del func(name string) bool) error {
 	sel := client.MatchingLabels{NetworkLabel: labelValue(net.Name)}
 	var benches v1alpha1.FastPathBenchmarkList
 	if err := r.Client.List(ctx, &benches, client.InNamespace(r.Namespace), sel); err != nil {
@@ -331,7 +348,7 @@ func (r *Reconciler) cleanup(ctx context.Context, net *v1alpha1.FastPathNetwork,
 		objs = append(objs, &atts.Items[i])
 	}
 	for _, o := range objs {
-		if !metav1.IsControlledBy(o, net) || (prefix != "" && !hasPrefix(o.GetName(), prefix)) {
+		if !metav1.IsControlledBy(o, net) || !del(o.GetName()) || o.GetDeletionTimestamp() != nil {
 			continue
 		}
 		if err := r.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {

@@ -54,6 +54,9 @@ func (r *Reconciler) sweep(ctx context.Context, s *scope, node *v1alpha1.FastPat
 	left := bound - s.now.Sub(started)
 	s.set(metav1.ConditionFalse, v1alpha1.ReasonSweeping, fmt.Sprintf("measuring node %s: %d candidates x %d repetitions, at most %s", node.Name, len(cands), *s.tuning.Repetitions, bound))
 
+	if err := r.cleanupOthers(ctx, s.net, childName(s.net.Name, node.Name, "")); err != nil {
+		return ctrl.Result{}, err
+	}
 	failed := map[int]string{} // candidate → why it cannot run at all
 	for i, c := range cands {
 		why, err := r.ensureAttachment(ctx, s, node.Name, i, c)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/controllers/tuning"
@@ -209,6 +210,25 @@ var _ = Describe("FastPathNetwork tuning", func() {
 		}
 		Expect(st.Applied).To(BeNil(), "Recommend applies nothing")
 		Eventually(sweepObjects(net)).Should(BeZero(), "the sweep deletes what it made")
+	})
+
+	It("removes another node's sweep objects that a reconcile from a stale read left, so their subnets do not hold the sweep up", func() {
+		net, node := createNetwork(&v1alpha1.NetworkTuning{Mode: v1alpha1.TuningRecommend, Candidates: candidates})
+		Eventually(sweepObjects(net)).ShouldNot(BeZero(), "the sweep of the network's node began")
+		n := getNetwork(net)
+		// What a reconcile that chose another node and lost the status
+		// write leaves: that node's candidate attachment, on the subnet the
+		// sweep's first candidate takes.
+		ghost := &v1alpha1.FastPathAttachment{ObjectMeta: metav1.ObjectMeta{Name: "tune-0ther0ther-c0", Namespace: sweepNS,
+			Labels: map[string]string{tuning.NetworkLabel: net}},
+			Spec: v1alpha1.FastPathAttachmentSpec{NetworkRef: &v1alpha1.NetworkReference{Name: net}, VMSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "ghost"}},
+				Network: &v1alpha1.NetworkSpec{IPAM: v1alpha1.IPAMSpec{Subnet: "198.18.0.0/24"}}}}
+		Expect(controllerutil.SetControllerReference(n, ghost, k8s.Scheme())).To(Succeed())
+		Expect(k8s.Create(ctx, ghost)).To(Succeed())
+		runSweep(net, node, func(mtu int32, n int) outcome { return outcome{mbps: int64(mtu), sd: "0.300"} })
+		Eventually(tuningReason(net)).Should(Equal(v1alpha1.ReasonRecommended))
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(ghost), &v1alpha1.FastPathAttachment{}))).To(BeTrue(), "the other node's attachment is gone")
+		Eventually(sweepObjects(net)).Should(BeZero())
 	})
 
 	It("never recommends a candidate that failed, however fast its other repetitions were", func() {
