@@ -123,12 +123,38 @@ func startVsockStream(ctx SpecContext, receiver, sender string, cid, port uint32
 	Expect(err).NotTo(HaveOccurred(), "start the receiver in %s: %s", receiver, out)
 	s := &vsockStream{receiver: receiver, sender: sender, started: time.Now(), done: make(chan vsockStreamResult, 1)}
 	line := strings.TrimSuffix(upgradeVsockLine, "\n")
-	send := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do yes %s | head -c %d; sleep 1; i=$((i+1)); done | socat -u STDIN VSOCK-CONNECT:%d:%d`,
+	// The sender runs detached in the guest (an ssh session of the suite
+	// lasts at most 2 minutes, the stream longer) and writes its exit
+	// status and its length in seconds, by the guest's clock, when it ends.
+	send := fmt.Sprintf(`rm -f /tmp/fp-up.rc; nohup sh -c 't0=$(date +%%s); i=0; while [ $i -lt %d ]; do yes %s | head -c %d; sleep 1; i=$((i+1)); done | socat -u STDIN VSOCK-CONNECT:%d:%d 2>/tmp/fp-up.send; echo "$? $(( $(date +%%s) - t0 ))" >/tmp/fp-up.rc' >/dev/null 2>&1 &`,
 		upgradeVsockChunks, line, upgradeVsockChunk, cid, port)
+	out, err = env.GuestExec(ctx, nsKey(sender), "", send)
+	Expect(err).NotTo(HaveOccurred(), "start the sender in %s: %s", sender, out)
 	go func() {
 		defer GinkgoRecover()
-		out, err := env.GuestExec(ctx, nsKey(sender), "", send)
-		s.done <- vsockStreamResult{out: out, err: err, ended: time.Now()}
+		deadline := time.Now().Add(time.Duration(upgradeVsockChunks)*time.Second + 5*time.Minute)
+		for {
+			out, err := env.GuestExec(ctx, nsKey(sender), "", "cat /tmp/fp-up.rc 2>/dev/null; cat /tmp/fp-up.send")
+			var code, secs int
+			if err == nil {
+				if _, serr := fmt.Sscan(out, &code, &secs); serr == nil {
+					r := vsockStreamResult{out: out, ended: s.started.Add(time.Duration(secs) * time.Second)}
+					if code != 0 {
+						r.err = fmt.Errorf("the sender exited %d", code)
+					}
+					s.done <- r
+					return
+				}
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				s.done <- vsockStreamResult{out: out, err: fmt.Errorf("the sender in %s did not end: %v", sender, err), ended: time.Now()}
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
 	}()
 	return s
 }
