@@ -13,22 +13,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
+
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 const backendUID = 65532
 
 // vhostDeviceVsock is the binary hack/setup.sh builds into bin/.
-func vhostDeviceVsock(t *testing.T) string {
-	p := os.Getenv("FASTPATH_VHOST_DEVICE_VSOCK")
-	if p == "" {
-		p, _ = filepath.Abs("../../bin/vhost-device-vsock")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("vhost-device-vsock not built (run hack/setup.sh, or set FASTPATH_VHOST_DEVICE_VSOCK): %v", err)
-	}
-	return p
-}
-
 // TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets runs the built
 // binary as the chart does: the init container (root) gives the socket
 // directory to user 65532, the backend runs as 65532:65532 with the real
@@ -47,7 +38,7 @@ func TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets(t *testing.T) {
 	if err != nil {
 		t.Skip("needs setpriv (util-linux) to act as the agent")
 	}
-	vhost := vhostDeviceVsock(t)
+	vhost := testutil.VhostDeviceVsock(t)
 	g := NewWithT(t)
 	base, err := os.MkdirTemp("", "fastpath-vsock-backend-")
 	g.Expect(err).NotTo(HaveOccurred())

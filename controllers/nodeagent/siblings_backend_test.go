@@ -14,6 +14,8 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	agent "github.com/fastpath-io/fastpath/controllers/nodeagent"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
+
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 var _ = Describe("vsock mode Sibling through the backend pod", func() {
@@ -37,7 +39,7 @@ var _ = Describe("vsock mode Sibling through the backend pod", func() {
 	}
 
 	It("says which socket does not answer, then runs the groups it is given and keeps them across an agent restart", func(ctx SpecContext) {
-		bin := vhostDeviceVsock()
+		bin := testutil.VhostDeviceVsock(GinkgoT())
 		dir := GinkgoT().TempDir()
 		socket := filepath.Join(dir, backend.ControlSocketName)
 		node := ""

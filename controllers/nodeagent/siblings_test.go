@@ -21,21 +21,9 @@ import (
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
-// vhostDeviceVsock is the real backend as hack/setup.sh builds it into bin/.
-func vhostDeviceVsock() string {
-	p := os.Getenv("FASTPATH_VHOST_DEVICE_VSOCK")
-	if p == "" {
-		p, _ = filepath.Abs("../../bin/vhost-device-vsock")
-	}
-	if _, err := os.Stat(p); err != nil {
-		Fail("vhost-device-vsock not built (run hack/setup.sh, which make test runs, or set FASTPATH_VHOST_DEVICE_VSOCK): " + err.Error())
-	}
-	return p
-}
-
 var _ = Describe("vsock mode Sibling on the node", func() {
 	It("runs vhost-device-vsock for a Sibling attachment, reports it and restarts it when killed", func(ctx SpecContext) {
-		bin := vhostDeviceVsock()
+		bin := testutil.VhostDeviceVsock(GinkgoT())
 		version, err := backend.Version(ctx, bin)
 		Expect(err).NotTo(HaveOccurred())
 		sockets := GinkgoT().TempDir()

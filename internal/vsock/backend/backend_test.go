@@ -11,6 +11,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 func group(dir string, cids ...uint32) Group {
@@ -70,20 +72,8 @@ func TestConnectedSocketsCountsPathsWithAPeer(t *testing.T) {
 	g.Expect(n).To(Equal(1))
 }
 
-// binary is vhost-device-vsock as hack/setup.sh builds it into bin/.
-func binary(t *testing.T) string {
-	p := os.Getenv("FASTPATH_VHOST_DEVICE_VSOCK")
-	if p == "" {
-		p, _ = filepath.Abs("../../../bin/vhost-device-vsock")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("vhost-device-vsock not built (run hack/setup.sh, which make test runs, or set FASTPATH_VHOST_DEVICE_VSOCK): %v", err)
-	}
-	return p
-}
-
 func TestVersionOfTheRealBinary(t *testing.T) {
-	v, err := Version(context.Background(), binary(t))
+	v, err := Version(context.Background(), testutil.VhostDeviceVsock(t))
 	g := NewWithT(t)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v).To(Equal("0.3.0"))
@@ -93,7 +83,7 @@ func TestVersionOfTheRealBinary(t *testing.T) {
 // two-VM group, kills it, and expects a new process serving both sockets,
 // reported with one restart.
 func TestSupervisorRestartsAKilledBackend(t *testing.T) {
-	bin := binary(t)
+	bin := testutil.VhostDeviceVsock(t)
 	g := NewWithT(t)
 	dir := t.TempDir()
 	changes := make(chan struct{}, 64)
@@ -149,7 +139,7 @@ func TestSupervisorDropsPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_SETUID, CAP_SETGID)")
 	}
-	bin := binary(t)
+	bin := testutil.VhostDeviceVsock(t)
 	g := NewWithT(t)
 	const uid, gid = 64123, 64124
 	dir := t.TempDir()

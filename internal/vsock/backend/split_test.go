@@ -9,6 +9,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
 // TestAgentRestartKeepsTheBackendProcess runs the real vhost-device-vsock
@@ -19,7 +21,7 @@ import (
 // restarts (a new backend pod: a new Supervisor, so new processes), and
 // the surviving client sends it the wanted groups again on its own.
 func TestAgentRestartKeepsTheBackendProcess(t *testing.T) {
-	bin := binary(t)
+	bin := testutil.VhostDeviceVsock(t)
 	g := NewWithT(t)
 	dir := t.TempDir()
 	sup := &Supervisor{Binary: bin, MinBackoff: 50 * time.Millisecond}
@@ -98,7 +100,7 @@ func processAlive(pid int) bool {
 // group: the process stays, pending, until the connection closes, and is
 // replaced on the next Sync after that.
 func TestSupervisorKeepsAGroupAQEMUIsConnectedTo(t *testing.T) {
-	bin := binary(t)
+	bin := testutil.VhostDeviceVsock(t)
 	g := NewWithT(t)
 	dir := t.TempDir()
 	s := &Supervisor{Binary: bin, MinBackoff: 50 * time.Millisecond}
