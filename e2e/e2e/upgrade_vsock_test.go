@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +116,9 @@ type vsockStreamResult struct {
 func startVsockStream(ctx SpecContext, receiver, sender string, cid, port uint32) *vsockStream {
 	GinkgoHelper()
 	log := "/tmp/fastpath-e2e-upgrade-vsock.log"
-	recv := fmt.Sprintf(`rm -f /tmp/fp-up.sum /tmp/fp-up.dd; nohup sh -c 'socat -d -d -u VSOCK-LISTEN:%d STDOUT 2>%s | dd bs=65536 2>/tmp/fp-up.dd | sha256sum >/tmp/fp-up.sum' >/dev/null 2>&1 & %s`,
+	// wc counts the bytes through a FIFO beside sha256sum (busybox's dd,
+	// the guest's, prints records, not bytes).
+	recv := fmt.Sprintf(`rm -f /tmp/fp-up.sum /tmp/fp-up.count /tmp/fp-up.fifo; mkfifo /tmp/fp-up.fifo; nohup sh -c 'wc -c </tmp/fp-up.fifo >/tmp/fp-up.count & socat -d -d -u VSOCK-LISTEN:%d STDOUT 2>%s | tee /tmp/fp-up.fifo | sha256sum >/tmp/fp-up.sum; wait' >/dev/null 2>&1 & %s`,
 		port, log, waitListening(log))
 	out, err := env.GuestExec(ctx, nsKey(receiver), "", recv)
 	Expect(err).NotTo(HaveOccurred(), "start the receiver in %s: %s", receiver, out)
@@ -164,9 +165,6 @@ func waitListening(log string) string {
 	return fmt.Sprintf(`i=0; while ! grep -q "listening on" %[1]s 2>/dev/null; do i=$((i + 1)); if [ $i -ge 200 ]; then echo "socat did not listen within 20s:"; cat %[1]s; exit 1; fi; sleep 0.1; done`, log)
 }
 
-// ddBytes matches dd's summary: "251658240 bytes (252 MB, 240 MiB) copied, ...".
-var ddBytes = regexp.MustCompile(`(?m)^(\d+) bytes`)
-
 // finish waits for the sender and then for the receiver's sum, and checks
 // every byte arrived in order (count and sha256); it returns the report line.
 func (s *vsockStream) finish(ctx SpecContext, upgradeStart, upgradeEnd time.Time) string {
@@ -176,16 +174,16 @@ func (s *vsockStream) finish(ctx SpecContext, upgradeStart, upgradeEnd time.Time
 	Expect(r.err).NotTo(HaveOccurred(), "the sibling vsock sender in %s across the upgrade: %s", s.sender, r.out)
 	Expect(s.started).To(BeTemporally("<", upgradeStart), "the stream started before the upgrade")
 	Expect(r.ended).To(BeTemporally(">", upgradeEnd), "the stream ran past the upgrade (raise upgradeVsockChunks if the upgrade took longer)")
-	var sum, dd string
+	var sum, count string
 	eventually(ctx, func(g Gomega) {
-		out, err := env.GuestExec(ctx, nsKey(s.receiver), "", "cat /tmp/fp-up.sum; echo ---; cat /tmp/fp-up.dd")
+		out, err := env.GuestExec(ctx, nsKey(s.receiver), "", "cat /tmp/fp-up.sum; echo ---; cat /tmp/fp-up.count")
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		sum, dd, _ = strings.Cut(out, "---")
+		sum, count, _ = strings.Cut(out, "---")
 		g.Expect(strings.Fields(sum)).NotTo(BeEmpty(), "the receiver in %s has not finished", s.receiver)
+		g.Expect(strings.Fields(count)).NotTo(BeEmpty(), "the receiver in %s has not counted", s.receiver)
 	}, time.Minute).Should(Succeed())
-	m := ddBytes.FindStringSubmatch(dd)
-	Expect(m).To(HaveLen(2), "dd's summary in %s: %s", s.receiver, dd)
-	got, _ := strconv.ParseInt(m[1], 10, 64)
+	got, err := strconv.ParseInt(strings.Fields(count)[0], 10, 64)
+	Expect(err).NotTo(HaveOccurred(), "the byte count in %s: %q", s.receiver, count)
 	want := int64(upgradeVsockChunks) * upgradeVsockChunk
 	Expect(got).To(Equal(want), "bytes received in %s", s.receiver)
 	Expect(strings.Fields(sum)[0]).To(Equal(upgradeVsockSum()), "sha256 of the bytes received in %s", s.receiver)
