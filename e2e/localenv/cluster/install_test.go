@@ -69,9 +69,11 @@ func TestInstall(t *testing.T) {
 			if kustomize {
 				g.Expect(images).To(Equal(map[string]bool{"localhost/fastpath-operator:local": true, "localhost/fastpath-agent:local": true}))
 			} else {
-				g.Expect(images).To(HaveLen(2))
+				// The operator, the agent and, with vsock mode Sibling on
+				// (the chart's default), the vsock backend.
+				g.Expect(images).To(HaveLen(3))
 				for ref := range images {
-					g.Expect(ref).To(MatchRegexp(`^127\.0\.0\.1:%d/fastpath/fastpath-(operator|agent)@sha256:[0-9a-f]{64}$`, RegistryPort))
+					g.Expect(ref).To(MatchRegexp(`^127\.0\.0\.1:%d/fastpath/fastpath-(operator|agent|vsock-backend)@sha256:[0-9a-f]{64}$`, RegistryPort))
 				}
 			}
 		})
