@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -110,6 +111,78 @@ func (c RunConfig) WaitForGuests(ctx context.Context, log logr.Logger) error {
 	if len(failed) > 0 {
 		slices.Sort(failed)
 		return fmt.Errorf("failed to reach the guests over SSH within %s (VM mode: is the VM booted, sshd running and the key of spec.sshKeySecretRef in its authorized keys?): %s", wait, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// WaitForNetservers (VM mode) waits until the netserver of every endpoint
+// of paths (the vsock ones aside) answers netperf's control connection from
+// its client, trying each again every sshRetryInterval, for SSHWait in
+// all. WaitForGuests waits for the client VMs only; a server VM that the
+// attachment has just restarted may still be booting (under TCG tens of
+// seconds) when its client already answers. The probe is a 1-s TCP_RR, the
+// cheapest netperf test; an answer that is not "netserver is not answering"
+// or "host does not resolve" (netperf.Diagnose) ends the wait for that
+// endpoint and is left to the measurement to report. The error names each
+// endpoint whose netserver did not answer in time.
+func (c RunConfig) WaitForNetservers(ctx context.Context, log logr.Logger, paths []Path) error {
+	wait := c.SSHWait
+	if wait <= 0 {
+		wait = DefaultSSHWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	bin := c.Netperf
+	if bin == "" {
+		bin = "netperf"
+	}
+	pending := map[string]Endpoint{}
+	last := map[string]string{}
+	for _, p := range paths {
+		if p.VSock || c.VSockOnly() {
+			continue
+		}
+		for _, ep := range p.Endpoints {
+			key := fmt.Sprintf("%s -> %s:%d", ep.executor(), ep.Host, ep.Port)
+			pending[key], last[key] = ep, "no attempt finished"
+		}
+	}
+	start := time.Now()
+	for len(pending) > 0 && ctx.Err() == nil {
+		for _, key := range slices.Sorted(maps.Keys(pending)) {
+			ep := pending[key]
+			argv := []string{bin, "-H", ep.Host, "-t", "TCP_RR", "-l", "1", "-P", "0"}
+			if ep.Port != 0 {
+				argv = append(argv, "-p", strconv.Itoa(ep.Port))
+			}
+			stdout, stderr, err := ep.executor().Run(ctx, argv)
+			diag := netperf.Diagnose(stdout, stderr, err)
+			switch {
+			case err == nil && diag == nil, diag != nil && !errors.Is(diag, netperf.ErrNetserverUnreachable) && !errors.Is(diag, netperf.ErrHostUnresolvable):
+				log.Info("Netserver answers", "endpoint", key, "waited", time.Since(start).Round(time.Second).String())
+				delete(pending, key)
+			case ctx.Err() == nil: // else the attempt was cut short: keep the one before
+				if diag == nil {
+					diag = err
+				}
+				last[key] = diag.Error()
+			}
+		}
+		if len(pending) > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(sshRetryInterval):
+			}
+		}
+	}
+	var failed []string
+	for key := range pending {
+		failed = append(failed, key+": "+last[key])
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return fmt.Errorf("%w within %s (VM mode: is netserver running in the server VM, on port %d unless the path says otherwise? the sample VMs start it with `netserver -p %d`): %s",
+			netperf.ErrNetserverUnreachable, wait, netperf.DefaultControlPort, netperf.DefaultControlPort, strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -227,6 +300,9 @@ func (c RunConfig) Run(ctx context.Context, log logr.Logger) (results.Document, 
 	emulated := results.JoinEmulated(os.Getenv(results.EmulatedEnv), c.Emulated, vsockNote)
 	if c.VMMode() {
 		if err := c.WaitForGuests(ctx, log); err != nil {
+			return results.Document{}, err
+		}
+		if err := c.WaitForNetservers(ctx, log, r.Paths); err != nil {
 			return results.Document{}, err
 		}
 		// The client guest's own view of each path: pair 1's client,

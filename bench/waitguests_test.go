@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+
+	"github.com/fastpath-io/fastpath/bench/netperf"
 )
 
 // fakeSSH puts an ssh on PATH that fails (as sshd refusing the connection
@@ -69,4 +73,55 @@ func guests(addrs ...string) []SSHGuest {
 		out = append(out, SSHGuest{User: "fedora", Addr: netip.MustParseAddr(a)})
 	}
 	return out
+}
+
+// fakeNetserverHost answers netperf's probe as a netserver that is not yet
+// listening (netperf's own message) until it has been asked failures
+// times, then answers; host 192.0.2.99 never listens, 192.0.2.98 fails
+// another way (a broken path, left to the measurement).
+type fakeNetserverHost struct {
+	failures int
+	calls    map[string]int
+	argv     [][]string
+}
+
+func (f *fakeNetserverHost) String() string { return "fake" }
+
+func (f *fakeNetserverHost) Run(_ context.Context, argv []string) ([]byte, []byte, error) {
+	f.argv = append(f.argv, argv)
+	host := argv[slices.Index(argv, "-H")+1]
+	f.calls[host]++
+	switch {
+	case host == "192.0.2.98":
+		return []byte("netperf: send_omni: send_data failed: Connection reset by peer\n"), nil, errors.New("exit status 1")
+	case host == "192.0.2.99" || f.calls[host] <= f.failures:
+		return []byte("establish control: are you sure there is a netserver listening on " + host + " at port 12865?\n"), nil, errors.New("exit status 1")
+	}
+	return []byte("1234.5\n"), nil, nil
+}
+
+func TestWaitForNetserversRetriesUntilNetserverAnswers(t *testing.T) {
+	g := NewWithT(t)
+	fakeSSH(t, 0) // only for its short retry interval
+	f := &fakeNetserverHost{failures: 2, calls: map[string]int{}}
+	paths := []Path{
+		{Name: "fastpath", Endpoints: []Endpoint{{Executor: f, Host: "10.0.0.2"}, {Executor: f, Host: "10.0.0.3", Port: 12866}}},
+		{Name: "vsock", VSock: true, Endpoints: []Endpoint{{Executor: f, Host: "192.0.2.99"}}},
+		{Name: "broken", Endpoints: []Endpoint{{Executor: f, Host: "192.0.2.98"}}},
+	}
+	c := RunConfig{SSHClients: guests("10.0.0.1"), SSHWait: time.Minute, Netperf: "/opt/netperf", Matrix: Matrix{Tests: []string{"TCP_STREAM"}}}
+	g.Expect(c.WaitForNetservers(context.Background(), logr.Discard(), paths)).To(Succeed())
+	g.Expect(f.calls).To(Equal(map[string]int{"10.0.0.2": 3, "10.0.0.3": 3, "192.0.2.98": 1}), "two refusals then an answer; the vsock path is not probed; another failure ends the wait")
+	g.Expect(f.argv).To(ContainElement([]string{"/opt/netperf", "-H", "10.0.0.3", "-t", "TCP_RR", "-l", "1", "-P", "0", "-p", "12866"}))
+}
+
+func TestWaitForNetserversNamesTheServerThatNeverAnswers(t *testing.T) {
+	g := NewWithT(t)
+	fakeSSH(t, 0)
+	f := &fakeNetserverHost{calls: map[string]int{}}
+	paths := []Path{{Name: "fastpath", Endpoints: []Endpoint{{Executor: f, Host: "10.0.0.2"}, {Executor: f, Host: "192.0.2.99"}}}}
+	c := RunConfig{SSHClients: guests("10.0.0.1"), SSHWait: time.Second, Matrix: Matrix{Tests: []string{"TCP_STREAM"}}}
+	err := c.WaitForNetservers(context.Background(), logr.Discard(), paths)
+	g.Expect(err).To(MatchError(netperf.ErrNetserverUnreachable))
+	g.Expect(err).To(MatchError(And(ContainSubstring("within 1s"), ContainSubstring("fake -> 192.0.2.99:0"), Not(ContainSubstring("10.0.0.2")))))
 }

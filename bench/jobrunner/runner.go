@@ -61,7 +61,7 @@ func (f *RunnerFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.VSockServerPort, "vsock-server-port", 0, "VM mode with vsock tests: the vsock port vsock-server listens on in the server VMs (the port of the attachment's vsock service)")
 	fs.StringVar(&c.SSHUser, "ssh-user", "", "VM mode: guest user for --ssh-clients entries without user@")
 	fs.StringVar(&c.SSHKey, "ssh-key", "", "VM mode: private key file for SSH")
-	fs.DurationVar(&c.SSHWait, "ssh-wait", bench.DefaultSSHWait, "VM mode: how long to wait for every guest to accept SSH before measuring (a VM may still be booting)")
+	fs.DurationVar(&c.SSHWait, "ssh-wait", bench.DefaultSSHWait, "VM mode: how long to wait for the client VMs to accept SSH, and then for every server VM's netserver to answer, before measuring")
 	fs.StringVar(&f.hostCPUAgent, "host-cpu-agent", "", "VM mode: <node IP>:<port> of the node agent's host CPU endpoint on the VMs' node; with --launcher-pods the runner records the launchers' cgroup CPU time and the node's softirq time around each repetition")
 	fs.StringVar(&f.launcherPods, "launcher-pods", "", "VM mode with --host-cpu-agent: per pair <client virt-launcher pod uid>/<server virt-launcher pod uid>, comma-separated")
 	fs.StringVar(&c.RunID, "run-id", "", "run ID echoed into the results ConfigMap as runID (the Job name)")

@@ -93,25 +93,28 @@ func TestRunVMModeRunsEachPairOnItsClientVM(t *testing.T) {
 	g.Expect(eps).To(gomega.Equal([]string{"1=" + a.Endpoint(), "2=" + b.Endpoint()}))
 	logged, err := os.ReadFile(sshLog)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	// Each client VM's SSH readiness probe (WaitForGuests), then on client
-	// VM 1 netperf -V and the read of its negotiated offloads
+	// Each client VM's SSH readiness probe (WaitForGuests), then each
+	// pair's netserver probe from its client VM (WaitForNetservers), then
+	// on client VM 1 netperf -V and the read of its negotiated offloads
 	// (GuestOffloads), then pair 1 alone, then pairs 1 and 2 at once.
 	lines := strings.Fields(string(logged))
-	g.Expect(lines).To(gomega.HaveLen(7))
+	g.Expect(lines).To(gomega.HaveLen(9))
 	g.Expect(lines[:2]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.2"))
-	g.Expect(lines[2:4]).To(gomega.Equal([]string{"fedora@192.0.2.1", "fedora@192.0.2.1"}))
-	g.Expect(lines[4:]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.1", "fedora@192.0.2.2"))
+	g.Expect(lines[2:4]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.2"))
+	g.Expect(lines[4:6]).To(gomega.Equal([]string{"fedora@192.0.2.1", "fedora@192.0.2.1"}))
+	g.Expect(lines[6:]).To(gomega.ConsistOf("fedora@192.0.2.1", "fedora@192.0.2.1", "fedora@192.0.2.2"))
 
-	// A server VM without netserver: the error says so, naming the client
-	// VM, the server and the command.
+	// A server VM without netserver: after --ssh-wait the error says so,
+	// naming the client VM, the server and its port.
 	dead := deadEndpoint(t)
-	args = append(append([]string(nil), quickStream...), "--path", "fastpath="+dead, "--ssh-clients", "192.0.2.1", "--ssh-user", "fedora", "--ssh-key", key)
+	host, port, _ := net.SplitHostPort(dead)
+	args = append(append([]string(nil), quickStream...), "--path", "fastpath="+dead, "--ssh-clients", "192.0.2.1", "--ssh-user", "fedora", "--ssh-key", key, "--ssh-wait", "1s")
 	code, stdout, stderr = run(args...)
 	g.Expect(code).To(gomega.Equal(1))
 	g.Expect(stdout).To(gomega.BeEmpty())
-	g.Expect(stderr).To(gomega.ContainSubstring("failed to run netperf against " + dead + " via ssh fedora@192.0.2.1 (netperf -H 127.0.0.1"))
-	g.Expect(stderr).To(gomega.ContainSubstring("netserver is not answering"))
-	g.Expect(stderr).To(gomega.ContainSubstring("VM mode: netserver is not running in the server VM, or not on port 12865"))
+	g.Expect(stderr).To(gomega.ContainSubstring("netserver is not answering within 1s"))
+	g.Expect(stderr).To(gomega.ContainSubstring("ssh fedora@192.0.2.1 -> " + host + ":" + port + ": "))
+	g.Expect(stderr).To(gomega.ContainSubstring("VM mode: is netserver running in the server VM"))
 }
 
 func getData(t *testing.T, c client.Client, ns, name string) map[string]string {
