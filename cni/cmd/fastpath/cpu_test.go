@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,8 +76,8 @@ func BenchmarkCNICPU(b *testing.B) {
 					netnses[i] = cnitest.NewNS(b)
 					invs[i] = invocation{containerID: containerID(), netns: netnses[i].Path(), ifName: "net1", cniPath: cnitest.SystemCNIPath, conf: confs[bn.label]}
 				}
-				addCPU, addWall := runAllCPU(b, bn.path, invs, "ADD")
-				delCPU, _ := runAllCPU(b, bn.path, invs, "DEL")
+				addWall, addCPU := runAllWith(b, bn.path, invs, "ADD")
+				_, delCPU := runAllWith(b, bn.path, invs, "DEL")
 				for _, n := range netnses {
 					cnitest.RemoveNS(n)
 				}
@@ -109,49 +105,6 @@ func BenchmarkCNICPU(b *testing.B) {
 		fmt.Printf("%-24s ADD cpu %5.2f ms [%5.2f-%5.2f] (%.2fx ref)  DEL cpu %5.2f ms  ADD wall p50 %6.1f (%.2fx) p99 %6.1f ms (%.2fx)\n",
 			bn.label, median(add), minOf(add), maxOf(add), median(rCPU), median(del), median(p50), median(r50), median(p99), median(r99))
 	}
-}
-
-// runAllCPU starts the command of every invocation at once with binary and
-// returns each one's CPU time (user+system of it and its waited-for
-// children) and wall-clock time.
-func runAllCPU(b *testing.B, binary string, invs []invocation, command string) (cpu, wall []time.Duration) {
-	cpu, wall = make([]time.Duration, len(invs)), make([]time.Duration, len(invs))
-	errs := make([]error, len(invs))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range invs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			inv := invs[i]
-			inv.command = command
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, binary)
-			cmd.Env = inv.env()
-			cmd.Stdin = strings.NewReader(string(inv.conf))
-			var out strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &out
-			<-start
-			t0 := time.Now()
-			errs[i] = cmd.Run()
-			wall[i] = time.Since(t0)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%w: %s", errs[i], out.String())
-				return
-			}
-			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-			cpu[i] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatalf("%s %s failed: %v", binary, command, err)
-		}
-	}
-	return cpu, wall
 }
 
 func envInt(b *testing.B, name string, def int) int {
