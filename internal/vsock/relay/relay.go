@@ -150,11 +150,20 @@ type Options struct {
 }
 
 // Limits are the relay's effective limits, for the FastPathNode status.
+// It is JSON round-trippable; the durations encode as integer nanoseconds.
 type Limits struct {
-	MaxTotalConns, MaxConnsPerCID, MaxConnsPerNamespace, DefaultMaxConns int
+	// MaxTotalConns, MaxConnsPerCID, MaxConnsPerNamespace and
+	// DefaultMaxConns are the Options fields, connections.
+	MaxTotalConns        int `json:"maxTotalConns"`
+	MaxConnsPerCID       int `json:"maxConnsPerCID"`
+	MaxConnsPerNamespace int `json:"maxConnsPerNamespace"`
+	DefaultMaxConns      int `json:"defaultMaxConns"`
 	// BufferBudget is the cap of borrowed copy buffers, bytes (0: none).
-	BufferBudget                  int64
-	IdleTimeout, HalfCloseTimeout time.Duration
+	BufferBudget int64 `json:"bufferBudget"`
+	// IdleTimeout and HalfCloseTimeout are the Options fields (negative:
+	// disabled), nanoseconds in JSON.
+	IdleTimeout      time.Duration `json:"idleTimeout"`
+	HalfCloseTimeout time.Duration `json:"halfCloseTimeout"`
 }
 
 // Relay forwards vsock connections from guests to sibling guests along
@@ -273,19 +282,21 @@ func (r *Relay) giveBack(b *[]byte) {
 }
 
 // ListenerStatus describes one relay listener, for the FastPathNode status.
+// It is JSON round-trippable (the vsock backend's /v1/relay answers carry it).
 type ListenerStatus struct {
 	// Port is the relay port on the host CID.
-	Port uint32
+	Port uint32 `json:"port"`
 	// Attachment is the FastPathAttachment (namespace/name) of the route.
-	Attachment types.NamespacedName
+	Attachment types.NamespacedName `json:"attachment"`
 	// Service is the route's service name.
-	Service string
+	Service string `json:"service"`
 	// TargetCID and TargetPort are where new connections go.
-	TargetCID, TargetPort uint32
+	TargetCID  uint32 `json:"targetCID"`
+	TargetPort uint32 `json:"targetPort"`
 	// AllowedCIDs is the current allow-list.
-	AllowedCIDs []uint32
+	AllowedCIDs []uint32 `json:"allowedCIDs"`
 	// ActiveConns is the number of open relayed connections.
-	ActiveConns int
+	ActiveConns int `json:"activeConns"`
 }
 
 // New returns a relay with no routes. It fails when opts.Transport is nil or

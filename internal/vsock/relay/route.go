@@ -13,25 +13,27 @@ import (
 // Route is one relayed service: guests whose CID is in AllowedCIDs dial the
 // host (vsock.HostCID) on ListenPort and are connected to (TargetCID,
 // TargetPort). A route is identified by (Attachment, Service, ListenPort);
-// Relay.Update changes everything else in place.
+// Relay.Update changes everything else in place. It is JSON round-trippable
+// (the vsock backend's PUT /v1/relay carries it): Attachment encodes as
+// {"Namespace": ..., "Name": ...}, the rest under the json names below.
 type Route struct {
 	// Attachment is the FastPathAttachment (namespace/name) the route comes from.
-	Attachment types.NamespacedName
+	Attachment types.NamespacedName `json:"attachment"`
 	// Service is the vsock service name from the attachment's spec.vsock.services.
-	Service string
+	Service string `json:"service"`
 	// ListenPort is the relay port on the host CID, allocated by the operator.
-	ListenPort uint32
+	ListenPort uint32 `json:"listenPort"`
 	// TargetCID is the CID of the VM offering the service (VMI status.VSOCKCID);
 	// at least vsock.MinGuestCID.
-	TargetCID uint32
+	TargetCID uint32 `json:"targetCID"`
 	// TargetPort is the vsock port the target guest listens on.
-	TargetPort uint32
+	TargetPort uint32 `json:"targetPort"`
 	// AllowedCIDs are the source CIDs allowed to connect: the VMs selected by
 	// the same attachment. Any other CID is denied.
-	AllowedCIDs []uint32
+	AllowedCIDs []uint32 `json:"allowedCIDs"`
 	// MaxConns caps the route's concurrent connections; further connections
 	// are refused and counted. 0 means Options.DefaultMaxConns.
-	MaxConns int
+	MaxConns int `json:"maxConns,omitempty"`
 }
 
 // String returns "<namespace>/<name>/<service>:<listen port>".
