@@ -67,14 +67,25 @@ type Syncer interface {
 	Status() []Status
 }
 
-// Server serves a Syncer over HTTP (GroupsPath, StatusPath) on a UNIX
+// Server serves a Syncer over HTTP (GroupsPath, StatusPath), and
+// optionally a relay (RelayPath, MetricsPath), on a UNIX
 // socket: the long-lived half of vsock mode Sibling's backend, in a pod of
 // its own so that an agent restart (a new agent image) leaves the
 // vhost-device-vsock processes and the guests' connections alone. It needs
 // no Kubernetes client. Create it with NewServer.
 type Server struct {
-	// Supervisor runs the groups.
+	// Supervisor runs the groups; nil: the server runs no Sibling groups
+	// (GroupsPath answers 404, StatusPath reports none).
 	Supervisor Syncer
+	// Relay, when set, is served on RelayPath (relay.go): vsock mode
+	// Relay's relay in this process, so that an agent restart leaves its
+	// listeners and relayed connections alone.
+	Relay RelayServer
+	// RelayEmulation is vsock.EmulationNote of the relay's transport,
+	// reported in RelayReport.Emulation ("" for AF_VSOCK).
+	RelayEmulation string
+	// Metrics, when set, is served on MetricsPath (the relay's metrics).
+	Metrics http.Handler
 	// SocketDir, when set, is the one directory every VM's Socket and
 	// UDSPath must be directly in: a client cannot make the backend bind
 	// or remove a file anywhere else (nor the server's own socket).
@@ -105,7 +116,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.current())
 	})
-	mux.HandleFunc("PUT "+GroupsPath, s.putGroups)
+	if s.Supervisor != nil {
+		mux.HandleFunc("PUT "+GroupsPath, s.putGroups)
+	}
+	s.relayHandlers(mux)
 	return mux
 }
 
@@ -150,7 +164,9 @@ func (s *Server) checkPaths(groups []Group) error {
 
 func (s *Server) current() Report {
 	rep := s.report
-	rep.Groups = s.Supervisor.Status()
+	if s.Supervisor != nil {
+		rep.Groups = s.Supervisor.Status()
+	}
 	if rep.Groups == nil {
 		rep.Groups = []Status{}
 	}
@@ -170,7 +186,10 @@ const ControlSocketName = "control.sock"
 // Serve listens on the UNIX socket path (a stale socket there is replaced;
 // anything else there is an error), gives it mode (e.g. 0660: the socket's
 // group, the agent's supplementary group, may connect) and serves Handler
-// until ctx ends, then closes the listener and removes the socket. Errors:
+// until ctx ends, then closes the listener and removes the socket, and
+// closes the Relay when it is an io.Closer (*relay.Relay is): its listeners
+// go and every relayed connection ends at once (EOF or reset at the
+// guests), so a stopped backend leaves no relayed connection hanging. Errors:
 // path cannot be bound or chmodded, or the server fails.
 func (s *Server) Serve(ctx context.Context, path string, mode os.FileMode) error {
 	if st, err := os.Lstat(path); err == nil {
@@ -204,6 +223,7 @@ func (s *Server) Serve(ctx context.Context, path string, mode os.FileMode) error
 	s.Log.Info("Serving the vsock backend", "socket", path, "bootID", s.report.BootID, "version", s.report.Version)
 	err = srv.Serve(l)
 	close(done)
+	s.closeRelay()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
