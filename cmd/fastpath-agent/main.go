@@ -52,21 +52,23 @@ func run(o Options) error {
 	if err != nil {
 		return err
 	}
-	rl, err := newRelay(mgr, o, transport)
+	changes, wake := newWake(o.NodeName)
+	rl, closeRelay, err := newRelay(mgr, o, transport, wake)
 	if err != nil {
 		return err
 	}
-	defer rl.Close()
+	defer closeRelay()
 	ovs := ovsdb.NewConn(o.Datapath.OVSSocket, ctrl.Log.WithName("ovsdb"))
 	defer ovs.Close()
 	r := newReconciler(o, ovs, rl, transport, cni)
+	r.SiblingChanges = changes
 	if o.DevicePlugins.Dir != "" {
 		dp := newDevicePlugins(o.DevicePlugins.Dir)
 		defer dp.Stop()
 		r.DevicePlugins, r.MacvtapLaunchers = dp, newMacvtapLaunchers(mgr, o)
 	}
 	if o.Sibling.Enabled() {
-		stop, err := newSiblings(mgr, o, r)
+		stop, err := newSiblings(mgr, o, r, wake)
 		if err != nil {
 			return err
 		}

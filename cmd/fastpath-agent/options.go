@@ -103,6 +103,14 @@ type RelayOptions struct {
 	// connections, bytes (--relay-vsock-buffer-size;
 	// vsock.AFVSockTransport.BufferSize); 0 keeps the kernel's 256 KiB.
 	VsockBufferSize uint64
+	// BackendSocket is the control socket of the vsock backend process
+	// (--relay-backend-socket, cmd/fastpath-vsock-backend --relay), which
+	// runs the relay instead of the agent, so that an agent restart keeps
+	// its listeners and relayed connections; "" runs the relay in the
+	// agent. With it the agent opens no vsock socket: Transport must name
+	// the backend's transport (the agent's status describes it), and
+	// VsockBufferSize and Limits are the backend's flags, unused here.
+	BackendSocket string
 	// Limits are the relay's limits from the --relay-* flags; 0 in
 	// MaxTotalConns, MaxConnsPerNamespace and BufferBudget means "from
 	// --memory-limit" (relayOptions).
@@ -192,12 +200,7 @@ func NewOptions() Options {
 		},
 		Relay: RelayOptions{
 			Transport: "vsock",
-			Limits: relay.Options{
-				MaxConnsPerCID:   relay.DefaultMaxConnsPerCID,
-				DefaultMaxConns:  relay.DefaultMaxConns,
-				IdleTimeout:      relay.DefaultIdleTimeout,
-				HalfCloseTimeout: relay.DefaultHalfCloseTimeout,
-			},
+			Limits:    relay.DefaultLimitFlags(),
 		},
 		Sibling: SiblingOptions{
 			SocketDir:             fastpathv1alpha1.SiblingSocketDir,
@@ -255,16 +258,10 @@ func (o *DatapathOptions) addFlags(fs *flag.FlagSet) {
 }
 
 func (o *RelayOptions) addFlags(fs *flag.FlagSet) {
-	l := &o.Limits
-	fs.IntVar(&l.MaxTotalConns, "relay-max-conns", l.MaxTotalConns, fmt.Sprintf("vsock relay: connections over all routes (0: half of --memory-limit at %d KiB each, at most %d).", relay.ConnMemoryEstimate>>10, relay.DefaultMaxTotalConns))
-	fs.IntVar(&l.MaxConnsPerNamespace, "relay-max-conns-per-namespace", l.MaxConnsPerNamespace, "vsock relay: the connections of one namespace's routes (0: a quarter of --relay-max-conns' derived value).")
-	fs.Int64Var(&l.BufferBudget, "relay-buffer-budget", l.BufferBudget, fmt.Sprintf("vsock relay: bytes of %d KiB copy buffers lent to busy connections at once (0: a quarter of --memory-limit, or %d MiB when it is unknown).", relay.DefaultBufferSize>>10, relay.DefaultBufferBudget>>20))
-	fs.IntVar(&l.MaxConnsPerCID, "relay-max-conns-per-cid", l.MaxConnsPerCID, "vsock relay: one source guest's connections over all routes.")
-	fs.IntVar(&l.DefaultMaxConns, "relay-max-conns-per-route", l.DefaultMaxConns, "vsock relay: one route's connections.")
-	fs.DurationVar(&l.IdleTimeout, "relay-idle-timeout", l.IdleTimeout, "vsock relay: close a connection without payload for this long (negative: never).")
-	fs.DurationVar(&l.HalfCloseTimeout, "relay-half-close-timeout", l.HalfCloseTimeout, "vsock relay: close a connection this long after one direction ended (negative: never).")
+	relay.AddLimitFlags(fs, &o.Limits)
 	fs.Uint64Var(&o.VsockBufferSize, "relay-vsock-buffer-size", o.VsockBufferSize, "vsock relay: receive buffer of its AF_VSOCK connections in bytes, the window a guest may send before the relay reads (0: the kernel's, 256 KiB); also what the kernel may hold per connection and direction when a target stops reading. Not for --vsock-transport unix:<dir>.")
 	fs.StringVar(&o.Transport, "vsock-transport", o.Transport, "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
+	fs.StringVar(&o.BackendSocket, "relay-backend-socket", o.BackendSocket, "vsock relay through the vsock backend process (fastpath-vsock-backend --relay): the UNIX socket it serves; the agent sends it the routes and reads its listeners and limits, so an agent restart keeps the relayed connections. --vsock-transport must then be the backend's; the other --relay-* flags are the backend's. \"\": the relay runs in the agent.")
 }
 
 func (o *SiblingOptions) addFlags(fs *flag.FlagSet) {
@@ -319,6 +316,9 @@ func (o Options) Validate() error {
 	}
 	if _, _, err := o.Relay.transport(); err != nil {
 		return err
+	}
+	if p := o.Relay.BackendSocket; p != "" && (!filepath.IsAbs(p) || len(p) >= 108) {
+		return fmt.Errorf("--relay-backend-socket %q must be an absolute path under 108 bytes (a UNIX socket)", p)
 	}
 	if n := o.DevicePlugins.MacvtapDevices; n < 1 || n > maxMacvtapDevices {
 		return fmt.Errorf("--macvtap-devices %d is out of range: must be 1-%d", n, maxMacvtapDevices)
@@ -376,48 +376,23 @@ func (o DHCPOptions) serverID() (netip.Addr, error) {
 	return a, nil
 }
 
-// transport turns --vsock-transport into a transport (parseTransport).
+// transport turns --vsock-transport into a transport (parseTransport)
+// with --relay-vsock-buffer-size.
 func (o RelayOptions) transport() (t vsock.Transport, emulatedRoot string, err error) {
-	t, emulatedRoot, err = parseTransport(o.Transport)
-	if af, ok := t.(vsock.AFVSockTransport); ok {
-		af.BufferSize = o.VsockBufferSize
-		t = af
-	}
-	return t, emulatedRoot, err
+	return vsock.ParseTransport(o.Transport, o.VsockBufferSize)
 }
 
-// parseTransport turns --vsock-transport into a transport: "vsock" is
-// AF_VSOCK on the host CID; "unix:<dir>" is the UNIX-socket emulation rooted
-// at dir (returned as emulatedRoot).
+// parseTransport turns --vsock-transport into a transport
+// (vsock.ParseTransport): "vsock" is AF_VSOCK on the host CID; "unix:<dir>"
+// is the UNIX-socket emulation rooted at dir (returned as emulatedRoot).
 func parseTransport(s string) (t vsock.Transport, emulatedRoot string, err error) {
-	switch {
-	case s == "vsock":
-		return vsock.AFVSockTransport{}, "", nil
-	case strings.HasPrefix(s, "unix:") && len(s) > len("unix:"):
-		root, err := filepath.Abs(strings.TrimPrefix(s, "unix:"))
-		if err != nil {
-			return nil, "", fmt.Errorf("failed to resolve --vsock-transport directory %s: %w", s, err)
-		}
-		return vsock.NewUnixTransport(root, vsock.HostCID), root, nil
-	default:
-		return nil, "", fmt.Errorf("--vsock-transport %q must be \"vsock\" or \"unix:<dir>\"", s)
-	}
+	return vsock.ParseTransport(s, 0)
 }
 
 // relayOptions fills the relay limits left at 0 in flags from memoryLimit
-// (relay.BudgetsForMemory); a limit set by flag stays.
+// (relay.OptionsForMemory); a limit set by flag stays.
 func relayOptions(flags relay.Options, memoryLimit int64) relay.Options {
-	b := relay.BudgetsForMemory(memoryLimit)
-	if flags.MaxTotalConns == 0 {
-		flags.MaxTotalConns = b.MaxTotalConns
-	}
-	if flags.MaxConnsPerNamespace == 0 {
-		flags.MaxConnsPerNamespace = b.MaxConnsPerNamespace
-	}
-	if flags.BufferBudget == 0 {
-		flags.BufferBudget = b.BufferBudget
-	}
-	return flags
+	return relay.OptionsForMemory(flags, memoryLimit)
 }
 
 // envInt64 is the integer in $name, or 0 when it is unset or not one.

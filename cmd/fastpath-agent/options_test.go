@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ var todaysDefaults = Options{
 	Serving:       ServingOptions{Metrics: metricsauth.Flags{BindAddress: ":9443", Secure: true}, HealthProbeBindAddress: ":9091", CgroupRoot: "/sys/fs/cgroup"},
 }
 
-// agentFlags are the flags of fastpath-agent: 35 of its own and the three
+// agentFlags are the flags of fastpath-agent: 36 of its own and the three
 // of metricsauth (zap's flags and controller-runtime's --kubeconfig come on
 // top). The chart, config/default and the harness pass them by these names.
 var agentFlags = []string{
@@ -46,7 +47,7 @@ var agentFlags = []string{
 	"dev-dir", "device-plugin-dir", "dhcp", "dhcp-server-id", "health-probe-bind-address", "host-cpu-bind-address",
 	"install-cni", "macvtap-devices", "memory-limit", "metrics-bind-address", "metrics-cert-dir",
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
-	"relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
+	"relay-backend-socket", "relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
 	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route", "relay-vsock-buffer-size",
 	"resync-period", "sibling-backend-socket", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
 	"sibling-socket-dir", "tune-sysctls", "vhost-device-vsock", "vsock-transport",
@@ -111,6 +112,11 @@ func TestValidate(t *testing.T) {
 		{"DHCP off: server ID unread", func(o *Options) { o.DHCP.Enabled, o.DHCP.ServerID = false, "x" }, ""},
 		{"vsock transport", func(o *Options) { o.Relay.Transport = "tcp" }, `--vsock-transport "tcp" must be "vsock" or "unix:<dir>"`},
 		{"emulated vsock transport", func(o *Options) { o.Relay.Transport = "unix:/run/x" }, ""},
+		{"relay backend socket", func(o *Options) { o.Relay.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock" }, ""},
+		{"relative relay backend socket", func(o *Options) { o.Relay.BackendSocket = "backend/control.sock" },
+			`--relay-backend-socket "backend/control.sock" must be an absolute path under 108 bytes`},
+		{"long relay backend socket", func(o *Options) { o.Relay.BackendSocket = "/" + strings.Repeat("x", 107) },
+			"must be an absolute path under 108 bytes (a UNIX socket)"},
 		{"no macvtap devices", func(o *Options) { o.DevicePlugins.MacvtapDevices = 0 }, "--macvtap-devices 0 is out of range: must be 1-8192"},
 		{"too many macvtap devices", func(o *Options) { o.DevicePlugins.MacvtapDevices = 8193 }, "--macvtap-devices 8193 is out of range: must be 1-8192"},
 		{"most macvtap devices", func(o *Options) { o.DevicePlugins.MacvtapDevices = 8192 }, ""},

@@ -157,36 +157,63 @@ func newManager(o Options) (ctrl.Manager, error) {
 }
 
 // newRelay sets the Go soft memory limit to 90% of --memory-limit (unless
-// $GOMEMLIMIT is set) and creates the vsock sibling relay with the limits
-// of relayOptions; the manager closes it when it stops, and so must the
-// caller.
-func newRelay(mgr ctrl.Manager, o Options, transport vsock.Transport) (*relay.Relay, error) {
+// $GOMEMLIMIT is set) and returns the vsock sibling relay: with
+// --relay-backend-socket a client of the vsock backend process's relay,
+// polled by mgr's runnable, which calls wake when the backend's relay
+// changes or restarts (the relay's listeners and connections outlive this
+// agent); else a relay in this process with the limits of relayOptions,
+// which the manager closes when it stops, and so must the caller (closer).
+func newRelay(mgr ctrl.Manager, o Options, transport vsock.Transport, wake func()) (rl agent.RelayProgrammer, closer func() error, err error) {
 	if o.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(o.MemoryLimit / 10 * 9)
+	}
+	if o.Relay.BackendSocket != "" {
+		c := backend.NewRelayClient(o.Relay.BackendSocket, vsock.EmulationNote(transport))
+		c.OnChange, c.Log = wake, ctrl.Log.WithName("vsock-backend-relay")
+		if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {
+			return nil, nil, fmt.Errorf("failed to add the vsock backend relay client to the manager: %w", err)
+		}
+		setupLog.Info("vsock relay runs in the vsock backend process", "socket", o.Relay.BackendSocket, "transport", o.Relay.Transport,
+			"pollInterval", backend.DefaultPollInterval)
+		return c, func() error { return nil }, nil
 	}
 	ropts := relayOptions(o.Relay.Limits, o.MemoryLimit)
 	setupLog.Info("vsock relay limits", "memoryLimit", o.MemoryLimit, "goMemLimit", debug.SetMemoryLimit(-1),
 		"maxConns", ropts.MaxTotalConns, "maxConnsPerNamespace", ropts.MaxConnsPerNamespace, "bufferBudget", ropts.BufferBudget)
 	ropts.Transport, ropts.Registerer, ropts.Logger = transport, ctrlmetrics.Registry, ctrl.Log.WithName("relay")
-	rl, err := relay.New(ropts)
+	r, err := relay.New(ropts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Close the relay's listeners and connections when the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
-		return rl.Close()
+		return r.Close()
 	})); err != nil {
-		_ = rl.Close()
-		return nil, fmt.Errorf("failed to add the relay to the manager: %w", err)
+		_ = r.Close()
+		return nil, nil, fmt.Errorf("failed to add the relay to the manager: %w", err)
 	}
-	return rl, nil
+	return r, r.Close, nil
+}
+
+// newWake returns the channel that wakes the node reconciler
+// (Reconciler.SiblingChanges) and the function that sends on it without
+// blocking: the Sibling supervisor or backend client and the relay's
+// backend client call it when what they run changed.
+func newWake(node string) (chan event.GenericEvent, func()) {
+	changes := make(chan event.GenericEvent, 1)
+	return changes, func() {
+		select {
+		case changes <- event.GenericEvent{Object: &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
+		default: // a wake-up is already queued
+		}
+	}
 }
 
 // newReconciler returns the node reconciler with what every node has: the
 // probe and the bridges over ovs, the relay, the sysctl tuner and the CNI
 // check. run adds the optional parts (device plugins, Sibling, DHCP).
-func newReconciler(o Options, ovs *ovsdb.Conn, rl *relay.Relay, transport vsock.Transport, cni *cniinstall.Installer) *agent.Reconciler {
+func newReconciler(o Options, ovs *ovsdb.Conn, rl agent.RelayProgrammer, transport vsock.Transport, cni *cniinstall.Installer) *agent.Reconciler {
 	return &agent.Reconciler{
 		NodeName:        o.NodeName,
 		Prober:          &probe.Host{OVS: ovs, DevDir: o.Datapath.DevDir},
@@ -207,21 +234,13 @@ func newDevicePlugins(dir string) *deviceplugin.Manager {
 	return &deviceplugin.Manager{Dir: dir, KubeletSocket: filepath.Join(dir, "kubelet.sock"), Log: ctrl.Log.WithName("device-plugin")}
 }
 
-// newSiblings enables vsock mode Sibling on r, whose changes wake r up: with
+// newSiblings enables vsock mode Sibling on r, whose changes call wake: with
 // --sibling-backend-socket a client of the backend pod, polled by mgr's
 // runnable (the backend outlives this agent; r learns its version from it),
 // else a supervisor of --vhost-device-vsock in this process, after asking
 // it for its version. The caller calls stop when it returns (it stops the
 // in-process supervisor's processes; the backend pod's stay).
-func newSiblings(mgr ctrl.Manager, o Options, r *agent.Reconciler) (stop func(), err error) {
-	changes := make(chan event.GenericEvent, 1)
-	wake := func() {
-		select {
-		case changes <- event.GenericEvent{Object: &fastpathv1alpha1.FastPathNode{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName}}}:
-		default: // a wake-up is already queued
-		}
-	}
-	r.SiblingChanges = changes
+func newSiblings(mgr ctrl.Manager, o Options, r *agent.Reconciler, wake func()) (stop func(), err error) {
 	r.SiblingMaxGroups, r.SiblingMaxGroupsPerNamespace = o.Sibling.MaxGroups, o.Sibling.MaxGroupsPerNamespace
 	if o.Sibling.BackendSocket != "" {
 		c := backend.NewClient(o.Sibling.BackendSocket)

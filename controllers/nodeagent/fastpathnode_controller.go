@@ -48,13 +48,18 @@ type BridgeManager interface {
 	RemoveUnused(ctx context.Context, name string, datapath fastpathv1alpha1.Datapath) error
 }
 
-// RelayProgrammer is the vsock sibling relay; *relay.Relay is the real one.
+// RelayProgrammer is the vsock sibling relay: a *relay.Relay in the agent,
+// or a *backend.RelayClient of the relay in the vsock backend process
+// (fastpath-agent --relay-backend-socket), which answers Listeners and
+// Limits from the backend's last reply.
 type RelayProgrammer interface {
-	// Update makes the relay serve exactly routes.
+	// Update makes the relay serve exactly routes; its error (a route
+	// refused, the backend unreachable) is VSOCKRelayReady's.
 	Update(routes []relay.Route) error
 	// Listeners returns the open listeners.
 	Listeners() []relay.ListenerStatus
-	// Limits returns the relay's limits.
+	// Limits returns the relay's limits; the zero Limits when it cannot
+	// tell (status.relayLimits is then left out).
 	Limits() relay.Limits
 }
 
@@ -176,7 +181,9 @@ type Reconciler struct {
 	// DefaultSiblingMaxGroups / DefaultSiblingMaxGroupsPerNamespace.
 	SiblingMaxGroups, SiblingMaxGroupsPerNamespace int
 	// SiblingChanges, when set, wakes the reconciler (SetupWithManager
-	// watches it): the supervisor sends on it when a process starts or exits.
+	// watches it): the Sibling supervisor sends on it when a process starts
+	// or exits, the clients of the vsock backend when what it reports (its
+	// groups, its relay) changes or it restarts.
 	SiblingChanges <-chan event.GenericEvent
 	// AgentVersion is written to status.agentVersion.
 	AgentVersion string

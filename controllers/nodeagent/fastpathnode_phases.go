@@ -14,6 +14,7 @@ import (
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/datapath/bridge"
 	"github.com/fastpath-io/fastpath/internal/node/deviceplugin"
+	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
 // probe reports the node's capabilities.
@@ -51,14 +52,12 @@ func (r *Reconciler) tuneSysctls(ctx context.Context, s *scope) (ctrl.Result, er
 	return ctrl.Result{}, nil
 }
 
-// programRelay feeds the relay this node's routes and reads back its listeners.
+// programRelay feeds the relay this node's routes and reads back its
+// listeners and limits, after the update: a relay in the vsock backend
+// process (backend.RelayClient) knows them from its answer. A relay that
+// reports no limits (a backend that has not answered) leaves
+// status.relayLimits out; its Update error is VSOCKRelayReady's.
 func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, error) {
-	lim := r.Relay.Limits()
-	s.relayLimit = &fastpathv1alpha1.RelayLimits{
-		MaxConns: clampInt32(lim.MaxTotalConns), MaxConnsPerCID: clampInt32(lim.MaxConnsPerCID), MaxConnsPerRoute: clampInt32(lim.DefaultMaxConns),
-		MaxConnsPerNamespace: clampInt32(lim.MaxConnsPerNamespace), BufferBudgetBytes: lim.BufferBudget,
-		IdleTimeout: metav1.Duration{Duration: max(lim.IdleTimeout, 0)}, HalfCloseTimeout: metav1.Duration{Duration: max(lim.HalfCloseTimeout, 0)},
-	}
 	s.routes, s.routeProbs = RelayRoutes(s.attachments, r.NodeName)
 	serve := s.routes
 	if !s.caps.VhostVSOCK && transportNote(r.RelayTransport) == "" {
@@ -70,6 +69,13 @@ func (r *Reconciler) programRelay(ctx context.Context, s *scope) (ctrl.Result, e
 	if err := r.Relay.Update(serve); err != nil {
 		s.relayErr = err
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to program the vsock relay")
+	}
+	if lim := r.Relay.Limits(); lim != (relay.Limits{}) {
+		s.relayLimit = &fastpathv1alpha1.RelayLimits{
+			MaxConns: clampInt32(lim.MaxTotalConns), MaxConnsPerCID: clampInt32(lim.MaxConnsPerCID), MaxConnsPerRoute: clampInt32(lim.DefaultMaxConns),
+			MaxConnsPerNamespace: clampInt32(lim.MaxConnsPerNamespace), BufferBudgetBytes: lim.BufferBudget,
+			IdleTimeout: metav1.Duration{Duration: max(lim.IdleTimeout, 0)}, HalfCloseTimeout: metav1.Duration{Duration: max(lim.HalfCloseTimeout, 0)},
+		}
 	}
 	for _, l := range r.Relay.Listeners() {
 		ls := fastpathv1alpha1.RelayListenerStatus{

@@ -2,7 +2,10 @@ package vsock
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 )
 
 // Transport opens vsock-like stream connections. Implementations:
@@ -35,4 +38,25 @@ func EmulationNote(t Transport) string {
 		return e.EmulationNote()
 	}
 	return ""
+}
+
+// ParseTransport turns the value of a --vsock-transport flag (the node
+// agent's and the vsock backend's) into the host's transport: "vsock" is
+// AF_VSOCK on the host CID (AFVSockTransport, its receive buffer bufferSize
+// bytes, 0 the kernel's); "unix:<dir>" is the UNIX-socket EMULATION rooted
+// at dir (UnixTransport of HostCID), returned as emulatedRoot (absolute).
+// Errors name the flag and the values it accepts.
+func ParseTransport(s string, bufferSize uint64) (t Transport, emulatedRoot string, err error) {
+	switch {
+	case s == "vsock":
+		return AFVSockTransport{BufferSize: bufferSize}, "", nil
+	case strings.HasPrefix(s, "unix:") && len(s) > len("unix:"):
+		root, err := filepath.Abs(strings.TrimPrefix(s, "unix:"))
+		if err != nil {
+			return nil, "", fmt.Errorf("failed to resolve --vsock-transport directory %s: %w", s, err)
+		}
+		return NewUnixTransport(root, HostCID), root, nil
+	default:
+		return nil, "", fmt.Errorf("--vsock-transport %q must be \"vsock\" or \"unix:<dir>\"", s)
+	}
 }
