@@ -98,3 +98,51 @@ func TestChartVsockBackend(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring("agent.sibling.backend.uid and .gid must be above 0"))
 }
+
+// TestChartVsockBackendRelay: with agent.relay.backend.enabled the backend
+// DaemonSet runs the relay (--relay on AF_VSOCK), with or without Sibling,
+// still OnDelete, non-root, with no capability and no host network (AF_VSOCK
+// needs neither for the relay's ports, >= 1024), its limits from its own
+// memory limit when one is set; the agent gets --relay-backend-socket, the
+// backend's group and its socket directory, and no capability for it. Off,
+// the relay stays in the agent.
+func TestChartVsockBackendRelay(t *testing.T) {
+	g := NewWithT(t)
+	off := daemonSets(t)
+	g.Expect(strings.Join(off["fastpath-agent"].Spec.Template.Spec.Containers[0].Args, " ")).NotTo(ContainSubstring("--relay-backend-socket"))
+
+	dss := daemonSets(t, "agent.relay.backend.enabled=true", "agent.relay.maxConnsPerNamespace=50")
+	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
+	ds := dss["fastpath-vsock-backend"]
+	g.Expect(ds.Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteDaemonSetStrategyType), "an agent rollout and helm upgrade must not restart it")
+	ps := ds.Spec.Template.Spec
+	g.Expect(ps.HostNetwork).To(BeFalse())
+	g.Expect(*ps.SecurityContext.RunAsUser).To(Equal(int64(65532)))
+	c := ps.Containers[0]
+	g.Expect(c.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=", "--relay", "--vsock-transport=vsock",
+		"--relay-max-conns-per-namespace=50"}), "relay only: no vhost-device-vsock")
+	g.Expect(c.SecurityContext.Capabilities).To(Equal(&corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}))
+	g.Expect(c.Env).To(BeEmpty(), "no memory limit: the relay's defaults")
+	g.Expect(c.LivenessProbe).To(BeNil(), "a restart would reset every relayed connection")
+
+	agent := dss["fastpath-agent"].Spec.Template.Spec
+	args := agent.Containers[0].Args
+	g.Expect(args).To(ContainElement("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+	g.Expect(args).To(ContainElement("--vsock-transport=vsock"), "the agent's status describes the backend's transport")
+	g.Expect(strings.Join(args, " ")).NotTo(ContainSubstring("--relay-max-conns-per-namespace"), "the backend's flag now")
+	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))
+	g.Expect(agent.Containers[0].SecurityContext.Capabilities.Add).To(Equal([]corev1.Capability{"NET_ADMIN", "NET_RAW"}), "no FOWNER without Sibling")
+	g.Expect(agent.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "vsock-backend", MountPath: "/var/run/fastpath/vsock/backend"}))
+	g.Expect(agent.Volumes).To(ContainElement(corev1.Volume{Name: "vsock-backend", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: "/var/run/fastpath/vsock/backend", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}))
+
+	// With Sibling: one backend runs both; with a memory limit the relay's
+	// caps follow from it.
+	dss = daemonSets(t, "agent.relay.backend.enabled=true", "agent.sibling.enabled=true", "agent.sibling.backend.resources.limits.memory=256Mi")
+	c = dss["fastpath-vsock-backend"].Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=/usr/local/bin/vhost-device-vsock", "--relay", "--vsock-transport=vsock"}))
+	g.Expect(c.Env).To(Equal([]corev1.EnvVar{{Name: "FASTPATH_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}}))
+	agent = dss["fastpath-agent"].Spec.Template.Spec
+	g.Expect(agent.Containers[0].Args).To(ContainElements("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock",
+		"--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+}
