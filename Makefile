@@ -185,7 +185,7 @@ test: setup build vet verify ## Run every test: unit, envtest, datapath (root), 
 
 .PHONY: soak
 soak: setup-core build ## Fault-injection soak: SIGKILLed plugin, operator and agent, restarted kube-apiserver; summary per part, exit 1 on any loss (root; SOAK_FLAGS).
-	$(DEV) soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent $(SOAK_FLAGS)
+	$(DEV) soak --plugin $(BIN)/fastpath --operator $(BIN)/fastpath-operator --agent $(BIN)/fastpath-agent --vsock-backend $(BIN)/fastpath-vsock-backend $(SOAK_FLAGS)
 
 .PHONY: e2e
 e2e: setup-core$(if $(FASTPATH_GUESTS),+guests+vsock,) build ## Run the e2e suite (embedded local environment, or KUBECONFIG's cluster). FASTPATH_GUESTS=qemu for real VMs.

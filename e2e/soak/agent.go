@@ -8,9 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,6 +31,11 @@ import (
 type AgentOptions struct {
 	// Binary is the path of fastpath-agent; Plugin the CNI binary it installs.
 	Binary, Plugin string
+	// Backend is the path of fastpath-vsock-backend, which runs the vsock
+	// relay (--relay) as a process of its own, as user backendUID, so that
+	// the agent's kills leave the relayed connections alone (the agent gets
+	// --relay-backend-socket). Required.
+	Backend string
 	// Rounds of bridge creation and relaying, each with kills; default 4.
 	Rounds int
 	// StreamKills is the number of agent kills of the streams phase, after
@@ -44,10 +51,16 @@ type AgentOptions struct {
 	Seed     uint64
 	Deadline time.Time
 	Log      logr.Logger
-	// WorkDir holds the kubeconfig, the agent's log, the CNI directory and
-	// the emulated vsock sockets.
+	// WorkDir holds the kubeconfig, the agent's and the backend's logs and
+	// the CNI directory. The emulated vsock sockets and the backend's socket
+	// directory are in a directory of their own under $TMPDIR, which the
+	// backend's user can reach.
 	WorkDir string
 }
+
+// backendUID is the user (and group) the vsock backend runs as, as in the
+// chart.
+const backendUID = 65532
 
 // Emulated vsock addresses of the agent part (CIDs of VMs are >= 3).
 const (
@@ -68,14 +81,19 @@ type agentRun struct {
 	t       *tally
 	rng     *rand.Rand
 	agent   *process
+	backend *process
 	vsockFS string
-	bridges []string // every bridge the part asked for
-	prefix  string
+	// backendSocket is the backend's control socket.
+	backendSocket string
+	bridges       []string // every bridge the part asked for
+	prefix        string
 }
 
 // RunAgent runs the agent part on an embedded control plane with
-// fastpath-agent as a separate process whose vsock relay uses the UNIX-socket
-// EMULATION of AF_VSOCK (vsock.UnixTransport; nothing touches /dev/vsock).
+// fastpath-agent as a separate process whose vsock relay runs in
+// fastpath-vsock-backend, a process of its own (user 65532) that the part
+// never kills, over the UNIX-socket EMULATION of AF_VSOCK
+// (vsock.UnixTransport; nothing touches /dev/vsock).
 // One attachment's status routes relay port 20001 to an echo server at
 // emulated CID 100, allowing CID 101. Each round (a cycle) first creates
 // attachments wanting o.Bridges new Linux bridges and SIGKILLs the agent at
@@ -96,6 +114,9 @@ func RunAgent(ctx context.Context, o AgentOptions) ([]Summary, error) {
 	if o.Bridges <= 0 {
 		o.Bridges = 3
 	}
+	if o.Backend == "" {
+		return nil, fmt.Errorf("the agent part needs fastpath-vsock-backend (AgentOptions.Backend), which runs its relay")
+	}
 	start := time.Now()
 	if o.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "fastpath-soak-agent-")
@@ -114,12 +135,23 @@ func RunAgent(ctx context.Context, o AgentOptions) ([]Summary, error) {
 			o.Log.Error(err, "Failed to stop the control plane")
 		}
 	}()
+	// The backend's user must reach the emulation and its socket directory:
+	// not below WorkDir, which may be a test's 0700 directory.
+	shared, err := os.MkdirTemp("", "fastpath-soak-vsock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(shared)
 	r := &agentRun{o: o, cl: cl, t: &tally{s: Summary{Part: "agent"}, logf: func(f string, a ...any) { o.Log.Info(fmt.Sprintf(f, a...)) }},
-		rng: rand.New(rand.NewPCG(o.Seed, 5)), vsockFS: filepath.Join(o.WorkDir, "vsock"), prefix: fmt.Sprintf("fpsa%d", os.Getpid()%10000)}
+		rng: rand.New(rand.NewPCG(o.Seed, 5)), vsockFS: filepath.Join(shared, "vsock"), prefix: fmt.Sprintf("fpsa%d", os.Getpid()%10000)}
 	defer r.deleteBridges()
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.startBackend(shared); err != nil {
+		return nil, err
+	}
+	defer r.backend.kill()
 	stopEcho, err := r.echoServer()
 	if err != nil {
 		return nil, err
@@ -127,8 +159,8 @@ func RunAgent(ctx context.Context, o AgentOptions) ([]Summary, error) {
 	defer stopEcho()
 	cniDir := filepath.Join(o.WorkDir, "cni-bin")
 	r.agent = &process{path: o.Binary, env: []string{"KUBECONFIG=" + cl.kubeconfig}, logPath: filepath.Join(o.WorkDir, "agent.log"),
-		args: []string{"--node-name=" + agentNode, "--vsock-transport=unix:" + r.vsockFS, "--cni-bin-dir=" + cniDir,
-			"--cni-bin-source=" + o.Plugin, "--metrics-bind-address=0", "--health-probe-bind-address=0"}}
+		args: []string{"--node-name=" + agentNode, "--vsock-transport=unix:" + r.vsockFS, "--relay-backend-socket=" + r.backendSocket,
+			"--cni-bin-dir=" + cniDir, "--cni-bin-source=" + o.Plugin, "--metrics-bind-address=0", "--health-probe-bind-address=0"}}
 	if err := r.agent.start(); err != nil {
 		return nil, err
 	}
@@ -162,7 +194,10 @@ func RunAgent(ctx context.Context, o AgentOptions) ([]Summary, error) {
 	s := r.t.summary()
 	s.Duration = time.Since(start)
 	s.Notes = append(s.Notes, fmt.Sprintf("%d agent kills", kills), fmt.Sprintf("%d bridges", len(r.bridges)),
-		"vsock EMULATED over UNIX sockets")
+		"vsock EMULATED over UNIX sockets; the relay runs in fastpath-vsock-backend, never killed")
+	if !r.backend.running() {
+		s.Problems = append(s.Problems, "the vsock backend exited during the rounds (see backend.log)")
+	}
 	out := []Summary{s}
 	if o.StreamKills > 0 {
 		ss, err := r.runStreams(ctx)
@@ -202,11 +237,53 @@ func (r *agentRun) setup(ctx context.Context) error {
 	return nil
 }
 
+// startBackend prepares the backend's socket directory and the emulation's
+// root under shared for user backendUID and starts fastpath-vsock-backend
+// --relay there, waiting until its control socket exists.
+func (r *agentRun) startBackend(shared string) error {
+	if err := os.Chmod(shared, 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(r.vsockFS, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(r.vsockFS, 0o777); err != nil { // past the umask
+		return err
+	}
+	dir := filepath.Join(shared, "backend")
+	r.backendSocket = filepath.Join(dir, "control.sock")
+	if out, err := exec.Command(r.o.Backend, "--socket-dir="+dir, "--prepare-socket-dir").CombinedOutput(); err != nil {
+		return fmt.Errorf("failed to prepare the vsock backend's socket directory: %v: %s", err, out)
+	}
+	r.backend = &process{path: r.o.Backend, logPath: filepath.Join(r.o.WorkDir, "backend.log"),
+		cred: &syscall.Credential{Uid: backendUID, Gid: backendUID, Groups: []uint32{}},
+		args: []string{"--socket-dir=" + dir, "--vhost-device-vsock=", "--relay", "--vsock-transport=unix:" + r.vsockFS}}
+	if err := r.backend.start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(agentPhaseWait)
+	for {
+		if _, err := os.Stat(r.backendSocket); err == nil {
+			return nil
+		}
+		if !r.backend.running() || time.Now().After(deadline) {
+			return fmt.Errorf("the vsock backend did not serve %s (see %s)", r.backendSocket, r.backend.logPath)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // echoServer listens at (targetCID, targetPort) and echoes every stream.
 func (r *agentRun) echoServer() (stop func(), err error) {
-	ln, err := vsock.NewUnixTransport(r.vsockFS, targetCID).Listen(targetPort)
+	tr := vsock.NewUnixTransport(r.vsockFS, targetCID)
+	ln, err := tr.Listen(targetPort)
 	if err != nil {
 		return nil, fmt.Errorf("failed to listen as the emulated guest: %w", err)
+	}
+	// The relay dials it as the backend's user.
+	if err := os.Chmod(tr.SocketPath(targetCID, targetPort), 0o777); err != nil {
+		ln.Close()
+		return nil, err
 	}
 	go func() {
 		for {
@@ -259,8 +336,9 @@ func (r *agentRun) waitRelay(ctx context.Context) error {
 }
 
 // relayRound streams from the allowed CID, kills the agent while bytes
-// flow, restarts it and checks that the route comes back for the allowed
-// CID and stays refused for another.
+// flow, restarts it and checks that the route is still served for the
+// allowed CID and stays refused for another (the relay lives in the
+// backend; the streams phase checks the stream itself across kills).
 func (r *agentRun) relayRound(ctx context.Context) (int, error) {
 	// The bridge round's kill must not have lost the route either.
 	if err := r.waitRelay(ctx); err != nil {

@@ -15,8 +15,11 @@ type process struct {
 	args    []string
 	env     []string
 	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when cmd has exited and been reaped
+	// cred, when set, runs the program as that user (the vsock backend
+	// refuses to run as root).
+	cred   *syscall.Credential
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited and been reaped
 }
 
 // start starts the program (again).
@@ -31,7 +34,7 @@ func (p *process) start() error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that a SIGINT to the soak does not reach it
 	// before the soak's own cleanup does; killed with the soak.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	// Pdeathsig fires when the THREAD that forked the program exits, not the
 	// soak: the fork happens on a thread locked for the program's lifetime.
 	// Otherwise a goroutine that locks a thread and ends without unlocking

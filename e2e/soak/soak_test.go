@@ -17,8 +17,8 @@ import (
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
 )
 
-// binDir holds the binaries TestMain built: fastpath, fastpath-operator
-// and fastpath-agent.
+// binDir holds the binaries TestMain built: fastpath, fastpath-operator,
+// fastpath-agent and fastpath-vsock-backend.
 var binDir string
 
 // TestMain builds the binaries the parts run once, runs the tests and
@@ -30,6 +30,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The agent part runs fastpath-vsock-backend as user 65532.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// The product's binaries build in the product module, with its go.mod:
 	// this module pins only what the harness imports.
 	root, err := testenv.RepoRoot()
@@ -38,10 +43,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for name, pkg := range map[string]string{
-		wellknown.PluginType:    "./cni/cmd/fastpath",
-		netconf.OVSPluginBinary: "./cni/cmd/fastpath-ovs-plugin",
-		"fastpath-operator":     "./cmd/fastpath-operator",
-		"fastpath-agent":        "./cmd/fastpath-agent",
+		wellknown.PluginType:     "./cni/cmd/fastpath",
+		netconf.OVSPluginBinary:  "./cni/cmd/fastpath-ovs-plugin",
+		"fastpath-operator":      "./cmd/fastpath-operator",
+		"fastpath-agent":         "./cmd/fastpath-agent",
+		"fastpath-vsock-backend": "./cmd/fastpath-vsock-backend",
 	} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		build.Dir = root
@@ -115,13 +121,14 @@ func TestAPIServerShort(t *testing.T) {
 // TestAgentShort is the short agent part of make test: two rounds of
 // bridge creation and relaying with an agent kill in each, then three kills
 // during the streams (a TCP connection over the fast path, relayed
-// connections).
+// connections through the relay in the vsock backend process, which must
+// carry every byte through the kills).
 func TestAgentShort(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := os.Stat("/usr/lib/cni/host-local"); err != nil {
 		t.Fatalf("Debian's host-local is needed (package containernetworking-plugins): %v", err)
 	}
-	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(wellknown.PluginType),
+	s, err := RunAgent(context.Background(), AgentOptions{Binary: bin("fastpath-agent"), Plugin: bin(wellknown.PluginType), Backend: bin("fastpath-vsock-backend"),
 		Rounds: 2, Bridges: 2, StreamKills: 3, Seed: uint64(time.Now().UnixNano()), WorkDir: t.TempDir(), Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"github.com/fastpath-io/fastpath/api/netconf"
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/api/wellknown"
-	"github.com/fastpath-io/fastpath/internal/vsock"
 )
 
 // The streams phase of the agent part (AgentOptions.StreamKills): a TCP
@@ -42,9 +41,6 @@ const (
 	streamRate = 8 << 20
 	// streamPort is the TCP port the first namespace listens on.
 	streamPort = 5201
-	// resetWithin is how soon a relayed connection must see its end after
-	// the agent is killed: later is a hang.
-	resetWithin = 2 * time.Second
 	// stallLimit is how long the TCP stream may carry nothing in a
 	// direction when checked after a restart before it counts as lost.
 	stallLimit = time.Second
@@ -100,8 +96,9 @@ func (st *streamStats) broken() error {
 }
 
 // sendFrames writes frames 0, 1, ... of direction dir to c at streamRate
-// until stop is closed or a write fails.
-func sendFrames(c net.Conn, dir byte, stop <-chan struct{}) error {
+// until stop is closed or a write fails; sent, when not nil, counts the
+// frames written whole.
+func sendFrames(c net.Conn, dir byte, stop <-chan struct{}, sent *atomic.Int64) error {
 	b := make([]byte, frameHeader+streamFrame+4)
 	start := time.Now()
 	for seq := uint64(0); ; seq++ {
@@ -113,6 +110,9 @@ func sendFrames(c net.Conn, dir byte, stop <-chan struct{}) error {
 		fillFrame(b, dir, seq)
 		if _, err := c.Write(b); err != nil {
 			return err
+		}
+		if sent != nil {
+			sent.Add(1)
 		}
 		// Pace: frame seq+1 is due at start + (seq+1)*len/streamRate.
 		due := start.Add(time.Duration(float64(seq+1) * float64(len(b)) / streamRate * float64(time.Second)))
@@ -200,7 +200,7 @@ func startTCP(nsA, nsB ns.NetNS, ipA net.IP) (*tcpStream, error) {
 		s.wg.Add(2)
 		go func() {
 			defer s.wg.Done()
-			if err := sendFrames(p.w, p.dir, s.stop); err != nil {
+			if err := sendFrames(p.w, p.dir, s.stop, nil); err != nil {
 				p.st.fail(fmt.Errorf("write: %w", err))
 			}
 		}()
@@ -224,11 +224,17 @@ func (s *tcpStream) broken() error {
 // after now, and fails saying for how long one has not. A stalled
 // connection is lost as surely as a reset one.
 func (s *tcpStream) flowing(within time.Duration) error {
+	return flowing(within, &s.ab, &s.ba)
+}
+
+// flowing waits up to within until every direction of sts has received a
+// frame after now (see tcpStream.flowing).
+func flowing(within time.Duration, sts ...*streamStats) error {
 	now := time.Now()
 	deadline := now.Add(within)
 	for {
 		stalled := ""
-		for _, st := range []*streamStats{&s.ab, &s.ba} {
+		for _, st := range sts {
 			if last := time.Unix(0, st.lastNs.Load()); last.Before(now) {
 				stalled = fmt.Sprintf("no frame for %s", time.Since(last).Round(time.Millisecond))
 				if gap := time.Since(last).Nanoseconds(); gap > st.maxGapNs.Load() {
@@ -256,42 +262,6 @@ func (s *tcpStream) close() {
 	s.wg.Wait()
 }
 
-// relayStream is one relayed connection from the allowed CID to the echo
-// server, carrying frames of direction 'v' and checking their echo.
-type relayStream struct {
-	c      net.Conn
-	echoed atomic.Int64 // frames echoed back in order and intact
-	ended  chan struct{}
-	endAt  time.Time // when the client saw the end; read after ended
-	bad    string    // an echo out of order or corrupt; read after ended
-}
-
-func (r *agentRun) startRelayStream(ctx context.Context) (*relayStream, error) {
-	c, err := vsock.NewUnixTransport(r.vsockFS, allowedCID).Dial(ctx, vsock.HostCID, relayPort)
-	if err != nil {
-		return nil, err
-	}
-	s := &relayStream{c: c, ended: make(chan struct{})}
-	go func() { _ = sendFrames(c, 'v', s.ended) }()
-	go func() {
-		defer close(s.ended)
-		got := make([]byte, frameHeader+streamFrame+4)
-		want := make([]byte, len(got))
-		for seq := uint64(0); ; seq++ {
-			if _, err := io.ReadFull(c, got); err != nil {
-				s.endAt = time.Now()
-				return
-			}
-			fillFrame(want, 'v', seq)
-			if string(got) != string(want) && s.bad == "" {
-				s.bad = fmt.Sprintf("echoed frame %d lost, reordered or corrupt: got sequence %d", seq, binary.BigEndian.Uint64(got))
-			}
-			s.echoed.Add(1)
-		}
-	}()
-	return s, nil
-}
-
 // streamsRun is the state of the streams phase.
 type streamsRun struct {
 	*agentRun
@@ -305,16 +275,24 @@ type streamsRun struct {
 	portNames []string
 }
 
+// relayStreams is the number of relayed connections the streams phase
+// keeps open through every kill.
+const relayStreams = 2
+
 // runStreams is the streams phase: it wires two network namespaces to a
 // bridge the agent made through the CNI plugin's ADD (port security on),
-// keeps a TCP connection between them streaming both ways, and SIGKILLs and
-// restarts the agent o.StreamKills times, each while a relayed connection
-// (EMULATED vsock) streams too. After each restart: the TCP connection
-// still flows, intact and in order; the datapath is as it was (datapath);
-// the relayed connection saw its end within resetWithin (a reset by design:
-// the relay lives in the agent) and echoed everything before it in order;
-// the relay serves again. The datapath is compared again just before the
-// next kill, when the restarted agent has run for a while.
+// keeps a TCP connection between them streaming both ways and relayStreams
+// relayed connections (EMULATED vsock, through the relay in the vsock
+// backend process) streaming to the echo server, and SIGKILLs and restarts
+// the agent o.StreamKills times. While the agent is down the relayed
+// connections still flow. After each restart: the TCP connection and the
+// relayed connections still flow, intact and in order (none ended: a reset
+// is a loss now that the relay outlives the agent); the datapath is as it
+// was (datapath); a new relayed connection is served. The datapath is
+// compared again just before the next kill, when the restarted agent has
+// run for a while. At the end each relayed connection is half-closed and
+// must echo back exactly the frames sent, each with its sequence number and
+// CRC-32.
 func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	s := &streamsRun{agentRun: r, t: &tally{s: Summary{Part: "agent/streams"}, logf: r.t.logf}, bridge: r.prefix + "s"}
@@ -347,19 +325,28 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return s.t.summary(), err
 	}
-	tcpLost := 0
-	var resetMax, restartSum, restartMax time.Duration
-	var resets, relayFrames int64
+	if err := r.waitRelay(ctx); err != nil {
+		return s.t.summary(), fmt.Errorf("the relay did not serve before the kills: %w", err)
+	}
+	var relayed []*relayStream
+	defer func() {
+		for _, rs := range relayed {
+			rs.c.Close()
+		}
+	}()
+	var relaySts []*streamStats
+	for i := range relayStreams {
+		rs, err := r.startRelayStream(ctx)
+		if err != nil {
+			return s.t.summary(), fmt.Errorf("failed to start relayed stream %d: %w", i+1, err)
+		}
+		relayed, relaySts = append(relayed, rs), append(relaySts, &rs.st)
+	}
+	tcpLost, relayLost := 0, 0
+	var restartSum, restartMax time.Duration
 	for k := 0; k < r.o.StreamKills; k++ {
 		if ctx.Err() != nil {
 			break
-		}
-		if err := r.waitRelay(ctx); err != nil {
-			return s.t.summary(), fmt.Errorf("the relay did not serve before kill %d: %w", k+1, err)
-		}
-		rs, err := r.startRelayStream(ctx)
-		if err != nil {
-			return s.t.summary(), fmt.Errorf("failed to start relayed stream %d: %w", k+1, err)
 		}
 		time.Sleep(time.Duration(50+r.rng.IntN(100)) * time.Millisecond)
 		var why []string
@@ -369,33 +356,34 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 		} else if d := now.diff(before); d != "" {
 			why = append(why, "the agent changed the datapath after its restart: "+d)
 		}
-		echoedBefore := rs.echoed.Load()
-		killed := time.Now()
+		// relayCheck counts the relayed connections that ended or stalled
+		// (once each: a lost connection stays lost).
+		relayCheck := func(when string) {
+			if relayLost > 0 {
+				return
+			}
+			for i, rs := range relayed {
+				if err := rs.broken(); err != nil {
+					relayLost++
+					why = append(why, fmt.Sprintf("relayed connection %d ended or broke %s: %v", i+1, when, err))
+				}
+			}
+			if relayLost == 0 {
+				if err := flowing(stallLimit, relaySts...); err != nil {
+					relayLost++
+					why = append(why, fmt.Sprintf("relayed connections %s: %v", when, err))
+				}
+			}
+		}
 		r.agent.kill()
-		select {
-		case <-rs.ended:
-			d := rs.endAt.Sub(killed)
-			resetMax = max(resetMax, d)
-			resets++
-		case <-time.After(resetWithin):
-			why = append(why, fmt.Sprintf("relayed connection still open %s after the kill (a hang, not a reset)", resetWithin))
-		}
-		rs.c.Close()
-		<-rs.ended
-		relayFrames += rs.echoed.Load()
-		if rs.bad != "" {
-			why = append(why, "relayed stream: "+rs.bad)
-		}
-		if echoedBefore == 0 {
-			why = append(why, "the relayed stream carried nothing before the kill")
-		}
+		relayCheck("while the agent was down")
 		time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
 		restarted := time.Now()
 		if err := r.agent.start(); err != nil {
 			return s.t.summary(), err
 		}
 		if err := r.waitRelay(ctx); err != nil {
-			why = append(why, fmt.Sprintf("relay after the restart: %v", err))
+			why = append(why, fmt.Sprintf("a new relayed connection after the restart: %v", err))
 		}
 		restart := time.Since(restarted)
 		restartSum += restart
@@ -406,6 +394,7 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 		} else if d := now.diff(before); d != "" {
 			why = append(why, "the restarted agent changed the datapath: "+d)
 		}
+		relayCheck("after the agent's restart")
 		if tcpLost == 0 {
 			err := tcp.broken()
 			if err == nil {
@@ -420,8 +409,8 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 		s.t.fault(len(why) == 0, fmt.Sprintf("agent kill %d during the streams: %s", k+1, strings.Join(why, "; ")))
 		if (k+1)%10 == 0 {
 			sum := s.t.summary()
-			r.o.Log.Info(fmt.Sprintf("agent streams: %d kills, faults=%d survived=%d lost=%d, TCP %d MiB", k+1, sum.Faults, sum.Survived, sum.Lost,
-				(tcp.ab.frames.Load()+tcp.ba.frames.Load())*streamFrame>>20))
+			r.o.Log.Info(fmt.Sprintf("agent streams: %d kills, faults=%d survived=%d lost=%d, TCP %d MiB, relayed %d MiB", k+1, sum.Faults, sum.Survived, sum.Lost,
+				(tcp.ab.frames.Load()+tcp.ba.frames.Load())*streamFrame>>20, relayedFrames(relayed)*streamFrame>>20))
 		}
 	}
 	if err := tcp.broken(); err != nil && tcpLost == 0 {
@@ -429,6 +418,25 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 		s.t.lost(fmt.Sprintf("TCP connection over the fast path lost after the kills: %v", err))
 	}
 	tcp.close()
+	// Every relayed connection must echo back exactly what it sent.
+	var relaySent, relayEchoed int64
+	var relayMaxStall time.Duration
+	for i, rs := range relayed {
+		err := rs.finish(10 * time.Second)
+		relaySent += rs.sent.Load()
+		relayEchoed += rs.st.frames.Load()
+		relayMaxStall = max(relayMaxStall, time.Duration(rs.st.maxGapNs.Load()))
+		if err != nil {
+			if relayLost == 0 {
+				s.t.lost(fmt.Sprintf("relayed connection %d after the kills: %v", i+1, err))
+			}
+			relayLost++
+		}
+	}
+	relayed = nil
+	if !r.backend.running() {
+		s.t.lost("the vsock backend exited during the streams (see backend.log)")
+	}
 	cleaned = true
 	s.cleanup(ctx)
 	sum := s.t.summary()
@@ -439,14 +447,16 @@ func (r *agentRun) runStreams(ctx context.Context) (Summary, error) {
 	if sum.Cycles > 0 {
 		avgRestart = restartSum / time.Duration(sum.Cycles)
 	}
+	frameBytes := int64(frameHeader + streamFrame + 4)
 	sum.Notes = append(sum.Notes,
-		fmt.Sprintf("%d agent kills, restart to relay served again %s on average, %s at most", sum.Faults,
+		fmt.Sprintf("%d agent kills, restart to a new relayed connection served %s on average, %s at most", sum.Faults,
 			avgRestart.Round(time.Millisecond), restartMax.Round(time.Millisecond)),
 		fmt.Sprintf("TCP over the fast path (CNI ADD on agent bridge %s, port security on): 1 connection, %.1f MiB carried both ways intact and in order, %d connections lost, max stall %s (longest gap between frames, %d KiB frames at %d MiB/s each way)",
 			s.bridge, float64(bytes)/(1<<20), tcpLost, maxStall.Round(time.Millisecond), streamFrame>>10, streamRate>>20),
 		fmt.Sprintf("datapath compared with before after each restart and before the next kill: bridge ifindex, %d ports, %d port security rules and chains by handle", len(before.ports), rules),
-		fmt.Sprintf("vsock EMULATED over UNIX sockets: %d relayed connections reset by design by the kills (the relay lives in the agent; no surviving mode), each client saw the end within %s (hang limit %s), %.1f MiB echoed intact and in order before the resets",
-			resets, resetMax.Round(time.Millisecond), resetWithin, float64(relayFrames*streamFrame)/(1<<20)))
+		fmt.Sprintf("vsock EMULATED over UNIX sockets, relay in fastpath-vsock-backend (never killed): %d relayed connections open through all %d kills, %d reset or lost, %.1f MiB sent and %.1f MiB echoed back (%d of %d frames, each checked by sequence number and CRC-32: %d bytes lost or reordered), max stall %s",
+			len(relaySts), sum.Faults, relayLost, float64(relaySent*frameBytes)/(1<<20), float64(relayEchoed*frameBytes)/(1<<20), relayEchoed, relaySent,
+			max(relaySent-relayEchoed, 0)*frameBytes, relayMaxStall.Round(time.Millisecond)))
 	return sum, nil
 }
 
