@@ -16,10 +16,13 @@
 // retried the way a runtime retries (DEL, then ADD again); each is listed
 // with its error. A part passes when lost and leaked are 0.
 //
-// The agent part ends with a streams phase (streams.go, issue 38): a TCP
-// connection over the fast path (CNI ADD on a bridge the agent made) and
-// relayed vsock connections (EMULATED over UNIX sockets) stream while the
-// agent is SIGKILLed and restarted; its summary line is "agent/streams".
+// The agent part runs the vsock relay in fastpath-vsock-backend, a process
+// of its own that is never killed (the agent's --relay-backend-socket), and
+// ends with a streams phase (streams.go, issue 38): a TCP connection over the
+// fast path (CNI ADD on a bridge the agent made) and relayed vsock
+// connections (EMULATED over UNIX sockets) stream while the agent is
+// SIGKILLed and restarted, and none may be reset or lose, reorder or corrupt
+// a byte; its summary line is "agent/streams".
 //
 // e2e/cmd/fastpath-dev soak runs the full soak (make soak); the package's test runs
 // a short version of every part (make test).
