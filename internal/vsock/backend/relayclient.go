@@ -56,6 +56,11 @@ type RelayClient struct {
 
 	http *http.Client
 
+	// putMu orders the PUTs of Update and Poll: each sends the wanted
+	// routes as they are when it holds it, so a re-send after a restart
+	// never overtakes a newer Update with older routes.
+	putMu sync.Mutex
+
 	mu     sync.Mutex
 	wanted []relay.Route // the routes of the last Update
 	sent   bool          // Update was called at least once
@@ -85,6 +90,8 @@ func NewRelayClient(socket, emulation string) *RelayClient {
 // the socket), refusing some routes (its message; the others are served),
 // or reporting a transport other than Emulation.
 func (c *RelayClient) Update(routes []relay.Route) error {
+	c.putMu.Lock()
+	defer c.putMu.Unlock()
 	c.mu.Lock()
 	c.wanted, c.sent = slices.Clone(routes), true
 	c.mu.Unlock()
@@ -149,13 +156,9 @@ func (c *RelayClient) Poll(ctx context.Context) {
 	err := c.do(ctx, http.MethodGet, nil)
 	c.mu.Lock()
 	now := c.last
-	wanted, sent := slices.Clone(c.wanted), c.sent
 	c.mu.Unlock()
-	if err == nil && now != nil && boot != "" && now.BootID != boot && sent {
-		c.Log.Info("The vsock backend restarted; sending its relay the routes again", "socket", c.Socket, "bootID", now.BootID, "routes", len(wanted))
-		if err := c.put(ctx, wanted); err != nil {
-			c.Log.Error(err, "Failed to send the routes to the restarted vsock backend's relay")
-		}
+	if err == nil && now != nil && boot != "" && now.BootID != boot {
+		c.resend(ctx, now.BootID)
 	}
 	c.mu.Lock()
 	after, afterErr := c.last, c.err
@@ -167,6 +170,23 @@ func (c *RelayClient) Poll(ctx context.Context) {
 		if c.OnChange != nil {
 			c.OnChange()
 		}
+	}
+}
+
+// resend sends the wanted routes again to a backend that restarted (boot
+// is its new BootID), unless Update was never called.
+func (c *RelayClient) resend(ctx context.Context, boot string) {
+	c.putMu.Lock()
+	defer c.putMu.Unlock()
+	c.mu.Lock()
+	wanted, sent := slices.Clone(c.wanted), c.sent
+	c.mu.Unlock()
+	if !sent {
+		return
+	}
+	c.Log.Info("The vsock backend restarted; sending its relay the routes again", "socket", c.Socket, "bootID", boot, "routes", len(wanted))
+	if err := c.put(ctx, wanted); err != nil {
+		c.Log.Error(err, "Failed to send the routes to the restarted vsock backend's relay")
 	}
 }
 
