@@ -145,4 +145,11 @@ func TestChartVsockBackendRelay(t *testing.T) {
 	agent = dss["fastpath-agent"].Spec.Template.Spec
 	g.Expect(agent.Containers[0].Args).To(ContainElements("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock",
 		"--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+
+	// Relay ports below 1024 would need CAP_NET_BIND_SERVICE, which the backend lacks.
+	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+		"--set", "agent.relay.backend.enabled=true", "--set", "operator.relayPortRange=1000-1999").CombinedOutput()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring(`operator.relayPortRange "1000-1999" starts below 1024`))
+	g.Expect(daemonSets(t, "agent.relay.backend.enabled=true", "operator.relayPortRange=1024-1999")).To(HaveKey("fastpath-vsock-backend"))
 }

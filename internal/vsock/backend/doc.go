@@ -31,4 +31,11 @@
 // agent: the processes, their sockets and the guests' connections stay, and
 // the new agent's first Sync of the same groups changes nothing
 // (docs/vsock-sibling.md, "Surviving an agent rollout").
+//
+// The same Server can host vsock mode Relay's relay (relay.go: PUT/GET
+// /v1/relay, the relay's metrics on GET /metrics), which the agent then
+// programs with a RelayClient (fastpath-agent --relay-backend-socket), so
+// that an agent restart keeps the relay's listeners and relayed
+// connections; Serve closes the relay when it stops, so a backend restart
+// ends them at once rather than leaving them hanging.
 package backend
