@@ -203,6 +203,7 @@ func startTCP(nsA, nsB ns.NetNS, ipA net.IP) (*tcpStream, error) {
 			if err := sendFrames(p.w, p.dir, s.stop, nil); err != nil {
 				p.st.fail(fmt.Errorf("write: %w", err))
 			}
+			_ = p.w.(*net.TCPConn).CloseWrite() // a FIN after the last frame: the reader's EOF
 		}()
 		go func() { defer s.wg.Done(); readFrames(p.r, p.dir, p.st) }()
 	}
@@ -252,14 +253,20 @@ func flowing(within time.Duration, sts ...*streamStats) error {
 	}
 }
 
-// close stops both writers, closes the connection and waits for the
-// goroutines.
+// close stops both writers and waits for the goroutines: each writer ends
+// its direction with a FIN after its last frame, so each reader counts
+// every frame in flight and stops at EOF. A connection that no longer
+// carries (lost, or a reader that gave up and left its writer blocked) is
+// given up after drainWithin by the deadline. Then it closes the connection.
 func (s *tcpStream) close() {
+	const drainWithin = 10 * time.Second
 	close(s.stop)
-	time.Sleep(50 * time.Millisecond) // let the frames in flight arrive
+	for _, c := range []net.Conn{s.a, s.b} {
+		_ = c.SetDeadline(time.Now().Add(drainWithin))
+	}
+	s.wg.Wait()
 	s.a.Close()
 	s.b.Close()
-	s.wg.Wait()
 }
 
 // streamsRun is the state of the streams phase.
