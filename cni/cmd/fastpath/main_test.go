@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,15 +61,21 @@ func (i invocation) env() []string {
 
 // run executes the binary; a non-zero exit returns the CNI error it printed.
 func (i invocation) run() (stdout []byte, err error) {
-	stdout, stderr, err := cnitest.Exec(context.Background(), bins.Plugin(), i.env(), i.conf)
+	stdout, _, err = i.runLogged()
+	return stdout, err
+}
+
+// runLogged is run that also returns what the binary logged (stderr).
+func (i invocation) runLogged() (stdout, stderr []byte, err error) {
+	stdout, stderr, err = cnitest.Exec(context.Background(), bins.Plugin(), i.env(), i.conf)
 	if err != nil {
 		cniErr := &types.Error{}
 		if jerr := json.Unmarshal(stdout, cniErr); jerr == nil && cniErr.Msg != "" {
-			return stdout, cniErr
+			return stdout, stderr, cniErr
 		}
-		return stdout, fmt.Errorf("%s: %w; stdout %q; stderr %q", i.command, err, stdout, stderr)
+		return stdout, stderr, fmt.Errorf("%s: %w; stdout %q; stderr %q", i.command, err, stdout, stderr)
 	}
-	return stdout, nil
+	return stdout, stderr, nil
 }
 
 // kubevirtIfName is KubeVirt's pod interface name for a secondary network:
@@ -203,6 +210,7 @@ func TestConcurrentAddDel(t *testing.T) {
 			var mu sync.Mutex
 			ips := map[string]int{}
 			errs := make([]error, pairs)
+			delLogs := make([]string, pairs) // what each DEL logged (stderr)
 			cids := make([]string, pairs)
 			for i := range cids {
 				cids[i] = containerID()
@@ -226,7 +234,9 @@ func TestConcurrentAddDel(t *testing.T) {
 						mu.Unlock()
 					}
 					inv.command = "DEL"
-					_, errs[i] = inv.run()
+					var stderr []byte
+					_, stderr, errs[i] = inv.runLogged()
+					delLogs[i] = string(stderr)
 				}()
 			}
 			wg.Wait()
@@ -234,7 +244,25 @@ func TestConcurrentAddDel(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred(), "pair %d", i)
 			}
 			g.Expect(ips).To(HaveLen(pairs), "every ADD got a distinct address")
-			g.Expect(br.Ports(t)).To(BeEmpty())
+			// A DEL that reports success is not called again, and no GC is
+			// guaranteed: each DEL must have removed its port itself. The
+			// DELs that logged about OVSDB (waited for it) show what the
+			// load did to it, those that kept their record "for GC" what it
+			// cost, and the logs of those whose port is left why.
+			waited, kept := 0, 0
+			for i, l := range delLogs {
+				if strings.Contains(l, "OVSDB") {
+					waited++
+				}
+				if _, err := os.Stat(filepath.Join(stateDir, cids[i]+":net1.json")); err == nil {
+					kept++
+				}
+			}
+			t.Logf("%d of %d DELs logged about OVSDB (waited for it), %d kept their record for GC", waited, pairs, kept)
+			ports := br.Ports(t)
+			g.Expect(ports).To(BeEmpty(), "ports left by DELs that succeeded; %d of %d DELs logged about OVSDB, %d kept their record for GC; the logs of those whose port is left:\n%s",
+				waited, pairs, kept, delLogsOf(ports, cids, delLogs))
+			g.Expect(kept).To(BeZero(), "DELs that succeeded and kept their record for a GC no runtime is bound to run")
 			g.Expect(cnitest.StateFiles(t, stateDir)).To(BeEmpty())
 			g.Expect(cnitest.Allocations(t, ipamDir, br.Name)).To(BeEmpty())
 			for _, n := range netnses {
@@ -253,6 +281,18 @@ func TestConcurrentAddDel(t *testing.T) {
 			g.Expect(left).To(BeEmpty(), "no DHCP lease is left")
 		})
 	}
+}
+
+// delLogsOf returns what the DELs of the pairs whose host veth is in ports
+// logged; cids are the pairs' container IDs and logs their DELs' stderr.
+func delLogsOf(ports, cids, logs []string) string {
+	var b strings.Builder
+	for i, cid := range cids {
+		if slices.Contains(ports, plugin.HostIfName(cid, "net1")) {
+			fmt.Fprintf(&b, "pair %d (%s): %s\n", i, plugin.HostIfName(cid, "net1"), logs[i])
+		}
+	}
+	return b.String()
 }
 
 func runOut(name string, args ...string) (string, error) {

@@ -67,9 +67,9 @@ type Datapath interface {
 	Exists(a *state.Attachment) error
 	// Remove removes what the attachment a has on the node (DEL, GC and the
 	// reclaim of an unfinished ADD); what is already gone is not an error.
-	// kept is true when part of it could not be reached (OVSDB down): the
-	// caller keeps a's record for a later GC.
-	Remove(ctx context.Context, a *state.Attachment) (kept bool, err error)
+	// On an error (e.g. OVSDB did not answer within ctx) the caller keeps
+	// a's record, which names what may be left, and fails.
+	Remove(ctx context.Context, a *state.Attachment) error
 	// Sweep removes, for GC, what the datapath can find of attachments of
 	// network that have no record and that keep does not hold valid (e.g.
 	// OVS ports that survived a reboot); portSecurity says whether their

@@ -399,12 +399,8 @@ func (p *Plugin) reclaim(ctx context.Context, ipamEx *ipamExec, store *state.Sto
 	if err := releaseAddresses(ctx, ipamEx, att); err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
 	}
-	kept, err := p.teardown(ctx, att, nil)
-	if err != nil {
+	if err := p.teardown(ctx, att, nil); err != nil {
 		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: %w", att.ContainerID, att.IfName, err)
-	}
-	if kept {
-		return fmt.Errorf("failed to reclaim unfinished attachment %s/%s: OVSDB %s does not answer", att.ContainerID, att.IfName, att.OVSSocket)
 	}
 	return forget(store, att.ContainerID, att.IfName)
 }

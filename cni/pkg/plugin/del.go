@@ -24,9 +24,10 @@ import (
 // CmdDel undoes the attachment args.ContainerID/args.IfName: releases its
 // addresses, deletes the veth pair, removes the OVS port and the state file.
 // It is idempotent and succeeds when the netns, the veth or the state file is
-// already gone. When OVSDB does not answer it still succeeds (pod deletion
-// must not hang on Open vSwitch) and keeps the state file, so that GC removes
-// the port later.
+// already gone. It waits for an OVSDB that does not answer up to opTimeout
+// and then fails (code 11) keeping the state file: a DEL that succeeds is
+// not called again and no GC is bound to follow, so it must not leave the
+// OVS port behind; the runtime repeats a failed DEL.
 func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	conf, _, err := netconf.LoadNetConf(args.StdinData)
 	if err != nil {
@@ -73,12 +74,8 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 			return fmt.Errorf("failed to release addresses in the bridge's allocator with IPAM plugin %s: %w", att.IPAMType, err)
 		}
 	}
-	kept, err := p.teardown(ctx, att, nil)
-	if err != nil {
+	if err := p.teardown(ctx, att, nil); err != nil {
 		return err
-	}
-	if kept {
-		return nil
 	}
 	return forget(store, args.ContainerID, args.IfName) // and its lease, with a temporary file a killed ADD left
 }
@@ -86,13 +83,13 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 // teardown removes what the recorded attachment att has on the node with
 // the datapath that made it (datapath.Datapath.Remove): the host veth, its
 // port security rules and, for OVS, its port; on datapath Macvtap the
-// macvtap in att.Netns (nothing when the netns is gone). It reports
-// kept=true when OVSDB could not be reached, in which case the caller keeps
-// the state file for a later GC. clients may be nil.
-func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, clients ovsClients) (kept bool, err error) {
+// macvtap in att.Netns (nothing when the netns is gone). On an error (e.g.
+// OVSDB did not answer within ctx) the caller keeps the state file.
+// clients may be nil.
+func (p *Plugin) teardown(ctx context.Context, att *state.Attachment, clients ovsClients) error {
 	dp, err := p.recorded(att, clients)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer dp.Close()
 	return dp.Remove(ctx, att)
@@ -159,15 +156,12 @@ func (p *Plugin) CmdGC(args *skel.CmdArgs) error {
 			errs = append(errs, err)
 			continue
 		}
-		kept, err := p.teardown(ctx, a, clients)
-		if err != nil {
+		if err := p.teardown(ctx, a, clients); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !kept {
-			if err := forget(store, a.ContainerID, a.IfName); err != nil {
-				errs = append(errs, err)
-			}
+		if err := forget(store, a.ContainerID, a.IfName); err != nil {
+			errs = append(errs, err)
 		}
 	}
 

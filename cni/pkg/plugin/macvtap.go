@@ -215,8 +215,8 @@ func (d *macvtapDatapath) Exists(a *state.Attachment) error {
 }
 
 // Remove deletes the macvtap; nothing is left once its netns is gone.
-func (d *macvtapDatapath) Remove(_ context.Context, a *state.Attachment) (bool, error) {
-	return false, macvtap.Delete(a.Netns, a.IfName, hostAlias(a.Network, a.ContainerID, a.IfName))
+func (d *macvtapDatapath) Remove(_ context.Context, a *state.Attachment) error {
+	return macvtap.Delete(a.Netns, a.IfName, hostAlias(a.Network, a.ContainerID, a.IfName))
 }
 
 // Sweep finds nothing: the macvtaps live in the pods' namespaces, which

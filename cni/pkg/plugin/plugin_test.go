@@ -69,7 +69,7 @@ func runSuite(t *testing.T, datapath string) {
 	t.Run("status", func(t *testing.T) { testStatus(t, datapath) })
 	t.Run("traffic-mtu-9000", func(t *testing.T) { testTraffic(t, datapath) })
 	if datapath == netconf.DatapathOVS {
-		t.Run("del-while-ovsdb-unreachable", testDelWhileOVSDBUnreachable)
+		t.Run("del-waits-for-ovsdb", testDelWaitsForOVSDB)
 		t.Run("refuses-offloads-without-userspace-tso", testRefusesOffloadsWithoutUserspaceTSO)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,38 +87,87 @@ func (zeroReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// testDelWhileOVSDBUnreachable: DEL must not block pod deletion when OVSDB
-// does not answer. It releases the address and the veth, keeps the state
-// file, and a later GC removes the port. The attachment's recorded OVSDB
-// endpoint is pointed at a socket nobody serves to make OVSDB unreachable
-// for it without stopping the shared Open vSwitch.
-func testDelWhileOVSDBUnreachable(t *testing.T) {
+// testDelWaitsForOVSDB: a DEL that reports success is not called again and
+// no runtime is bound to call GC, so DEL must not leave the OVS port behind
+// when OVSDB does not answer at once (ovsdb-server restarting, or too busy
+// to accept, as on a loaded node): it tries again and removes the port. The
+// attachment's recorded OVSDB endpoint is pointed at a socket that refuses
+// the first connection and forwards the next ones to the shared Open
+// vSwitch (ovsdbAfterRefusal). (A DEL whose OVSDB never answers fails with
+// code 11 and keeps the record: TestTeardownWaitsForOVSDB.)
+func testDelWaitsForOVSDB(t *testing.T) {
 	g := NewWithT(t)
 	e := newEnv(t, netconf.DatapathOVS, "1.1.0")
 	netns := cnitest.NewNS(t)
 	a := e.mustAdd(netns, e.conf(cnitest.Conf{}))
-	statePath := filepath.Join(e.stateDir, a.containerID+":net1.json")
 	store, err := state.New(e.stateDir)
 	g.Expect(err).NotTo(HaveOccurred())
-	setSocket := func(socket string) {
-		rec, err := store.Load(a.containerID, "net1")
-		g.Expect(err).NotTo(HaveOccurred())
-		rec.OVSSocket = socket
-		g.Expect(store.Save(rec)).To(Succeed())
-	}
-	setSocket("unix:" + filepath.Join(t.TempDir(), "gone.sock"))
+	rec, err := store.Load(a.containerID, "net1")
+	g.Expect(err).NotTo(HaveOccurred())
+	endpoint, refused := ovsdbAfterRefusal(t, e.br.OVSSocket)
+	rec.OVSSocket = endpoint
+	g.Expect(store.Save(rec)).To(Succeed())
 
 	g.Expect(e.del(a, netns.Path())).To(Succeed())
-	g.Expect(cnitest.LinkExists(a.hostIf())).To(BeFalse())
-	g.Expect(cnitest.Links(t, netns)).To(ConsistOf("lo"))
-	g.Expect(cnitest.Allocations(t, e.ipamDir, e.br.Name)).To(BeEmpty())
-	g.Expect(statePath).To(BeAnExistingFile(), "kept for GC")
-	g.Expect(e.br.Ports(t)).To(ConsistOf(a.hostIf()))
-
-	setSocket(e.br.OVSSocket) // OVSDB is back
-	g.Expect(e.gc(e.conf(cnitest.Conf{}))).To(Succeed())
+	g.Expect(refused).To(BeClosed(), "the DEL's first connection was refused")
 	e.expectGone(g, a, true)
 	e.expectNothingLeft(g, netns)
+}
+
+// ovsdbAfterRefusal serves a Unix socket of its own that closes the first
+// connection at once, as an ovsdb-server that cannot take it does, and
+// forwards every later one to OVSDB at target (unix:<path>). It returns the
+// socket as an OVSDB endpoint and a channel closed once it refused; it
+// stops at the end of the test.
+func ovsdbAfterRefusal(t *testing.T, target string) (endpoint string, refused <-chan struct{}) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "db.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("failed to listen on %s: %v", path, err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for first := true; ; first = false {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if first {
+				c.Close()
+				close(done)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				forward(c, strings.TrimPrefix(target, "unix:"))
+			}()
+		}
+	}()
+	return "unix:" + path, done
+}
+
+// forward copies between c and a new connection to the Unix socket path
+// until either side ends, then closes both.
+func forward(c net.Conn, path string) {
+	defer c.Close()
+	up, err := net.Dial("unix", path)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	ended := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); ended <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); ended <- struct{}{} }()
+	<-ended
 }
 
 // testRefusesOffloadsWithoutUserspaceTSO: on a netdev bridge whose

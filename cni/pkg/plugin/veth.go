@@ -227,27 +227,29 @@ func (d *vethDatapath) Exists(a *state.Attachment) error {
 }
 
 // Remove removes the port's port security rules, deletes the host veth and
-// detaches the port; a bridge it cannot reach (OVSDB down) keeps the record.
-func (d *vethDatapath) Remove(ctx context.Context, a *state.Attachment) (kept bool, err error) {
+// detaches the port. An OVSDB that does not answer within ctx (recorded
+// keeps trying) fails it with code 11 (ErrTryAgainLater): the caller keeps
+// the record, and the runtime's repeated DEL removes the port.
+func (d *vethDatapath) Remove(ctx context.Context, a *state.Attachment) error {
 	if a.PortSecurity && a.Datapath != netconf.DatapathOVS {
 		// On OVS the rules are on the pod interface's egress, in its netns:
 		// deleting the veth unhooks them and the netns takes them with it.
 		if err := portsec.Remove(ctx, a.HostIfName); err != nil {
-			return false, err
+			return err
 		}
 	}
 	if err := deleteHostVeth(a.HostIfName, hostAlias(a.Network, a.ContainerID, a.IfName)); err != nil {
-		return false, err
+		return err
 	}
 	if d.missing != nil {
-		return false, d.missing // callers hand OVS records over first
+		return d.missing // callers hand OVS records over first
 	}
 	br, err := d.bridge(ctx)
 	if err != nil {
-		logger.Printf("Keeping state for GC: cannot remove OVS port port=%s error=%q", a.HostIfName, err)
-		return true, nil
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf(
+			"failed to remove OVS port %s: %v; the attachment's record is kept until its port is removed", a.HostIfName, err), "")
 	}
-	return false, br.Detach(ctx, a.HostIfName)
+	return br.Detach(ctx, a.HostIfName)
 }
 
 // Sweep removes the bridge ports (and their host veths and port security
