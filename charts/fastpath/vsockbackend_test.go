@@ -34,10 +34,13 @@ func daemonSets(t *testing.T, set ...string) map[string]appsv1.DaemonSet {
 // TestChartVsockBackend: with agent.sibling.enabled the chart runs
 // vhost-device-vsock in a DaemonSet of its own that helm upgrade never
 // restarts (OnDelete), as a non-root user with no capability, no host
-// namespace and only its socket directory; its init container is root with
-// CAP_CHOWN only. The agent drives it through its socket, with the
-// backend's group and CAP_FOWNER (the hard link of a socket it does not
-// own) and nothing else added. Without Sibling neither appears.
+// namespace and only its socket directory, and with no init container:
+// nothing of the pod runs as root. The agent makes that directory for it
+// (--sibling-backend-gid: root's, in the backend's group), so the pod's
+// hostPath must exist rather than be made by kubelet as root's 0755. The
+// agent drives it through its socket, with the backend's group and
+// CAP_FOWNER (the hard link of a socket it does not own) and nothing else
+// added. Without Sibling neither appears.
 func TestChartVsockBackend(t *testing.T) {
 	g := NewWithT(t)
 	off := daemonSets(t)
@@ -59,7 +62,7 @@ func TestChartVsockBackend(t *testing.T) {
 	// The agent's nodes.
 	g.Expect(ps.NodeSelector).To(Equal(dss["fastpath-agent"].Spec.Template.Spec.NodeSelector))
 	g.Expect(ps.Volumes).To(Equal([]corev1.Volume{{Name: "sockets", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-		Path: "/var/run/fastpath/vsock/backend", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}}), "only its socket directory")
+		Path: "/var/run/fastpath/vsock/backend", Type: ptr.To(corev1.HostPathDirectory)}}}}), "only its socket directory, which the agent makes")
 
 	g.Expect(ps.Containers).To(HaveLen(1))
 	c := ps.Containers[0]
@@ -73,17 +76,11 @@ func TestChartVsockBackend(t *testing.T) {
 	g.Expect(c.ReadinessProbe.Exec.Command).To(ContainElement("--probe"))
 	g.Expect(c.Resources.Limits).NotTo(HaveKey(corev1.ResourceMemory), "an OOM kill would drop every guest's connections")
 
-	g.Expect(ps.InitContainers).To(HaveLen(1))
-	ic := ps.InitContainers[0]
-	g.Expect(ic.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--prepare-socket-dir", "--uid=65532", "--gid=65532"}))
-	g.Expect(ic.SecurityContext).To(Equal(&corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false), Privileged: ptr.To(false),
-		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN"}}}))
-	g.Expect(ic.VolumeMounts).To(Equal(c.VolumeMounts))
+	g.Expect(ps.InitContainers).To(BeEmpty(), "nothing of the pod runs as root")
 
 	agent := dss["fastpath-agent"].Spec.Template.Spec
 	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))
-	g.Expect(agent.Containers[0].Args).To(ContainElement("--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+	g.Expect(agent.Containers[0].Args).To(ContainElements("--sibling-backend-socket=/var/run/fastpath/vsock/backend/control.sock", "--sibling-backend-gid=65532"))
 	g.Expect(agent.Containers[0].SecurityContext.Capabilities.Add).To(Equal([]corev1.Capability{"NET_ADMIN", "NET_RAW", "FOWNER"}))
 	// The agent mounts the parent: the hard link from backend/ into alloc/
 	// stays in one mount.
@@ -93,6 +90,7 @@ func TestChartVsockBackend(t *testing.T) {
 	dss = daemonSets(t, "agent.sibling.enabled=true", "agent.sibling.backend.uid=4000", "agent.sibling.backend.gid=4001")
 	g.Expect(*dss["fastpath-vsock-backend"].Spec.Template.Spec.SecurityContext.RunAsUser).To(Equal(int64(4000)))
 	g.Expect(dss["fastpath-agent"].Spec.Template.Spec.SecurityContext.SupplementalGroups).To(Equal([]int64{4001}))
+	g.Expect(dss["fastpath-agent"].Spec.Template.Spec.Containers[0].Args).To(ContainElement("--sibling-backend-gid=4001"))
 	b, err := exec.Command("../../bin/helm", "template", "fp", ".", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
 		"--set", "agent.sibling.enabled=true", "--set", "agent.sibling.backend.uid=0").CombinedOutput()
 	g.Expect(err).To(HaveOccurred())

@@ -23,6 +23,7 @@ import (
 	"github.com/fastpath-io/fastpath/internal/node/dhcp"
 	"github.com/fastpath-io/fastpath/internal/platform/metricsauth"
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 	"github.com/fastpath-io/fastpath/internal/vsock/relay"
 )
 
@@ -130,6 +131,12 @@ type SiblingOptions struct {
 	// this one: a directory at or below SocketDir. Exclusive with
 	// VhostDeviceVsock.
 	BackendSocket string
+	// BackendGID is the backend's group (--sibling-backend-gid), one of
+	// this process's supplementary groups: the agent makes the directory
+	// of BackendSocket root's, in this group, mode 0770
+	// (backend.PrepareSocketDir), for the backend's user to bind its
+	// sockets in. Above 0 with BackendSocket.
+	BackendGID int
 	// SocketDir holds the vhost-user sockets (--sibling-socket-dir).
 	SocketDir string
 	// MaxGroups and MaxGroupsPerNamespace cap the vhost-device-vsock groups
@@ -203,6 +210,7 @@ func NewOptions() Options {
 			Limits:    relay.DefaultLimitFlags(),
 		},
 		Sibling: SiblingOptions{
+			BackendGID:            backend.DefaultGID,
 			SocketDir:             fastpathv1alpha1.SiblingSocketDir,
 			MaxGroups:             agent.DefaultSiblingMaxGroups,
 			MaxGroupsPerNamespace: agent.DefaultSiblingMaxGroupsPerNamespace,
@@ -267,6 +275,7 @@ func (o *RelayOptions) addFlags(fs *flag.FlagSet) {
 func (o *SiblingOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.VhostDeviceVsock, "vhost-device-vsock", o.VhostDeviceVsock, "Path of vhost-device-vsock (v0.3.0) for vsock mode Sibling; \"\" disables Sibling on this node (capabilities.vhostUserVSOCK false).")
 	fs.StringVar(&o.BackendSocket, "sibling-backend-socket", o.BackendSocket, "vsock mode Sibling through the backend pod (fastpath-vsock-backend): the UNIX socket it serves, whose directory (at or below --sibling-socket-dir) holds the vhost-user sockets; the agent sends it the groups and outlives nothing of it, so an agent restart keeps the guests' vsock connections. Exclusive with --vhost-device-vsock.")
+	fs.IntVar(&o.BackendGID, "sibling-backend-gid", o.BackendGID, "With --sibling-backend-socket: the backend pod's group, a supplementary group of the agent; the agent makes the backend's socket directory root's, in this group, with mode 0770, for the backend to bind its sockets in.")
 	fs.StringVar(&o.SocketDir, "sibling-socket-dir", o.SocketDir, "Directory of the vhost-user sockets of vsock mode Sibling (the device plugin mounts it into virt-launcher).")
 	fs.IntVar(&o.MaxGroups, "sibling-max-groups", o.MaxGroups, "vsock mode Sibling: at most this many vhost-device-vsock groups (attachments with a member VM here) run on this node (0: the default); the others are reported as SiblingGroupsOverCap.")
 	fs.IntVar(&o.MaxGroupsPerNamespace, "sibling-max-groups-per-namespace", o.MaxGroupsPerNamespace, "vsock mode Sibling: at most this many groups of one namespace run on this node (0: the default).")
@@ -355,6 +364,9 @@ func (o SiblingOptions) validate() error {
 	}
 	if o.VhostDeviceVsock != "" {
 		return fmt.Errorf("--sibling-backend-socket %q and --vhost-device-vsock %q are exclusive: the backend pod runs vhost-device-vsock, or the agent does", o.BackendSocket, o.VhostDeviceVsock)
+	}
+	if o.BackendGID <= 0 {
+		return fmt.Errorf("--sibling-backend-gid %d must be above 0: the backend's group, never root's", o.BackendGID)
 	}
 	if !filepath.IsAbs(o.BackendSocket) || len(o.BackendSocket) >= 108 {
 		return fmt.Errorf("--sibling-backend-socket %q must be an absolute path under 108 bytes (a UNIX socket)", o.BackendSocket)

@@ -33,7 +33,7 @@ var todaysDefaults = Options{
 	Relay: RelayOptions{Transport: "vsock", Limits: relay.Options{
 		MaxConnsPerCID: 256, DefaultMaxConns: 1024, IdleTimeout: 5 * time.Minute, HalfCloseTimeout: 30 * time.Second,
 	}},
-	Sibling:       SiblingOptions{SocketDir: "/var/run/fastpath/vsock", MaxGroups: 64, MaxGroupsPerNamespace: 16},
+	Sibling:       SiblingOptions{BackendGID: 65532, SocketDir: "/var/run/fastpath/vsock", MaxGroups: 64, MaxGroupsPerNamespace: 16},
 	DevicePlugins: DevicePluginOptions{Dir: "/var/lib/kubelet/device-plugins/", MacvtapDevices: 128, SiblingDevices: 128, PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock"},
 	DHCP:          DHCPOptions{Enabled: true, ServerID: "169.254.75.254"},
 	Serving:       ServingOptions{Metrics: metricsauth.Flags{BindAddress: ":9443", Secure: true}, HealthProbeBindAddress: ":9091", CgroupRoot: "/sys/fs/cgroup"},
@@ -49,7 +49,7 @@ var agentFlags = []string{
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
 	"relay-backend-socket", "relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
 	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route", "relay-vsock-buffer-size",
-	"resync-period", "sibling-backend-socket", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
+	"resync-period", "sibling-backend-gid", "sibling-backend-socket", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
 	"sibling-socket-dir", "tune-sysctls", "vhost-device-vsock", "vsock-transport",
 }
 
@@ -135,6 +135,11 @@ func TestValidate(t *testing.T) {
 		}, "--sibling-devices 5000 is out of range"},
 		{"backend socket below the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock" }, ""},
 		{"backend socket in the socket dir", func(o *Options) { o.Sibling.BackendSocket = "/var/run/fastpath/vsock/control.sock" }, ""},
+		{"backend group root's", func(o *Options) {
+			o.Sibling.BackendSocket, o.Sibling.BackendGID = "/var/run/fastpath/vsock/backend/control.sock", 0
+		},
+			"--sibling-backend-gid 0 must be above 0"},
+		{"no backend: backend group unread", func(o *Options) { o.Sibling.BackendGID = 0 }, ""},
 		{"backend socket and vhost-device-vsock", func(o *Options) {
 			o.Sibling.BackendSocket, o.Sibling.VhostDeviceVsock = "/var/run/fastpath/vsock/backend/control.sock", "/bin/vhost-device-vsock"
 		}, "--sibling-backend-socket \"/var/run/fastpath/vsock/backend/control.sock\" and --vhost-device-vsock \"/bin/vhost-device-vsock\" are exclusive"},

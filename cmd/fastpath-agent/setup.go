@@ -237,12 +237,18 @@ func newDevicePlugins(dir string) *deviceplugin.Manager {
 // newSiblings enables vsock mode Sibling on r, whose changes call wake: with
 // --sibling-backend-socket a client of the backend pod, polled by mgr's
 // runnable (the backend outlives this agent; r learns its version from it),
+// after making the backend's socket directory for it
+// (backend.PrepareSocketDir: the backend pod waits for it, and no root
+// init container of its own has to),
 // else a supervisor of --vhost-device-vsock in this process, after asking
 // it for its version. The caller calls stop when it returns (it stops the
 // in-process supervisor's processes; the backend pod's stay).
 func newSiblings(mgr ctrl.Manager, o Options, r *agent.Reconciler, wake func()) (stop func(), err error) {
 	r.SiblingMaxGroups, r.SiblingMaxGroupsPerNamespace = o.Sibling.MaxGroups, o.Sibling.MaxGroupsPerNamespace
 	if o.Sibling.BackendSocket != "" {
+		if err := backend.PrepareSocketDir(o.Sibling.BackendDir(), o.Sibling.BackendGID); err != nil {
+			return nil, err
+		}
 		c := backend.NewClient(o.Sibling.BackendSocket)
 		c.OnChange, c.Log = wake, ctrl.Log.WithName("vsock-backend")
 		if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {

@@ -8,8 +8,9 @@
 // relay's Prometheus metrics on GET /metrics); fastpath-agent
 // --sibling-backend-socket and --relay-backend-socket drive it. It needs no
 // Kubernetes client and no capability (the relay's AF_VSOCK ports are >=
-// 1024): it runs as an unprivileged user that owns only its socket directory
-// (docs/security.md, docs/vsock-sibling.md). Nor does the relay's AF_VSOCK
+// 1024): it runs as an unprivileged user, in the group of its socket
+// directory, which the agent makes (backend.PrepareSocketDir), and nothing
+// in it runs as root (docs/security.md, docs/vsock-sibling.md). Nor does the relay's AF_VSOCK
 // need the host network: vsock is not network-namespaced before Linux 7.0,
 // so the relay reaches the guests from the pod's own namespace, as the
 // agent's does from the host's (under 7.0's per-namespace vsock with
@@ -18,7 +19,6 @@
 // Modes:
 //
 //	fastpath-vsock-backend --socket-dir=DIR [--vhost-device-vsock=PATH] [--relay ...]   serve until SIGTERM
-//	fastpath-vsock-backend --socket-dir=DIR --prepare-socket-dir --uid=U --gid=G   the init container
 //	fastpath-vsock-backend --socket-dir=DIR --probe                        exit 0 when the server answers
 package main
 
@@ -44,9 +44,7 @@ type options struct {
 	vhostDeviceVsock string
 	socketDir        string
 	controlSocket    string
-	prepare          bool
 	probe            bool
-	uid, gid         int
 	relay            relayOptions
 }
 
@@ -55,10 +53,7 @@ func main() {
 	flag.StringVar(&o.vhostDeviceVsock, "vhost-device-vsock", "/usr/local/bin/vhost-device-vsock", "Path of vhost-device-vsock (v0.3.0) for vsock mode Sibling; never run with --forward-cid or --forward-listen. \"\": no Sibling groups (PUT /v1/groups answers 404), e.g. a relay-only backend.")
 	flag.StringVar(&o.socketDir, "socket-dir", "", "Directory of the vhost-user and hybrid-vsock sockets and of the control socket, at the same path as in the agent (required). Every socket a client names must be directly in it.")
 	flag.StringVar(&o.controlSocket, "control-socket", "", "The server's UNIX socket (default <socket-dir>/"+backend.ControlSocketName+"); the agent's --sibling-backend-socket.")
-	flag.BoolVar(&o.prepare, "prepare-socket-dir", false, "Give --socket-dir to --uid:--gid with mode 0750 and exit (the init container: root with only CAP_CHOWN).")
 	flag.BoolVar(&o.probe, "probe", false, "Ask the server on --control-socket for its status and exit 0 when it answers (the exec probe).")
-	flag.IntVar(&o.uid, "uid", 65532, "With --prepare-socket-dir: the user the backend runs as.")
-	flag.IntVar(&o.gid, "gid", 65532, "With --prepare-socket-dir: the backend's group, which the agent gets as a supplementary group.")
 	o.relay.addFlags(flag.CommandLine)
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
@@ -79,17 +74,7 @@ func run(o options, log logr.Logger) error {
 	if err := o.relay.validate(); err != nil {
 		return err
 	}
-	switch {
-	case o.prepare:
-		if o.uid <= 0 || o.gid <= 0 {
-			return fmt.Errorf("--uid %d and --gid %d must be above 0: the backend never runs as root", o.uid, o.gid)
-		}
-		if err := backend.PrepareSocketDir(o.socketDir, o.uid, o.gid); err != nil {
-			return err
-		}
-		log.Info("Socket directory prepared", "dir", o.socketDir, "uid", o.uid, "gid", o.gid, "mode", backend.SocketDirMode.String())
-		return nil
-	case o.probe:
+	if o.probe {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c := backend.NewClient(o.controlSocket)

@@ -21,15 +21,16 @@ const backendUID = 65532
 
 // vhostDeviceVsock is the binary hack/setup.sh builds into bin/.
 // TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets runs the built
-// binary as the chart does: the init container (root) gives the socket
-// directory to user 65532, the backend runs as 65532:65532 with the real
-// vhost-device-vsock, and a client syncs a group. The process and its child
-// hold no capability, the vhost-user socket is 0666 and the control socket
-// 0660 in a 0750 directory, and a process like the agent (UID 0 with only
-// NET_ADMIN and NET_RAW, the backend's group as a supplementary group) can
-// hard-link the socket into an allocation directory only with CAP_FOWNER
-// (fs.protected_hardlinks). SIGTERM stops the processes and removes every
-// socket. Root: it switches users.
+// binary as the chart does: the agent (UID 0 with only NET_ADMIN, NET_RAW
+// and FOWNER, the backend's group as a supplementary group: no CAP_CHOWN)
+// makes the socket directory root's, in group 65532, mode 0770, also over
+// one kubelet made (root's 0755), and cannot without that group; the
+// backend runs as 65532:65532 with the real vhost-device-vsock, and a
+// client syncs a group. The process and its child hold no capability, the
+// vhost-user socket is 0666 and the control socket 0660 in that directory,
+// and the agent can hard-link the socket into an allocation directory only
+// with CAP_FOWNER (fs.protected_hardlinks). SIGTERM stops the processes and
+// removes every socket. Root: it switches users.
 func TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (it runs the backend as user 65532)")
@@ -56,12 +57,44 @@ func TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets(t *testing.T) {
 	g.Expect(os.MkdirAll(alloc, 0o755)).To(Succeed())
 	g.Expect(os.Chmod(vsockDir, 0o711)).To(Succeed())
 
-	out, err = exec.Command(bin, "--socket-dir", dir, "--prepare-socket-dir").CombinedOutput()
+	// The agent makes the directory (twice: the second finds it done), and
+	// fixes one kubelet made; not without the backend's group.
+	asAgentPrepare := func(groups string) ([]byte, error) {
+		cmd := exec.Command(setpriv, "--groups", groups, "--inh-caps=-all", "--bounding-set=-all,+net_admin,+net_raw,+fowner",
+			os.Args[0], "-test.run=^TestHelperPrepareSocketDir$")
+		cmd.Env = append(os.Environ(), prepareDirEnv+"="+dir)
+		return cmd.CombinedOutput()
+	}
+	expectPrepared := func() {
+		st, err := os.Stat(dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Mode().Perm()).To(Equal(backend.SocketDirMode))
+		g.Expect(st.Sys().(*syscall.Stat_t).Uid).To(Equal(uint32(0)))
+		g.Expect(st.Sys().(*syscall.Stat_t).Gid).To(Equal(uint32(backendUID)))
+	}
+	g.Expect(os.Mkdir(dir, 0o755)).To(Succeed()) // as kubelet's DirectoryOrCreate would
+	early := exec.Command(bin, "--socket-dir", dir, "--vhost-device-vsock", vhost)
+	early.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: backendUID, Gid: backendUID, Groups: []uint32{}}}
+	out, err = early.CombinedOutput()
+	g.Expect(err).To(HaveOccurred(), "the backend refuses a directory the agent did not make")
+	g.Expect(string(out)).To(ContainSubstring("the socket directory " + dir + " is 0:0 with mode -rwxr-xr-x: it must be root's, in this process's group 65532, with mode -rwxrwx---"))
+	out, err = asAgentPrepare("1")
+	g.Expect(err).To(HaveOccurred(), "chown to a group it is not in needs CAP_CHOWN: %s", out)
+	g.Expect(string(out)).To(ContainSubstring("failed to give the socket directory " + dir + " to group 65532"))
+	g.Expect(os.Remove(dir)).To(Succeed())
+	for range 2 {
+		out, err = asAgentPrepare(fmt.Sprint(backendUID))
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		expectPrepared()
+	}
+	g.Expect(os.Chown(dir, 0, 0)).To(Succeed())
+	g.Expect(os.Chmod(dir, 0o755)).To(Succeed())
+	out, err = asAgentPrepare(fmt.Sprint(backendUID))
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	st, err := os.Stat(dir)
+	expectPrepared()
+	entries, err := os.ReadDir(vsockDir)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(st.Mode().Perm()).To(Equal(backend.SocketDirMode))
-	g.Expect(st.Sys().(*syscall.Stat_t).Uid).To(Equal(uint32(backendUID)))
+	g.Expect(entries).To(HaveLen(2), "only alloc and backend: no temporary directory left")
 
 	out, err = exec.Command(bin, "--socket-dir", dir, "--vhost-device-vsock", vhost).CombinedOutput()
 	g.Expect(err).To(HaveOccurred(), "never as root")
@@ -82,7 +115,7 @@ func TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets(t *testing.T) {
 	})
 	control := filepath.Join(dir, backend.ControlSocketName)
 	g.Eventually(func() error { _, err := os.Stat(control); return err }, 10*time.Second, 20*time.Millisecond).Should(Succeed(), func() string { return logs.String() })
-	st, err = os.Stat(control)
+	st, err := os.Stat(control)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st.Mode().Perm()).To(Equal(os.FileMode(0o660)))
 	g.Expect(exec.Command(bin, "--socket-dir", dir, "--probe").Run()).To(Succeed())
@@ -133,6 +166,23 @@ func TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets(t *testing.T) {
 	}
 	_, err = os.Stat(fmt.Sprintf("/proc/%d", pid))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "vhost-device-vsock pid %d stopped", pid)
+}
+
+// prepareDirEnv names the directory TestHelperPrepareSocketDir prepares.
+const prepareDirEnv = "FASTPATH_TEST_PREPARE_SOCKET_DIR"
+
+// TestHelperPrepareSocketDir is the agent's backend.PrepareSocketDir for
+// TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets, which runs the
+// test binary through setpriv with the agent's capabilities and groups; it
+// skips without $FASTPATH_TEST_PREPARE_SOCKET_DIR.
+func TestHelperPrepareSocketDir(t *testing.T) {
+	dir := os.Getenv(prepareDirEnv)
+	if dir == "" {
+		t.Skip("a helper of TestBackendRunsUnprivilegedAndTheAgentCanLinkItsSockets")
+	}
+	if err := backend.PrepareSocketDir(dir, backendUID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func procStatus(t *testing.T, pid int) map[string]string {
