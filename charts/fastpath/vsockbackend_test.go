@@ -126,6 +126,9 @@ func TestChartVsockBackendRelay(t *testing.T) {
 	agent := dss["fastpath-agent"].Spec.Template.Spec
 	args := agent.Containers[0].Args
 	g.Expect(args).To(ContainElement("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+	g.Expect(args).To(ContainElement("--relay-backend-gid=65532"), "the agent makes the backend's directory for its group")
+	g.Expect(ps.Volumes).To(ContainElement(HaveField("VolumeSource.HostPath.Type", HaveValue(Equal(corev1.HostPathDirectory)))),
+		"the backend waits for the directory the agent makes")
 	g.Expect(args).To(ContainElement("--vsock-transport=vsock"), "the agent's status describes the backend's transport")
 	g.Expect(strings.Join(args, " ")).NotTo(ContainSubstring("--relay-max-conns-per-namespace"), "the backend's flag now")
 	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))

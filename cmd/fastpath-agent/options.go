@@ -112,6 +112,12 @@ type RelayOptions struct {
 	// the backend's transport (the agent's status describes it), and
 	// VsockBufferSize and Limits are the backend's flags, unused here.
 	BackendSocket string
+	// BackendGID is the backend's group (--relay-backend-gid), one of the
+	// agent's supplementary groups: with BackendSocket the agent makes the
+	// socket's directory root's, in this group, mode 0770
+	// (backend.PrepareSocketDir), for the backend to bind its socket in,
+	// as --sibling-backend-gid does for Sibling. Above 0 with BackendSocket.
+	BackendGID int
 	// Limits are the relay's limits from the --relay-* flags; 0 in
 	// MaxTotalConns, MaxConnsPerNamespace and BufferBudget means "from
 	// --memory-limit" (relayOptions).
@@ -206,8 +212,9 @@ func NewOptions() Options {
 			DevDir:          "/dev",
 		},
 		Relay: RelayOptions{
-			Transport: "vsock",
-			Limits:    relay.DefaultLimitFlags(),
+			Transport:  "vsock",
+			BackendGID: backend.DefaultGID,
+			Limits:     relay.DefaultLimitFlags(),
 		},
 		Sibling: SiblingOptions{
 			BackendGID:            backend.DefaultGID,
@@ -270,6 +277,7 @@ func (o *RelayOptions) addFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.VsockBufferSize, "relay-vsock-buffer-size", o.VsockBufferSize, "vsock relay: receive buffer of its AF_VSOCK connections in bytes, the window a guest may send before the relay reads (0: the kernel's, 256 KiB); also what the kernel may hold per connection and direction when a target stops reading. Not for --vsock-transport unix:<dir>.")
 	fs.StringVar(&o.Transport, "vsock-transport", o.Transport, "Relay transport: \"vsock\" (AF_VSOCK) or \"unix:<dir>\" (EMULATION over UNIX sockets, for tests and the demo).")
 	fs.StringVar(&o.BackendSocket, "relay-backend-socket", o.BackendSocket, "vsock relay through the vsock backend process (fastpath-vsock-backend --relay): the UNIX socket it serves; the agent sends it the routes and reads its listeners and limits, so an agent restart keeps the relayed connections. --vsock-transport must then be the backend's; the other --relay-* flags are the backend's. \"\": the relay runs in the agent.")
+	fs.IntVar(&o.BackendGID, "relay-backend-gid", o.BackendGID, "With --relay-backend-socket: the backend's group, a supplementary group of the agent; the agent makes the socket's directory root's, in this group, with mode 0770, for the backend to bind its socket in.")
 }
 
 func (o *SiblingOptions) addFlags(fs *flag.FlagSet) {
@@ -328,6 +336,9 @@ func (o Options) Validate() error {
 	}
 	if p := o.Relay.BackendSocket; p != "" && (!filepath.IsAbs(p) || len(p) >= 108) {
 		return fmt.Errorf("--relay-backend-socket %q must be an absolute path under 108 bytes (a UNIX socket)", p)
+	}
+	if o.Relay.BackendSocket != "" && o.Relay.BackendGID <= 0 {
+		return fmt.Errorf("--relay-backend-gid %d must be above 0: the backend's group, never root's", o.Relay.BackendGID)
 	}
 	if n := o.DevicePlugins.MacvtapDevices; n < 1 || n > maxMacvtapDevices {
 		return fmt.Errorf("--macvtap-devices %d is out of range: must be 1-%d", n, maxMacvtapDevices)

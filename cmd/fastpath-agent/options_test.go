@@ -30,7 +30,7 @@ var todaysDefaults = Options{
 	ResyncPeriod: time.Minute,
 	CNI:          CNIOptions{BinDir: "/opt/cni/bin", StateDir: "/var/lib/cni/fastpath"},
 	Datapath:     DatapathOptions{OVSSocket: "unix:/var/run/openvswitch/db.sock", OVSDatapathType: "system", DevDir: "/dev"},
-	Relay: RelayOptions{Transport: "vsock", Limits: relay.Options{
+	Relay: RelayOptions{Transport: "vsock", BackendGID: 65532, Limits: relay.Options{
 		MaxConnsPerCID: 256, DefaultMaxConns: 1024, IdleTimeout: 5 * time.Minute, HalfCloseTimeout: 30 * time.Second,
 	}},
 	Sibling:       SiblingOptions{BackendGID: 65532, SocketDir: "/var/run/fastpath/vsock", MaxGroups: 64, MaxGroupsPerNamespace: 16},
@@ -47,7 +47,7 @@ var agentFlags = []string{
 	"dev-dir", "device-plugin-dir", "dhcp", "dhcp-server-id", "health-probe-bind-address", "host-cpu-bind-address",
 	"install-cni", "macvtap-devices", "memory-limit", "metrics-bind-address", "metrics-cert-dir",
 	"metrics-secure", "node-name", "ovs-datapath-type", "ovs-socket", "pod-resources-socket",
-	"relay-backend-socket", "relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
+	"relay-backend-gid", "relay-backend-socket", "relay-buffer-budget", "relay-half-close-timeout", "relay-idle-timeout", "relay-max-conns",
 	"relay-max-conns-per-cid", "relay-max-conns-per-namespace", "relay-max-conns-per-route", "relay-vsock-buffer-size",
 	"resync-period", "sibling-backend-gid", "sibling-backend-socket", "sibling-devices", "sibling-max-groups", "sibling-max-groups-per-namespace",
 	"sibling-socket-dir", "tune-sysctls", "vhost-device-vsock", "vsock-transport",
@@ -113,6 +113,10 @@ func TestValidate(t *testing.T) {
 		{"vsock transport", func(o *Options) { o.Relay.Transport = "tcp" }, `--vsock-transport "tcp" must be "vsock" or "unix:<dir>"`},
 		{"emulated vsock transport", func(o *Options) { o.Relay.Transport = "unix:/run/x" }, ""},
 		{"relay backend socket", func(o *Options) { o.Relay.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock" }, ""},
+		{"relay backend socket, root's group", func(o *Options) {
+			o.Relay.BackendSocket, o.Relay.BackendGID = "/var/run/fastpath/vsock/backend/control.sock", 0
+		}, "--relay-backend-gid 0 must be above 0"},
+		{"no relay backend: its group unread", func(o *Options) { o.Relay.BackendGID = 0 }, ""},
 		{"relative relay backend socket", func(o *Options) { o.Relay.BackendSocket = "backend/control.sock" },
 			`--relay-backend-socket "backend/control.sock" must be an absolute path under 108 bytes`},
 		{"long relay backend socket", func(o *Options) { o.Relay.BackendSocket = "/" + strings.Repeat("x", 107) },

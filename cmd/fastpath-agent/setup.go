@@ -168,6 +168,11 @@ func newRelay(mgr ctrl.Manager, o Options, transport vsock.Transport, wake func(
 		debug.SetMemoryLimit(o.MemoryLimit / 10 * 9)
 	}
 	if o.Relay.BackendSocket != "" {
+		// The backend pod waits for its socket directory (hostPath type
+		// Directory), which the agent makes, as for Sibling.
+		if err := backend.PrepareSocketDir(filepath.Dir(filepath.Clean(o.Relay.BackendSocket)), o.Relay.BackendGID); err != nil {
+			return nil, nil, err
+		}
 		c := backend.NewRelayClient(o.Relay.BackendSocket, vsock.EmulationNote(transport))
 		c.OnChange, c.Log = wake, ctrl.Log.WithName("vsock-backend-relay")
 		if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {

@@ -43,8 +43,7 @@ func TestBackendRelayRunsUnprivilegedAndEndsConnectionsOnStop(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	dir := filepath.Join(base, "backend")
-	out, err = exec.Command(bin, "--socket-dir", dir, "--prepare-socket-dir").CombinedOutput()
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Expect(backend.PrepareSocketDir(dir, backendUID)).To(Succeed()) // the agent's step
 	// The emulation's root, where the backend (65532) binds the host CID's
 	// sockets and the test (root) the guests'.
 	emu := filepath.Join(base, "vsock")

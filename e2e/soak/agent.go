@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/fastpath-io/fastpath/api/v1alpha1"
 	"github.com/fastpath-io/fastpath/internal/vsock"
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
 // AgentOptions configures the agent part.
@@ -252,8 +252,9 @@ func (r *agentRun) startBackend(shared string) error {
 	}
 	dir := filepath.Join(shared, "backend")
 	r.backendSocket = filepath.Join(dir, "control.sock")
-	if out, err := exec.Command(r.o.Backend, "--socket-dir="+dir, "--prepare-socket-dir").CombinedOutput(); err != nil {
-		return fmt.Errorf("failed to prepare the vsock backend's socket directory: %v: %s", err, out)
+	// As the agent does in a cluster (--relay-backend-gid).
+	if err := backend.PrepareSocketDir(dir, backendUID); err != nil {
+		return fmt.Errorf("failed to prepare the vsock backend's socket directory: %w", err)
 	}
 	r.backend = &process{path: r.o.Backend, logPath: filepath.Join(r.o.WorkDir, "backend.log"),
 		cred: &syscall.Credential{Uid: backendUID, Gid: backendUID, Groups: []uint32{}},
