@@ -92,7 +92,8 @@ func TestChartRendersOperatorAgentAndRBAC(t *testing.T) {
 		kinds[obj["kind"].(string)] = append(kinds[obj["kind"].(string)], md["name"].(string))
 	}
 	g.Expect(kinds["Deployment"]).To(ConsistOf("fastpath-operator"))
-	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent"))
+	// The relay in the vsock backend (agent.relay.backend.enabled, the default).
+	g.Expect(kinds["DaemonSet"]).To(ConsistOf("fastpath-agent", "fastpath-vsock-backend"))
 	g.Expect(kinds["ClusterRole"]).To(ConsistOf("fastpath-operator", "fastpath-operator-binding-plugin", "fastpath-agent", "fastpath-metrics-reader", "fastpath-tenant-edit", "fastpath-tenant-view"))
 	g.Expect(kinds["ValidatingAdmissionPolicy"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-agent-node-label", "fastpath-device-requests", "fastpath-vm-device-requests", "fastpath-vmi-device-requests", "fastpath-operator-own-objects", "fastpath-operator-runner-pods", "fastpath-operator-kubevirt-binding", "fastpath-nad-owner", "fastpath-nad-devices", "fastpath-nad-derived-devices"))
 	g.Expect(kinds["ValidatingAdmissionPolicyBinding"]).To(ConsistOf("fastpath-agent-own-node", "fastpath-agent-node-label", "fastpath-device-requests", "fastpath-vm-device-requests", "fastpath-vmi-device-requests", "fastpath-operator-own-objects", "fastpath-operator-runner-pods", "fastpath-operator-kubevirt-binding", "fastpath-nad-owner", "fastpath-nad-devices", "fastpath-nad-derived-devices"))
@@ -333,13 +334,14 @@ func render(t *testing.T, set ...string) []renderedObject {
 // The default install grants least privilege (issue 17): no privileged
 // container, no wildcard and no Secret read in any ClusterRole, tenant rights
 // only on the namespaced tenant kinds, an agent with NET_ADMIN and NET_RAW
-// only, no writable /dev, on KubeVirt nodes only.
+// only, no writable /dev, on KubeVirt nodes only; the vsock backend that runs
+// the relay with no capability, no host network, not as root.
 func TestChartGrantsLeastPrivilege(t *testing.T) {
 	g := NewWithT(t)
 	out := helm(t, "template", "fp", ".", "--namespace", "fastpath-system")
 	g.Expect(out).NotTo(MatchRegexp(`privileged:\s*true`))
 	objs := render(t)
-	var agent *renderedObject
+	var agent, backend *renderedObject
 	for i, o := range objs {
 		switch o.Kind {
 		case "ClusterRole", "Role":
@@ -355,10 +357,21 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 				}
 			}
 		case "DaemonSet":
-			agent = &objs[i]
+			switch o.Metadata.Name {
+			case "fastpath-agent":
+				agent = &objs[i]
+			case "fastpath-vsock-backend":
+				backend = &objs[i]
+			}
 		}
 	}
 	g.Expect(agent).NotTo(BeNil())
+	g.Expect(backend).NotTo(BeNil(), "the relay's DaemonSet (agent.relay.backend.enabled)")
+	g.Expect(backend.Spec.Template.Spec.HostNetwork).To(BeFalse())
+	g.Expect(backend.Spec.Template.Spec.NodeSelector).To(Equal(agent.Spec.Template.Spec.NodeSelector))
+	g.Expect(backend.Spec.Template.Spec.Containers).To(HaveLen(1))
+	g.Expect(backend.Spec.Template.Spec.Containers[0].SecurityContext).To(And(HaveKeyWithValue("privileged", false),
+		HaveKeyWithValue("allowPrivilegeEscalation", false), HaveKeyWithValue("capabilities", Equal(map[string]any{"drop": []any{"ALL"}}))))
 	ps := agent.Spec.Template.Spec
 	g.Expect(ps.NodeSelector).To(HaveKeyWithValue("kubevirt.io/schedulable", "true"))
 	g.Expect(ps.Tolerations).To(BeEmpty(), "no toleration of every taint")
@@ -400,13 +413,13 @@ func TestChartGrantsLeastPrivilege(t *testing.T) {
 	// Opt-ins are explicit and named.
 	objs = render(t, "agent.extraCapabilities={SYS_ADMIN}")
 	for _, o := range objs {
-		if o.Kind == "DaemonSet" {
+		if o.Kind == "DaemonSet" && o.Metadata.Name == "fastpath-agent" {
 			g.Expect(o.Spec.Template.Spec.Containers[0].SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"})))
 		}
 	}
 	// Without the DHCP responder, no NET_RAW and no lease mount.
 	for _, o := range render(t, "agent.dhcp.enabled=false") {
-		if o.Kind == "DaemonSet" {
+		if o.Kind == "DaemonSet" && o.Metadata.Name == "fastpath-agent" {
 			c := o.Spec.Template.Spec.Containers[0]
 			g.Expect(c.SecurityContext).To(HaveKeyWithValue("capabilities", HaveKeyWithValue("add", []any{"NET_ADMIN"})))
 			g.Expect(c.Args).To(ContainElement("--dhcp=false"))
@@ -492,12 +505,17 @@ func TestChartAgentSibling(t *testing.T) {
 }
 
 // TestChartAgentRelayNamespaceCap: agent.relay.maxConnsPerNamespace passes
-// the relay's per-namespace connection cap; by default (0) the agent
-// derives it (a quarter of the node's cap) and the chart passes nothing.
+// the relay's per-namespace connection cap to whichever process runs the
+// relay: the vsock backend by default, the agent with
+// agent.relay.backend.enabled=false; by default (0) the relay derives it (a
+// quarter of the node's cap) and the chart passes nothing.
 func TestChartAgentRelayNamespaceCap(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(agentDaemonSet(t)).NotTo(ContainSubstring("--relay-max-conns-per-namespace"))
-	g.Expect(agentDaemonSet(t, "agent.relay.maxConnsPerNamespace=64")).To(ContainSubstring("- --relay-max-conns-per-namespace=64\n"))
+	g.Expect(agentDaemonSet(t, "agent.relay.backend.enabled=false")).NotTo(ContainSubstring("--relay-max-conns-per-namespace"))
+	g.Expect(agentDaemonSet(t, "agent.relay.backend.enabled=false", "agent.relay.maxConnsPerNamespace=64")).To(ContainSubstring("- --relay-max-conns-per-namespace=64\n"))
+	g.Expect(agentDaemonSet(t, "agent.relay.maxConnsPerNamespace=64")).NotTo(ContainSubstring("--relay-max-conns-per-namespace"), "the backend's flag by default")
+	g.Expect(daemonSets(t, "agent.relay.maxConnsPerNamespace=64")["fastpath-vsock-backend"].Spec.Template.Spec.Containers[0].Args).To(
+		ContainElement("--relay-max-conns-per-namespace=64"))
 }
 
 // TestChartCleansTheNodesOnUninstall: by default a pre-delete hook Job runs

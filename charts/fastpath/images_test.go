@@ -58,6 +58,7 @@ const (
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	digestC = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 	digestD = "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+	digestE = "sha256:eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 )
 
 // Where each image goes: every container and operator flag that names one.
@@ -67,8 +68,11 @@ var imageUses = map[string]string{
 	"Job/fastpath-node-cleanup/cleanup":                  "operator",
 	"DaemonSet/fastpath-agent/install-cni":               "agent",
 	"DaemonSet/fastpath-agent/agent":                     "agent",
-	"operator/--runner-image":                            "bench",
-	"operator/--domain-hook-image":                       "domainHook",
+	// The relay's DaemonSet (agent.relay.backend.enabled, the default).
+	"DaemonSet/fastpath-vsock-backend/prepare-socket-dir": "vsockBackend",
+	"DaemonSet/fastpath-vsock-backend/vsock-backend":      "vsockBackend",
+	"operator/--runner-image":                             "bench",
+	"operator/--domain-hook-image":                        "domainHook",
 }
 
 // Each image renders <registry>/<repository>@<digest> when its digest is
@@ -76,8 +80,9 @@ var imageUses = map[string]string{
 // before the chart's appVersion; a digest that is not sha256:<64 hex> fails.
 func TestChartRendersImagesByDigest(t *testing.T) {
 	g := NewWithT(t)
-	repo := map[string]string{"operator": "fastpath-operator", "agent": "fastpath-agent", "bench": "fastpath-bench", "domainHook": "fastpath-domain-hook"}
-	digest := map[string]string{"operator": digestA, "agent": digestB, "bench": digestC, "domainHook": digestD}
+	repo := map[string]string{"operator": "fastpath-operator", "agent": "fastpath-agent", "bench": "fastpath-bench", "domainHook": "fastpath-domain-hook",
+		"vsockBackend": "fastpath-vsock-backend"}
+	digest := map[string]string{"operator": digestA, "agent": digestB, "bench": digestC, "domainHook": digestD, "vsockBackend": digestE}
 
 	expect := func(got map[string]string, want func(key string) string) {
 		t.Helper()

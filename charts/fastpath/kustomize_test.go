@@ -15,7 +15,7 @@ import (
 // the chart rendered with its defaults (make manifests writes it; a chart
 // change without make manifests fails here), and that `kubectl kustomize
 // config/default` builds the namespace, the CRDs of config/crd/bases and
-// every object of the chart.
+// every object of the chart, the relay in the vsock backend as with helm.
 func TestConfigDefaultIsTheChart(t *testing.T) {
 	g := NewWithT(t)
 	committed, err := os.ReadFile("../../config/default/fastpath.yaml")
@@ -40,7 +40,12 @@ func TestConfigDefaultIsTheChart(t *testing.T) {
 	g.Expect(kinds).To(HaveKeyWithValue("Namespace", 1))
 	g.Expect(kinds).To(HaveKeyWithValue("CustomResourceDefinition", len(crds)))
 	g.Expect(kinds).To(HaveKeyWithValue("Deployment", 1))
-	g.Expect(kinds).To(HaveKeyWithValue("DaemonSet", 1))
+	// The agent and, with the relay in it (agent.relay.backend.enabled, the
+	// chart's default), the vsock backend, which the agent programs.
+	g.Expect(kinds).To(HaveKeyWithValue("DaemonSet", 2))
+	g.Expect(out.String()).To(ContainSubstring("name: fastpath-vsock-backend\n"))
+	g.Expect(out.String()).To(ContainSubstring("- --relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock\n"))
+	g.Expect(out.String()).To(ContainSubstring("- --relay\n"))
 	g.Expect(len(kindRE.FindAllString(out.String(), -1))).To(Equal(len(kindRE.FindAllString(rendered, -1))+1+len(crds)),
 		"every object of the chart, plus the namespace and the CRDs")
 }

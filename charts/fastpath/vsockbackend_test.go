@@ -31,7 +31,8 @@ func daemonSets(t *testing.T, set ...string) map[string]appsv1.DaemonSet {
 	return out
 }
 
-// TestChartVsockBackend: with agent.sibling.enabled the chart runs
+// TestChartVsockBackend: with agent.sibling.enabled (here with the relay in
+// the agent, to see Sibling alone) the chart runs
 // vhost-device-vsock in a DaemonSet of its own that helm upgrade never
 // restarts (OnDelete), as a non-root user with no capability, no host
 // namespace and only its socket directory, and with no init container:
@@ -40,14 +41,15 @@ func daemonSets(t *testing.T, set ...string) map[string]appsv1.DaemonSet {
 // hostPath must exist rather than be made by kubelet as root's 0755. The
 // agent drives it through its socket, with the backend's group and
 // CAP_FOWNER (the hard link of a socket it does not own) and nothing else
-// added. Without Sibling neither appears.
+// added. Without Sibling and with the relay in the agent
+// (agent.relay.backend.enabled=false) neither appears.
 func TestChartVsockBackend(t *testing.T) {
 	g := NewWithT(t)
-	off := daemonSets(t)
+	off := daemonSets(t, "agent.relay.backend.enabled=false")
 	g.Expect(off).NotTo(HaveKey("fastpath-vsock-backend"))
 	g.Expect(off["fastpath-agent"].Spec.Template.Spec.SecurityContext).To(BeNil())
 
-	dss := daemonSets(t, "agent.sibling.enabled=true", "image.tag=v9")
+	dss := daemonSets(t, "agent.sibling.enabled=true", "agent.relay.backend.enabled=false", "image.tag=v9")
 	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
 	ds := dss["fastpath-vsock-backend"]
 	g.Expect(ds.Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteDaemonSetStrategyType), "helm upgrade must not restart it")
@@ -87,7 +89,7 @@ func TestChartVsockBackend(t *testing.T) {
 	g.Expect(agent.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "sibling-sockets", MountPath: "/var/run/fastpath/vsock"}))
 
 	// Another user and group, and never root.
-	dss = daemonSets(t, "agent.sibling.enabled=true", "agent.sibling.backend.uid=4000", "agent.sibling.backend.gid=4001")
+	dss = daemonSets(t, "agent.sibling.enabled=true", "agent.relay.backend.enabled=false", "agent.sibling.backend.uid=4000", "agent.sibling.backend.gid=4001")
 	g.Expect(*dss["fastpath-vsock-backend"].Spec.Template.Spec.SecurityContext.RunAsUser).To(Equal(int64(4000)))
 	g.Expect(dss["fastpath-agent"].Spec.Template.Spec.SecurityContext.SupplementalGroups).To(Equal([]int64{4001}))
 	g.Expect(dss["fastpath-agent"].Spec.Template.Spec.Containers[0].Args).To(ContainElement("--sibling-backend-gid=4001"))
@@ -106,8 +108,11 @@ func TestChartVsockBackend(t *testing.T) {
 // the relay stays in the agent.
 func TestChartVsockBackendRelay(t *testing.T) {
 	g := NewWithT(t)
-	off := daemonSets(t)
-	g.Expect(strings.Join(off["fastpath-agent"].Spec.Template.Spec.Containers[0].Args, " ")).NotTo(ContainSubstring("--relay-backend-socket"))
+	off := daemonSets(t, "agent.relay.backend.enabled=false", "agent.relay.maxConnsPerNamespace=50")
+	g.Expect(off).NotTo(HaveKey("fastpath-vsock-backend"))
+	offArgs := off["fastpath-agent"].Spec.Template.Spec.Containers[0].Args
+	g.Expect(strings.Join(offArgs, " ")).NotTo(ContainSubstring("--relay-backend-socket"))
+	g.Expect(offArgs).To(ContainElement("--relay-max-conns-per-namespace=50"), "the relay in the agent takes the cap")
 
 	dss := daemonSets(t, "agent.relay.backend.enabled=true", "agent.relay.maxConnsPerNamespace=50")
 	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
@@ -153,4 +158,30 @@ func TestChartVsockBackendRelay(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(b)).To(ContainSubstring(`operator.relayPortRange "1000-1999" starts below 1024`))
 	g.Expect(daemonSets(t, "agent.relay.backend.enabled=true", "operator.relayPortRange=1024-1999")).To(HaveKey("fastpath-vsock-backend"))
+}
+
+// TestChartVsockBackendRelayIsTheDefault: the default render runs vsock mode
+// Relay's relay in fastpath-vsock-backend (--relay), which an agent rollout
+// does not restart, and the agent programs it (--relay-backend-socket), even
+// without Sibling; agent.relay.backend.enabled=false gives the old shape, the
+// relay in the agent and no backend DaemonSet.
+func TestChartVsockBackendRelayIsTheDefault(t *testing.T) {
+	g := NewWithT(t)
+	dss := daemonSets(t)
+	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
+	g.Expect(dss["fastpath-vsock-backend"].Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteDaemonSetStrategyType))
+	g.Expect(dss["fastpath-vsock-backend"].Spec.Template.Spec.Containers[0].Args).To(Equal([]string{
+		"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=", "--relay", "--vsock-transport=vsock"}))
+	agent := dss["fastpath-agent"].Spec.Template.Spec
+	g.Expect(agent.Containers[0].Args).To(ContainElement("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
+	g.Expect(strings.Join(agent.Containers[0].Args, " ")).NotTo(ContainSubstring("--sibling-backend-socket"), "Sibling stays off by default")
+	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))
+
+	old := daemonSets(t, "agent.relay.backend.enabled=false")
+	g.Expect(old).To(HaveLen(1))
+	g.Expect(old).To(HaveKey("fastpath-agent"))
+	agent = old["fastpath-agent"].Spec.Template.Spec
+	g.Expect(strings.Join(agent.Containers[0].Args, " ")).NotTo(ContainSubstring("backend"))
+	g.Expect(agent.SecurityContext).To(BeNil())
+	g.Expect(agent.Volumes).NotTo(ContainElement(HaveField("Name", "vsock-backend")))
 }
