@@ -45,7 +45,8 @@ var _ = Describe("Fastpath installed from a registry", func() {
 				seen = append(seen, fmt.Sprintf("%s/%s:%s", p.Namespace, p.Name, c.Name))
 			}
 		}
-		Expect(components).To(And(HaveKey("operator"), HaveKey("agent")), "the operator's and agent's pods: %v", seen)
+		// The vsock backend runs the relay by default (agent.relay.backend.enabled).
+		Expect(components).To(And(HaveKey("operator"), HaveKey("agent"), HaveKey("vsock-backend")), "the operator's, agent's and vsock backend's pods: %v", seen)
 		Expect(hosts).To(HaveLen(1), "one registry: %v", hosts)
 		AddReportEntry("images by digest", fmt.Sprintf("%d Fastpath containers (%s) from registry %s", len(seen), strings.Join(slices.Sorted(maps.Keys(components)), ", "), strings.Join(slices.Sorted(maps.Keys(hosts)), "")))
 	})

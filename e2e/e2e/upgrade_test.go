@@ -323,7 +323,7 @@ spec:
 			AddReportEntry("sibling vsock across the upgrade", fmt.Sprintf("%s; backend pod %s (uid %s) and vhost-device-vsock pid %d unchanged",
 				entry, backend.pod, backend.podUID, backend.pid))
 		} else {
-			AddReportEntry("sibling vsock across the upgrade", "not run: the cluster's vsock mode is "+string(env.VSOCKMode())+" (the relay lives in the agent)")
+			AddReportEntry("sibling vsock across the upgrade", "not run: the cluster's vsock mode is "+string(env.VSOCKMode())+" (a relayed stream across the upgrade is not measured here)")
 		}
 
 		By("checking what the upgrade left")

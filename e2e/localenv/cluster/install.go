@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,8 +76,8 @@ type Published struct {
 }
 
 // ChartImages are the make images archives the chart runs (the operator,
-// the agent, the benchmark runner, the domain hook sidecar, vsock mode
-// Sibling's backend).
+// the agent, the benchmark runner, the domain hook sidecar, the vsock
+// backend: the relay's by default, and vsock mode Sibling's).
 var ChartImages = []string{"operator", "agent", "bench", "domain-hook", "vsock-backend"}
 
 // Publish does what a release does, to the cluster's registry at host
@@ -129,8 +130,9 @@ func HelmInstallCommand(binDir string, pub Published, dir string, kubevirt bool)
 }
 
 // Install installs Fastpath on the running cluster in opts.Dir, printing the
-// command it runs, then waits until the operator Deployment and the agent
-// DaemonSet have their pods Running and ready, the agent has installed the
+// command it runs, then waits until the operator Deployment, the agent
+// DaemonSet and the vsock backend DaemonSet (the relay's, by default) have
+// their pods Running and ready, the agent has installed the
 // fastpath CNI binary into the cluster's CNI bin directory, and the node's
 // FastPathNode is Ready. Each step's duration goes to opts.Out.
 func Install(ctx context.Context, opts Options, io InstallOptions) error {
@@ -202,8 +204,8 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 	}); err != nil {
 		return err
 	}
-	if err := u.step("operator Deployment and agent DaemonSet pods Running", func() error {
-		return u.waitFor(ctx, "the operator and agent pods", io.Timeout, workloadsReady(c))
+	if err := u.step("operator Deployment, agent and vsock backend DaemonSet pods Running", func() error {
+		return u.waitFor(ctx, "the operator, agent and vsock backend pods", io.Timeout, workloadsReady(c))
 	}); err != nil {
 		return err
 	}
@@ -232,7 +234,10 @@ func Install(ctx context.Context, opts Options, io InstallOptions) error {
 }
 
 // workloadsReady wants the operator Deployment available and the agent
-// DaemonSet with every desired pod ready; an error reports pods that are not.
+// DaemonSet, and the vsock backend DaemonSet where the install has one (the
+// relay's, agent.relay.backend.enabled, and Sibling's), with every desired
+// pod ready on as many nodes as the agent; an error reports pods that are
+// not.
 func workloadsReady(c client.Client) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		dep := &appsv1.Deployment{}
@@ -243,7 +248,17 @@ func workloadsReady(c client.Client) func(context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "fastpath-agent"}, ds); err != nil {
 			return false, err
 		}
-		if dep.Status.ReadyReplicas >= 1 && ds.Status.DesiredNumberScheduled >= 1 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled {
+		ready := dep.Status.ReadyReplicas >= 1 && ds.Status.DesiredNumberScheduled >= 1 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled
+		backend := &appsv1.DaemonSet{}
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "fastpath-vsock-backend"}, backend); {
+		case apierrors.IsNotFound(err): // agent.relay.backend.enabled=false without Sibling
+		case err != nil:
+			return false, err
+		default:
+			ready = ready && backend.Status.DesiredNumberScheduled == ds.Status.DesiredNumberScheduled &&
+				backend.Status.NumberReady == backend.Status.DesiredNumberScheduled
+		}
+		if ready {
 			return true, nil
 		}
 		return false, podProblems(ctx, c, Namespace)

@@ -19,9 +19,10 @@ import (
 // TestInstall installs Fastpath on a real cluster both ways an admin does —
 // helm install of charts/fastpath and kubectl apply -k of an overlay of
 // config/default — with the images make images builds: each time the
-// operator and agent pods run, the agent installs the CNI binary into the
-// cluster's CNI bin directory and the node's FastPathNode turns Ready; the
-// cluster then goes without a trace.
+// operator, agent and vsock backend pods run (the backend runs the relay by
+// default, and Sibling's backends with HelmValues), the agent installs the
+// CNI binary into the cluster's CNI bin directory and the node's
+// FastPathNode turns Ready; the cluster then goes without a trace.
 func TestInstall(t *testing.T) {
 	testutil.RequireRoot(t)
 	root, err := testenv.RepoRoot()
@@ -67,10 +68,13 @@ func TestInstall(t *testing.T) {
 				}
 			}
 			if kustomize {
-				g.Expect(images).To(Equal(map[string]bool{"localhost/fastpath-operator:local": true, "localhost/fastpath-agent:local": true}))
+				// The operator, the agent and the vsock backend, which runs
+				// the relay (agent.relay.backend.enabled, the chart's default).
+				g.Expect(images).To(Equal(map[string]bool{"localhost/fastpath-operator:local": true, "localhost/fastpath-agent:local": true,
+					"localhost/fastpath-vsock-backend:local": true}))
 			} else {
-				// The operator, the agent and, with vsock mode Sibling on
-				// (the chart's default), the vsock backend.
+				// The operator, the agent and the vsock backend (the relay's
+				// by default; Sibling's too with HelmValues).
 				g.Expect(images).To(HaveLen(3))
 				for ref := range images {
 					g.Expect(ref).To(MatchRegexp(`^127\.0\.0\.1:%d/fastpath/fastpath-(operator|agent|vsock-backend)@sha256:[0-9a-f]{64}$`, RegistryPort))

@@ -23,8 +23,10 @@ const DefaultImageRegistry = "ghcr.io/fastpath-io"
 // writeKustomizeOverlay writes <Dir>/kustomize, an overlay of config/default
 // for this cluster, and returns its directory: the images make images built
 // (localhost/fastpath-*:local, pull policy Never, also for the runner and
-// domain hook images the operator is given as flags), the cluster's pod
-// network, CNI directories and CNI state directory, and no KubeVirt node
+// domain hook images the operator is given as flags, and for the vsock
+// backend that runs the relay by default), the cluster's pod network, CNI
+// directories and CNI state directory, the backend's socket directory under
+// the cluster's run directory (as HelmValues puts it), and no KubeVirt node
 // selector. The operator's and agent's flags are read from config/default and
 // changed, not restated.
 func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
@@ -83,8 +85,27 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 		"images": []map[string]string{
 			{"name": DefaultImageRegistry + "/fastpath-operator", "newName": "localhost/fastpath-operator", "newTag": "local"},
 			{"name": DefaultImageRegistry + "/fastpath-agent", "newName": "localhost/fastpath-agent", "newTag": "local"},
+			{"name": DefaultImageRegistry + "/fastpath-vsock-backend", "newName": "localhost/fastpath-vsock-backend", "newTag": "local"},
 		},
-		"patches": []map[string]string{{"path": "operator.yaml"}, {"path": "agent.yaml"}},
+		"patches": []map[string]string{{"path": "operator.yaml"}, {"path": "agent.yaml"}, {"path": "vsock-backend.yaml"}},
+	}
+	// config/default runs the relay in fastpath-vsock-backend (the chart's
+	// agent.relay.backend.enabled): its socket directory, which both pods
+	// mount at the same path inside, is on the host under the cluster's run
+	// directory, not the host's /var/run.
+	backendDir := filepath.Join(o.layout().run, "sibling", "backend")
+	backendVolume := func(name string) map[string]any {
+		return map[string]any{"name": name, "hostPath": map[string]string{"path": backendDir, "type": "DirectoryOrCreate"}}
+	}
+	backend := map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]string{"name": "fastpath-vsock-backend", "namespace": Namespace},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"nodeSelector":   nil, // on the agent's nodes
+			"initContainers": []map[string]any{{"name": "prepare-socket-dir", "imagePullPolicy": "Never"}},
+			"containers":     []map[string]any{{"name": "vsock-backend", "imagePullPolicy": "Never"}},
+			"volumes":        []map[string]any{backendVolume("sockets")},
+		}}},
 	}
 	operator := map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment",
@@ -113,10 +134,12 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 				{"name": "cni-ipam", "hostPath": map[string]string{"path": ipamDir, "type": "DirectoryOrCreate"}},
 				// The kubelet's PodResources API, under this cluster's kubelet root.
 				{"name": "pod-resources", "hostPath": map[string]string{"path": filepath.Join(o.layout().kubeletRoot, "pod-resources"), "type": "Directory"}},
+				// The vsock backend's control socket, for the relay.
+				backendVolume("vsock-backend"),
 			},
 		}}},
 	}
-	for name, obj := range map[string]any{"kustomization.yaml": kustomization, "operator.yaml": operator, "agent.yaml": agent} {
+	for name, obj := range map[string]any{"kustomization.yaml": kustomization, "operator.yaml": operator, "agent.yaml": agent, "vsock-backend.yaml": backend} {
 		b, err := yaml.Marshal(obj)
 		if err != nil {
 			return "", fmt.Errorf("failed to encode %s: %w", name, err)
