@@ -69,10 +69,9 @@ var imageUses = map[string]string{
 	"DaemonSet/fastpath-agent/install-cni":               "agent",
 	"DaemonSet/fastpath-agent/agent":                     "agent",
 	// The relay's DaemonSet (agent.relay.backend.enabled, the default).
-	"DaemonSet/fastpath-vsock-backend/prepare-socket-dir": "vsockBackend",
-	"DaemonSet/fastpath-vsock-backend/vsock-backend":      "vsockBackend",
-	"operator/--runner-image":                             "bench",
-	"operator/--domain-hook-image":                        "domainHook",
+	"DaemonSet/fastpath-vsock-backend/vsock-backend": "vsockBackend",
+	"operator/--runner-image":                        "bench",
+	"operator/--domain-hook-image":                   "domainHook",
 }
 
 // Each image renders <registry>/<repository>@<digest> when its digest is

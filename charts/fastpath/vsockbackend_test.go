@@ -123,9 +123,9 @@ func TestChartVsockBackendRelay(t *testing.T) {
 	g.Expect(*ps.SecurityContext.RunAsUser).To(Equal(int64(65532)))
 	c := ps.Containers[0]
 	g.Expect(c.Args).To(Equal([]string{"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=", "--relay", "--vsock-transport=vsock",
-		"--relay-max-conns-per-namespace=50"}), "relay only: no vhost-device-vsock")
+		"--relay-max-conns-per-namespace=50", "--memory-limit=134217728"}), "relay only: no vhost-device-vsock; caps from the 128 MiB budget, as in the agent")
 	g.Expect(c.SecurityContext.Capabilities).To(Equal(&corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}))
-	g.Expect(c.Env).To(BeEmpty(), "no memory limit: the relay's defaults")
+	g.Expect(c.Env).To(BeEmpty(), "no memory limit: the budget's flag instead")
 	g.Expect(c.LivenessProbe).To(BeNil(), "a restart would reset every relayed connection")
 
 	agent := dss["fastpath-agent"].Spec.Template.Spec
@@ -171,7 +171,7 @@ func TestChartVsockBackendRelayIsTheDefault(t *testing.T) {
 	g.Expect(dss).To(HaveKey("fastpath-vsock-backend"))
 	g.Expect(dss["fastpath-vsock-backend"].Spec.UpdateStrategy.Type).To(Equal(appsv1.OnDeleteDaemonSetStrategyType))
 	g.Expect(dss["fastpath-vsock-backend"].Spec.Template.Spec.Containers[0].Args).To(Equal([]string{
-		"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=", "--relay", "--vsock-transport=vsock"}))
+		"--socket-dir=/var/run/fastpath/vsock/backend", "--vhost-device-vsock=", "--relay", "--vsock-transport=vsock", "--memory-limit=134217728"}))
 	agent := dss["fastpath-agent"].Spec.Template.Spec
 	g.Expect(agent.Containers[0].Args).To(ContainElement("--relay-backend-socket=/var/run/fastpath/vsock/backend/control.sock"))
 	g.Expect(strings.Join(agent.Containers[0].Args, " ")).NotTo(ContainSubstring("--sibling-backend-socket"), "Sibling stays off by default")

@@ -200,6 +200,7 @@ func TestParseTheChartsCommandLines(t *testing.T) {
 	want.Datapath.DevDir = "/host/dev"
 	want.DevicePlugins.Dir = "/var/lib/kubelet/device-plugins"
 	want.Serving.HostCPUBindAddress, want.Serving.CgroupRoot = ":9446", "/host/sys/fs/cgroup"
+	want.Relay.BackendSocket = "/var/run/fastpath/vsock/backend/control.sock" // agent.relay.backend.enabled, the default
 	g.Expect(o).To(Equal(want))
 	g.Expect(o.Validate()).To(Succeed())
 

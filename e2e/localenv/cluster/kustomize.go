@@ -94,17 +94,18 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 	// mount at the same path inside, is on the host under the cluster's run
 	// directory, not the host's /var/run.
 	backendDir := filepath.Join(o.layout().run, "sibling", "backend")
-	backendVolume := func(name string) map[string]any {
-		return map[string]any{"name": name, "hostPath": map[string]string{"path": backendDir, "type": "DirectoryOrCreate"}}
+	// The agent makes it (--relay-backend-gid); the backend waits for it
+	// (type Directory), as in the chart.
+	backendVolume := func(name, typ string) map[string]any {
+		return map[string]any{"name": name, "hostPath": map[string]string{"path": backendDir, "type": typ}}
 	}
 	backend := map[string]any{
 		"apiVersion": "apps/v1", "kind": "DaemonSet",
 		"metadata": map[string]string{"name": "fastpath-vsock-backend", "namespace": Namespace},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"nodeSelector":   nil, // on the agent's nodes
-			"initContainers": []map[string]any{{"name": "prepare-socket-dir", "imagePullPolicy": "Never"}},
-			"containers":     []map[string]any{{"name": "vsock-backend", "imagePullPolicy": "Never"}},
-			"volumes":        []map[string]any{backendVolume("sockets")},
+			"nodeSelector": nil, // on the agent's nodes
+			"containers":   []map[string]any{{"name": "vsock-backend", "imagePullPolicy": "Never"}},
+			"volumes":      []map[string]any{backendVolume("sockets", "Directory")},
 		}}},
 	}
 	operator := map[string]any{
@@ -135,7 +136,7 @@ func (o Options) writeKustomizeOverlay(repoRoot string) (string, error) {
 				// The kubelet's PodResources API, under this cluster's kubelet root.
 				{"name": "pod-resources", "hostPath": map[string]string{"path": filepath.Join(o.layout().kubeletRoot, "pod-resources"), "type": "Directory"}},
 				// The vsock backend's control socket, for the relay.
-				backendVolume("vsock-backend"),
+				backendVolume("vsock-backend", "DirectoryOrCreate"),
 			},
 		}}},
 	}
