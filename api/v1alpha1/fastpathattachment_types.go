@@ -308,6 +308,15 @@ type FastPathAttachmentStatus struct {
 	// +optional
 	Bridge string `json:"bridge,omitempty"`
 
+	// subnet is the spec.network.ipam.subnet (CIDR, masked) the attachment
+	// holds on status.network: set when it passed the one-address-per-port
+	// check there, cleared when it is refused or leaves the network. While
+	// an attachment holds a subnet, another asking for an overlapping one on
+	// that network is refused (SubnetConflict) whichever is older, so an
+	// older attachment cannot take a later one's subnet by changing its own.
+	// +optional
+	Subnet string `json:"subnet,omitempty"`
+
 	// datapath is the effective datapath after defaulting (for printing).
 	// +optional
 	Datapath Datapath `json:"datapath,omitempty"`

@@ -85,7 +85,7 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 			notAdmitted.Network, s.att.Namespace, notAdmitted.Selector, s.att.Name)); rerr != nil {
 			return spec, rerr // retried: the revocation must complete
 		}
-		s.att.Status.Network, s.att.Status.Bridge = "", ""
+		s.att.Status.Network, s.att.Status.Bridge, s.att.Status.Subnet = "", "", ""
 	case errors.As(err, &ref) && s.att.Status.Bridge != "":
 		// The network the VMs were wired to is gone (deleted, or no longer
 		// the default): its bridge is nobody's to admit them any more.
@@ -94,7 +94,7 @@ func (r *Reconciler) resolveNetwork(ctx context.Context, s *scope) (v1alpha1.Fas
 			s.att.Status.Network, s.att.Name, err, s.att.Status.Bridge)); rerr != nil {
 			return spec, rerr
 		}
-		s.att.Status.Network, s.att.Status.Bridge = "", ""
+		s.att.Status.Network, s.att.Status.Bridge, s.att.Status.Subnet = "", "", ""
 	}
 	// A refusal the tenant caused (the spec outside the network's bounds)
 	// keeps status.network and status.bridge: running VMs keep their port

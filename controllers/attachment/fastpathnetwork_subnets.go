@@ -20,9 +20,12 @@ import (
 // one L2 segment on a node, whatever the namespaces of its attachments, and
 // attachments with overlapping subnets on it hand out one address to two
 // ports (by accident, or on purpose with rangeStart=rangeEnd=<victim>).
-// Among the attachments on a network whose subnets overlap, the first
-// (oldest creationTimestamp, then name, then namespace) keeps its subnet; the
-// others are refused (SubnetConflict).
+// Among the attachments on a network whose subnets overlap, the first keeps
+// its subnet and the others are refused (SubnetConflict); first is one that
+// already holds the subnet it asks for (status.subnet on status.network),
+// then the oldest (creationTimestamp, then name, then namespace). So an
+// attachment that changes its subnet onto one another attachment holds is
+// refused, however old it is, and the holder keeps it.
 
 // checkNetworkSpec checks what the CRD cannot in a resolved spec.network and
 // returns its subnet: a CIDR, outside every pod network, rangeStart not after
@@ -51,14 +54,35 @@ func (r *Reconciler) checkNetworkSpec(n *v1alpha1.NetworkSpec) (netip.Prefix, er
 	return subnet, nil
 }
 
-// subnetHolder is an attachment on a network with the subnet it asks for.
+// subnetHolder is an attachment on a network with the subnet it asks for
+// and whether it already holds that subnet there.
 type subnetHolder struct {
 	att    *v1alpha1.FastPathAttachment
 	subnet netip.Prefix
+	held   bool
 }
 
-// before orders attachments for the subnet rule: oldest creationTimestamp,
-// then name, then namespace.
+// holds reports whether att holds subnet on network: its status.subnet,
+// set when it last passed checkSubnet there, is that subnet.
+func holds(att *v1alpha1.FastPathAttachment, network string, subnet netip.Prefix) bool {
+	p, err := netip.ParsePrefix(att.Status.Subnet)
+	return err == nil && att.Status.Network == network && p.Masked() == subnet
+}
+
+// first orders holders for the subnet rule: one that holds its subnet,
+// then by before.
+func first(a, b subnetHolder) int {
+	if a.held != b.held {
+		if a.held {
+			return -1
+		}
+		return 1
+	}
+	return before(a.att, b.att)
+}
+
+// before orders attachments by age: oldest creationTimestamp, then name,
+// then namespace.
 func before(a, b *v1alpha1.FastPathAttachment) int {
 	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
@@ -67,8 +91,9 @@ func before(a, b *v1alpha1.FastPathAttachment) int {
 }
 
 // checkSubnet refuses s's subnet when it overlaps the subnet of an
-// attachment that comes first on the same FastPathNetwork and is not itself
-// refused for overlapping an earlier one. Attachments that the network does
+// attachment that comes first on the same FastPathNetwork (first) and is
+// not itself refused for overlapping an earlier one; it records the subnet
+// s holds in s's status.subnet, or clears it on a refusal. Attachments that the network does
 // not admit, or whose spec it refuses, hold no subnet. The refusal is
 // NetworkAttachmentReady=False/SubnetConflict naming the other attachment
 // (namespace/name) and both subnets, the NAD is deleted as for any refusal,
@@ -79,6 +104,7 @@ func (r *Reconciler) checkSubnet(ctx context.Context, s *scope, subnet netip.Pre
 	if err := r.Cache.Get(ctx, types.NamespacedName{Name: s.network}, net); err != nil {
 		return fmt.Errorf("failed to get FastPathNetwork %s: %w", s.network, err)
 	}
+	self := subnetHolder{att: s.att, subnet: subnet, held: holds(s.att, net.Name, subnet)}
 	defaultNetwork, defaultKnown := "", false
 	nsLabels := map[string]map[string]string{}
 	var holders []subnetHolder
@@ -86,10 +112,6 @@ func (r *Reconciler) checkSubnet(ctx context.Context, s *scope, subnet netip.Pre
 	for i := range all {
 		a := &all[i]
 		if a.Spec.Network == nil || (a.Namespace == s.att.Namespace && a.Name == s.att.Name) {
-			continue
-		}
-		// Only attachments that come first can hold a subnet against s.
-		if before(a, s.att) > 0 {
 			continue
 		}
 		name := v1alpha1.NetworkRefName(&a.Spec)
@@ -122,10 +144,16 @@ func (r *Reconciler) checkSubnet(ctx context.Context, s *scope, subnet netip.Pre
 		if err != nil {
 			continue
 		}
+		// Only attachments that come first can hold a subnet against s.
+		h := subnetHolder{att: a, subnet: other, held: holds(a, net.Name, other)}
+		if first(h, self) > 0 {
+			continue
+		}
 		// attachmentsIn shares the cache's objects: keep a copy.
-		holders = append(holders, subnetHolder{att: a.DeepCopy(), subnet: other})
+		h.att = a.DeepCopy()
+		holders = append(holders, h)
 	}
-	slices.SortFunc(holders, func(a, b subnetHolder) int { return before(a.att, b.att) })
+	slices.SortFunc(holders, first)
 	var kept []subnetHolder
 	for _, h := range holders {
 		if !slices.ContainsFunc(kept, func(k subnetHolder) bool { return k.subnet.Overlaps(h.subnet) }) {
@@ -134,12 +162,18 @@ func (r *Reconciler) checkSubnet(ctx context.Context, s *scope, subnet netip.Pre
 	}
 	i := slices.IndexFunc(kept, func(k subnetHolder) bool { return k.subnet.Overlaps(subnet) })
 	if i < 0 {
+		s.att.Status.Subnet = subnet.String()
 		return nil
 	}
-	first := kept[i]
-	msg := fmt.Sprintf("spec.network.ipam.subnet %s overlaps subnet %s of FastPathAttachment %s/%s, which came first on FastPathNetwork %s "+
+	s.att.Status.Subnet = ""
+	holder := kept[i]
+	why := "which came first on"
+	if holder.held {
+		why = "which holds it on"
+	}
+	msg := fmt.Sprintf("spec.network.ipam.subnet %s overlaps subnet %s of FastPathAttachment %s/%s, %s FastPathNetwork %s "+
 		"(one L2 segment for every namespace it admits: overlapping subnets hand out one address to two ports); choose a subnet that overlaps no other attachment's on the network",
-		s.spec.Network.IPAM.Subnet, first.att.Spec.Network.IPAM.Subnet, first.att.Namespace, first.att.Name, net.Name)
+		s.spec.Network.IPAM.Subnet, holder.att.Spec.Network.IPAM.Subnet, holder.att.Namespace, holder.att.Name, why, net.Name)
 	if err := r.deleteOwnedNAD(ctx, s); err != nil {
 		return err
 	}

@@ -449,9 +449,41 @@ var _ = Describe("Admin-owned FastPathNetworks", func() {
 		newAttachment(second, "elsewhere", v1alpha1.FastPathAttachmentSpec{VMSelector: selector("db"), Network: network("10.30.0.0/24")})
 		Eventually(conditionOf(second, "elsewhere", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 
-		By("the first attachment going: the later one gets the subnet")
-		Expect(env.Client.Delete(ctx, old)).To(Succeed())
+		By("an older attachment changing its subnet onto one a later attachment holds is refused, and the holder keeps it")
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.FastPathAttachment{}
+			g.Expect(env.Client.Get(ctx, types.NamespacedName{Namespace: second, Name: "disjoint"}, got)).To(Succeed())
+			g.Expect(got.Status.Subnet).To(Equal("10.30.1.0/24"))
+		}).Should(Succeed())
+		setSubnet := func(ns, name, subnet string) {
+			Eventually(func() error {
+				got := &v1alpha1.FastPathAttachment{}
+				if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, got); err != nil {
+					return err
+				}
+				got.Spec.Network.IPAM.Subnet = subnet
+				return env.Client.Update(ctx, got)
+			}).Should(Succeed())
+		}
+		setSubnet(first, "z-old", "10.30.1.0/25")
+		Eventually(conditionOf(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("False/" + v1alpha1.ReasonSubnetConflict))
+		Expect(conditionMessage(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition)).To(And(
+			ContainSubstring("FastPathAttachment "+second+"/disjoint"), ContainSubstring("which holds it on")))
+		Consistently(conditionOf(second, "disjoint", v1alpha1.NetworkAttachmentReadyCondition), 3*time.Second).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		_, err = getNAD(second, "disjoint")
+		Expect(err).NotTo(HaveOccurred(), "the holder keeps its NAD")
+
+		By("its old subnet, released by the move, went to the later attachment that asked for it; coming back, the older one is refused")
 		Eventually(conditionOf(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition)).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+		setSubnet(first, "z-old", "10.30.0.0/24")
+		Eventually(func() string { return conditionMessage(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition) }).Should(And(
+			ContainSubstring("FastPathAttachment "+second+"/a-new"), ContainSubstring("which holds it on")))
+		Expect(conditionOf(first, "z-old", v1alpha1.NetworkAttachmentReadyCondition)()).To(Equal("False/" + v1alpha1.ReasonSubnetConflict))
+		Consistently(conditionOf(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition), 3*time.Second).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
+
+		By("the older attachment going changes nothing for the holder")
+		Expect(env.Client.Delete(ctx, old)).To(Succeed())
+		Consistently(conditionOf(second, "a-new", v1alpha1.NetworkAttachmentReadyCondition), 2*time.Second).Should(Equal("True/" + v1alpha1.ReasonNADCreated))
 	})
 })
 
