@@ -127,14 +127,19 @@ func (c *Client) Report() (*Report, error) {
 // groups again first, so a restarted backend serves them without waiting
 // for the agent's next reconcile.
 func (c *Client) Run(ctx context.Context) error {
-	interval := c.PollInterval
+	return pollLoop(ctx, c.PollInterval, c.poll)
+}
+
+// pollLoop calls poll at once and then every interval (DefaultPollInterval
+// when interval is not above 0) until ctx ends, and returns nil then.
+func pollLoop(ctx context.Context, interval time.Duration, poll func(context.Context)) error {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		c.poll(ctx)
+		poll(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -131,20 +131,7 @@ func (c *RelayClient) Report() (*RelayReport, error) {
 // Run polls the backend's relay every PollInterval until ctx ends
 // (returning nil); see RelayClient.
 func (c *RelayClient) Run(ctx context.Context) error {
-	interval := c.PollInterval
-	if interval <= 0 {
-		interval = DefaultPollInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		c.Poll(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return pollLoop(ctx, c.PollInterval, c.Poll)
 }
 
 // Poll runs one round of Run: GET RelayPath, the routes again to a
