@@ -92,6 +92,31 @@ func isIP(s string) bool {
 	return err == nil && a.Zone() == "" && a.String() == s
 }
 
+// MasqueradePodAddress returns the address that reaches vmi over the pod
+// network when its interface PodNetworkInterface has KubeVirt's masquerade
+// binding: the virt-launcher pod's status.podIP (launcher, nil when not
+// known yet; "" then), since masquerade forwards the pod's address to the
+// guest. ok is false for any other binding (VMIAddresses' pod address holds).
+// The guest itself has an address of KubeVirt's masquerade subnet
+// (10.0.2.2 by default), reachable from no other pod; a VMI status that
+// reports it (seen with a guest agent under load on KubeVirt v1.7.0) must
+// not become the runner's ssh or netperf target.
+func MasqueradePodAddress(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod) (addr string, ok bool) {
+	for _, i := range vmi.Spec.Domain.Devices.Interfaces {
+		if i.Name != PodNetworkInterface {
+			continue
+		}
+		if i.Masquerade == nil {
+			return "", false
+		}
+		if launcher == nil || !isIP(launcher.Status.PodIP) {
+			return "", true
+		}
+		return launcher.Status.PodIP, true
+	}
+	return "", false
+}
+
 // VMIAddresses reads a VM's addresses from its VMI status.interfaces: fast is
 // the first address of the interface named network (the attachment's
 // "fp-<attachment>"), pod the first address of the interface named

@@ -100,6 +100,37 @@ func TestVMIAddresses(t *testing.T) {
 	}
 }
 
+func TestMasqueradePodAddress(t *testing.T) {
+	iface := func(name string, b kubevirtv1.InterfaceBindingMethod) kubevirtv1.Interface {
+		return kubevirtv1.Interface{Name: name, InterfaceBindingMethod: b}
+	}
+	masq := kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}
+	bridge := kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}
+	launcher := &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.85.1.9"}}
+	for _, tc := range []struct {
+		name     string
+		ifaces   []kubevirtv1.Interface
+		launcher *corev1.Pod
+		addr     string
+		ok       bool
+	}{
+		{"masquerade: the launcher's pod IP", []kubevirtv1.Interface{iface("default", masq), iface("fp-db-link", bridge)}, launcher, "10.85.1.9", true},
+		{"masquerade, launcher not known yet", []kubevirtv1.Interface{iface("default", masq)}, nil, "", true},
+		{"masquerade, launcher without a pod IP", []kubevirtv1.Interface{iface("default", masq)}, &corev1.Pod{}, "", true},
+		{"bridge binding: the VMI's own address holds", []kubevirtv1.Interface{iface("default", bridge)}, launcher, "", false},
+		{"no pod network interface", []kubevirtv1.Interface{iface("fp-db-link", masq)}, launcher, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gomega.NewWithT(t)
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			vmi.Spec.Domain.Devices.Interfaces = tc.ifaces
+			addr, ok := benchjob.MasqueradePodAddress(vmi, tc.launcher)
+			g.Expect(addr).To(gomega.Equal(tc.addr))
+			g.Expect(ok).To(gomega.Equal(tc.ok))
+		})
+	}
+}
+
 func TestNetworkAttachmentRef(t *testing.T) {
 	for _, tc := range []struct{ status, want string }{
 		{"", "apps/db-link"},

@@ -182,6 +182,18 @@ func (r *Reconciler) vmEndpoints(ctx context.Context, s *scope) ([]string, error
 				waiting = append(waiting, why)
 			}
 			fast, pod := benchjob.VMIAddresses(vmi, network)
+			if _, masq := benchjob.MasqueradePodAddress(vmi, nil); masq {
+				launcher, err := r.activeLauncher(ctx, vmi)
+				if err != nil {
+					return nil, err
+				}
+				// The launcher's pod IP when it is known; else what the VMI
+				// reports (a launcher that no kubelet runs: the local
+				// emulation's).
+				if addr, _ := benchjob.MasqueradePodAddress(vmi, launcher); addr != "" {
+					pod = addr
+				}
+			}
 			if ip && side.server && fast == "" {
 				waiting = append(waiting, fmt.Sprintf("VMI %s (%s) reports no address on interface %s", side.vm, role, network))
 			}
@@ -239,32 +251,56 @@ func (r *Reconciler) addLauncher(ctx context.Context, h *hostCPULaunchers, vmi *
 	for len(h.launchers) <= i {
 		h.launchers = append(h.launchers, [2]string{})
 	}
+	uid := activePod(vmi)
+	if uid == "" {
+		h.missing = append(h.missing, vmi.Name)
+		return "", nil
+	}
+	p, err := r.activeLauncher(ctx, vmi)
+	if err != nil {
+		return "", err
+	}
+	if p == nil || p.Status.HostIP == "" {
+		return fmt.Sprintf("virt-launcher pod %s of VMI %s is not running with a host IP yet", uid, vmi.Name), nil
+	}
+	h.launchers[i][boolIndex(server)] = string(p.UID)
+	if h.hostIPs == nil {
+		h.hostIPs = map[string]bool{}
+	}
+	h.hostIPs[p.Status.HostIP] = true
+	return "", nil
+}
+
+// activePod returns the UID of the pod vmi's status.activePods (written by
+// virt-controller only) places on the VMI's node, or "".
+func activePod(vmi *kubevirtv1.VirtualMachineInstance) types.UID {
 	var uid types.UID
 	for u, node := range vmi.Status.ActivePods {
 		if node == vmi.Status.NodeName && node != "" {
 			uid = u
 		}
 	}
+	return uid
+}
+
+// activeLauncher returns vmi's running virt-launcher pod: the activePod,
+// found among the pods KubeVirt labels as created by the VMI, on the VMI's
+// node; nil when there is none (yet).
+func (r *Reconciler) activeLauncher(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*corev1.Pod, error) {
+	uid := activePod(vmi)
 	if uid == "" {
-		h.missing = append(h.missing, vmi.Name)
-		return "", nil
+		return nil, nil
 	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
-		return "", fmt.Errorf("failed to list the virt-launcher pods of VMI %s: %w", klog.KObj(vmi), err)
+		return nil, fmt.Errorf("failed to list the virt-launcher pods of VMI %s: %w", klog.KObj(vmi), err)
 	}
-	for _, p := range pods.Items {
-		if p.UID != uid || p.Spec.NodeName != vmi.Status.NodeName || p.Status.HostIP == "" || p.Status.Phase != corev1.PodRunning {
-			continue
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.UID == uid && p.Spec.NodeName == vmi.Status.NodeName && p.Status.Phase == corev1.PodRunning {
+			return p, nil
 		}
-		h.launchers[i][boolIndex(server)] = string(p.UID)
-		if h.hostIPs == nil {
-			h.hostIPs = map[string]bool{}
-		}
-		h.hostIPs[p.Status.HostIP] = true
-		return "", nil
 	}
-	return fmt.Sprintf("virt-launcher pod %s of VMI %s is not running with a host IP yet", uid, vmi.Name), nil
+	return nil, nil
 }
 
 func boolIndex(b bool) int {
