@@ -99,8 +99,9 @@ func isIP(s string) bool {
 // guest. ok is false for any other binding (VMIAddresses' pod address holds).
 // The guest itself has an address of KubeVirt's masquerade subnet
 // (10.0.2.2 by default), reachable from no other pod; a VMI status that
-// reports it (seen with a guest agent under load on KubeVirt v1.7.0) must
-// not become the runner's ssh or netperf target.
+// reports it (seen once on KubeVirt v1.7.0 with TCG guests, 2026-11-29;
+// why KubeVirt reported it then was not established) must not become the
+// runner's ssh or netperf target.
 func MasqueradePodAddress(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod) (addr string, ok bool) {
 	for _, i := range vmi.Spec.Domain.Devices.Interfaces {
 		if i.Name != PodNetworkInterface {
