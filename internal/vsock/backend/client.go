@@ -197,10 +197,10 @@ func (c *Client) put(ctx context.Context, groups []Group) (*Report, error) {
 
 // do makes one request and records its report (or its failure) as the last.
 func (c *Client) do(ctx context.Context, method, path string, body []byte) (*Report, error) {
-	rep, err := c.request(ctx, method, path, body)
+	rep, err := request[Report](ctx, c.http, c.Socket, method, path, body)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var refused *refusedError
+	var refused *refusedError[Report]
 	switch {
 	case err == nil:
 		c.last, c.err, c.boot = rep, nil, rep.BootID
@@ -213,15 +213,27 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*Rep
 	return rep, err
 }
 
-// refusedError is a 4xx/5xx answer of the server.
-type refusedError struct {
+// refusedError is a 4xx/5xx answer of the server; report is R's state
+// that came with it (a partial update's, 422 only), or nil.
+type refusedError[R any] struct {
 	msg    string
-	report *Report
+	status int
+	report *R
 }
 
-func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError[R]) Error() string { return e.msg }
 
-func (c *Client) request(ctx context.Context, method, path string, body []byte) (*Report, error) {
+// errorAnswer is the shape of ErrorResponse and RelayErrorResponse.
+type errorAnswer[R any] struct {
+	Error  string `json:"error"`
+	Report *R     `json:"report,omitempty"`
+}
+
+// request makes one HTTP request over hc to the server on socket and
+// decodes its 200 answer as an R (at most maxRequestBytes).
+// Errors: the server unreachable or its answer unreadable; a
+// *refusedError[R] for a non-200 answer.
+func request[R any](ctx context.Context, hc *http.Client, socket, method, path string, body []byte) (*R, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -233,25 +245,26 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("the vsock backend at %s is unreachable: %w", c.Socket, err)
+		return nil, fmt.Errorf("the vsock backend at %s is unreachable: %w", socket, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the answer of the vsock backend at %s to %s %s: %w", c.Socket, method, path, err)
+		return nil, fmt.Errorf("failed to read the answer of the vsock backend at %s to %s %s: %w", socket, method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorResponse
+		var e errorAnswer[R]
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("%s: %q", resp.Status, bytes.TrimSpace(b))
 		}
-		return nil, &refusedError{msg: fmt.Sprintf("the vsock backend at %s refused %s %s: %s", c.Socket, method, path, e.Error), report: e.Report}
+		return nil, &refusedError[R]{msg: fmt.Sprintf("the vsock backend at %s refused %s %s: %s", socket, method, path, e.Error),
+			status: resp.StatusCode, report: e.Report}
 	}
-	var rep Report
+	var rep R
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("failed to decode the answer of the vsock backend at %s to %s %s: %w", c.Socket, method, path, err)
+		return nil, fmt.Errorf("failed to decode the answer of the vsock backend at %s to %s %s: %w", socket, method, path, err)
 	}
 	return &rep, nil
 }
@@ -259,6 +272,6 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 // Probe asks the server for its status once, without recording it.
 // Errors: the server unreachable or not answering a Report.
 func (c *Client) Probe(ctx context.Context) error {
-	_, err := c.request(ctx, "GET", StatusPath, nil)
+	_, err := request[Report](ctx, c.http, c.Socket, http.MethodGet, StatusPath, nil)
 	return err
 }

@@ -1,12 +1,10 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"reflect"
@@ -213,14 +211,17 @@ func (c *RelayClient) put(ctx context.Context, routes []relay.Route) error {
 // do makes one request on RelayPath and records its reply (or its failure)
 // as the last.
 func (c *RelayClient) do(ctx context.Context, method string, body []byte) error {
-	rep, err := c.request(ctx, method, body)
+	rep, err := request[RelayReport](ctx, c.http, c.Socket, method, RelayPath, body)
+	var refused *refusedError[RelayReport]
+	if errors.As(err, &refused) && refused.status == http.StatusNotFound {
+		err = fmt.Errorf("the vsock backend at %s runs no relay (%s %s: %s): start it with --relay", c.Socket, method, RelayPath, http.StatusText(refused.status))
+	}
 	if err == nil && rep.Emulation != c.Emulation {
 		err = fmt.Errorf("the vsock backend at %s runs its relay over %s, but the agent's --vsock-transport is %s: give both the same transport",
 			c.Socket, describeTransport(rep.Emulation), describeTransport(c.Emulation))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var refused *relayRefusedError
 	switch {
 	case rep != nil:
 		c.last, c.err, c.boot = rep, nil, rep.BootID
@@ -238,50 +239,4 @@ func describeTransport(emulation string) string {
 		return "AF_VSOCK"
 	}
 	return fmt.Sprintf("%q", emulation)
-}
-
-// relayRefusedError is a 4xx/5xx answer of the server on RelayPath.
-type relayRefusedError struct {
-	msg    string
-	report *RelayReport
-}
-
-func (e *relayRefusedError) Error() string { return e.msg }
-
-func (c *RelayClient) request(ctx context.Context, method string, body []byte) (*RelayReport, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://vsock-backend"+RelayPath, rd)
-	if err != nil {
-		return nil, fmt.Errorf("failed to make the request %s %s: %w", method, RelayPath, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("the vsock backend at %s is unreachable: %w", c.Socket, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
-	if err != nil {
-		return nil, fmt.Errorf("failed to read the answer of the vsock backend at %s to %s %s: %w", c.Socket, method, RelayPath, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("the vsock backend at %s runs no relay (%s %s: %s): start it with --relay", c.Socket, method, RelayPath, resp.Status)
-	case resp.StatusCode != http.StatusOK:
-		var e RelayErrorResponse
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = fmt.Sprintf("%s: %q", resp.Status, bytes.TrimSpace(b))
-		}
-		return nil, &relayRefusedError{msg: fmt.Sprintf("the vsock backend at %s refused %s %s: %s", c.Socket, method, RelayPath, e.Error), report: e.Report}
-	}
-	var rep RelayReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("failed to decode the answer of the vsock backend at %s to %s %s: %w", c.Socket, method, RelayPath, err)
-	}
-	return &rep, nil
 }
