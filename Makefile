@@ -209,6 +209,7 @@ bench: setup-core build ## Run the benchmarks: local node datapaths, CNI latency
 
 CLUSTER_DIR ?= $(ROOT)/_out/cluster
 CLUSTER := $(DEV) cluster --dir $(CLUSTER_DIR) --bin-dir $(BIN) --images-dir $(ROOT)/_out/images
+E2E_FAILURES := $(ROOT)/_out/e2e-cluster-failures.txt
 
 # KUBEVIRT=1 (the default): the cluster runs KubeVirt, built from source (make
 # setup-kubevirt, make kubevirt-images) at the version hack/tools/kubevirt pins;
@@ -243,11 +244,14 @@ cluster-uninstall: ## helm uninstall Fastpath from the cluster as docs/operation
 e2e-cluster: setup-core+tools+cluster$(if $(filter 1,$(KUBEVIRT)),+guests+kubevirt,) build images $(if $(filter 1,$(KUBEVIRT)),kubevirt-images,) ## The e2e suite on a fresh real cluster of two nodes (NODES=1..3): make cluster, cluster-install, go test ./e2e with its KUBECONFIG, helm uninstall (cluster-down then fails on a link with the agent's marks left on a node), cluster-down (KUBEVIRT=0: no KubeVirt, the VM specs are reported not run).
 	@# "|| rc=": under the shell's -e a failure at the end of the && list would
 	@# exit the recipe before the cluster is taken down.
-	@start=$$(date +%s); rc=0; \
+	@# The suite writes what failed and why to $(E2E_FAILURES), printed last so
+	@# that the tail of a CI log carries it (and the random seed).
+	@start=$$(date +%s); rc=0; mkdir -p $(dir $(E2E_FAILURES)); rm -f $(E2E_FAILURES); \
 	$(CLUSTER) up $(CLUSTER_KUBEVIRT) --nodes $(or $(NODES),2) && $(CLUSTER) install && \
-	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
+	  ($(IN_HARNESS) KUBECONFIG=$(CLUSTER_DIR)/kubeconfig FASTPATH_E2E_FAILURES=$(E2E_FAILURES) $(if $(filter 1,$(KUBEVIRT)),PATH=$(BIN)/kubevirt/$(KUBEVIRT_VERSION):$$PATH FASTPATH_E2E_VM_SAMPLES=$(ROOT)/config/samples/cluster/kubevirt,) go test $(GO_TEST_FLAGS) -v ./e2e/... -ginkgo.v) || rc=$$?; \
 	if [ $$rc = 0 ]; then $(CLUSTER) uninstall || rc=1; fi; \
 	$(CLUSTER) down || rc=1; \
+	if [ -s $(E2E_FAILURES) ]; then echo "e2e-cluster: what failed ($(E2E_FAILURES)):"; cat $(E2E_FAILURES); fi; \
 	echo "e2e-cluster: $$(( $$(date +%s) - start ))s, exit $$rc"; exit $$rc
 
 ##@ Demo
