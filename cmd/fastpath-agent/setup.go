@@ -290,7 +290,7 @@ func offerSiblingDevices(mgr ctrl.Manager, o Options, r *agent.Reconciler) error
 	}
 	mounts := &deviceplugin.SiblingMounts{SocketDir: o.Sibling.SocketDir, BackendDir: o.Sibling.BackendDir(), NodeName: o.NodeName, Devices: o.DevicePlugins.SiblingDevices,
 		PodResources: deviceplugin.KubeletPodResources{Socket: o.DevicePlugins.PodResourcesSocket}, Reader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorderFor("fastpath-agent"), Log: ctrl.Log.WithName("sibling-mounts")}
+		Recorder: mgr.GetEventRecorderFor("fastpath-agent"), ServedSince: servedSince(r.Siblings), Log: ctrl.Log.WithName("sibling-mounts")}
 	res, err := mounts.Resource()
 	if err != nil {
 		return fmt.Errorf("failed to start: --sibling-devices: %w", err)
@@ -301,6 +301,32 @@ func offerSiblingDevices(mgr ctrl.Manager, o Options, r *agent.Reconciler) error
 	r.SiblingDevicePlugin = &res
 	setupLog.Info("Offering the sibling device plugin", "resource", res.Name, "devices", len(res.Devices), "podResourcesSocket", o.DevicePlugins.PodResourcesSocket)
 	return nil
+}
+
+// servedSince tells when the process of sup serving a socket started,
+// asking the backend pod afresh (its client's last poll may predate the
+// socket); nil without Sibling.
+func servedSince(sup agent.SiblingSupervisor) deviceplugin.ServedSinceFunc {
+	if sup == nil {
+		return nil
+	}
+	return func(ctx context.Context, socket string) (time.Time, error) {
+		groups := sup.Status()
+		if c, ok := sup.(*backend.Client); ok {
+			var err error
+			if groups, err = c.Fresh(ctx); err != nil {
+				return time.Time{}, err
+			}
+		}
+		for _, g := range groups {
+			for _, vm := range g.Serving {
+				if filepath.Base(vm.Socket) == socket {
+					return g.Started, nil
+				}
+			}
+		}
+		return time.Time{}, nil
+	}
 }
 
 // newDHCP returns the DHCPv4 responders of the LinuxBridge bridges, serving

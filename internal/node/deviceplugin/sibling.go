@@ -161,8 +161,12 @@ type SiblingMounts struct {
 	// agent keeps no cache of every pod).
 	Reader client.Reader
 	// Recorder, when set, gets an event on the pod when its link is made or
-	// cannot be made (on transitions only).
+	// cannot be made (on transitions only), and EventSiblingBackendReplaced.
 	Recorder record.EventRecorder
+	// ServedSince, when set, tells when the process serving a socket
+	// started: a link replaced under a running QEMU then gets
+	// EventSiblingBackendReplaced.
+	ServedSince ServedSinceFunc
 	// ResyncInterval overrides DefaultSiblingResyncInterval.
 	ResyncInterval time.Duration
 	// Clock times the back-off of undecided pods; nil is the real clock.
@@ -440,7 +444,7 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 	if h.vm == "" {
 		return m.empty(id)
 	}
-	linked, err := m.link(id, pod.Namespace, h.vm, strict)
+	change, err := m.link(id, pod.Namespace, h.vm, strict)
 	if err != nil {
 		err = fmt.Errorf("failed to link the vhost-user socket of VM %s/%s for pod %s (%s device %s): %w", pod.Namespace, h.vm, pod, fastpathv1alpha1.SiblingResourceName, id, err)
 		m.report(&h, podRef(pod), corev1.EventTypeWarning, EventSiblingSocketNotLinked, err.Error())
@@ -448,8 +452,11 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 		_ = m.empty(id)
 		return err
 	}
-	if linked {
+	if change != linkUnchanged {
 		m.Log.Info("Linked the vhost-user socket of a Sibling VM into its virt-launcher", "device", id, "pod", pod.String(), "vm", pod.Namespace+"/"+h.vm)
+	}
+	if change == linkReplaced && !strict {
+		m.backendReplaced(ctx, pod, h.vm, id, filepath.Base(fastpathv1alpha1.SiblingSocketPath(pod.Namespace, h.vm)))
 	}
 	m.report(&h, podRef(pod), corev1.EventTypeNormal, EventSiblingSocketLinked,
 		fmt.Sprintf("vhost-user socket of VM %s/%s linked into %s (device %s)", pod.Namespace, h.vm, m.containerDir(), id))
@@ -483,7 +490,7 @@ func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (o
 
 // link hard-links the vhost-user socket of VM ns/vm into device id's
 // directory (atomically replacing a stale link) and removes everything
-// else there. linked reports whether a new link was made. Outside
+// else there, and says what it changed. Outside
 // PreStartContainer (strict false) a missing socket with a socket already
 // linked keeps that link: vhost-device-vsock 0.3.0 unlinks a VM's socket
 // once QEMU has connected and binds a new one when QEMU leaves, so the link
@@ -491,49 +498,52 @@ func (m *SiblingMounts) verify(ctx context.Context, key types.NamespacedName) (o
 // (its group is not running here, or, at PreStartContainer, its QEMU has
 // not left it yet) or not a socket, the directory missing, file system
 // errors.
-func (m *SiblingMounts) link(id, ns, vm string, strict bool) (linked bool, err error) {
+func (m *SiblingMounts) link(id, ns, vm string, strict bool) (change linkChange, err error) {
 	name := filepath.Base(fastpathv1alpha1.SiblingSocketPath(ns, vm))
 	src := filepath.Join(m.backendDir(), name)
 	dir := m.AllocDir(id)
 	if _, err := os.Stat(dir); err != nil {
-		return false, fmt.Errorf("allocation directory %s: %w", dir, err)
+		return linkUnchanged, fmt.Errorf("allocation directory %s: %w", dir, err)
 	}
 	st, err := os.Lstat(src)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strict {
 			if cur, lerr := os.Lstat(filepath.Join(dir, name)); lerr == nil && cur.Mode().Type() == os.ModeSocket {
-				return false, removeAllBut(dir, name)
+				return linkUnchanged, removeAllBut(dir, name)
 			}
 		}
 		if errors.Is(err, os.ErrNotExist) {
-			return false, fmt.Errorf("socket %s does not exist: the VM's Sibling group does not run on node %s (FastPathNode status.siblingBackends)", src, m.NodeName)
+			return linkUnchanged, fmt.Errorf("socket %s does not exist: the VM's Sibling group does not run on node %s (FastPathNode status.siblingBackends)", src, m.NodeName)
 		}
-		return false, err
+		return linkUnchanged, err
 	}
 	if st.Mode().Type() != os.ModeSocket {
-		return false, fmt.Errorf("%s is not a socket (mode %s)", src, st.Mode())
+		return linkUnchanged, fmt.Errorf("%s is not a socket (mode %s)", src, st.Mode())
 	}
 	// QEMU connects as KubeVirt's non-root user; the 0700 socket directory
 	// keeps the host's other users out.
 	if st.Mode().Perm() != 0o666 {
 		if err := os.Chmod(src, 0o666); err != nil {
-			return false, fmt.Errorf("failed to make socket %s connectable (mode 0666): %w", src, err)
+			return linkUnchanged, fmt.Errorf("failed to make socket %s connectable (mode 0666): %w", src, err)
 		}
 	}
 	dst := filepath.Join(dir, name)
 	if cur, err := os.Lstat(dst); err != nil || !os.SameFile(cur, st) {
+		change = linkNew
+		if err == nil && cur.Mode().Type() == os.ModeSocket {
+			change = linkReplaced
+		}
 		tmp := filepath.Join(dir, "."+name+".new")
 		_ = os.Remove(tmp)
 		if err := os.Link(src, tmp); err != nil {
-			return false, fmt.Errorf("failed to hard-link %s: %w", src, err)
+			return linkUnchanged, fmt.Errorf("failed to hard-link %s: %w", src, err)
 		}
 		if err := os.Rename(tmp, dst); err != nil {
 			_ = os.Remove(tmp)
-			return false, fmt.Errorf("failed to put the link to %s in place: %w", src, err)
+			return linkUnchanged, fmt.Errorf("failed to put the link to %s in place: %w", src, err)
 		}
-		linked = true
 	}
-	return linked, removeAllBut(dir, name)
+	return change, removeAllBut(dir, name)
 }
 
 // empty removes everything in device id's directory (a missing directory

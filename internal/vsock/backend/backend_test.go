@@ -94,10 +94,11 @@ func TestSupervisorRestartsAKilledBackend(t *testing.T) {
 	g.Expect(s.Sync([]Group{grp})).To(Succeed())
 
 	var first int
+	var firstStarted time.Time
 	g.Eventually(func() bool {
 		st := s.Status()
 		if len(st) == 1 && st[0].Running {
-			first = st[0].PID
+			first, firstStarted = st[0].PID, st[0].Started
 			return true
 		}
 		return false
@@ -115,7 +116,8 @@ func TestSupervisorRestartsAKilledBackend(t *testing.T) {
 		return s.Status()[0]
 	}, 15*time.Second, 50*time.Millisecond).Should(And(
 		HaveField("Running", true), HaveField("Restarts", int32(1)),
-		HaveField("PID", Not(Equal(first)))))
+		HaveField("PID", Not(Equal(first))), HaveField("Started", BeTemporally(">", firstStarted))))
+	g.Expect(firstStarted).NotTo(BeZero(), "when the process started: the sibling mounts compare it with QEMU's start")
 	g.Expect(changes).NotTo(BeEmpty())
 	for _, vm := range grp.VMs {
 		g.Expect(vm.Socket).To(BeAnExistingFile())

@@ -121,6 +121,17 @@ func (c *Client) Report() (*Report, error) {
 	return c.last, c.err
 }
 
+// Fresh asks the server for its status now and returns its groups (the
+// process serving each, with its start), without recording the answer (Run
+// alone follows the BootID). Errors: the server unreachable or refusing.
+func (c *Client) Fresh(ctx context.Context) ([]Status, error) {
+	rep, err := request[Report](ctx, c.http, c.Socket, http.MethodGet, StatusPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Groups, nil
+}
+
 // Run polls the server every PollInterval until ctx ends (returning nil):
 // it calls OnChange when the report (or the reachability) changed, and
 // when the BootID changed and Sync was called before, it sends the wanted

@@ -34,6 +34,10 @@ type Status struct {
 	// PID of the process, 0 when none runs (in the Supervisor's PID
 	// namespace).
 	PID int `json:"pid"`
+	// Started is when the process started (RFC 3339 in JSON); zero when
+	// none runs. A QEMU that connected before it is not connected to it:
+	// QEMU does not reconnect a vhost-user-vsock device.
+	Started time.Time `json:"started,omitzero"`
 	// Restarts counts the restarts after the process exited by itself.
 	Restarts int32 `json:"restarts"`
 	// Serving are the VMs the process serves (in CID order).
@@ -85,6 +89,7 @@ type supervised struct {
 
 	// Guarded by Supervisor.mu.
 	pid      int
+	started  time.Time
 	ready    bool
 	restarts int32
 	lastErr  string
@@ -171,7 +176,7 @@ func (s *Supervisor) Status() []Status {
 	defer s.mu.Unlock()
 	out := make([]Status, 0, len(s.groups))
 	for key, g := range s.groups {
-		st := Status{Key: key, PID: g.pid, Running: g.pid != 0 && g.ready, Restarts: g.restarts, Serving: sortedVMs(g.serving.VMs)}
+		st := Status{Key: key, PID: g.pid, Started: g.started, Running: g.pid != 0 && g.ready, Restarts: g.restarts, Serving: sortedVMs(g.serving.VMs)}
 		switch {
 		case g.pending != "":
 			st.Pending, st.Message = true, g.pending
@@ -237,7 +242,7 @@ func (s *Supervisor) loop(sv *supervised) {
 			s.record(sv, func() { sv.lastErr = err.Error() })
 			continue
 		}
-		s.record(sv, func() { sv.pid, sv.ready, sv.lastErr = cmd.Process.Pid, false, "" })
+		s.record(sv, func() { sv.pid, sv.started, sv.ready, sv.lastErr = cmd.Process.Pid, time.Now(), false, "" })
 		if !first {
 			s.record(sv, func() { sv.restarts++ })
 		}
@@ -250,12 +255,12 @@ func (s *Supervisor) loop(sv *supervised) {
 		select {
 		case <-sv.stop:
 			_ = stopProcess(cmd, exited)
-			s.record(sv, func() { sv.pid, sv.ready = 0, false })
+			s.record(sv, func() { sv.pid, sv.started, sv.ready = 0, time.Time{}, false })
 			return
 		case <-exited:
 			state := cmd.ProcessState
 			s.record(sv, func() {
-				sv.pid, sv.ready = 0, false
+				sv.pid, sv.started, sv.ready = 0, time.Time{}, false
 				sv.lastErr = fmt.Sprintf("vhost-device-vsock exited (%v); restarting", state)
 			})
 		}
