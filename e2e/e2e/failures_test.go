@@ -18,7 +18,7 @@ const FailuresFileEnv = "FASTPATH_E2E_FAILURES"
 // maxFailureLines bounds the lines of one failure message in the summary:
 // the message of an Eventually ends with the last assertion that failed,
 // which is the line a reader needs.
-const maxFailureLines = 8
+const maxFailureLines = 12
 
 // failureSummary returns the random seed (the order Ginkgo ran the
 // containers in; -ginkgo.seed repeats it) and, per spec that failed,

@@ -62,7 +62,11 @@ func TestFailureSummary(t *testing.T) {
    | The function passed to Eventually failed at fastpath_test.go:146 with:
    | condition Colocated: NotColocated VMs on node1, node2
    | filler
-   | [19 lines]
+   | filler
+   | filler
+   | [15 lines]
+   | filler
+   | filler
    | Expected
    |     <string>: False
    | to equal

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -113,4 +115,49 @@ func removeVMs(ctx SpecContext, a *fastpathv1alpha1.FastPathAttachment, names ..
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "VMI %s still there: %v", n, err)
 		}, 3*time.Minute).Should(Succeed())
 	}
+}
+
+// vmiDiagnosis is one line on VMI v for a failure message: its phase, its
+// conditions and its launcher pods' containers (ready, state), so that the
+// failure summary at the end of a CI log tells a guest that did not boot
+// from a launcher container that stopped.
+func vmiDiagnosis(ctx context.Context, v *kubevirtv1.VirtualMachineInstance) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %s on %s; conditions", v.Status.Phase, v.Status.NodeName)
+	for _, c := range v.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+		if c.Reason != "" {
+			fmt.Fprintf(&b, "(%s)", c.Reason)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client().List(ctx, pods, client.InNamespace(v.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(v.UID)}); err != nil {
+		return b.String() + "; launcher pods: " + err.Error()
+	}
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "; pod %s %s:", p.Name, p.Status.Phase)
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			state := "waiting"
+			switch {
+			case cs.State.Running != nil:
+				state = "running"
+			case cs.State.Terminated != nil:
+				state = fmt.Sprintf("exited %d (%s)", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+			case cs.State.Waiting != nil:
+				state = "waiting (" + cs.State.Waiting.Reason + ")"
+			}
+			fmt.Fprintf(&b, " %s ready=%t %s restarts=%d", cs.Name, cs.Ready, state, cs.RestartCount)
+		}
+	}
+	return b.String()
+}
+
+// vmiCondition reports whether VMI v has condition t True.
+func vmiCondition(v *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMachineInstanceConditionType) bool {
+	for _, c := range v.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
