@@ -31,6 +31,8 @@ TESTS=(
   "vhu_vsock_thread::tests::test_sibling_pkt_while_rx_ring_stopped_stays_queued fail"
   "thread_backend::tests::test_sibling_queue_keeps_the_newest_within_a_bound fail"
   "thread_backend::tests::test_sibling_unknown_cid_gets_rst fail"
+  "thread_backend::tests::test_shutdown_resets_each_connection_of_the_guest fail"
+  "vhu_vsock_thread::tests::test_shutdown_sends_the_guest_an_rst_per_connection fail"
 )
 
 bash "${HERE}/source.sh" "${VERSION}" "${OUT}/src"
