@@ -161,16 +161,41 @@ func acceptedSockets(g Group) int {
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
 
-// stopProcess kills the process group of cmd and waits for it, up to 5 s.
+// StopGrace is how long a vhost-device-vsock has after SIGTERM before its
+// process group is killed. On SIGTERM our build (patch 0004,
+// docs/vsock-sibling.md) sends each guest an RST for each of its
+// established connections and exits, within 1 s (its RESET_TIMEOUT);
+// QEMU does not reconnect a vhost-user vsock device, so without that the
+// guests' connections would hang until the VM restarts instead of failing
+// with ECONNRESET. 2 s leaves it that second and as much again for a busy
+// node.
+const StopGrace = 2 * time.Second
+
+// killWait is how long a killed process group has to be reaped.
+const killWait = 5 * time.Second
+
+// StopTimeout bounds how long stopping one vhost-device-vsock takes
+// (stopProcess), and so Supervisor.Stop, which stops every group's at once.
+const StopTimeout = StopGrace + killWait
+
+// stopProcess stops the process group of cmd: SIGTERM, then SIGKILL once
+// StopGrace has passed without it exiting, and waits for it to exit, up to
+// killWait after the SIGKILL. exited is closed once cmd has been waited for.
 func stopProcess(cmd *exec.Cmd, exited chan struct{}) error {
 	if cmd == nil || cmd.Process == nil {
 		return nil
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-exited:
 		return nil
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("vhost-device-vsock pid %d did not exit within 5s", cmd.Process.Pid)
+	case <-time.After(StopGrace):
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-exited:
+		return fmt.Errorf("vhost-device-vsock pid %d did not exit within %v of SIGTERM: killed", cmd.Process.Pid, StopGrace)
+	case <-time.After(killWait):
+		return fmt.Errorf("vhost-device-vsock pid %d did not exit within %v of SIGKILL", cmd.Process.Pid, killWait)
 	}
 }

@@ -24,7 +24,7 @@ const (
 	// is seen within this long (plus the request).
 	DefaultPollInterval = 2 * time.Second
 	// DefaultRequestTimeout bounds one request. A sync that stops idle
-	// groups waits for their processes (up to 5 s each, stopProcess).
+	// groups waits for their processes (up to StopTimeout, 7 s, each).
 	DefaultRequestTimeout = 30 * time.Second
 )
 

@@ -192,27 +192,38 @@ func (s *Supervisor) Status() []Status {
 	return out
 }
 
-// Stop kills every process and waits for the supervision loops to end.
+// Stop stops every process (stopProcess: SIGTERM, so that each resets its
+// guests' connections, then SIGKILL after StopGrace) and waits for the
+// supervision loops to end. The groups stop at once, so Stop takes at most
+// StopTimeout however many there are.
 func (s *Supervisor) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	halting := make([]*supervised, 0, len(s.groups))
 	for key, g := range s.groups {
-		s.halt(g)
+		halting = append(halting, g)
 		delete(s.groups, key)
 	}
+	s.halt(halting...)
 }
 
-// halt ends g's loop (which kills its process) and waits for it. Called
-// with s.mu held; the loop takes s.mu only briefly and never while waiting
-// on stop, so it is released here for the wait.
-func (s *Supervisor) halt(g *supervised) {
-	close(g.stop)
+// halt ends the loops of gs (each stops its process) and waits for them.
+// Called with s.mu held; a loop takes s.mu only briefly and never while
+// waiting on stop, so it is released here for the wait.
+func (s *Supervisor) halt(gs ...*supervised) {
+	for _, g := range gs {
+		close(g.stop)
+	}
 	s.mu.Unlock()
-	<-g.done
+	for _, g := range gs {
+		<-g.done
+	}
 	s.mu.Lock()
-	for _, vm := range g.serving.VMs {
-		_ = os.Remove(vm.Socket)
-		_ = os.Remove(vm.UDSPath)
+	for _, g := range gs {
+		for _, vm := range g.serving.VMs {
+			_ = os.Remove(vm.Socket)
+			_ = os.Remove(vm.UDSPath)
+		}
 	}
 }
 
