@@ -4,12 +4,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
 // daemonSets renders the chart with set and decodes its DaemonSets by name.
@@ -79,6 +82,9 @@ func TestChartVsockBackend(t *testing.T) {
 	g.Expect(c.Resources.Limits).NotTo(HaveKey(corev1.ResourceMemory), "an OOM kill would drop every guest's connections")
 
 	g.Expect(ps.InitContainers).To(BeEmpty(), "nothing of the pod runs as root")
+	// Room to SIGTERM the vhost-device-vsock processes, which reset their
+	// guests' connections, before kubelet SIGKILLs the pod.
+	g.Expect(time.Duration(*ps.TerminationGracePeriodSeconds) * time.Second).To(BeNumerically(">=", 2*backend.StopTimeout))
 
 	agent := dss["fastpath-agent"].Spec.Template.Spec
 	g.Expect(agent.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{65532}}))
