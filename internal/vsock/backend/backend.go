@@ -166,9 +166,9 @@ func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
 // docs/vsock-sibling.md) sends each guest an RST for each of its
 // established connections and exits, within 1 s (its RESET_TIMEOUT);
 // QEMU does not reconnect a vhost-user vsock device, so without that the
-// guests' connections would hang until the VM restarts instead of failing
-// with ECONNRESET. 2 s leaves it that second and as much again for a busy
-// node.
+// guests' connections would hang until the VM restarts instead of ending
+// (a Linux guest's read returns end-of-file, its write fails with EPIPE).
+// 2 s leaves it that second and as much again for a busy node.
 const StopGrace = 2 * time.Second
 
 // killWait is how long a killed process group has to be reaped.
