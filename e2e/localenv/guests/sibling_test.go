@@ -353,10 +353,10 @@ func siblingTransfers(t *testing.T, ctx context.Context, sup *backend.Supervisor
 		//   - idle: db-1 had used up db-0's credit and waits for a credit
 		//     update that the old kernel can no longer send. Nothing tells
 		//     db-1: it sends nothing, the new kernel knows nothing of the
-		//     connection, vsock has no keepalive, and the backend tracks no
-		//     sibling connections, so it sends no RST for a departed
-		//     sibling. The stream's idle watchdog ends it after
-		//     cutStreamIdle without progress.
+		//     connection, vsock has no keepalive, and the backend sends no
+		//     RST for a departed sibling (it resets its guests' connections
+		//     only when it stops itself, patch 0004). The stream's idle
+		//     watchdog ends it after cutStreamIdle without progress.
 		// Which one happens depends on where db-1 was when db-0 went; the
 		// test accepts both and fails on anything else, including the bound
 		// on the whole transfer.
