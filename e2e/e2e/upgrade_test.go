@@ -365,4 +365,12 @@ spec:
 			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
 		}, 2*time.Minute).Should(Succeed())
 	}, SpecTimeout(12*time.Minute))
+
+	It("ends a sibling vsock stream with a reset, not a hang, when the node's backend pod is replaced, and tells each running VM it needs a restart", func(ctx SpecContext) {
+		if env.VSOCKMode() != fastpathv1alpha1.VSOCKModeSibling {
+			notRun("the cluster's vsock mode is " + string(env.VSOCKMode()) + ", not Sibling")
+		}
+		report := backendReplacedUnderStream(ctx, c(), att, names)
+		AddReportEntry("sibling backend replaced", report)
+	}, SpecTimeout(6*time.Minute))
 })

@@ -11,7 +11,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
@@ -118,16 +120,19 @@ func startVsockStream(ctx SpecContext, receiver, sender string, cid, port uint32
 	log := "/tmp/fastpath-e2e-upgrade-vsock.log"
 	// wc counts the bytes through a FIFO beside sha256sum (busybox's dd,
 	// the guest's, prints records, not bytes).
-	recv := fmt.Sprintf(`rm -f /tmp/fp-up.sum /tmp/fp-up.count /tmp/fp-up.fifo; mkfifo /tmp/fp-up.fifo; nohup sh -c 'wc -c </tmp/fp-up.fifo >/tmp/fp-up.count & socat -d -d -u VSOCK-LISTEN:%d STDOUT 2>%s | tee /tmp/fp-up.fifo | sha256sum >/tmp/fp-up.sum; wait' >/dev/null 2>&1 & %s`,
+	// The log goes first: waitListening must not read an earlier stream's.
+	recv := fmt.Sprintf(`rm -f /tmp/fp-up.sum /tmp/fp-up.count /tmp/fp-up.fifo %[2]s; mkfifo /tmp/fp-up.fifo; nohup sh -c 'wc -c </tmp/fp-up.fifo >/tmp/fp-up.count & socat -d -d -u VSOCK-LISTEN:%[1]d STDOUT 2>%[2]s | tee /tmp/fp-up.fifo | sha256sum >/tmp/fp-up.sum; wait' >/dev/null 2>&1 & %[3]s`,
 		port, log, waitListening(log))
 	out, err := env.GuestExec(ctx, nsKey(receiver), "", recv)
 	Expect(err).NotTo(HaveOccurred(), "start the receiver in %s: %s", receiver, out)
 	s := &vsockStream{receiver: receiver, sender: sender, started: time.Now(), done: make(chan vsockStreamResult, 1)}
 	line := strings.TrimSuffix(upgradeVsockLine, "\n")
 	// The sender runs detached in the guest (an ssh session of the suite
-	// lasts at most 2 minutes, the stream longer) and writes its exit
-	// status and its length in seconds, by the guest's clock, when it ends.
-	send := fmt.Sprintf(`rm -f /tmp/fp-up.rc; nohup sh -c 't0=$(date +%%s); i=0; while [ $i -lt %d ]; do yes %s | head -c %d; sleep 1; i=$((i+1)); done | socat -u STDIN VSOCK-CONNECT:%d:%d 2>/tmp/fp-up.send; echo "$? $(( $(date +%%s) - t0 ))" >/tmp/fp-up.rc' >/dev/null 2>&1 &`,
+	// lasts at most 2 minutes, the stream longer) and writes socat's exit
+	// status and its length in seconds, by the guest's clock, when socat
+	// ends: in the pipeline's last part, as the pacing loop before it only
+	// ends after its last chunk, socat or not.
+	send := fmt.Sprintf(`rm -f /tmp/fp-up.rc; nohup sh -c 't0=$(date +%%s); i=0; while [ $i -lt %d ]; do yes %s | head -c %d; sleep 1; i=$((i+1)); done | { socat -u STDIN VSOCK-CONNECT:%d:%d 2>/tmp/fp-up.send; echo "$? $(( $(date +%%s) - t0 ))" >/tmp/fp-up.rc; }' >/dev/null 2>&1 &`,
 		upgradeVsockChunks, line, upgradeVsockChunk, cid, port)
 	out, err = env.GuestExec(ctx, nsKey(sender), "", send)
 	Expect(err).NotTo(HaveOccurred(), "start the sender in %s: %s", sender, out)
@@ -191,4 +196,58 @@ func (s *vsockStream) finish(ctx SpecContext, upgradeStart, upgradeEnd time.Time
 	return fmt.Sprintf("%d MiB over %s (%.2f MiB/s, paced at 1 MiB/s), sha256 equal, %s–%s after its start the upgrade ran",
 		want>>20, took.Round(time.Second), float64(want>>20)/took.Seconds(),
 		upgradeStart.Sub(s.started).Round(time.Second), upgradeEnd.Sub(s.started).Round(time.Second))
+}
+
+// backendReplacedUnderStream deletes the vsock backend pod on the node of
+// the VMs names (attachment att, vsock mode Sibling) while a sibling stream
+// runs between them, as the backend upgrade of docs/operations.md does to
+// VMs left running. The guests' stream must end with an error (the reset
+// vhost-device-vsock sends every connection when it stops), not hang; the
+// new backend pod must serve the group; and each VM must get the agent's
+// SiblingBackendReplaced Warning, as QEMU does not reconnect. It returns
+// the report line.
+func backendReplacedUnderStream(ctx SpecContext, c client.Client, att *fastpathv1alpha1.FastPathAttachment, names []string) string {
+	GinkgoHelper()
+	a := &fastpathv1alpha1.FastPathAttachment{}
+	Expect(c.Get(ctx, nsKey(att.Name), a)).To(Succeed())
+	Expect(a.Status.VSOCKServices).To(HaveLen(1))
+	cid, port := vsockAddress(a.Status.VSOCKServices[0].Address)
+	server := &kubevirtv1.VirtualMachineInstance{}
+	Expect(c.Get(ctx, nsKey(names[0]), server)).To(Succeed())
+	key := ns + "/" + att.Name
+	before := siblingBackendState(ctx, c, server.Status.NodeName, key)
+	By(fmt.Sprintf("starting a sibling vsock stream from %s to %d:%d (backend pod %s, vhost-device-vsock pid %d)", names[1], cid, port, before.pod, before.pid))
+	stream := startVsockStream(ctx, names[0], names[1], cid, port)
+	eventually(ctx, func(g Gomega) {
+		out, err := env.GuestExec(ctx, nsKey(names[0]), "", "cat /tmp/fastpath-e2e-upgrade-vsock.log")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("accepting connection"), "the receiver in %s has no connection yet", names[0])
+	}, time.Minute).Should(Succeed())
+
+	By("deleting the backend pod " + before.pod + " under the stream")
+	deleted := time.Now()
+	Expect(c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: before.pod}})).To(Succeed())
+	var r vsockStreamResult
+	Eventually(ctx, stream.done).WithTimeout(2*time.Minute).Should(Receive(&r),
+		"the sender in %s neither ended nor failed: its vsock connection hangs instead of being reset", names[1])
+	Expect(r.err).To(HaveOccurred(), "the sender in %s ended without an error, as if its backend had not stopped: %s", names[1], r.out)
+	ended := time.Since(deleted)
+	Expect(r.ended).To(BeTemporally(">", deleted.Add(-3*time.Second)), "the sender in %s failed before the backend pod was deleted: %s", names[1], r.out)
+
+	after := siblingBackendState(ctx, c, before.node, key)
+	Expect(after.podUID).NotTo(Equal(before.podUID), "a new backend pod on %s", before.node)
+	var warned []string
+	eventually(ctx, func(g Gomega) {
+		l := &corev1.EventList{}
+		g.Expect(c.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+		warned = nil
+		for _, e := range l.Items {
+			if e.Reason == "SiblingBackendReplaced" && e.InvolvedObject.Kind == "VirtualMachineInstance" && e.Type == corev1.EventTypeWarning {
+				warned = append(warned, e.InvolvedObject.Name)
+			}
+		}
+		g.Expect(warned).To(ContainElements(names), "SiblingBackendReplaced on each VMI")
+	}, 2*time.Minute).Should(Succeed())
+	return fmt.Sprintf("backend pod %s deleted under a sibling stream %s→%s: the sender failed (%s) within %s (polled every 5 s); new pod %s, vhost-device-vsock pid %d; SiblingBackendReplaced on VMIs %s",
+		before.pod, names[1], names[0], strings.TrimSpace(r.out), ended.Round(100*time.Millisecond), after.pod, after.pid, strings.Join(warned, ", "))
 }
