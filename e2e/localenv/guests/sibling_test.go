@@ -60,31 +60,7 @@ func TestSiblingGuests(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	bin := repoBin(t)
-	sockDir := filepath.Join("/tmp", testutil.UniqueName("fpsib"))
-	t.Cleanup(func() { _, _ = execCmd("rm", "-rf", sockDir) })
-	t.Setenv(domainhook.SiblingSocketDirEnv, sockDir)
-	slot := func(vm string, cid uint32) backend.VM {
-		return backend.VM{Name: vm, CID: cid, Socket: domainhook.SiblingSocket("fpg", vm),
-			UDSPath: filepath.Join(sockDir, fmt.Sprintf("%d.vsock", cid))}
-	}
-	logDir := t.TempDir()
-	sup := &backend.Supervisor{Binary: filepath.Join(bin, "vhost-device-vsock"), LogDir: logDir}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(logDir, "fpg.db-link.log"))
-			t.Logf("vhost-device-vsock log of fpg/db-link:\n%s", b)
-		}
-	})
-	defer sup.Stop()
-	g.Expect(sup.Sync([]backend.Group{
-		{Key: "fpg/db-link", VMs: []backend.VM{slot("db-0", 3), slot("db-1", 4)}},
-		{Key: "fpg/web", VMs: []backend.VM{slot("web-0", 5)}},
-	})).To(Succeed())
-	g.Eventually(func() bool {
-		st := sup.Status()
-		return len(st) == 2 && st[0].Running && st[1].Running
-	}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
+	sup, sockDir := siblingSupervisor(t, "fpsib", false)
 
 	guests := bootTrio(t, ctx, [3]byte{10, 252, 0}, siblingVMI, nil)
 	for _, gu := range guests {
@@ -381,4 +357,41 @@ func siblingTransfers(t *testing.T, ctx context.Context, sup *backend.Supervisor
 		g.Expect(db0.ServeChecksumSink(ctx, "after", "VSOCK-LISTEN:5014")).To(Succeed())
 		bothWays(g, "after db-0's reboot", "5014", bothWaysBytes)
 	})
+}
+
+// siblingSupervisor runs the real vhost-device-vsock for two Sibling
+// groups, fpg/db-link (db-0 CID 3, db-1 CID 4) and fpg/web (web-0 CID 5),
+// with its sockets in a fresh directory (the domain hook's, through
+// domainhook.SiblingSocketDirEnv), waits until both run, and returns the
+// supervisor and that directory; both go with t. db-link's log is logged
+// at the end when the test failed, or always with logAlways.
+func siblingSupervisor(t *testing.T, prefix string, logAlways bool) (*backend.Supervisor, string) {
+	t.Helper()
+	g := NewWithT(t)
+	bin := repoBin(t)
+	sockDir := filepath.Join("/tmp", testutil.UniqueName(prefix))
+	t.Cleanup(func() { _, _ = execCmd("rm", "-rf", sockDir) })
+	t.Setenv(domainhook.SiblingSocketDirEnv, sockDir)
+	slot := func(vm string, cid uint32) backend.VM {
+		return backend.VM{Name: vm, CID: cid, Socket: domainhook.SiblingSocket("fpg", vm),
+			UDSPath: filepath.Join(sockDir, fmt.Sprintf("%d.vsock", cid))}
+	}
+	logDir := t.TempDir()
+	sup := &backend.Supervisor{Binary: filepath.Join(bin, "vhost-device-vsock"), LogDir: logDir}
+	t.Cleanup(func() {
+		if logAlways || t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(logDir, "fpg.db-link.log"))
+			t.Logf("vhost-device-vsock log of fpg/db-link:\n%s", b)
+		}
+	})
+	t.Cleanup(sup.Stop)
+	g.Expect(sup.Sync([]backend.Group{
+		{Key: "fpg/db-link", VMs: []backend.VM{slot("db-0", 3), slot("db-1", 4)}},
+		{Key: "fpg/web", VMs: []backend.VM{slot("web-0", 5)}},
+	})).To(Succeed())
+	g.Eventually(func() bool {
+		st := sup.Status()
+		return len(st) == 2 && st[0].Running && st[1].Running
+	}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
+	return sup, sockDir
 }

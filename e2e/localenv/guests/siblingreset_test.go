@@ -2,9 +2,6 @@ package guests
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/fastpath-io/fastpath/internal/testing/testutil"
-	"github.com/fastpath-io/fastpath/internal/vm/domainhook"
 	"github.com/fastpath-io/fastpath/internal/vsock/backend"
 )
 
@@ -39,25 +35,7 @@ func TestSiblingGuestsSeeAResetWhenTheBackendStops(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin := repoBin(t)
-	sockDir := filepath.Join("/tmp", testutil.UniqueName("fprst"))
-	t.Cleanup(func() { _, _ = execCmd("rm", "-rf", sockDir) })
-	t.Setenv(domainhook.SiblingSocketDirEnv, sockDir)
-	slot := func(vm string, cid uint32) backend.VM {
-		return backend.VM{Name: vm, CID: cid, Socket: domainhook.SiblingSocket("fpg", vm),
-			UDSPath: filepath.Join(sockDir, fmt.Sprintf("%d.vsock", cid))}
-	}
-	logDir := t.TempDir()
-	sup := &backend.Supervisor{Binary: filepath.Join(bin, "vhost-device-vsock"), LogDir: logDir}
-	t.Cleanup(func() {
-		b, _ := os.ReadFile(filepath.Join(logDir, "fpg.db-link.log"))
-		t.Logf("vhost-device-vsock log of fpg/db-link:\n%s", b)
-	})
-	defer sup.Stop()
-	g.Expect(sup.Sync([]backend.Group{
-		{Key: "fpg/db-link", VMs: []backend.VM{slot("db-0", 3), slot("db-1", 4)}},
-		{Key: "fpg/web", VMs: []backend.VM{slot("web-0", 5)}},
-	})).To(Succeed())
+	sup, _ := siblingSupervisor(t, "fprst", true)
 	dbLink := func() backend.Status {
 		for _, st := range sup.Status() {
 			if st.Key == "fpg/db-link" {
@@ -66,10 +44,6 @@ func TestSiblingGuestsSeeAResetWhenTheBackendStops(t *testing.T) {
 		}
 		return backend.Status{}
 	}
-	g.Eventually(func() bool {
-		st := sup.Status()
-		return len(st) == 2 && st[0].Running && st[1].Running
-	}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
 
 	guests := bootTrio(t, ctx, [3]byte{10, 253, 0}, siblingVMI, nil)
 	db0, db1 := guests[0], guests[1]
