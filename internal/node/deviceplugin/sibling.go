@@ -456,7 +456,7 @@ func (m *SiblingMounts) ensure(ctx context.Context, id string, pod types.Namespa
 		m.Log.Info("Linked the vhost-user socket of a Sibling VM into its virt-launcher", "device", id, "pod", pod.String(), "vm", pod.Namespace+"/"+h.vm)
 	}
 	if change == linkReplaced && !strict {
-		m.backendReplaced(ctx, pod, h.vm, id, filepath.Base(fastpathv1alpha1.SiblingSocketPath(pod.Namespace, h.vm)))
+		m.backendReplaced(ctx, pod, h.vm, id)
 	}
 	m.report(&h, podRef(pod), corev1.EventTypeNormal, EventSiblingSocketLinked,
 		fmt.Sprintf("vhost-user socket of VM %s/%s linked into %s (device %s)", pod.Namespace, h.vm, m.containerDir(), id))

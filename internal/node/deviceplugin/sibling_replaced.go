@@ -3,12 +3,15 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	fastpathv1alpha1 "github.com/fastpath-io/fastpath/api/v1alpha1"
 )
 
 // EventSiblingBackendReplaced: the vhost-device-vsock process serving the
@@ -48,10 +51,11 @@ type ServedSinceFunc func(ctx context.Context, socket string) (time.Time, error)
 // pod and the VMI, once per replaced link. A new socket bound because the
 // pod's QEMU left (the VM stopping, or the source of a migration) comes
 // from the process the QEMU used, started before the container: no event.
-func (m *SiblingMounts) backendReplaced(ctx context.Context, pod types.NamespacedName, vm, id string, socket string) {
+func (m *SiblingMounts) backendReplaced(ctx context.Context, pod types.NamespacedName, vm, id string) {
 	if m.ServedSince == nil {
 		return
 	}
+	socket := filepath.Base(fastpathv1alpha1.SiblingSocketPath(pod.Namespace, vm))
 	log := m.Log.WithValues("device", id, "pod", pod.String(), "vm", pod.Namespace+"/"+vm)
 	since, err := m.ServedSince(ctx, socket)
 	if err != nil || since.IsZero() {
